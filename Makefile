@@ -1,0 +1,38 @@
+# Everything a fresh clone needs: `make demo` and `make test` create .venv themselves.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+DEMO_DB := $(or $(RECALLD_DEMO_DB),/tmp/recalld-demo.db)
+
+.PHONY: install demo test lint fix bench clean
+
+$(BIN)/recalld: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip==24.3.1
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(BIN)/recalld
+
+install: $(BIN)/recalld
+
+demo: install
+	rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
+	$(BIN)/recalld --db $(DEMO_DB) import examples/sample_conversation.jsonl
+	@while IFS= read -r q; do \
+		$(BIN)/recalld --db $(DEMO_DB) search "$$q" --limit 3 --as-of 2026-04-20 || exit 1; \
+	done < examples/questions.txt
+	$(BIN)/recalld --db $(DEMO_DB) search "when does my sister arrive?" --limit 1 --explain --as-of 2026-04-20
+
+test: install
+	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/mypy
+
+fix: install
+	$(BIN)/ruff check --fix src tests scripts
+	$(BIN)/ruff format src tests scripts
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

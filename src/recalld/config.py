@@ -1,0 +1,95 @@
+"""Configuration: one typed ``Settings`` object resolved at the edge and passed down.
+
+Precedence, lowest first: defaults < config file (TOML) < environment (``RECALLD_*``) <
+explicit arguments (CLI flags or keyword arguments). Library code never reads the
+environment itself; only :func:`load_settings` does.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from recalld.errors import InvalidInputError
+
+APP_NAME = "recalld"
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir(APP_NAME))
+
+
+def default_cache_dir() -> Path:
+    return Path(platformdirs.user_cache_dir(APP_NAME))
+
+
+def default_config_file() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
+
+
+class Settings(BaseSettings):
+    """Everything recalld needs to open a store; each field is one canonical setting."""
+
+    model_config = SettingsConfigDict(env_prefix="RECALLD_", frozen=True, extra="forbid")
+
+    db: Path = Field(default_factory=lambda: default_data_dir() / "memory.db")
+    """The SQLite store file."""
+    embedder: str = "local"
+    """``local`` (packaged all-MiniLM-L6-v2), ``onnx:/path/to/folder``,
+    ``openai:MODEL`` (OpenAI-compatible HTTP) or ``fake`` (tests only)."""
+    openai_base_url: str = "https://api.openai.com/v1"
+    openai_api_key: str | None = None
+    openai_dimensions: int | None = None
+    cache_dir: Path | None = Field(default_factory=default_cache_dir)
+    """Where the embedding cache lives; ``None`` disables it."""
+    max_content_chars: int = Field(default=100_000, gt=0)
+    """Content longer than this is refused (split it, or index it as a file)."""
+    embed_batch_size: int = Field(default=32, gt=0)
+    preset: str = "balanced"
+    """The retrieval preset searches use unless a call names another."""
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    config_file: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Resolve settings: defaults < file < environment < ``overrides`` (None values ignored).
+
+    Args:
+        overrides: explicit values, such as CLI flags; ``None`` entries are skipped.
+        config_file: a TOML file; defaults to ``RECALLD_CONFIG`` or the user config dir.
+        environ: the environment to read; defaults to ``os.environ``.
+    """
+    env = dict(os.environ if environ is None else environ)
+    path = config_file or Path(env.get("RECALLD_CONFIG") or default_config_file())
+    values: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            values.update(tomllib.loads(path.read_text(encoding="utf-8")))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidInputError(f"config file {path} is not valid TOML: {exc}") from exc
+    prefix = "RECALLD_"
+    for name in Settings.model_fields:
+        key = prefix + name.upper()
+        if key in env:
+            values[name] = env[key]
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    unknown = sorted(set(values) - set(Settings.model_fields))
+    if unknown:
+        raise InvalidInputError(
+            f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(Settings.model_fields)}"
+        )
+    try:
+        # Values are already merged in precedence order; stop pydantic-settings re-reading env.
+        return Settings.model_validate(values)
+    except ValidationError as exc:
+        raise InvalidInputError(f"invalid settings: {exc}") from exc

@@ -1,0 +1,475 @@
+"""The library facade: open a store, then add, get, update, forget, list, search, context.
+
+The facade validates input and delegates: persistence to a :class:`~recalld.stores.base.Store`,
+vectors to an :class:`~recalld.providers.embedders.Embedder`, ranking to
+:mod:`recalld.retrieval.pipeline`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from recalld.config import Settings, load_settings
+from recalld.entities import extract_entities
+from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError
+from recalld.providers.cache import CachedEmbedder, EmbeddingCache
+from recalld.providers.embedders import Embedder, Fingerprint, resolve_embedder
+from recalld.records import (
+    MEMORY_TYPES,
+    SEARCH_MODES,
+    AddResult,
+    Context,
+    Memory,
+    MemoryFilter,
+    NewMemory,
+    SearchMode,
+    SearchResult,
+    TimeRange,
+)
+from recalld.retrieval.assemble import fit_budget
+from recalld.retrieval.config import RetrievalConfig, get_preset
+from recalld.retrieval.pipeline import SearchRequest, search
+from recalld.stores.base import Store, StoreStats
+from recalld.stores.sqlite import SQLiteStore
+from recalld.text import content_hash, estimate_tokens, normalize_content
+
+Progress = Callable[[int], None]
+WRITE_BATCH = 256
+"""Memories embedded and committed per transaction in bulk adds."""
+
+
+def new_id() -> str:
+    """Time-ordered id: 12 hex digits of milliseconds, then 8 random hex digits."""
+    return f"{int(time.time() * 1000):012x}{secrets.token_hex(4)}"
+
+
+def as_utc(moment: datetime | None) -> datetime | None:
+    """Naive datetimes are taken as UTC."""
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Status:
+    """What ``recalld status`` reports."""
+
+    store: StoreStats
+    embedder: str
+    embedder_fingerprint: str | None
+    fingerprint_matches: bool | None
+    """None when the embedder has not been loaded (nothing embedded yet in this process)."""
+
+
+class MemoryEngine:
+    """A memory store with its embedder and retrieval settings. Use :func:`recalld.open`."""
+
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder | Callable[[], Embedder],
+        settings: Settings,
+        config: RetrievalConfig | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.config = config or get_preset(settings.preset)
+        self._embedder_factory = embedder if callable(embedder) and not isinstance(
+            embedder, Embedder) else None  # fmt: skip
+        self._embedder: Embedder | None = embedder if isinstance(embedder, Embedder) else None
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def __enter__(self) -> MemoryEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder, loaded on first use and checked against the store's fingerprint."""
+        if self._embedder is None:
+            assert self._embedder_factory is not None
+            self._embedder = self._embedder_factory()
+        self._check_fingerprint(self._embedder.fingerprint)
+        return self._embedder
+
+    def _check_fingerprint(self, fingerprint: Fingerprint) -> None:
+        stored = self.store.get_fingerprint()
+        if stored is None:
+            self.store.set_fingerprint(fingerprint.to_json())
+            return
+        if stored != fingerprint.to_json():
+            theirs = Fingerprint.from_json(stored).describe()
+            raise EmbedderMismatchError(
+                f"this store's vectors were made by {theirs}, but the configured embedder is "
+                f"{fingerprint.describe()}; run `recalld reindex` to re-embed every memory "
+                "with the configured embedder (nothing is lost), or configure the old one"
+            )
+
+    # -- writes --------------------------------------------------------------------------
+
+    def add(self, content: str | bytes, **fields: Any) -> AddResult:
+        """Store one memory; ``fields`` are those of :class:`~recalld.records.NewMemory`."""
+        return self.add_many([NewMemory(content=_text(content), **fields)])[0]
+
+    def add_many(
+        self,
+        items: Iterable[NewMemory | str],
+        *,
+        dedupe: bool = True,
+        progress: Progress | None = None,
+    ) -> list[AddResult]:
+        """Store many memories with batched embedding.
+
+        Everything is validated before anything is written. With ``dedupe``, content
+        identical to a live memory in the same scope, project and session is not stored
+        again: its result says ``created=False`` and names the existing id.
+        """
+        now = self._clock()
+        memories = [self._prepare(NewMemory(i) if isinstance(i, str) else i, now) for i in items]
+        results: list[AddResult] = []
+        for start in range(0, len(memories), WRITE_BATCH):
+            batch = memories[start : start + WRITE_BATCH]
+            results.extend(self._add_batch(batch, dedupe))
+            if progress is not None:
+                progress(len(batch))
+        return results
+
+    def _add_batch(self, batch: list[Memory], dedupe: bool) -> list[AddResult]:
+        existing_ids = {m.id: m for m in self.store.get_many([m.id for m in batch])}
+        keys = [(m.content_hash, m.scope, m.project, m.session_id) for m in batch]
+        duplicates = self.store.find_duplicates(keys) if dedupe else {}
+        results: list[AddResult | None] = []
+        fresh: list[Memory] = []
+        seen: dict[tuple[str, str, str | None, str | None], str] = {}
+        for memory, key in zip(batch, keys, strict=True):
+            if memory.id in existing_ids:
+                results.append(self._same_id(memory, existing_ids[memory.id]))
+            elif dedupe and (key in duplicates or key in seen):
+                results.append(AddResult(memory.id, False, duplicates.get(key) or seen[key]))
+            else:
+                seen[key] = memory.id
+                fresh.append(memory)
+                results.append(None)
+        if fresh:
+            embedder = self.embedder
+            embedded = _embedder_with_cache(embedder, self.settings).embed_documents(
+                [m.content for m in fresh]
+            )
+            fp = embedder.fingerprint.to_json()
+            self.store.insert([replace(m, embedding_fingerprint=fp) for m in fresh],
+                              embedded.vectors)  # fmt: skip
+            windows = dict(zip((m.id for m in fresh), embedded.windows, strict=True))
+            results = [r or AddResult(m.id, True, embedding_windows=windows[m.id])
+                       for r, m in zip(results, batch, strict=True)]  # fmt: skip
+        return [r for r in results if r is not None]
+
+    @staticmethod
+    def _same_id(new: Memory, old: Memory) -> AddResult:
+        if new.content_hash != old.content_hash:
+            raise InvalidInputError(
+                f"a memory with id {new.id} already exists with other content; "
+                "use update() to change it"
+            )
+        return AddResult(old.id, False, old.id)
+
+    def _prepare(self, item: NewMemory, now: datetime) -> Memory:
+        content = self._validate_content(item.content)
+        if item.type not in MEMORY_TYPES:
+            raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}")
+        if not 1.0 <= item.priority <= 2.0:
+            raise InvalidInputError("priority must be between 1.0 and 2.0")
+        if not 0.0 <= item.significance <= 1.0:
+            raise InvalidInputError("significance must be between 0.0 and 1.0")
+        if item.id is not None and not item.id.strip():
+            raise InvalidInputError("an explicit id must not be blank")
+        entities = item.entities if item.entities is not None else extract_entities(content)
+        return Memory(
+            id=item.id or new_id(),
+            content=content,
+            type=item.type,
+            created_at=now,
+            updated_at=now,
+            content_hash=content_hash(content),
+            event_time=as_utc(item.event_time),
+            priority=item.priority,
+            pinned=item.pinned,
+            evergreen=item.evergreen,
+            significance=item.significance,
+            project=item.project,
+            scope=item.scope,
+            session_id=item.session_id,
+            source=item.source,
+            tags=tuple(dict.fromkeys(t.strip() for t in item.tags if t.strip())),
+            entities=tuple(dict.fromkeys(e.lower() for e in entities)),
+            metadata=dict(item.metadata),
+        )
+
+    def _validate_content(self, content: object) -> str:
+        if not isinstance(content, str):
+            raise InvalidInputError(f"content must be text, not {type(content).__name__}")
+        text = normalize_content(content)
+        if not text:
+            raise InvalidInputError("content is empty or only whitespace")
+        if len(text) > self.settings.max_content_chars:
+            raise InvalidInputError(
+                f"content has {len(text)} characters, over the limit of "
+                f"{self.settings.max_content_chars}; split it, or index it as a file"
+            )
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInputError(f"content is not valid Unicode text: {exc.reason}") from exc
+        return text
+
+    def update(self, memory_id: str, **changes: Any) -> Memory:
+        """Change fields of a memory; new content is re-embedded."""
+        old = self.get(memory_id)
+        allowed = set(NewMemory.__dataclass_fields__) - {"id"}
+        unknown = sorted(set(changes) - allowed)
+        if unknown:
+            raise InvalidInputError(f"cannot update {', '.join(unknown)}")
+        if "content" in changes:
+            changes["content"] = _text(changes["content"])
+        merged = NewMemory(**{**{f: getattr(old, f) for f in allowed}, "id": old.id, **changes})
+        if "content" in changes and "entities" not in changes:
+            merged = replace(merged, entities=None)
+        fresh = self._prepare(merged, self._clock())
+        fresh = replace(fresh, created_at=old.created_at, access_count=old.access_count,
+                        last_accessed_at=old.last_accessed_at)  # fmt: skip
+        vector = None
+        if fresh.content_hash != old.content_hash:
+            embedded = _embedder_with_cache(self.embedder, self.settings).embed_documents(
+                [fresh.content]
+            )
+            vector = embedded.vectors[0]
+            fresh = replace(fresh, embedding_fingerprint=self.embedder.fingerprint.to_json())
+        else:
+            fresh = replace(fresh, embedding_fingerprint=old.embedding_fingerprint)
+        self.store.replace(fresh, vector)
+        return self.get(memory_id)
+
+    def forget(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
+        """Hide memories from search (soft, the default) or delete them (``hard=True``).
+
+        Raises:
+            NotFoundError: if any id is unknown (nothing is changed then).
+        """
+        wanted = [ids] if isinstance(ids, str) else list(ids)
+        found = {m.id for m in self.store.get_many(wanted)}
+        missing = [i for i in wanted if i not in found]
+        if missing:
+            raise NotFoundError(f"no memory with id {', '.join(missing)}")
+        return self.store.forget(wanted, hard=hard, at=self._clock())
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory:
+        found = self.store.get_many([memory_id])
+        if not found:
+            raise NotFoundError(f"no memory with id {memory_id}")
+        return found[0]
+
+    def list(
+        self,
+        *,
+        limit: int = 50,
+        offset: int = 0,
+        newest_first: bool = True,
+        **filters: Any,
+    ) -> list[Memory]:
+        """Memories passing the filters (see :meth:`search` for their names)."""
+        return self.store.list(
+            _filters(**filters), limit=limit, offset=offset, newest_first=newest_first
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        mode: SearchMode = "auto",
+        project: str | None = None,
+        scope: str | None = None,
+        types: Sequence[str] = (),
+        tags: Sequence[str] = (),
+        session_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        as_of: datetime | None = None,
+        boost_project: str | None = None,
+        preset: str | None = None,
+        config: RetrievalConfig | None = None,
+        explain: bool = False,
+        record_access: bool = False,
+    ) -> SearchResult:
+        """Ranked memories for a question.
+
+        Args:
+            query: the question or keywords.
+            limit: how many hits to return (1-1000).
+            mode: ``vector`` (semantic only), ``hybrid`` (every channel) or ``auto``.
+            project, scope, types, tags, session_id, since, until: filters.
+            as_of: the reference time for relative dates and decay (default: now).
+            boost_project: rank this project's memories higher without filtering.
+            preset: a named settings bundle (``fast``, ``balanced``, ``thorough``).
+            config: explicit retrieval settings (overrides ``preset``).
+            explain: attach a :class:`~recalld.records.Trace` to each hit.
+            record_access: count this search as an access of the returned memories.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("the query is empty")
+        if mode not in SEARCH_MODES:
+            raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}")
+        if not 1 <= limit <= 1000:
+            raise InvalidInputError("limit must be between 1 and 1000")
+        request = SearchRequest(
+            query=query.strip(),
+            limit=limit,
+            mode=mode,
+            filters=_filters(project, scope, types, tags, session_id, since, until),
+            as_of=as_utc(as_of),
+            project=boost_project or project,
+            explain=explain,
+        )
+        chosen = config or (get_preset(preset) if preset else self.config)
+        result = search(self.store, self.embedder, request, chosen, self._clock())
+        if record_access and result.hits:
+            self.store.record_access([h.memory.id for h in result.hits], self._clock())
+        return result
+
+    def context(self, query: str, *, max_tokens: int | None = None, **search_args: Any) -> Context:
+        """Prompt-ready text of the best memories that fit ``max_tokens`` (default 2000)."""
+        budget = max_tokens or self.config.max_tokens
+        if budget < 1:
+            raise InvalidInputError("max_tokens must be positive")
+        search_args.setdefault("limit", 50)
+        result = self.search(query, **search_args)
+        chosen = fit_budget(result.hits, lambda h: estimate_tokens(format_hit(h.memory)), budget)
+        lines = [format_hit(h.memory) for h in chosen]
+        text = "\n".join(["[Memory Context]", *lines]) if lines else ""
+        return Context(text, tuple(chosen), sum(estimate_tokens(x) for x in lines), budget)
+
+    def status(self) -> Status:
+        stats = self.store.stats()
+        matches = None
+        if self._embedder is not None and stats.fingerprint is not None:
+            matches = stats.fingerprint == self._embedder.fingerprint.to_json()
+        return Status(stats, self.settings.embedder, stats.fingerprint, matches)
+
+    def reindex(self, progress: Progress | None = None) -> int:
+        """Re-embed every memory with the configured embedder, then swap in one transaction.
+
+        The old vectors stay in place until the new ones are all computed, so an
+        interrupted reindex loses nothing.
+        """
+        if self._embedder is None:
+            assert self._embedder_factory is not None
+            self._embedder = self._embedder_factory()
+        embedder = _embedder_with_cache(self._embedder, self.settings)
+        vectors = {}
+        for batch in self.store.iter_contents(WRITE_BATCH):
+            embedded = embedder.embed_documents([content for _, content in batch])
+            vectors.update(zip((i for i, _ in batch), embedded.vectors, strict=True))
+            if progress is not None:
+                progress(len(batch))
+        self.store.swap_vectors(vectors, self._embedder.fingerprint.to_json())
+        return len(vectors)
+
+
+def format_hit(memory: Memory) -> str:
+    """One line of context: the date (when known) and the content."""
+    when = memory.event_time.strftime("%Y-%m-%d") if memory.event_time else None
+    return f"- ({when}) {memory.content}" if when else f"- {memory.content}"
+
+
+def _text(content: object) -> str:
+    if isinstance(content, bytes):
+        try:
+            return content.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInputError(f"content is not valid UTF-8: {exc}") from exc
+    if not isinstance(content, str):
+        raise InvalidInputError(f"content must be text, not {type(content).__name__}")
+    return content
+
+
+def _filters(
+    project: str | None = None,
+    scope: str | None = None,
+    types: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    session_id: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    include_forgotten: bool = False,
+) -> MemoryFilter:
+    bad = [t for t in types if t not in MEMORY_TYPES]
+    if bad:
+        raise InvalidInputError(f"unknown type(s) {', '.join(bad)}; use {', '.join(MEMORY_TYPES)}")
+    window = TimeRange(as_utc(since), as_utc(until)) if since or until else None
+    return MemoryFilter(
+        project=project,
+        scope=scope,
+        types=tuple(types),  # type: ignore[arg-type]
+        tags=tuple(tags),
+        session_id=session_id,
+        time_range=window,
+        include_forgotten=include_forgotten,
+    )
+
+
+_CACHES: dict[Path, EmbeddingCache] = {}
+
+
+def _embedder_with_cache(embedder: Embedder, settings: Settings) -> Embedder:
+    """Document embeddings go through the on-disk cache when one is configured."""
+    if settings.cache_dir is None or isinstance(embedder, CachedEmbedder):
+        return embedder
+    path = Path(settings.cache_dir) / "embeddings.sqlite"
+    cache = _CACHES.get(path)
+    if cache is None:
+        cache = _CACHES[path] = EmbeddingCache(path)
+    return CachedEmbedder(embedder, cache)
+
+
+def open_engine(
+    db: str | os.PathLike[str] | None = None,
+    *,
+    embedder: Embedder | str | None = None,
+    settings: Settings | None = None,
+    config: RetrievalConfig | None = None,
+    **overrides: Any,
+) -> MemoryEngine:
+    """Open (creating if needed) a memory store.
+
+    Args:
+        db: the store file; default from settings (``RECALLD_DB``, config file, user data dir).
+        embedder: an :class:`Embedder`, or a spec such as ``local`` or ``onnx:/folder``.
+        settings: fully resolved settings; otherwise they are loaded with ``overrides``.
+        config: retrieval settings; default the preset named in settings.
+    """
+    if settings is None:
+        spec = embedder if isinstance(embedder, str) else None
+        settings = load_settings({**overrides, "db": db, "embedder": spec})
+    elif db is not None:
+        settings = settings.model_copy(update={"db": Path(db)})
+    store = SQLiteStore(settings.db)
+    resolved = settings
+    if isinstance(embedder, Embedder):
+        return MemoryEngine(store, embedder, resolved, config)
+    return MemoryEngine(store, lambda: resolve_embedder(resolved.embedder, resolved), resolved, config)

@@ -1,0 +1,1 @@
+"""Thin adapters over the facade: the CLI (and later HTTP and MCP)."""

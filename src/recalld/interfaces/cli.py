@@ -1,0 +1,311 @@
+"""The ``recalld`` command line: parse, call one facade method, format, map errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, is_dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+import recalld
+from recalld.errors import InvalidInputError, RecalldError
+
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def _jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return _jsonable(asdict(value))
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(_jsonable(value), ensure_ascii=False, indent=2))
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+class Ctx:
+    """What the group resolves once and the commands share."""
+
+    def __init__(self, db: str | None, embedder: str | None, config: str | None, as_json: bool):
+        self.overrides = {"db": db, "embedder": embedder}
+        self.config_file = Path(config) if config else None
+        self.as_json = as_json
+
+    @contextmanager
+    def engine(self) -> Iterator[recalld.MemoryEngine]:
+        settings = recalld.load_settings(self.overrides, config_file=self.config_file)
+        with recalld.open(settings=settings) as engine:
+            yield engine
+
+
+@contextmanager
+def errors() -> Iterator[None]:
+    """Map recalld's errors to a one-line message and its exit code."""
+    try:
+        yield
+    except RecalldError as exc:
+        fail(str(exc), exc.exit_code)
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.option("--db", envvar="RECALLD_DB", help="Store file [env RECALLD_DB; default: user data dir].")
+@click.option(
+    "--embedder",
+    envvar="RECALLD_EMBEDDER",
+    help="local | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; default local].",
+)
+@click.option("--config", "config", type=click.Path(dir_okay=False), help="A TOML config file.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+@click.version_option(recalld.__version__, prog_name="recalld")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, embedder: str | None, config: str | None,
+        as_json: bool) -> None:  # fmt: skip
+    """recalld: store what an agent learns; get back the few memories that answer a question."""
+    ctx.obj = Ctx(db, embedder, config, as_json)
+
+
+def _parse_time(value: str | None, name: str) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        fail(f"{name} must be an ISO date or datetime such as 2024-03-14 or 2024-03-14T09:30", 2)
+
+
+@cli.command()
+@click.argument("content", required=False)
+@click.option("--type", "type_", default="event", show_default=True,
+              type=click.Choice(["insight", "event", "raw", "turn", "chunk"]))  # fmt: skip
+@click.option("--tag", "tags", multiple=True, help="Repeatable.")
+@click.option("--project")
+@click.option("--scope", default="user", show_default=True)
+@click.option("--session")
+@click.option("--priority", type=float, default=1.0, show_default=True, help="1.0-2.0")
+@click.option("--pinned", is_flag=True)
+@click.option("--evergreen", is_flag=True, help="Never decays.")
+@click.option("--event-time", help="When it happened (ISO).")
+@click.option("--id", "memory_id", help="Explicit id (makes re-adding idempotent).")
+@pass_ctx
+def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], project: str | None,
+        scope: str, session: str | None, priority: float, pinned: bool, evergreen: bool,
+        event_time: str | None, memory_id: str | None) -> None:  # fmt: skip
+    """Store one memory (CONTENT, or standard input when CONTENT is '-' or absent)."""
+    if content in (None, "-"):
+        data = sys.stdin.buffer.read()
+        try:
+            content = data.decode("utf-8")
+        except UnicodeDecodeError:
+            fail("standard input is not valid UTF-8", 2)
+    with errors(), obj.engine() as engine:
+        result = engine.add(
+            content, type=type_, tags=tags, project=project, scope=scope, session_id=session,
+            priority=priority, pinned=pinned, evergreen=evergreen, id=memory_id,
+            event_time=_parse_time(event_time, "--event-time"),
+        )  # fmt: skip
+    if obj.as_json:
+        emit_json(result)
+    elif result.created:
+        click.echo(f"stored {result.id}")
+    else:
+        click.echo(f"not stored: identical to existing memory {result.duplicate_of}")
+
+
+@cli.command()
+@click.argument("query")
+@click.option("-n", "--limit", default=5, show_default=True)
+@click.option("--mode", default="auto", show_default=True,
+              type=click.Choice(["auto", "hybrid", "vector"]))  # fmt: skip
+@click.option("--preset", type=click.Choice(list(recalld.PRESETS)))
+@click.option("--project")
+@click.option("--scope")
+@click.option("--type", "types", multiple=True)
+@click.option("--tag", "tags", multiple=True)
+@click.option("--session")
+@click.option("--since", help="ISO date: only memories from then on.")
+@click.option("--until", help="ISO date: only memories before then.")
+@click.option("--as-of", help="Reference time for relative dates and decay (ISO).")
+@click.option("--explain", is_flag=True, help="Show each hit's channels, fusion and adjustments.")
+@click.option("--context", "max_tokens", type=int, default=None,
+              help="Print a prompt-ready context block of at most this many tokens instead.")  # fmt: skip
+@pass_ctx
+def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, project: str | None,
+           scope: str | None, types: tuple[str, ...], tags: tuple[str, ...],
+           session: str | None, since: str | None, until: str | None, as_of: str | None,
+           explain: bool, max_tokens: int | None) -> None:  # fmt: skip
+    """Find the memories that answer QUERY."""
+    args: dict[str, Any] = dict(
+        mode=mode, preset=preset, project=project, scope=scope, types=types, tags=tags,
+        session_id=session, since=_parse_time(since, "--since"),
+        until=_parse_time(until, "--until"), as_of=_parse_time(as_of, "--as-of"),
+    )  # fmt: skip
+    with errors(), obj.engine() as engine:
+        if max_tokens is not None:
+            context = engine.context(query, max_tokens=max_tokens, **args)
+            emit_json(context) if obj.as_json else click.echo(context.text or "(nothing found)")
+            return
+        result = engine.search(query, limit=limit, explain=explain, **args)
+    if obj.as_json:
+        emit_json(result)
+        return
+    from recalld.interfaces.render import print_search
+
+    print_search(result, explain)
+
+
+@cli.command()
+@click.argument("memory_id")
+@pass_ctx
+def get(obj: Ctx, memory_id: str) -> None:
+    """Show one memory."""
+    with errors(), obj.engine() as engine:
+        memory = engine.get(memory_id)
+    if obj.as_json:
+        emit_json(memory)
+        return
+    from recalld.interfaces.render import print_memory
+
+    print_memory(memory)
+
+
+@cli.command(name="list")
+@click.option("-n", "--limit", default=20, show_default=True)
+@click.option("--offset", default=0)
+@click.option("--project")
+@click.option("--scope")
+@click.option("--type", "types", multiple=True)
+@click.option("--tag", "tags", multiple=True)
+@click.option("--session")
+@click.option("--oldest-first", is_flag=True)
+@click.option("--include-forgotten", is_flag=True)
+@pass_ctx
+def list_(obj: Ctx, limit: int, offset: int, project: str | None, scope: str | None,
+          types: tuple[str, ...], tags: tuple[str, ...], session: str | None,
+          oldest_first: bool, include_forgotten: bool) -> None:  # fmt: skip
+    """List memories, newest first."""
+    with errors(), obj.engine() as engine:
+        memories = engine.list(
+            limit=limit, offset=offset, newest_first=not oldest_first, project=project,
+            scope=scope, types=types, tags=tags, session_id=session,
+            include_forgotten=include_forgotten,
+        )  # fmt: skip
+    if obj.as_json:
+        emit_json(memories)
+        return
+    from recalld.interfaces.render import print_memories
+
+    print_memories(memories)
+
+
+@cli.command()
+@click.argument("memory_ids", nargs=-1, required=True)
+@click.option("--hard", is_flag=True, help="Delete for good instead of hiding.")
+@pass_ctx
+def forget(obj: Ctx, memory_ids: tuple[str, ...], hard: bool) -> None:
+    """Forget memories (hidden from search; --hard deletes them)."""
+    with errors(), obj.engine() as engine:
+        changed = engine.forget(list(memory_ids), hard=hard)
+    if obj.as_json:
+        emit_json({"forgotten": changed, "hard": hard})
+    else:
+        click.echo(f"{'deleted' if hard else 'forgot'} {changed} memor{'y' if changed == 1 else 'ies'}")
+
+
+@cli.command(name="import")
+@click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", default="memories", show_default=True,
+              type=click.Choice(["memories"]),
+              help="memories: JSONL, one object per line with 'content' and optional fields.")  # fmt: skip
+@pass_ctx
+def import_(obj: Ctx, path: str, fmt: str) -> None:
+    """Import memories from a JSONL file (or '-' for standard input)."""
+    from recalld.interfaces.render import progress_bar
+    from recalld.io import read_memories_jsonl
+
+    with errors():
+        stream = sys.stdin if path == "-" else _open_text(path)
+        items, problems = read_memories_jsonl(stream)
+        for problem in problems:
+            click.echo(f"warning: {problem}", err=True)
+        with obj.engine() as engine, progress_bar("importing", len(items), obj.as_json) as bar:
+            results = engine.add_many(items, progress=bar)
+    created = sum(r.created for r in results)
+    summary = {"read": len(items), "stored": created, "duplicates": len(results) - created,
+               "skipped_lines": len(problems)}  # fmt: skip
+    if obj.as_json:
+        emit_json(summary)
+    else:
+        click.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.items()))
+    if problems and not items:
+        sys.exit(2)
+
+
+def _open_text(path: str) -> Any:
+    try:
+        return open(path, encoding="utf-8", errors="strict")  # noqa: SIM115 - closed by GC in CLI
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+@cli.command()
+@pass_ctx
+def status(obj: Ctx) -> None:
+    """Show the store: counts, size, embedder fingerprint."""
+    with errors(), obj.engine() as engine:
+        report = engine.status()
+    if obj.as_json:
+        emit_json(report)
+        return
+    from recalld.interfaces.render import print_status
+
+    print_status(report)
+
+
+@cli.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+def reindex(obj: Ctx, yes: bool) -> None:
+    """Re-embed every memory with the configured embedder (e.g. after changing models)."""
+    from recalld.interfaces.render import progress_bar
+
+    with errors(), obj.engine() as engine:
+        total = engine.status().store.memories + engine.status().store.forgotten
+        if not yes and sys.stdin.isatty():
+            click.confirm(f"re-embed {total} memories with '{engine.settings.embedder}'?",
+                          abort=True)  # fmt: skip
+        with progress_bar("re-embedding", total, obj.as_json) as bar:
+            count = engine.reindex(progress=bar)
+    emit_json({"reindexed": count}) if obj.as_json else click.echo(f"re-embedded {count} memories")
+
+
+def main() -> None:
+    """Entry point of the ``recalld`` script."""
+    cli(prog_name="recalld")
+
+
+def register(command: click.Command | Callable[..., Any]) -> None:
+    """Add a command defined in another module (bench, index, ...)."""
+    assert isinstance(command, click.Command)
+    cli.add_command(command)

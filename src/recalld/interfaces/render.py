@@ -1,0 +1,104 @@
+"""Human-readable output for the CLI (rich tables, traces, progress bars)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from recalld.engine import Status
+from recalld.records import Memory, SearchResult
+
+console = Console(highlight=False)
+
+
+def _when(memory: Memory) -> str:
+    return memory.reference_time.strftime("%Y-%m-%d %H:%M")
+
+
+def print_search(result: SearchResult, explain: bool) -> None:
+    window = result.details.get("time_window")
+    console.print(
+        f"[bold]{len(result.hits)} hit(s)[/] for {result.query!r} "
+        f"(mode {result.mode}, {result.query_type} query, {result.took_ms:.1f} ms"
+        + (f", time window {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}" if window
+           and window.start and window.end else "") + ")"  # fmt: skip
+    )
+    table = Table(show_lines=explain)
+    for name in ("#", "score", "id", "when", "content"):
+        table.add_column(name, overflow="fold")
+    for hit in result.hits:
+        content = hit.memory.content if len(hit.memory.content) < 400 else (
+            hit.memory.content[:400] + " …")  # fmt: skip
+        if explain and hit.trace:
+            t = hit.trace
+            channels = ", ".join(f"{c.channel} #{c.rank} ({c.score:.3f})" for c in t.channels)
+            fusion = " + ".join(f"{k} {v:.4f}" for k, v in t.fusion.items())
+            factors = ", ".join(f"{k} x{v:.3f}" for k, v in t.adjustments.items()) or "none"
+            content += (
+                f"\n[dim]channels: {channels or 'none'}\nfusion: {fusion} = {t.fused_score:.4f}"
+                f"\nadjustments: {factors} -> {t.final_score:.4f}\nkept: {'; '.join(t.filters)}[/]"
+            )
+        table.add_row(str(hit.rank), f"{hit.score:.4f}", hit.memory.id, _when(hit.memory), content)
+    console.print(table)
+
+
+def print_memory(memory: Memory) -> None:
+    table = Table(show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for name in ("id", "content", "type", "event_time", "created_at", "updated_at",
+                 "last_accessed_at", "access_count", "priority", "pinned", "evergreen",
+                 "significance", "project", "scope", "session_id", "source", "tags", "entities",
+                 "metadata", "forgotten_at"):  # fmt: skip
+        table.add_row(name, str(getattr(memory, name)))
+    console.print(table)
+
+
+def print_memories(memories: Sequence[Memory]) -> None:
+    table = Table()
+    for name in ("id", "when", "type", "content"):
+        table.add_column(name, overflow="fold")
+    for m in memories:
+        text = m.content if len(m.content) < 120 else m.content[:120] + " …"
+        table.add_row(m.id, _when(m), m.type, text + (" [dim](forgotten)[/]" if m.forgotten_at else ""))
+    console.print(table)
+    console.print(f"{len(memories)} memor{'y' if len(memories) == 1 else 'ies'}")
+
+
+def print_status(status: Status) -> None:
+    s = status.store
+    table = Table(show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    rows = [
+        ("store", s.path), ("schema version", str(s.schema_version)),
+        ("memories", str(s.memories)), ("forgotten", str(s.forgotten)),
+        ("with vectors", str(s.with_vectors)), ("sessions", str(s.sessions)),
+        ("by type", ", ".join(f"{k}: {v}" for k, v in s.by_type.items()) or "-"),
+        ("size", f"{s.size_bytes / 1e6:.2f} MB"), ("embedder", status.embedder),
+        ("vectors made by", s.fingerprint or "(none yet)"),
+    ]  # fmt: skip
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    if s.memories == 0:
+        console.print("[yellow]the store is empty: add memories with `recalld add` or `recalld import`[/]")
+    missing = s.memories + s.forgotten - s.with_vectors
+    if missing > 0:
+        console.print(f"[yellow]{missing} memories have no vector: run `recalld reindex`[/]")
+
+
+@contextmanager
+def progress_bar(label: str, total: int, quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields the callback that advances it."""
+    if quiet or total == 0:
+        yield lambda n: None
+        return
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+        task = progress.add_task(label, total=total)
+        yield lambda n: progress.advance(task, n)

@@ -1,0 +1,94 @@
+"""A persistent embedding cache keyed by embedder fingerprint + content hash."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from recalld.providers.embedders import Embedder, EmbeddingBatch, Fingerprint, Vectors
+from recalld.text import content_hash
+
+
+class EmbeddingCache:
+    """One SQLite file; safe to share between processes (WAL, short transactions)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS embeddings (fingerprint TEXT, hash TEXT, windows INTEGER,"
+            " vector BLOB, PRIMARY KEY (fingerprint, hash)) WITHOUT ROWID"
+        )
+
+    def get_many(self, fingerprint: str, hashes: Sequence[str]) -> dict[str, tuple[bytes, int]]:
+        found: dict[str, tuple[bytes, int]] = {}
+        for start in range(0, len(hashes), 500):
+            chunk = list(hashes[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT hash, vector, windows FROM embeddings WHERE fingerprint = ?"
+                f" AND hash IN ({marks})",
+                [fingerprint, *chunk],
+            )
+            found.update({h: (v, w) for h, v, w in rows})
+        return found
+
+    def put_many(self, fingerprint: str, items: Sequence[tuple[str, bytes, int]]) -> None:
+        with self._db:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
+                [(fingerprint, h, w, v) for h, v, w in items],
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class CachedEmbedder(Embedder):
+    """Wraps an embedder; documents already embedded under the same fingerprint are reused."""
+
+    def __init__(self, inner: Embedder, cache: EmbeddingCache) -> None:
+        self.inner = inner
+        self.cache = cache
+        self.batch_size = inner.batch_size
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self.inner.fingerprint
+
+    def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
+        return self.inner.embed_batch(texts, is_query=is_query)
+
+    def embed_query(self, text: str) -> Vectors:
+        return self.inner.embed_query(text)
+
+    def embed_documents(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> EmbeddingBatch:
+        key = self.fingerprint.key
+        dim = self.fingerprint.dimension
+        hashes = [content_hash(t) for t in texts]
+        found = self.cache.get_many(key, sorted(set(hashes)))
+        missing = sorted({h: i for i, h in enumerate(hashes) if h not in found}.items())
+        if progress is not None and len(texts) > len(missing):
+            progress(len(texts) - len(missing))
+        if missing:
+            fresh = self.inner.embed_documents([texts[i] for _, i in missing], progress)
+            items = [
+                (h, fresh.vectors[n].tobytes(), fresh.windows[n])
+                for n, (h, _) in enumerate(missing)
+            ]
+            self.cache.put_many(key, items)
+            found.update({h: (v, w) for h, v, w in items})
+        self.hits += len(texts) - len(missing)
+        self.misses += len(missing)
+        vectors = np.zeros((len(texts), dim), dtype=np.float32)
+        for row, h in enumerate(hashes):
+            vectors[row] = np.frombuffer(found[h][0], dtype=np.float32)
+        return EmbeddingBatch(vectors, tuple(found[h][1] for h in hashes))

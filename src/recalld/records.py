@@ -1,0 +1,191 @@
+"""The typed records recalld passes around: memories, new memories, filters, hits, traces.
+
+All records are frozen; derive variants with :func:`dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+MemoryType = Literal["insight", "event", "raw", "turn", "chunk"]
+MEMORY_TYPES: tuple[MemoryType, ...] = ("insight", "event", "raw", "turn", "chunk")
+
+SearchMode = Literal["vector", "hybrid", "auto"]
+SEARCH_MODES: tuple[SearchMode, ...] = ("vector", "hybrid", "auto")
+
+Channel = Literal["semantic", "bm25", "entity", "temporal"]
+CHANNELS: tuple[Channel, ...] = ("semantic", "bm25", "entity", "temporal")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a memory came from: a file and line range, a transcript, or a direct add."""
+
+    kind: str = "direct"
+    """``direct``, ``file``, ``transcript``, ``longmemeval``, ``locomo`` ..."""
+    path: str | None = None
+    line_start: int | None = None
+    line_end: int | None = None
+    ref: str | None = None
+    """A free reference inside the source (a message id, a turn id such as ``D1:3``)."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    """One stored memory, as the store returns it."""
+
+    id: str
+    content: str
+    type: MemoryType
+    created_at: datetime
+    updated_at: datetime
+    content_hash: str
+    event_time: datetime | None = None
+    last_accessed_at: datetime | None = None
+    access_count: int = 0
+    priority: float = 1.0
+    pinned: bool = False
+    evergreen: bool = False
+    """Evergreen memories (``MEMORY.md``, undated notes) never decay."""
+    significance: float = 0.5
+    project: str | None = None
+    scope: str = "user"
+    session_id: str | None = None
+    source: Source = field(default_factory=Source)
+    tags: tuple[str, ...] = ()
+    entities: tuple[str, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    valid_until: datetime | None = None
+    superseded_by: str | None = None
+    embedding_fingerprint: str | None = None
+    forgotten_at: datetime | None = None
+
+    @property
+    def reference_time(self) -> datetime:
+        """The time the memory is about: its event time, else when it was stored."""
+        return self.event_time or self.created_at
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """What a caller gives to store a memory; everything but ``content`` has a default."""
+
+    content: str
+    type: MemoryType = "event"
+    event_time: datetime | None = None
+    priority: float = 1.0
+    pinned: bool = False
+    evergreen: bool = False
+    significance: float = 0.5
+    project: str | None = None
+    scope: str = "user"
+    session_id: str | None = None
+    source: Source = field(default_factory=Source)
+    tags: tuple[str, ...] = ()
+    entities: tuple[str, ...] | None = None
+    """``None`` lets recalld extract entities from the content."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    """Give an id to make re-imports idempotent; ``None`` generates one."""
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """The outcome of one add: the stored id, and whether it matched an existing memory."""
+
+    id: str
+    created: bool
+    duplicate_of: str | None = None
+    """Set when identical content already existed in the same scope, project and session."""
+    embedding_windows: int = 1
+    """How many 256-token windows the embedding averaged (1 for text that fits)."""
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """A half-open time window ``[start, end)``; either side may be open."""
+
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def contains(self, moment: datetime) -> bool:
+        return (self.start is None or moment >= self.start) and (
+            self.end is None or moment < self.end
+        )
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Restrictions applied before ranking; every field is optional."""
+
+    project: str | None = None
+    scope: str | None = None
+    types: tuple[MemoryType, ...] = ()
+    tags: tuple[str, ...] = ()
+    """A memory must carry all of these tags."""
+    session_id: str | None = None
+    time_range: TimeRange | None = None
+    """Applies to the memory's reference time (event time, else creation time)."""
+    include_forgotten: bool = False
+    include_superseded: bool = True
+
+
+@dataclass(frozen=True)
+class ChannelHit:
+    """A memory's place in one channel's candidate list."""
+
+    channel: str
+    rank: int
+    """1-based."""
+    score: float
+    """The channel's raw score (cosine, BM25 as 0-1, entity overlap, recency ...)."""
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Why a hit is where it is; computed in the same pass as its score."""
+
+    channels: tuple[ChannelHit, ...] = ()
+    fusion: Mapping[str, float] = field(default_factory=dict)
+    """Each fused list's contribution to the fused score, bonus included."""
+    fused_score: float = 0.0
+    adjustments: Mapping[str, float] = field(default_factory=dict)
+    """Each score adjustment's multiplicative factor (1.0 = no effect)."""
+    filters: tuple[str, ...] = ()
+    """Why the hit survived the filters."""
+    final_score: float = 0.0
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result."""
+
+    memory: Memory
+    score: float
+    rank: int
+    trace: Trace | None = None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The ranked hits of a search and how the query was understood."""
+
+    query: str
+    hits: tuple[Hit, ...]
+    mode: SearchMode
+    query_type: str
+    took_ms: float
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Context:
+    """Prompt-ready text made of the best hits that fit a token budget."""
+
+    text: str
+    hits: tuple[Hit, ...]
+    tokens: int
+    budget: int

@@ -1,0 +1,120 @@
+"""Every tuning constant of the pipeline, named, with its reason, in one frozen object."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any
+
+from recalld.errors import InvalidInputError
+
+
+def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True)
+class RetrievalConfig:
+    """Settings of one search; presets are instances, variants come from ``replace``."""
+
+    # -- candidates -----------------------------------------------------------------------
+    candidate_multiplier: int = 4
+    """Each channel proposes ``limit x candidate_multiplier`` candidates (OpenClaw's 4)."""
+    min_candidates: int = 40
+    """Floor on the per-channel pool, so small limits still see enough candidates."""
+    channels: tuple[str, ...] = ("semantic", "bm25", "entity", "temporal")
+    """Channels run in hybrid mode; vector mode runs ``semantic`` alone."""
+
+    # -- fusion ---------------------------------------------------------------------------
+    fusion: str = "rrf"
+    """``rrf`` (weighted reciprocal rank fusion) or ``linear`` (OpenClaw's weighted merge)."""
+    rrf_k: int = 60
+    """RRF constant: the standard value from the literature (CEMS, QMD, Unforget)."""
+    channel_weights: Mapping[str, float] = field(
+        default_factory=lambda: _frozen(
+            {"semantic": 1.0, "bm25": 1.0, "entity": 0.6, "temporal": 0.2}
+        )
+    )
+    """Per-channel RRF weights (Unforget's "personal assistant" profile, temporal lowered)."""
+    original_query_weight: float = 2.0
+    """Lists from the user's own query count double against expansions (QMD)."""
+    rank_bonus_first: float = 0.05
+    """Added to a memory ranked first in any original-query list (QMD's top-rank guard)."""
+    rank_bonus_top3: float = 0.02
+    """Added to a memory ranked second or third in any original-query list."""
+    vector_weight: float = 0.7
+    """Linear fusion: weight of the vector score (OpenClaw)."""
+    text_weight: float = 0.3
+    """Linear fusion: weight of the BM25 score (OpenClaw)."""
+
+    # -- adjustments ----------------------------------------------------------------------
+    decay: str = "none"
+    """``hyperbolic`` (CEMS ``1/(1+days/half_life)``), ``exponential`` (OpenClaw) or ``none``."""
+    half_life_days: float = 60.0
+    """Hyperbolic decay half-life (CEMS: 60 days); exponential uses it as the half-life too."""
+    use_priority: bool = True
+    """Multiply by the memory's priority (1.0-2.0)."""
+    pinned_boost: float = 1.1
+    """Pinned memories x1.1 (CEMS)."""
+    project_boost: float = 1.3
+    project_penalty: float = 0.8
+    no_project_penalty: float = 0.9
+    """With a project given: same project x1.3, another x0.8, none x0.9 (CEMS)."""
+    type_boosts: Mapping[str, float] = field(
+        default_factory=lambda: _frozen(
+            {"insight": 1.5, "event": 1.0, "raw": 0.5, "turn": 1.0, "chunk": 1.0}
+        )
+    )
+    """Unforget's type boosts; turns and chunks are neutral."""
+    significance_weight: float = 0.0
+    """Factor ``1 + w * (significance - 0.5)``; 0 turns it off."""
+    reinforcement_weight: float = 0.0
+    """Factor ``1 + w * log2(1 + access_count)`` (MemU); 0 turns it off."""
+
+    # -- filters and assembly -------------------------------------------------------------
+    min_score: float = 0.0
+    """Hits whose final score falls below this share of the top score are dropped
+    (never an exact lexical or entity hit)."""
+    max_tokens: int = 2000
+    """Default token budget of :meth:`MemoryEngine.context` (CEMS)."""
+
+    def __post_init__(self) -> None:
+        if self.fusion not in ("rrf", "linear"):
+            raise InvalidInputError(f"fusion must be 'rrf' or 'linear', not {self.fusion!r}")
+        if self.decay not in ("none", "hyperbolic", "exponential"):
+            raise InvalidInputError(f"unknown decay {self.decay!r}")
+        if self.candidate_multiplier < 1 or self.rrf_k < 1:
+            raise InvalidInputError("candidate_multiplier and rrf_k must be >= 1")
+        unknown = set(self.channels) - {"semantic", "bm25", "entity", "temporal"}
+        if unknown:
+            raise InvalidInputError(f"unknown channel(s): {', '.join(sorted(unknown))}")
+
+    def with_changes(self, **changes: Any) -> RetrievalConfig:
+        """A copy with some fields changed (unknown names are an error)."""
+        known = {f.name for f in fields(self)}
+        bad = sorted(set(changes) - known)
+        if bad:
+            raise InvalidInputError(f"unknown retrieval setting(s): {', '.join(bad)}")
+        for name in ("channel_weights", "type_boosts"):
+            if name in changes:
+                changes[name] = _frozen(changes[name])
+        return replace(self, **changes)
+
+
+BALANCED = RetrievalConfig()
+FAST = replace(BALANCED, channels=("semantic", "bm25"), candidate_multiplier=2, min_candidates=20)
+THOROUGH = replace(BALANCED, candidate_multiplier=8, min_candidates=100)
+
+PRESETS: Mapping[str, RetrievalConfig] = MappingProxyType(
+    {"fast": FAST, "balanced": BALANCED, "thorough": THOROUGH}
+)
+
+
+def get_preset(name: str) -> RetrievalConfig:
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise InvalidInputError(
+            f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}"
+        ) from None

@@ -1,0 +1,116 @@
+"""Offline resolution of the time a query names ("last week", "in March", "3 days ago")
+into a window relative to a reference time (now, or the caller's ``as_of``)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+
+from recalld.records import TimeRange
+
+MONTHS = {
+    m: i
+    for i, names in enumerate(
+        [
+            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
+            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
+            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+            ("december", "dec"),
+        ],
+        start=1,
+    )
+    for m in names
+}  # fmt: skip
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2,
+    "few": 3, "a few": 3, "several": 4,
+}  # fmt: skip
+_UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
+_NUM = r"(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|several|few)"
+_AGO = re.compile(rf"\b{_NUM}\s+(day|week|month|year)s?\s+ago\b")
+_LAST_N = re.compile(rf"\b(?:last|past|previous)\s+{_NUM}\s+(day|week|month|year)s?\b")
+_LAST_UNIT = re.compile(r"\b(last|this|past|previous)\s+(week|weekend|month|year)\b")
+_MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
+_IN_MONTH = re.compile(rf"\b(?:in|during|of|since)\s+({_MONTH_NAMES})\b\.?(?:\s+(\d{{4}}))?")
+_MONTH_DAY = re.compile(rf"\b({_MONTH_NAMES})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}}))?")
+_YEAR = re.compile(r"\b(?:in|during)\s+((?:19|20)\d{2})\b")
+
+
+def _number(token: str) -> int:
+    return int(token) if token.isdigit() else _NUMBERS.get(token, 1)
+
+
+def _month_range(year: int, month: int) -> TimeRange:
+    start = datetime(year, month, 1, tzinfo=None)
+    end = datetime(year + (month == 12), month % 12 + 1, 1)
+    return TimeRange(start, end)
+
+
+def _with_tz(window: TimeRange, ref: datetime) -> TimeRange:
+    def fix(moment: datetime | None) -> datetime | None:
+        if moment is None or moment.tzinfo is not None:
+            return moment
+        return moment.replace(tzinfo=ref.tzinfo)
+
+    return TimeRange(fix(window.start), fix(window.end))
+
+
+def _relative(text: str, ref: datetime) -> TimeRange | None:
+    day = ref.replace(hour=0, minute=0, second=0, microsecond=0)
+    if re.search(r"\byesterday\b", text):
+        return TimeRange(day - timedelta(days=1), day)
+    if re.search(r"\btoday\b|\bthis morning\b|\btonight\b", text):
+        return TimeRange(day, day + timedelta(days=1))
+    if found := _AGO.search(text):
+        span = _number(found.group(1)) * _UNIT_DAYS[found.group(2)]
+        slack = max(1, span // 4) if found.group(2) == "day" else max(3, span // 3)
+        center = day - timedelta(days=span)
+        return TimeRange(center - timedelta(days=slack), center + timedelta(days=slack + 1))
+    if found := _LAST_N.search(text):
+        span = _number(found.group(1)) * _UNIT_DAYS[found.group(2)]
+        return TimeRange(day - timedelta(days=span), ref)
+    if found := _LAST_UNIT.search(text):
+        which, unit = found.groups()
+        if unit == "weekend":
+            saturday = day - timedelta(days=(day.weekday() - 5) % 7 or 7)
+            return TimeRange(saturday, saturday + timedelta(days=2))
+        span = {"week": 7, "month": 30, "year": 365}[unit]
+        if which == "this":
+            return TimeRange(day - timedelta(days=span), ref)
+        return TimeRange(day - timedelta(days=2 * span), day)
+    if re.search(r"\b(recently|lately|latest|most recent)\b", text):
+        return TimeRange(day - timedelta(days=30), ref)
+    return None
+
+
+def _absolute(text: str, ref: datetime) -> TimeRange | None:
+    if found := _MONTH_DAY.search(text):
+        month, number = MONTHS[found.group(1)], int(found.group(2))
+        year = int(found.group(3)) if found.group(3) else ref.year
+        if 1 <= number <= 31:
+            try:
+                start = datetime(year, month, number)
+            except ValueError:
+                start = None
+            if start is not None:
+                if not found.group(3) and start > ref.replace(tzinfo=None):
+                    start = start.replace(year=year - 1)
+                return TimeRange(start - timedelta(days=1), start + timedelta(days=2))
+    if found := _IN_MONTH.search(text):
+        month = MONTHS[found.group(1)]
+        year = int(found.group(2)) if found.group(2) else ref.year
+        if not found.group(2) and (year, month) > (ref.year, ref.month):
+            year -= 1
+        return _month_range(year, month)
+    if found := _YEAR.search(text):
+        year = int(found.group(1))
+        return TimeRange(datetime(year, 1, 1), datetime(year + 1, 1, 1))
+    return None
+
+
+def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:
+    """The time window a query names, or ``None``; naive results take ``reference``'s zone."""
+    text = query.lower()
+    window = _relative(text, reference) or _absolute(text, reference)
+    return None if window is None else _with_tz(window, reference)

@@ -1,0 +1,86 @@
+"""Fusion of ranked candidate lists. Pure functions; contributions are recorded as scored."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from recalld.stores.base import ChannelCandidate
+
+
+@dataclass(frozen=True)
+class RankedList:
+    """One ranked list to fuse: a channel's candidates for one query."""
+
+    name: str
+    """Unique label, e.g. ``semantic`` or ``bm25:expansion1``."""
+    candidates: Sequence[ChannelCandidate]
+    weight: float = 1.0
+    original: bool = True
+    """Whether the list comes from the user's own query (eligible for the top-rank bonus)."""
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A memory's fused score and each list's share of it."""
+
+    memory_id: str
+    score: float
+    contributions: Mapping[str, float] = field(default_factory=dict)
+
+
+def rrf(
+    lists: Sequence[RankedList], k: int = 60, bonus_first: float = 0.05, bonus_top3: float = 0.02
+) -> list[Fused]:
+    """Weighted reciprocal rank fusion with QMD's top-rank bonus.
+
+    ``score = sum(weight / (k + rank))`` over the lists a memory appears in, plus
+    ``bonus_first`` (rank 1) or ``bonus_top3`` (ranks 2-3) for its best rank in an
+    original-query list. Ties break by memory id, so the order does not depend on the
+    order of the lists.
+    """
+    parts: dict[str, dict[str, float]] = {}
+    best: dict[str, int] = {}
+    for ranked in lists:
+        for cand in ranked.candidates:
+            share = parts.setdefault(cand.memory_id, {})
+            share[ranked.name] = share.get(ranked.name, 0.0) + ranked.weight / (k + cand.rank)
+            if ranked.original and ranked.weight > 0:
+                best[cand.memory_id] = min(best.get(cand.memory_id, cand.rank), cand.rank)
+    fused: list[Fused] = []
+    for memory_id, share in parts.items():
+        rank = best.get(memory_id)
+        bonus = bonus_first if rank == 1 else bonus_top3 if rank is not None and rank <= 3 else 0.0
+        if bonus:
+            share = {**share, "top_rank_bonus": bonus}
+        fused.append(Fused(memory_id, sum(share.values()), share))
+    return _sorted(fused)
+
+
+def linear(
+    lists: Sequence[RankedList], weights: Mapping[str, float]
+) -> list[Fused]:
+    """OpenClaw's weighted merge: ``sum(w_channel * normalised score)``.
+
+    Scores are min-max normalised within each list; weights are normalised to sum 1 over
+    the channels present. A list's channel is the part of its name before ``:``.
+    """
+    present = {r.name.split(":")[0] for r in lists}
+    total = sum(weights.get(c, 0.0) for c in present) or 1.0
+    parts: dict[str, dict[str, float]] = {}
+    for ranked in lists:
+        if not ranked.candidates:
+            continue
+        scores = [c.score for c in ranked.candidates]
+        low, high = min(scores), max(scores)
+        span = high - low
+        weight = weights.get(ranked.name.split(":")[0], 0.0) / total
+        for cand in ranked.candidates:
+            norm = 1.0 if span == 0 else (cand.score - low) / span
+            share = parts.setdefault(cand.memory_id, {})
+            share[ranked.name] = max(share.get(ranked.name, 0.0), weight * norm)
+    return _sorted([Fused(m, sum(s.values()), s) for m, s in parts.items()])
+
+
+def _sorted(fused: list[Fused]) -> list[Fused]:
+    return sorted(fused, key=lambda f: (-f.score, f.memory_id))

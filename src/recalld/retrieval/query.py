@@ -1,0 +1,74 @@
+"""Query understanding, offline: type, lexical terms, entities, time window, mode."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from recalld.entities import extract_entities
+from recalld.records import SearchMode, TimeRange
+from recalld.retrieval.dates import resolve_time_window
+from recalld.text import keywords
+
+QueryType = str  # "simple" | "preference" | "temporal" | "aggregation"
+
+PREFERENCE_SIGNALS = (
+    "recommend", "suggest", "advice", "resources", "tools", "accessories", "what should",
+    "would you", "based on my", "given my", "any tips", "ideas for", "favorite", "prefer",
+)  # fmt: skip
+"""CEMS's preference signals, plus a few seen in LongMemEval-style questions."""
+TEMPORAL_PATTERNS = (
+    "first", "last", "before", "after", "when", "how many days", "how long", "earliest",
+    "latest", "most recent", "happened first", "ago", "how many weeks", "how many months",
+    "what date", "what time", "which came", "order of", "yesterday", "last week",
+)  # fmt: skip
+"""CEMS's temporal patterns, plus explicit time words."""
+AGGREGATION_PATTERNS = (
+    "how many", "how much", "total", "combined", "all the times", "how often", "different",
+    "various", "all the different", "in total", "altogether", "list all", "each of",
+)  # fmt: skip
+"""CEMS's aggregation patterns."""
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """What the pipeline learned about a query before retrieving anything."""
+
+    text: str
+    query_type: QueryType
+    terms: tuple[str, ...]
+    entities: tuple[str, ...]
+    time_window: TimeRange | None
+    mode: SearchMode
+    reference_time: datetime
+
+
+def classify(query: str) -> QueryType:
+    """The seeds' pattern lists; aggregation wins over temporal (``how many days`` is both)."""
+    text = f" {query.lower()} "
+    if any(p in text for p in AGGREGATION_PATTERNS) and not any(
+        p in text for p in ("how many days", "how many weeks", "how many months")
+    ):
+        return "aggregation"
+    if any(f" {p}" in text for p in TEMPORAL_PATTERNS):
+        return "temporal"
+    if any(p in text for p in PREFERENCE_SIGNALS):
+        return "preference"
+    return "simple"
+
+
+def understand(query: str, mode: SearchMode, reference: datetime) -> QueryPlan:
+    """Build the plan; ``auto`` resolves to ``hybrid`` unless the query has no lexical terms."""
+    terms = tuple(keywords(query))
+    resolved: SearchMode = mode
+    if mode == "auto":
+        resolved = "hybrid" if terms else "vector"
+    return QueryPlan(
+        text=query,
+        query_type=classify(query),
+        terms=terms,
+        entities=tuple(dict.fromkeys([*extract_entities(query), *terms])),
+        time_window=resolve_time_window(query, reference),
+        mode=resolved,
+        reference_time=reference,
+    )

@@ -1,0 +1,110 @@
+"""The store protocol every backend implements, and the typed records it trades in.
+
+Candidate generation for every channel is a store capability (:meth:`Store.candidates`),
+so a backend can answer all channels at once (one SQL round trip on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from recalld.records import Memory, MemoryFilter, TimeRange
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class CandidateRequest:
+    """What to look for in each channel; a channel with a limit of 0 is not run."""
+
+    filters: MemoryFilter = field(default_factory=MemoryFilter)
+    query_vector: Vector | None = None
+    semantic_limit: int = 0
+    terms: tuple[str, ...] = ()
+    """Lexical terms (already lower-cased, stopwords removed) for BM25."""
+    raw_query: str = ""
+    """The query text, for substring (trigram / short-query) matching."""
+    bm25_limit: int = 0
+    entities: tuple[str, ...] = ()
+    entity_limit: int = 0
+    time_window: TimeRange | None = None
+    """When set, the temporal channel ranks memories inside it; otherwise by recency."""
+    temporal_limit: int = 0
+
+
+@dataclass(frozen=True)
+class ChannelCandidate:
+    """One memory proposed by one channel; ranks are 1-based within the channel."""
+
+    memory_id: str
+    rank: int
+    score: float
+
+
+@dataclass(frozen=True)
+class StoreStats:
+    """Counts and facts ``recalld status`` shows."""
+
+    path: str
+    memories: int
+    forgotten: int
+    with_vectors: int
+    fingerprint: str | None
+    schema_version: int
+    size_bytes: int
+    by_type: Mapping[str, int] = field(default_factory=dict)
+    sessions: int = 0
+    oldest: datetime | None = None
+    newest: datetime | None = None
+
+
+class Store(Protocol):
+    """The persistence and candidate-generation contract of a memory store."""
+
+    def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
+        """Insert new memories (row i of ``vectors`` is memory i's); atomic."""
+
+    def replace(self, memory: Memory, vector: Vector | None) -> None:
+        """Overwrite a stored memory (same id); ``vector`` None keeps the old one."""
+
+    def get_many(self, ids: Sequence[str]) -> list[Memory]:
+        """The memories with these ids, in the given order, unknown ids skipped."""
+
+    def find_duplicates(self, keys: Sequence[tuple[str, str, str | None, str | None]]) -> dict[
+        tuple[str, str, str | None, str | None], str
+    ]:
+        """Ids of live memories by (content_hash, scope, project, session_id)."""
+
+    def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:
+        """Soft-forget (hide) or hard-delete; returns how many rows changed."""
+
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        """Memories passing ``filters`` ordered by reference time."""
+
+    def candidates(self, request: CandidateRequest) -> Mapping[str, list[ChannelCandidate]]:
+        """Ranked candidates per channel (``semantic``, ``bm25``, ``entity``, ``temporal``)."""
+
+    def record_access(self, ids: Sequence[str], at: datetime) -> None:
+        """Bump access counts and last-accessed times (a cheap write)."""
+
+    def get_fingerprint(self) -> str | None: ...
+
+    def set_fingerprint(self, fingerprint: str) -> None: ...
+
+    def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
+        """All (id, content) pairs, in batches, for re-embedding."""
+
+    def swap_vectors(self, vectors: Mapping[str, Vector], fingerprint: str) -> None:
+        """Replace every vector and the fingerprint in one transaction."""
+
+    def stats(self) -> StoreStats: ...
+
+    def close(self) -> None: ...

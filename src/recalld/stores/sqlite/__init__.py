@@ -1,0 +1,5 @@
+"""The embedded SQLite store (the default)."""
+
+from recalld.stores.sqlite.store import SQLiteStore
+
+__all__ = ["SQLiteStore"]

@@ -1,0 +1,155 @@
+"""Numbered, named schema migrations, recorded in the ``migrations`` table.
+
+Each runs in its own transaction and is idempotent (``IF NOT EXISTS``), so a run that
+died half-way is simply run again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+APP_ID = "recalld"
+
+
+def run_script(db: sqlite3.Connection, script: str) -> None:
+    """Execute statements one by one: ``executescript`` would commit the open transaction."""
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        pending += line
+        if sqlite3.complete_statement(pending):
+            db.execute(pending)
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {pending[:80]}")
+
+
+def m001_initial(db: sqlite3.Connection) -> None:
+    """Memories, their tags and entities, vectors, and the two full-text indexes."""
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE IF NOT EXISTS memories (
+            pk INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            content TEXT NOT NULL,
+            type TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            event_time REAL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            last_accessed_at REAL,
+            ref_time REAL NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            priority REAL NOT NULL DEFAULT 1.0,
+            pinned INTEGER NOT NULL DEFAULT 0,
+            evergreen INTEGER NOT NULL DEFAULT 0,
+            significance REAL NOT NULL DEFAULT 0.5,
+            project TEXT,
+            scope TEXT NOT NULL DEFAULT 'user',
+            session_id TEXT,
+            source_kind TEXT NOT NULL DEFAULT 'direct',
+            source_path TEXT,
+            source_start INTEGER,
+            source_end INTEGER,
+            source_ref TEXT,
+            tags TEXT NOT NULL DEFAULT '[]',
+            entities TEXT NOT NULL DEFAULT '[]',
+            metadata TEXT NOT NULL DEFAULT '{}',
+            valid_until REAL,
+            superseded_by TEXT,
+            embedding_fingerprint TEXT,
+            forgotten_at REAL
+        );
+        CREATE INDEX IF NOT EXISTS memories_hash ON memories(content_hash);
+        CREATE INDEX IF NOT EXISTS memories_ref_time ON memories(ref_time);
+        CREATE INDEX IF NOT EXISTS memories_accessed ON memories(last_accessed_at);
+        CREATE INDEX IF NOT EXISTS memories_session ON memories(session_id);
+        CREATE INDEX IF NOT EXISTS memories_project ON memories(project);
+        CREATE INDEX IF NOT EXISTS memories_scope ON memories(scope);
+        CREATE INDEX IF NOT EXISTS memories_source ON memories(source_path);
+        CREATE TABLE IF NOT EXISTS memory_tags (
+            tag TEXT NOT NULL, pk INTEGER NOT NULL, PRIMARY KEY (tag, pk)
+        ) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS memory_entities (
+            entity TEXT NOT NULL, pk INTEGER NOT NULL, PRIMARY KEY (entity, pk)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS memory_entities_pk ON memory_entities(pk);
+        CREATE INDEX IF NOT EXISTS memory_tags_pk ON memory_tags(pk);
+        -- seq grows on every write, so a reader can load only what is new since it last looked.
+        CREATE TABLE IF NOT EXISTS vectors (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            pk INTEGER NOT NULL UNIQUE,
+            vector BLOB NOT NULL
+        );
+        INSERT OR IGNORE INTO meta VALUES ('vector_generation', '0');
+        CREATE TRIGGER IF NOT EXISTS vectors_ad AFTER DELETE ON vectors BEGIN
+            UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'vector_generation';
+        END;
+        CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(
+            content, content='memories', content_rowid='pk',
+            tokenize='porter unicode61 remove_diacritics 2'
+        );
+        CREATE VIRTUAL TABLE IF NOT EXISTS memories_trigram USING fts5(
+            content, content='memories', content_rowid='pk', tokenize='trigram'
+        );
+        CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
+            INSERT INTO memories_fts(rowid, content) VALUES (new.pk, new.content);
+            INSERT INTO memories_trigram(rowid, content) VALUES (new.pk, new.content);
+        END;
+        CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content)
+                VALUES ('delete', old.pk, old.content);
+            INSERT INTO memories_trigram(memories_trigram, rowid, content)
+                VALUES ('delete', old.pk, old.content);
+            DELETE FROM memory_tags WHERE pk = old.pk;
+            DELETE FROM memory_entities WHERE pk = old.pk;
+            DELETE FROM vectors WHERE pk = old.pk;
+        END;
+        CREATE TRIGGER IF NOT EXISTS memories_au AFTER UPDATE OF content ON memories BEGIN
+            INSERT INTO memories_fts(memories_fts, rowid, content)
+                VALUES ('delete', old.pk, old.content);
+            INSERT INTO memories_trigram(memories_trigram, rowid, content)
+                VALUES ('delete', old.pk, old.content);
+            INSERT INTO memories_fts(rowid, content) VALUES (new.pk, new.content);
+            INSERT INTO memories_trigram(rowid, content) VALUES (new.pk, new.content);
+        END;
+        """
+    )
+
+
+Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
+MIGRATIONS: list[Migration] = [(1, "m001_initial", m001_initial)]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def applied(db: sqlite3.Connection) -> set[int]:
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS migrations "
+        "(id INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+    return {row[0] for row in db.execute("SELECT id FROM migrations")}
+
+
+def migrate(db: sqlite3.Connection) -> list[str]:
+    """Apply pending migrations in order; returns the names applied."""
+    done: list[str] = []
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        have = applied(db)
+        for number, name, step in MIGRATIONS:
+            if number in have:
+                continue
+            step(db)
+            db.execute("INSERT INTO migrations VALUES (?, ?, ?)", (number, name, time.time()))
+            done.append(name)
+        db.execute("INSERT OR IGNORE INTO meta VALUES ('app', ?)", (APP_ID,))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return done

@@ -1,0 +1,99 @@
+"""SQL builders for the SQLite store: building a query is separate from running it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from recalld.records import MemoryFilter
+from recalld.text import has_cjk
+
+Params = list[object]
+
+
+def ts(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def filter_sql(filters: MemoryFilter, alias: str = "m") -> tuple[str, Params]:
+    """A WHERE clause (without ``WHERE``) over ``memories AS alias``; never empty."""
+    clauses: list[str] = []
+    params: Params = []
+    if not filters.include_forgotten:
+        clauses.append(f"{alias}.forgotten_at IS NULL")
+    if not filters.include_superseded:
+        clauses.append(f"{alias}.superseded_by IS NULL")
+    for column in ("project", "scope", "session_id"):
+        value = getattr(filters, column)
+        if value is not None:
+            clauses.append(f"{alias}.{column} = ?")
+            params.append(value)
+    if filters.types:
+        clauses.append(f"{alias}.type IN ({','.join('?' * len(filters.types))})")
+        params.extend(filters.types)
+    for tag in filters.tags:
+        clauses.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag = ?)")
+        params.append(tag)
+    if filters.time_range is not None:
+        if filters.time_range.start is not None:
+            clauses.append(f"{alias}.ref_time >= ?")
+            params.append(ts(filters.time_range.start))
+        if filters.time_range.end is not None:
+            clauses.append(f"{alias}.ref_time < ?")
+            params.append(ts(filters.time_range.end))
+    return (" AND ".join(clauses) or "1"), params
+
+
+def is_trivial(filters: MemoryFilter) -> bool:
+    """True when the filter only hides forgotten memories (the common search case)."""
+    return filters == MemoryFilter() or filters == MemoryFilter(include_superseded=True)
+
+
+def fts_match(terms: tuple[str, ...]) -> str:
+    """An FTS5 MATCH expression OR-ing the quoted terms (quotes inside terms doubled)."""
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def trigram_terms(query: str) -> tuple[list[str], list[str]]:
+    """Split a query for the trigram index: 3-character grams of CJK runs and of long words,
+    plus the pieces shorter than 3 characters that only a LIKE scan can find."""
+    grams: list[str] = []
+    short: list[str] = []
+    for piece in query.split():
+        if len(piece) < 3:
+            if has_cjk(piece):
+                short.append(piece)
+            continue
+        if has_cjk(piece):
+            grams.extend(piece[i : i + 3] for i in range(len(piece) - 2))
+    return list(dict.fromkeys(grams)), list(dict.fromkeys(short))
+
+
+def bm25_sql(table: str, where: str, limit_param: bool = True) -> str:
+    """Rank rows of an FTS5 table by BM25 (lower is better in SQLite, so ascending)."""
+    return (
+        f"SELECT m.id, bm25({table}) AS score FROM {table} JOIN memories m ON m.pk = {table}.rowid"
+        f" WHERE {table} MATCH ? AND {where} ORDER BY score LIMIT ?"
+    )
+
+
+def like_sql(where: str, count: int) -> str:
+    likes = " OR ".join(["m.content LIKE ? ESCAPE '\\'"] * count)
+    return f"SELECT m.id FROM memories m WHERE ({likes}) AND {where} ORDER BY m.ref_time DESC LIMIT ?"
+
+
+def entity_sql(where: str, count: int) -> str:
+    marks = ",".join("?" * count)
+    return (
+        "SELECT m.id, COUNT(*) AS overlap FROM memory_entities e JOIN memories m ON m.pk = e.pk"
+        f" WHERE e.entity IN ({marks}) AND {where}"
+        " GROUP BY m.pk ORDER BY overlap DESC, m.ref_time DESC LIMIT ?"
+    )
+
+
+def temporal_sql(where: str, window: bool) -> str:
+    order = "m.ref_time DESC"
+    return f"SELECT m.id, m.ref_time FROM memories m WHERE {where} ORDER BY {order} LIMIT ?"
+
+
+def escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,58 @@
+"""Small text helpers shared by the store, the embedder and the pipeline."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself yourselves
+    im ive id youre dont didnt doesnt also get got one much many tell remember thing things
+    know like really yeah okay ok oh hi hello thanks thank please us let lets may might must
+    shall""".split()
+)
+
+
+def normalize_content(text: str) -> str:
+    """NFC-normalise and strip; the form that is hashed and stored."""
+    return unicodedata.normalize("NFC", text).strip()
+
+
+def content_hash(text: str) -> str:
+    """sha256 of the normalised content, hex."""
+    return hashlib.sha256(normalize_content(text).encode("utf-8")).hexdigest()
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased word tokens (letters and digits, apostrophes kept inside words)."""
+    return [w.lower().replace("’", "'") for w in _WORD.findall(text)]
+
+
+def keywords(text: str) -> list[str]:
+    """Words minus stopwords, in order, without repeats."""
+    seen: dict[str, None] = {}
+    for w in words(text):
+        bare = w.replace("'", "")
+        if bare not in STOPWORDS and w not in STOPWORDS and len(bare) > 1 or bare.isdigit():
+            seen.setdefault(w, None)
+    return list(seen)
+
+
+def has_cjk(text: str) -> bool:
+    return _CJK.search(text) is not None
+
+
+def estimate_tokens(text: str) -> int:
+    """A fast token estimate: CJK characters count one each, other text four characters a token."""
+    cjk = len(_CJK.findall(text))
+    return max(1, cjk + (len(text) - cjk + 3) // 4)

@@ -472,4 +472,6 @@ def open_engine(
     resolved = settings
     if isinstance(embedder, Embedder):
         return MemoryEngine(store, embedder, resolved, config)
-    return MemoryEngine(store, lambda: resolve_embedder(resolved.embedder, resolved), resolved, config)
+    return MemoryEngine(
+        store, lambda: resolve_embedder(resolved.embedder, resolved), resolved, config
+    )

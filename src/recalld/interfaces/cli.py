@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
@@ -68,9 +70,42 @@ def errors() -> Iterator[None]:
 
 pass_ctx = click.make_pass_decorator(Ctx)
 
+LAZY_COMMANDS = {
+    "bench": "recalld.interfaces.cli_bench:bench",
+    "index": "recalld.interfaces.cli_sources:index",
+    "watch": "recalld.interfaces.cli_sources:watch",
+}
+"""Commands defined in their own modules, imported only when invoked (keeps --help fast)."""
 
-@click.group(context_settings=CONTEXT_SETTINGS)
-@click.option("--db", envvar="RECALLD_DB", help="Store file [env RECALLD_DB; default: user data dir].")
+
+class LazyGroup(click.Group):
+    """A group whose heavier subcommands live in other modules, imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self._available()])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self._available():
+            module_name, attribute = LAZY_COMMANDS[name].split(":")
+            module = importlib.import_module(module_name)
+            command = getattr(module, attribute)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, name)
+
+    @staticmethod
+    def _available() -> list[str]:
+        return [
+            name
+            for name, target in LAZY_COMMANDS.items()
+            if importlib.util.find_spec(target.split(":")[0]) is not None
+        ]
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--db", envvar="RECALLD_DB", help="Store file [env RECALLD_DB; default: user data dir]."
+)
 @click.option(
     "--embedder",
     envvar="RECALLD_EMBEDDER",
@@ -230,7 +265,9 @@ def forget(obj: Ctx, memory_ids: tuple[str, ...], hard: bool) -> None:
     if obj.as_json:
         emit_json({"forgotten": changed, "hard": hard})
     else:
-        click.echo(f"{'deleted' if hard else 'forgot'} {changed} memor{'y' if changed == 1 else 'ies'}")
+        click.echo(
+            f"{'deleted' if hard else 'forgot'} {changed} memor{'y' if changed == 1 else 'ies'}"
+        )
 
 
 @cli.command(name="import")
@@ -303,9 +340,3 @@ def reindex(obj: Ctx, yes: bool) -> None:
 def main() -> None:
     """Entry point of the ``recalld`` script."""
     cli(prog_name="recalld")
-
-
-def register(command: click.Command | Callable[..., Any]) -> None:
-    """Add a command defined in another module (bench, index, ...)."""
-    assert isinstance(command, click.Command)
-    cli.add_command(command)

@@ -24,8 +24,12 @@ def print_search(result: SearchResult, explain: bool) -> None:
     console.print(
         f"[bold]{len(result.hits)} hit(s)[/] for {result.query!r} "
         f"(mode {result.mode}, {result.query_type} query, {result.took_ms:.1f} ms"
-        + (f", time window {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}" if window
-           and window.start and window.end else "") + ")"  # fmt: skip
+        + (
+            f", time window {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}"
+            if window and window.start and window.end
+            else ""
+        )
+        + ")"  # fmt: skip
     )
     table = Table(show_lines=explain)
     for name in ("#", "score", "id", "when", "content"):
@@ -64,7 +68,9 @@ def print_memories(memories: Sequence[Memory]) -> None:
         table.add_column(name, overflow="fold")
     for m in memories:
         text = m.content if len(m.content) < 120 else m.content[:120] + " …"
-        table.add_row(m.id, _when(m), m.type, text + (" [dim](forgotten)[/]" if m.forgotten_at else ""))
+        table.add_row(
+            m.id, _when(m), m.type, text + (" [dim](forgotten)[/]" if m.forgotten_at else "")
+        )
     console.print(table)
     console.print(f"{len(memories)} memor{'y' if len(memories) == 1 else 'ies'}")
 
@@ -86,7 +92,9 @@ def print_status(status: Status) -> None:
         table.add_row(name, value)
     console.print(table)
     if s.memories == 0:
-        console.print("[yellow]the store is empty: add memories with `recalld add` or `recalld import`[/]")
+        console.print(
+            "[yellow]the store is empty: add memories with `recalld add` or `recalld import`[/]"
+        )
     missing = s.memories + s.forgotten - s.with_vectors
     if missing > 0:
         console.print(f"[yellow]{missing} memories have no vector: run `recalld reindex`[/]")

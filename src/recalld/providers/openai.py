@@ -1,5 +1,6 @@
 """Embeddings from any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, OpenRouter,
-Ollama, vLLM, LM Studio ...)."""
+Ollama, vLLM, LM Studio ...).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Offline resolution of the time a query names ("last week", "in March", "3 days ago")
-into a window relative to a reference time (now, or the caller's ``as_of``)."""
+into a window relative to a reference time (now, or the caller's ``as_of``).
+"""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ _LAST_N = re.compile(rf"\b(?:last|past|previous)\s+{_NUM}\s+(day|week|month|year
 _LAST_UNIT = re.compile(r"\b(last|this|past|previous)\s+(week|weekend|month|year)\b")
 _MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
 _IN_MONTH = re.compile(rf"\b(?:in|during|of|since)\s+({_MONTH_NAMES})\b\.?(?:\s+(\d{{4}}))?")
-_MONTH_DAY = re.compile(rf"\b({_MONTH_NAMES})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}}))?")
+_MONTH_DAY = re.compile(
+    rf"\b({_MONTH_NAMES})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}}))?"
+)
 _YEAR = re.compile(r"\b(?:in|during)\s+((?:19|20)\d{2})\b")
 
 

@@ -57,9 +57,7 @@ def rrf(
     return _sorted(fused)
 
 
-def linear(
-    lists: Sequence[RankedList], weights: Mapping[str, float]
-) -> list[Fused]:
+def linear(lists: Sequence[RankedList], weights: Mapping[str, float]) -> list[Fused]:
     """OpenClaw's weighted merge: ``sum(w_channel * normalised score)``.
 
     Scores are min-max normalised within each list; weights are normalised to sum 1 over

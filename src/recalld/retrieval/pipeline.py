@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from recalld.providers.embedders import Embedder
-from recalld.records import Hit, MemoryFilter, SearchMode, SearchResult, Trace, ChannelHit
+from recalld.records import ChannelHit, Hit, MemoryFilter, SearchMode, SearchResult, Trace
 from recalld.retrieval.adjust import Scored, adjust
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf

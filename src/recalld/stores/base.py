@@ -76,9 +76,9 @@ class Store(Protocol):
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         """The memories with these ids, in the given order, unknown ids skipped."""
 
-    def find_duplicates(self, keys: Sequence[tuple[str, str, str | None, str | None]]) -> dict[
-        tuple[str, str, str | None, str | None], str
-    ]:
+    def find_duplicates(
+        self, keys: Sequence[tuple[str, str, str | None, str | None]]
+    ) -> dict[tuple[str, str, str | None, str | None], str]:
         """Ids of live memories by (content_hash, scope, project, session_id)."""
 
     def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:

@@ -118,7 +118,7 @@ def m001_initial(db: sqlite3.Connection) -> None:
             INSERT INTO memories_fts(rowid, content) VALUES (new.pk, new.content);
             INSERT INTO memories_trigram(rowid, content) VALUES (new.pk, new.content);
         END;
-        """
+        """,
     )
 
 

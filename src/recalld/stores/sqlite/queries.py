@@ -31,7 +31,9 @@ def filter_sql(filters: MemoryFilter, alias: str = "m") -> tuple[str, Params]:
         clauses.append(f"{alias}.type IN ({','.join('?' * len(filters.types))})")
         params.extend(filters.types)
     for tag in filters.tags:
-        clauses.append(f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag = ?)")
+        clauses.append(
+            f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag = ?)"
+        )
         params.append(tag)
     if filters.time_range is not None:
         if filters.time_range.start is not None:
@@ -55,7 +57,8 @@ def fts_match(terms: tuple[str, ...]) -> str:
 
 def trigram_terms(query: str) -> tuple[list[str], list[str]]:
     """Split a query for the trigram index: 3-character grams of CJK runs and of long words,
-    plus the pieces shorter than 3 characters that only a LIKE scan can find."""
+    plus the pieces shorter than 3 characters that only a LIKE scan can find.
+    """
     grams: list[str] = []
     short: list[str] = []
     for piece in query.split():
@@ -78,7 +81,9 @@ def bm25_sql(table: str, where: str, limit_param: bool = True) -> str:
 
 def like_sql(where: str, count: int) -> str:
     likes = " OR ".join(["m.content LIKE ? ESCAPE '\\'"] * count)
-    return f"SELECT m.id FROM memories m WHERE ({likes}) AND {where} ORDER BY m.ref_time DESC LIMIT ?"
+    return (
+        f"SELECT m.id FROM memories m WHERE ({likes}) AND {where} ORDER BY m.ref_time DESC LIMIT ?"
+    )
 
 
 def entity_sql(where: str, count: int) -> str:

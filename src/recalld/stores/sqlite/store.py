@@ -202,8 +202,11 @@ class SQLiteStore:
             pks = dict(self._db.execute("SELECT id, pk FROM memories").fetchall())
             self._db.executemany(
                 "INSERT INTO vectors (pk, vector) VALUES (?, ?)",
-                [(pks[i], np.asarray(v, np.float32).tobytes()) for i, v in vectors.items()
-                 if i in pks],  # fmt: skip
+                [
+                    (pks[i], np.asarray(v, np.float32).tobytes())
+                    for i, v in vectors.items()
+                    if i in pks
+                ],  # fmt: skip
             )
             self._db.execute("UPDATE memories SET embedding_fingerprint = ?", (fingerprint,))
             self._db.execute(

@@ -92,6 +92,9 @@ class Store(Protocol):
     def candidates(self, request: CandidateRequest) -> Mapping[str, list[ChannelCandidate]]:
         """Ranked candidates per channel (``semantic``, ``bm25``, ``entity``, ``temporal``)."""
 
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of these memories (ids without a vector are absent)."""
+
     def record_access(self, ids: Sequence[str], at: datetime) -> None:
         """Bump access counts and last-accessed times (a cheap write)."""
 

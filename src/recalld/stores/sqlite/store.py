@@ -231,6 +231,19 @@ class SQLiteStore:
                 found[r["id"]] = _memory(r)
         return [found[i] for i in ids if i in found]
 
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
+        found: dict[str, Vector] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                "SELECT m.id, v.vector FROM vectors v JOIN memories m ON m.pk = v.pk"
+                f" WHERE m.id IN ({marks})",
+                chunk,
+            )
+            found.update({i: np.frombuffer(blob, dtype=np.float32) for i, blob in rows})
+        return found
+
     def find_duplicates(
         self, keys: Sequence[tuple[str, str, str | None, str | None]]
     ) -> dict[tuple[str, str, str | None, str | None], str]:

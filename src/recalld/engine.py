@@ -26,6 +26,7 @@ from recalld.records import (
     SEARCH_MODES,
     AddResult,
     Context,
+    Granularity,
     Memory,
     MemoryFilter,
     NewMemory,
@@ -316,6 +317,7 @@ class MemoryEngine:
         config: RetrievalConfig | None = None,
         explain: bool = False,
         record_access: bool = False,
+        granularity: Granularity = "memory",
     ) -> SearchResult:
         """Ranked memories for a question.
 
@@ -330,6 +332,8 @@ class MemoryEngine:
             config: explicit retrieval settings (overrides ``preset``).
             explain: attach a :class:`~recalld.records.Trace` to each hit.
             record_access: count this search as an access of the returned memories.
+            granularity: ``memory`` (each hit a memory) or ``session`` (one hit per session:
+                its best memory, with the session's other matches in ``Hit.related``).
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the query is empty")
@@ -337,6 +341,8 @@ class MemoryEngine:
             raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}")
         if not 1 <= limit <= 1000:
             raise InvalidInputError("limit must be between 1 and 1000")
+        if granularity not in ("memory", "session"):
+            raise InvalidInputError("granularity must be 'memory' or 'session'")
         request = SearchRequest(
             query=query.strip(),
             limit=limit,
@@ -345,6 +351,7 @@ class MemoryEngine:
             as_of=as_utc(as_of),
             project=boost_project or project,
             explain=explain,
+            granularity=granularity,
         )
         chosen = config or (get_preset(preset) if preset else self.config)
         result = search(self.store, self.embedder, request, chosen, self._clock())

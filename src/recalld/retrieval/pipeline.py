@@ -4,20 +4,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
 
 from recalld.providers.embedders import Embedder
-from recalld.records import ChannelHit, Hit, MemoryFilter, SearchMode, SearchResult, Trace
+from recalld.records import (
+    ChannelHit,
+    Granularity,
+    Hit,
+    MemoryFilter,
+    SearchMode,
+    SearchResult,
+    Trace,
+)
 from recalld.retrieval.adjust import Context, Scored, adjust, knowledge_updates, wanted_role
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.query import QueryPlan, understand
-from recalld.retrieval.sessions import apply_session_support
+from recalld.retrieval.sessions import apply_session_support, group_by_session
 from recalld.stores.base import CandidateRequest, ChannelCandidate, Store
 
 CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
@@ -35,6 +43,8 @@ class SearchRequest:
     project: str | None = None
     """Boosts memories of this project (it does not filter; use ``filters`` for that)."""
     explain: bool = False
+    granularity: Granularity = "memory"
+    """``session`` returns one hit per session (its best memory, the others as related)."""
 
 
 def search(
@@ -69,8 +79,16 @@ def search(
     if config.dedupe:
         scored, folded = dedupe(scored)
     kept, reasons = relevance_filter(scored, lists, config)
-    chosen = assemble(kept, plan, vectors, config, request.limit)
-    hits = build_hits(chosen, lists, reasons if request.explain else None)
+    if request.granularity == "session":
+        groups = group_by_session(kept)[: request.limit]
+        hits = build_hits([g[0] for g in groups], lists, reasons if request.explain else None)
+        hits = [
+            replace(h, related=tuple(s.memory for s in g[1:]))
+            for h, g in zip(hits, groups, strict=True)
+        ]
+    else:
+        chosen = assemble(kept, plan, vectors, config, request.limit)
+        hits = build_hits(chosen, lists, reasons if request.explain else None)
     return SearchResult(
         query=request.query,
         hits=tuple(hits),
@@ -134,7 +152,8 @@ def _vectors(
 ) -> Mapping[str, np.ndarray]:
     """Vectors of the top candidates, fetched only when a stage compares memories."""
     needs = config.kupdate_factor < 1.0 or (
-        config.mmr_similarity == "cosine" and (config.mmr_lambda < 1.0 or config.diverse_aggregation)
+        config.mmr_similarity == "cosine"
+        and (config.mmr_lambda < 1.0 or config.diverse_aggregation)
     )
     if not needs:
         return {}

@@ -112,6 +112,18 @@ def _absolute(text: str, ref: datetime) -> TimeRange | None:
     return None
 
 
+_VAGUE_NOW = re.compile(r"\b(?:these days|nowadays|currently|at the moment|right now|lately|recently)\b")
+_ALL_PATTERNS = (_AGO, _LAST_N, _LAST_UNIT, _IN_MONTH, _MONTH_DAY, _YEAR, _VAGUE_NOW)
+
+
+def time_phrases(query: str) -> list[str]:
+    """The parts of a query that only say *when* (so they are not searched as words)."""
+    text = query.lower()
+    found = [m.group(0) for pattern in _ALL_PATTERNS for m in pattern.finditer(text)]
+    found += re.findall(r"\b(?:yesterday|today|tonight|this morning)\b", text)
+    return found
+
+
 def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:
     """The time window a query names, or ``None``; naive results take ``reference``'s zone."""
     text = query.lower()

@@ -95,9 +95,8 @@ def entity_sql(where: str, count: int) -> str:
     )
 
 
-def temporal_sql(where: str, window: bool) -> str:
-    order = "m.ref_time DESC"
-    return f"SELECT m.id, m.ref_time FROM memories m WHERE {where} ORDER BY {order} LIMIT ?"
+def temporal_sql(where: str) -> str:
+    return f"SELECT m.id, m.ref_time FROM memories m WHERE {where} ORDER BY m.ref_time DESC LIMIT ?"
 
 
 def escape_like(text: str) -> str:

@@ -370,6 +370,8 @@ class SQLiteStore:
     def _temporal(
         self, request: CandidateRequest, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
+        """Memories inside the query's time window, most similar first (or, with no query
+        vector, newest first); with no window, simply the newest memories."""
         window_where, window_params = where, list(params)
         window = request.time_window
         if window is not None:
@@ -379,15 +381,27 @@ class SQLiteStore:
             if window.end is not None:
                 window_where += " AND m.ref_time < ?"
                 window_params.append(window.end.timestamp())
+            if request.query_vector is not None:
+                return self._semantic_within(request, window_where, window_params)
         rows = self._db.execute(
-            q.temporal_sql(window_where, window is not None),
-            [*window_params, request.temporal_limit],
+            q.temporal_sql(window_where), [*window_params, request.temporal_limit]
         ).fetchall()
         if not rows:
             return []
         newest = rows[0][1]
         # Score: 1 for the newest candidate, halving with each 30 days before it.
         return _ranked((r[0], 0.5 ** ((newest - r[1]) / (30 * 86400))) for r in rows)
+
+    def _semantic_within(
+        self, request: CandidateRequest, where: str, params: list[object]
+    ) -> list[ChannelCandidate]:
+        assert request.query_vector is not None
+        self._vectors.refresh(self._db)
+        keep = [r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)]
+        allowed = np.isin(self._vectors.pks, np.asarray(keep, dtype=np.int64))
+        top = self._vectors.search(request.query_vector, request.temporal_limit, allowed)
+        ids = self._ids_for([pk for pk, _ in top])
+        return _ranked(zip(ids, [score for _, score in top], strict=True))
 
     # -- status --------------------------------------------------------------------------
 

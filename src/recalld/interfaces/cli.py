@@ -184,7 +184,8 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("--as-of", help="Reference time for relative dates and decay (ISO).")
 @click.option("--explain", is_flag=True, help="Show each hit's channels, fusion and adjustments.")
 @click.option("--context", "max_tokens", type=int, default=None,
-              help="Print a prompt-ready context block of at most this many tokens instead.")  # fmt: skip
+              help="Print a prompt-ready context block of at most this many tokens "
+                   "instead.")  # fmt: skip
 @pass_ctx
 def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, project: str | None,
            scope: str | None, types: tuple[str, ...], tags: tuple[str, ...],
@@ -274,7 +275,8 @@ def forget(obj: Ctx, memory_ids: tuple[str, ...], hard: bool) -> None:
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--format", "fmt", default="memories", show_default=True,
               type=click.Choice(["memories"]),
-              help="memories: JSONL, one object per line with 'content' and optional fields.")  # fmt: skip
+              help="memories: JSONL, one object per line with 'content' and optional "
+                   "fields.")  # fmt: skip
 @pass_ctx
 def import_(obj: Ctx, path: str, fmt: str) -> None:
     """Import memories from a JSONL file (or '-' for standard input)."""

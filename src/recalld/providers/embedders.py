@@ -80,7 +80,8 @@ class Embedder(ABC):
 
     def embed_query(self, text: str) -> Vectors:
         """Embed one query; returns a 1-D vector."""
-        return self._embed_all([text], is_query=True, progress=None).vectors[0]
+        vector: Vectors = self._embed_all([text], is_query=True, progress=None).vectors[0]
+        return vector
 
     def _embed_all(
         self, texts: Sequence[str], *, is_query: bool, progress: Callable[[int], None] | None
@@ -106,7 +107,8 @@ class Embedder(ABC):
 
 def l2_normalize(matrix: Vectors) -> Vectors:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    normalized: Vectors = (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return normalized
 
 
 class FakeEmbedder(Embedder):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from recalld.errors import StoreError
+from recalld.errors import EmbedderMismatchError, StoreError
 from recalld.records import Memory, MemoryFilter, Source
 from recalld.stores.base import CandidateRequest, ChannelCandidate, StoreStats, Vector
 from recalld.stores.sqlite import queries as q
@@ -80,13 +80,20 @@ class SQLiteStore:
             self._db = sqlite3.connect(
                 self.path, timeout=30.0, isolation_level=None, check_same_thread=False
             )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
+        try:
             self._db.row_factory = sqlite3.Row
             self._check_foreign()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             migrate(self._db)
+        except StoreError:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as exc:
+            self._db.close()
             raise StoreError(
                 f"{self.path} is not a usable recalld store ({exc}); "
                 "point --db at another file, or move this one aside"
@@ -250,18 +257,6 @@ class SQLiteStore:
                     found.setdefault(key, r[0])
         return found
 
-    def list(
-        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
-    ) -> list[Memory]:
-        where, params = q.filter_sql(filters)
-        order = "DESC" if newest_first else "ASC"
-        rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM memories m WHERE {where}"
-            f" ORDER BY m.ref_time {order}, m.pk {order} LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return [_memory(r) for r in rows]
-
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
         last = 0
         while True:
@@ -300,7 +295,7 @@ class SQLiteStore:
         assert request.query_vector is not None
         mirror = self._vectors
         if mirror.dimension is not None and request.query_vector.shape[-1] != mirror.dimension:
-            raise StoreError(
+            raise EmbedderMismatchError(
                 f"query vector has {request.query_vector.shape[-1]} dimensions, the store's "
                 f"vectors have {mirror.dimension}"
             )
@@ -414,6 +409,19 @@ class SQLiteStore:
 
     def close(self) -> None:
         self._db.close()
+
+    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        where, params = q.filter_sql(filters)
+        order = "DESC" if newest_first else "ASC"
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memories m WHERE {where}"
+            f" ORDER BY m.ref_time {order}, m.pk {order} LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return [_memory(r) for r in rows]
 
 
 def _ranked(pairs: Any) -> list[ChannelCandidate]:

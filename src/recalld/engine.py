@@ -379,7 +379,7 @@ class MemoryEngine:
 
     def context(self, query: str, *, max_tokens: int | None = None, **search_args: Any) -> Context:
         """Prompt-ready text of the best memories that fit ``max_tokens`` (default 2000)."""
-        budget = max_tokens or self.config.max_tokens
+        budget = self.config.max_tokens if max_tokens is None else max_tokens
         if budget < 1:
             raise InvalidInputError("max_tokens must be positive")
         search_args.setdefault("limit", 50)

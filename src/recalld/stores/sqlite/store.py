@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +68,55 @@ def _memory(r: sqlite3.Row) -> Memory:
     )  # fmt: skip
 
 
+_T = TypeVar("_T")
+
+
+def _raising_store_errors(cls: type[_T]) -> type[_T]:
+    """Wrap the public methods so that SQLite failures reach callers as :class:`StoreError`.
+
+    A file damaged after it was opened, or a lock held past the timeout, then gives one
+    clear error (exit code 4 in the CLI) instead of a raw ``sqlite3`` exception.
+    """
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(method):
+            setattr(cls, name, _guarded(method))
+    return cls
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _sqlite_errors(self.path):
+                yield from method(self, *args, **kwargs)
+
+        return generator
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _sqlite_errors(self.path):
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+@contextmanager
+def _sqlite_errors(path: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        text = str(exc)
+        if "malformed" in text or "not a database" in text:
+            hint = "the file is damaged: restore a backup, or move it aside and start a new store"
+        elif "locked" in text or "busy" in text:
+            hint = "another process holds the store's write lock; try again"
+        else:
+            hint = "check the file, its folder and the free disk space"
+        raise StoreError(f"the store {path} failed ({text}); {hint}") from exc
+
+
+@_raising_store_errors
 class SQLiteStore:
     """A :class:`~recalld.stores.base.Store` in one SQLite file.
 
@@ -444,5 +496,5 @@ class _Transaction:
     def __exit__(self, kind: object, value: object, traceback: object) -> None:
         if kind is None:
             self._db.execute("COMMIT")
-        else:
+        elif self._db.in_transaction:  # SQLite may already have rolled back (e.g. on corruption)
             self._db.execute("ROLLBACK")

@@ -18,9 +18,7 @@ from recalld.providers.embedders import FakeEmbedder
 from recalld.text import content_hash, normalize_content
 
 # Printable text with some CJK, accents, emoji and control-free whitespace.
-ALPHABET = st.characters(
-    codec="utf-8", exclude_categories=("Cs", "Cc"), include_characters="\n\t "
-)
+ALPHABET = st.characters(codec="utf-8", exclude_categories=("Cs", "Cc"), include_characters="\n\t ")
 CONTENT = st.text(ALPHABET, min_size=1, max_size=200).filter(lambda s: normalize_content(s) != "")
 TAG = st.text(st.characters(codec="ascii", categories=("L", "N")), min_size=1, max_size=12)
 FIELDS = st.fixed_dictionaries(

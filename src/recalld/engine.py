@@ -156,7 +156,15 @@ class MemoryEngine:
         again: its result says ``created=False`` and names the existing id.
         """
         now = self._clock()
-        memories = [self._prepare(NewMemory(i) if isinstance(i, str) else i, now) for i in items]
+        given = [NewMemory(i) if isinstance(i, str) else i for i in items]
+        memories = []
+        for number, item in enumerate(given, start=1):
+            try:
+                memories.append(self._prepare(item, now))
+            except InvalidInputError as exc:
+                if len(given) == 1:
+                    raise
+                raise InvalidInputError(f"item {number} of {len(given)}: {exc}") from exc
         results: list[AddResult] = []
         for start in range(0, len(memories), WRITE_BATCH):
             batch = memories[start : start + WRITE_BATCH]

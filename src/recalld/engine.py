@@ -114,16 +114,18 @@ class MemoryEngine:
 
     def _check_fingerprint(self, fingerprint: Fingerprint) -> None:
         stored = self.store.get_fingerprint()
-        if stored is None:
+        if stored == fingerprint.to_json():
+            return
+        if stored is None or self.store.stats().with_vectors == 0:
+            # No vector exists that the new embedder's could be mixed with: adopt it.
             self.store.set_fingerprint(fingerprint.to_json())
             return
-        if stored != fingerprint.to_json():
-            theirs = Fingerprint.from_json(stored).describe()
-            raise EmbedderMismatchError(
-                f"this store's vectors were made by {theirs}, but the configured embedder is "
-                f"{fingerprint.describe()}; run `recalld reindex` to re-embed every memory "
-                "with the configured embedder (nothing is lost), or configure the old one"
-            )
+        theirs = Fingerprint.from_json(stored).describe()
+        raise EmbedderMismatchError(
+            f"this store's vectors were made by {theirs}, but the configured embedder is "
+            f"{fingerprint.describe()}; run `recalld reindex` to re-embed every memory "
+            "with the configured embedder (nothing is lost), or configure the old one"
+        )
 
     def _with_cache(self, embedder: Embedder) -> Embedder:
         """Document embeddings go through the on-disk cache when one is configured."""

@@ -9,9 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from store_check import store_snapshot
 
 import recalld
 from recalld.config import Settings
+from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, FakeEmbedder
 from recalld.records import NewMemory
 from recalld.retrieval.config import RetrievalConfig
@@ -269,3 +271,78 @@ def test_store_reopens_with_its_schema_version(open_store: Opener) -> None:
     again = open_store()
     assert again.status().store.schema_version == SCHEMA_VERSION
     assert [m.content for m in again.list()] == ["persisted"]
+
+
+def test_a_store_without_vectors_adopts_a_new_embedder(open_store: Opener) -> None:
+    first = open_store(FakeEmbedder(64, "model-a"))
+    assert first.search("nothing stored yet").hits == ()  # records model-a's fingerprint
+    gone = first.add("soon deleted").id
+    first.forget(gone, hard=True)
+    first.close()
+    second = open_store(FakeEmbedder(32, "model-b"))
+    assert second.add("first real memory").created
+    assert '"model-b"' in (second.status().store.fingerprint or "")
+
+
+class _FailingEmbedder(FakeEmbedder):
+    """Fails on its n-th batch, like a model server going away mid-way."""
+
+    def __init__(self, fail_on: int, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.fail_on = fail_on
+
+    def embed_batch(self, texts, *, is_query):  # type: ignore[no-untyped-def]
+        if self.calls + 1 >= self.fail_on:
+            raise recalld.EmbedderError("the model server went away")
+        return super().embed_batch(texts, is_query=is_query)
+
+
+class _WrongShapeEmbedder(FakeEmbedder):
+    def embed_batch(self, texts, *, is_query):  # type: ignore[no-untyped-def]
+        batch = super().embed_batch(texts, is_query=is_query)
+        return type(batch)(batch.vectors[:, :-1], batch.windows)
+
+
+def test_interrupted_reindex_changes_nothing(tmp_path: Path) -> None:
+    settings = Settings(db=tmp_path / "m.db", cache_dir=None, embed_batch_size=2)
+    with recalld.open(settings=settings, embedder=FakeEmbedder(64, "model-a")) as a:
+        a.add_many([f"memory {i} about topic {i}" for i in range(6)])
+    before = store_snapshot(tmp_path / "m.db")
+    failing = _FailingEmbedder(fail_on=2, dimension=32, model_id="model-b")
+    failing.batch_size = 2
+    with (
+        recalld.open(settings=settings, embedder=failing) as b,
+        pytest.raises(recalld.EmbedderError),
+    ):
+        b.reindex()
+    assert store_snapshot(tmp_path / "m.db") == before
+    with recalld.open(settings=settings, embedder=FakeEmbedder(64, "model-a")) as a:
+        assert (
+            a.search("memory 3 topic 3", mode="vector")
+            .hits[0]
+            .memory.content.startswith("memory 3 ")
+        )
+
+
+def test_embedder_returning_the_wrong_shape_is_an_embedder_error(open_store: Opener) -> None:
+    engine = open_store(_WrongShapeEmbedder(dimension=16, model_id="broken"))
+    with pytest.raises(recalld.EmbedderError) as caught:
+        engine.add("any text")
+    assert "shape" in str(caught.value)
+    assert store_snapshot(Path(engine.settings.db))["memories"] == []
+
+
+def test_cached_embedder_counts_hits_and_misses(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    inner = FakeEmbedder()
+    try:
+        cached = CachedEmbedder(inner, cache)
+        first = cached.embed_documents(["one", "two", "one"])
+        # A repeat inside one call is embedded once and counted as a hit.
+        assert (cached.hits, cached.misses, inner.calls) == (1, 2, 1)
+        second = cached.embed_documents(["two", "one", "three"])
+        assert (cached.hits, cached.misses, inner.calls) == (3, 3, 2)
+        assert second.vectors[0].tolist() == first.vectors[1].tolist()
+        assert second.vectors[1].tolist() == first.vectors[0].tolist()
+    finally:
+        cache.close()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from recalld.errors import InvalidInputError
+from recalld.errors import EmbedderError, InvalidInputError
 from recalld.text import words
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ class Embedder(ABC):
         for start in range(0, len(texts), self.batch_size):
             batch = self.embed_batch(texts[start : start + self.batch_size], is_query=is_query)
             if batch.vectors.shape != (len(batch.windows), dim):
-                raise InvalidInputError(
+                raise EmbedderError(
                     f"embedder returned vectors of shape {batch.vectors.shape}, expected "
                     f"({len(batch.windows)}, {dim})"
                 )

@@ -193,9 +193,7 @@ class MemoryEngine:
                 results.append(None)
         if fresh:
             embedder = self.embedder
-            embedded = self._with_cache(embedder).embed_documents(
-                [m.content for m in fresh]
-            )
+            embedded = self._with_cache(embedder).embed_documents([m.content for m in fresh])
             fp = embedder.fingerprint.to_json()
             self.store.insert([replace(m, embedding_fingerprint=fp) for m in fresh],
                               embedded.vectors)  # fmt: skip
@@ -282,9 +280,7 @@ class MemoryEngine:
                         valid_until=old.valid_until, superseded_by=old.superseded_by)  # fmt: skip
         vector = None
         if fresh.content_hash != old.content_hash:
-            embedded = self._with_cache(self.embedder).embed_documents(
-                [fresh.content]
-            )
+            embedded = self._with_cache(self.embedder).embed_documents([fresh.content])
             vector = embedded.vectors[0]
             fresh = replace(fresh, embedding_fingerprint=self.embedder.fingerprint.to_json())
         else:

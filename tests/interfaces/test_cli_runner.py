@@ -137,7 +137,9 @@ def test_search_outputs(run: Run) -> None:
     tagged = ok(run("--json", "search", "lunch", "--tag", "deploy"))["hits"]
     assert [h["memory"]["id"] for h in tagged] in ([], [target])
     human = run("search", "psycopg deploy", "--explain")
-    assert human.exit_code == 0 and "psycopg" in human.stdout and "fusion:" in human.stdout
+    assert human.exit_code == 0 and "psycopg" in human.stdout
+    # The explanation shows the channels and the same score the JSON carries.
+    assert "bm25" in human.stdout and f"{result['hits'][0]['score']:.4f}" in human.stdout
     context = run("search", "psycopg deploy", "--context", "50")
     assert context.stdout.startswith("[Memory Context]") and "psycopg" in context.stdout
     as_json = ok(run("--json", "search", "psycopg deploy", "--context", "50"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,9 @@ def db(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def run(db: Path, cli_env: dict[str, str]) -> Run:
-    env = {k: v for k, v in cli_env.items() if k.startswith("RECALLD_")}
+    # CliRunner only adds to the real environment: unset any RECALLD_* the developer has.
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith("RECALLD_")}
+    env.update({k: v for k, v in cli_env.items() if k.startswith("RECALLD_")})
 
     def _run(*args: str, input: str | bytes | None = None, embedder: str = "fake") -> Result:
         argv = ["--db", str(db), "--embedder", embedder, *args]

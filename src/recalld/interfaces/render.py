@@ -121,11 +121,12 @@ def print_status(status: Status) -> None:
 
 @contextmanager
 def progress_bar(label: str, total: int, quiet: bool) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr; yields the callback that advances it."""
-    if quiet or total == 0:
+    """A rich progress bar on stderr, shown only on a terminal; yields the advancing callback."""
+    stderr = Console(stderr=True)
+    if quiet or total == 0 or not stderr.is_terminal:
         yield lambda n: None
         return
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+    with Progress(*columns, console=stderr, transient=False) as progress:
         task = progress.add_task(label, total=total)
         yield lambda n: progress.advance(task, n)

@@ -84,11 +84,6 @@ class Store(Protocol):
     def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:
         """Soft-forget (hide) or hard-delete; returns how many rows changed."""
 
-    def list(
-        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
-    ) -> list[Memory]:
-        """Memories passing ``filters`` ordered by reference time."""
-
     def candidates(self, request: CandidateRequest) -> Mapping[str, list[ChannelCandidate]]:
         """Ranked candidates per channel (``semantic``, ``bm25``, ``entity``, ``temporal``)."""
 
@@ -111,3 +106,9 @@ class Store(Protocol):
     def stats(self) -> StoreStats: ...
 
     def close(self) -> None: ...
+
+    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        """Memories passing ``filters`` ordered by reference time."""

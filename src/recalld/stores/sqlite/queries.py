@@ -56,8 +56,10 @@ def fts_match(terms: tuple[str, ...]) -> str:
 
 
 def trigram_terms(query: str) -> tuple[list[str], list[str]]:
-    """Split a query for the trigram index: 3-character grams of CJK runs and of long words,
-    plus the pieces shorter than 3 characters that only a LIKE scan can find.
+    """Split a query for the trigram index.
+
+    Returns the 3-character grams of CJK runs, and the CJK pieces shorter than 3 characters
+    that only a LIKE scan can find.
     """
     grams: list[str] = []
     short: list[str] = []

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from recalld.errors import StoreError
+from recalld.errors import EmbedderMismatchError, StoreError
 from recalld.records import Memory, MemoryFilter, Source
 from recalld.stores.base import CandidateRequest, ChannelCandidate, StoreStats, Vector
 from recalld.stores.sqlite import queries as q
@@ -65,6 +68,55 @@ def _memory(r: sqlite3.Row) -> Memory:
     )  # fmt: skip
 
 
+_T = TypeVar("_T")
+
+
+def _raising_store_errors(cls: type[_T]) -> type[_T]:
+    """Wrap the public methods so that SQLite failures reach callers as :class:`StoreError`.
+
+    A file damaged after it was opened, or a lock held past the timeout, then gives one
+    clear error (exit code 4 in the CLI) instead of a raw ``sqlite3`` exception.
+    """
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(method):
+            setattr(cls, name, _guarded(method))
+    return cls
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _sqlite_errors(self.path):
+                yield from method(self, *args, **kwargs)
+
+        return generator
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _sqlite_errors(self.path):
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+@contextmanager
+def _sqlite_errors(path: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        text = str(exc)
+        if "malformed" in text or "not a database" in text:
+            hint = "the file is damaged: restore a backup, or move it aside and start a new store"
+        elif "locked" in text or "busy" in text:
+            hint = "another process holds the store's write lock; try again"
+        else:
+            hint = "check the file, its folder and the free disk space"
+        raise StoreError(f"the store {path} failed ({text}); {hint}") from exc
+
+
+@_raising_store_errors
 class SQLiteStore:
     """A :class:`~recalld.stores.base.Store` in one SQLite file.
 
@@ -80,13 +132,20 @@ class SQLiteStore:
             self._db = sqlite3.connect(
                 self.path, timeout=30.0, isolation_level=None, check_same_thread=False
             )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
+        try:
             self._db.row_factory = sqlite3.Row
             self._check_foreign()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             migrate(self._db)
+        except StoreError:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as exc:
+            self._db.close()
             raise StoreError(
                 f"{self.path} is not a usable recalld store ({exc}); "
                 "point --db at another file, or move this one aside"
@@ -263,18 +322,6 @@ class SQLiteStore:
                     found.setdefault(key, r[0])
         return found
 
-    def list(
-        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
-    ) -> list[Memory]:
-        where, params = q.filter_sql(filters)
-        order = "DESC" if newest_first else "ASC"
-        rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM memories m WHERE {where}"
-            f" ORDER BY m.ref_time {order}, m.pk {order} LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return [_memory(r) for r in rows]
-
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
         last = 0
         while True:
@@ -313,7 +360,7 @@ class SQLiteStore:
         assert request.query_vector is not None
         mirror = self._vectors
         if mirror.dimension is not None and request.query_vector.shape[-1] != mirror.dimension:
-            raise StoreError(
+            raise EmbedderMismatchError(
                 f"query vector has {request.query_vector.shape[-1]} dimensions, the store's "
                 f"vectors have {mirror.dimension}"
             )
@@ -442,6 +489,19 @@ class SQLiteStore:
     def close(self) -> None:
         self._db.close()
 
+    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        where, params = q.filter_sql(filters)
+        order = "DESC" if newest_first else "ASC"
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memories m WHERE {where}"
+            f" ORDER BY m.ref_time {order}, m.pk {order} LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return [_memory(r) for r in rows]
+
 
 def _ranked(pairs: Any) -> list[ChannelCandidate]:
     return [ChannelCandidate(mid, rank, float(score)) for rank, (mid, score) in
@@ -463,5 +523,5 @@ class _Transaction:
     def __exit__(self, kind: object, value: object, traceback: object) -> None:
         if kind is None:
             self._db.execute("COMMIT")
-        else:
+        elif self._db.in_transaction:  # SQLite may already have rolled back (e.g. on corruption)
             self._db.execute("ROLLBACK")

@@ -31,10 +31,16 @@ FLOORS = {"paraphrase": 0.66, "keyword": 1.0, "temporal": 0.66, "preference": 1.
 def corpus_engine(tmp_path_factory: pytest.TempPathFactory, local_embedder: Embedder):  # type: ignore[no-untyped-def]
     data = json.loads(CORPUS.read_text(encoding="utf-8"))
     folder = tmp_path_factory.mktemp("eval")
-    engine = recalld.open(settings=Settings(db=folder / "m.db", cache_dir=None), embedder=local_embedder)
+    engine = recalld.open(
+        settings=Settings(db=folder / "m.db", cache_dir=None), embedder=local_embedder
+    )
     engine.add_many(
-        [NewMemory(**{**m, "type": "turn", "event_time": datetime.fromisoformat(m["event_time"])})
-         for m in data["memories"]]  # fmt: skip
+        [
+            NewMemory(
+                **{**m, "type": "turn", "event_time": datetime.fromisoformat(m["event_time"])}
+            )
+            for m in data["memories"]
+        ]  # fmt: skip
     )
     yield engine, data
     engine.close()

@@ -197,8 +197,12 @@ def test_cosine_similarity_uses_vectors() -> None:
 
 
 def test_session_diverse_takes_each_session_first() -> None:
-    items = [scored(mem("a1", session_id="A"), 1.0), scored(mem("a2", session_id="A"), 0.9),
-             scored(mem("b1", session_id="B"), 0.5), scored(mem("c1", session_id="C"), 0.4)]  # fmt: skip
+    items = [
+        scored(mem("a1", session_id="A"), 1.0),
+        scored(mem("a2", session_id="A"), 0.9),
+        scored(mem("b1", session_id="B"), 0.5),
+        scored(mem("c1", session_id="C"), 0.4),
+    ]
     chosen = session_diverse(items, jaccard_similarity(), lam=1.0, k=4)
     assert [s.memory.id for s in chosen] == ["a1", "b1", "c1", "a2"]
 

@@ -32,7 +32,7 @@ def decay_factor(memory: Memory, now: datetime, config: RetrievalConfig) -> floa
     days = max(0.0, (now - memory.reference_time).total_seconds() / 86400)
     if config.decay == "hyperbolic":
         return 1.0 / (1.0 + days / config.half_life_days)
-    return 0.5 ** (days / config.half_life_days)
+    return float(0.5 ** (days / config.half_life_days))
 
 
 def project_factor(memory: Memory, project: str | None, config: RetrievalConfig) -> float:

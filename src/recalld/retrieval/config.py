@@ -23,6 +23,11 @@ class RetrievalConfig:
     """Each channel proposes ``limit x candidate_multiplier`` candidates (OpenClaw's 4)."""
     min_candidates: int = 40
     """Floor on the per-channel pool, so small limits still see enough candidates."""
+    adjust_depth: int = 3
+    """Only the top ``limit x adjust_depth`` fused candidates (at least ``min_adjust``) are
+    loaded, adjusted and filtered: deeper ones cannot plausibly reach the results, and
+    loading them is most of a search's cost."""
+    min_adjust: int = 60
     channels: tuple[str, ...] = ("semantic", "bm25", "entity", "temporal")
     """Channels run in hybrid mode; vector mode runs ``semantic`` alone."""
 

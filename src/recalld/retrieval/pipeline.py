@@ -69,6 +69,7 @@ def search(
     plan = understand(request.query, request.mode, reference)
     lists = retrieve(store, embedder, plan, request, config)
     fused = fuse(lists, config)
+    fused = fused[: max(config.min_adjust, request.limit * config.adjust_depth)]
     memories = {m.id: m for m in store.get_many([f.memory_id for f in fused])}
     ctx = Context(reference, request.project, wanted_role(request.query), plan.time_window)
     scored = adjust(fused, memories, ctx, config)

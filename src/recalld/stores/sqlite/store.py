@@ -444,7 +444,9 @@ class SQLiteStore:
     ) -> list[ChannelCandidate]:
         assert request.query_vector is not None
         self._vectors.refresh(self._db)
-        keep = [r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)]
+        keep = [
+            r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
+        ]
         allowed = np.isin(self._vectors.pks, np.asarray(keep, dtype=np.int64))
         top = self._vectors.search(request.query_vector, request.temporal_limit, allowed)
         ids = self._ids_for([pk for pk, _ in top])

@@ -194,7 +194,7 @@ class MemoryEngine:
                 results.append(None)
         if fresh:
             embedder = self.embedder
-            embedded = self._with_cache(embedder).embed_documents([m.content for m in fresh])
+            embedded = self._with_cache(embedder).embed_documents([m.embedding_text for m in fresh])
             fp = embedder.fingerprint.to_json()
             self.store.insert([replace(m, embedding_fingerprint=fp) for m in fresh],
                               embedded.vectors)  # fmt: skip
@@ -243,6 +243,7 @@ class MemoryEngine:
             tags=tuple(dict.fromkeys(t.strip() for t in item.tags if t.strip())),
             entities=tuple(dict.fromkeys(e.lower() for e in entities)),
             metadata=dict(item.metadata),
+            embed_context=_optional_text(item.embed_context, "embed_context"),
         )
 
     def _validate_content(self, content: object) -> str:
@@ -280,8 +281,8 @@ class MemoryEngine:
                         last_accessed_at=old.last_accessed_at, forgotten_at=old.forgotten_at,
                         valid_until=old.valid_until, superseded_by=old.superseded_by)  # fmt: skip
         vector = None
-        if fresh.content_hash != old.content_hash:
-            embedded = self._with_cache(self.embedder).embed_documents([fresh.content])
+        if fresh.embedding_text != old.embedding_text:
+            embedded = self._with_cache(self.embedder).embed_documents([fresh.embedding_text])
             vector = embedded.vectors[0]
             fresh = replace(fresh, embedding_fingerprint=self.embedder.fingerprint.to_json())
         else:
@@ -433,6 +434,14 @@ def format_hit(memory: Memory) -> str:
     """One line of context: the date (when known) and the content."""
     when = memory.event_time.strftime("%Y-%m-%d") if memory.event_time else None
     return f"- ({when}) {memory.content}" if when else f"- {memory.content}"
+
+
+def _optional_text(value: object, name: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be text, not {type(value).__name__}")
+    return value.strip() or None
 
 
 def _text(content: object) -> str:

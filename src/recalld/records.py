@@ -63,6 +63,14 @@ class Memory:
     superseded_by: str | None = None
     embedding_fingerprint: str | None = None
     forgotten_at: datetime | None = None
+    embed_context: str | None = None
+    """Text embedded together with the content but neither shown nor searched as words
+    (e.g. the turn a reply answers): it gives the vector what an anaphoric turn lacks."""
+
+    @property
+    def embedding_text(self) -> str:
+        """What the embedder sees: the context, if any, then the content."""
+        return f"{self.embed_context}\n{self.content}" if self.embed_context else self.content
 
     @property
     def reference_time(self) -> datetime:
@@ -91,6 +99,8 @@ class NewMemory:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     id: str | None = None
     """Give an id to make re-imports idempotent; ``None`` generates one."""
+    embed_context: str | None = None
+    """Embedded with the content, never shown or searched (see :class:`Memory`)."""
 
 
 @dataclass(frozen=True)

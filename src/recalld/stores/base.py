@@ -98,7 +98,7 @@ class Store(Protocol):
     def set_fingerprint(self, fingerprint: str) -> None: ...
 
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
-        """All (id, content) pairs, in batches, for re-embedding."""
+        """All (id, text to embed) pairs, in batches, for re-embedding."""
 
     def swap_vectors(self, vectors: Mapping[str, Vector], fingerprint: str) -> None:
         """Replace every vector and the fingerprint in one transaction."""

@@ -122,8 +122,18 @@ def m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+def m003_embed_context(db: sqlite3.Connection) -> None:
+    """Text embedded with a memory's content but not searched as words."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(memories)")}
+    if "embed_context" not in columns:
+        db.execute("ALTER TABLE memories ADD COLUMN embed_context TEXT")
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
-MIGRATIONS: list[Migration] = [(1, "m001_initial", m001_initial)]
+MIGRATIONS: list[Migration] = [
+    (1, "m001_initial", m001_initial),
+    (3, "m003_embed_context", m003_embed_context),
+]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 

@@ -27,7 +27,8 @@ _COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
     " ref_time, access_count, priority, pinned, evergreen, significance, project, scope,"
     " session_id, source_kind, source_path, source_start, source_end, source_ref, tags,"
-    " entities, metadata, valid_until, superseded_by, embedding_fingerprint, forgotten_at"
+    " entities, metadata, valid_until, superseded_by, embedding_fingerprint, forgotten_at,"
+    " embed_context"
 )
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
 
@@ -47,6 +48,7 @@ def _row(memory: Memory) -> tuple[Any, ...]:
         json.dumps(list(memory.tags)), json.dumps(list(memory.entities)),
         json.dumps(dict(memory.metadata), ensure_ascii=False), q.ts(memory.valid_until),
         memory.superseded_by, memory.embedding_fingerprint, q.ts(memory.forgotten_at),
+        memory.embed_context,
     )  # fmt: skip
 
 
@@ -64,7 +66,7 @@ def _memory(r: sqlite3.Row) -> Memory:
         tags=tuple(json.loads(r["tags"])), entities=tuple(json.loads(r["entities"])),
         metadata=json.loads(r["metadata"]), valid_until=_dt(r["valid_until"]),
         superseded_by=r["superseded_by"], embedding_fingerprint=r["embedding_fingerprint"],
-        forgotten_at=_dt(r["forgotten_at"]),
+        forgotten_at=_dt(r["forgotten_at"]), embed_context=r["embed_context"],
     )  # fmt: skip
 
 
@@ -326,13 +328,14 @@ class SQLiteStore:
         last = 0
         while True:
             rows = self._db.execute(
-                "SELECT pk, id, content FROM memories WHERE pk > ? ORDER BY pk LIMIT ?",
+                "SELECT pk, id, content, embed_context FROM memories WHERE pk > ?"
+                " ORDER BY pk LIMIT ?",
                 (last, batch),
             ).fetchall()
             if not rows:
                 return
             last = rows[-1][0]
-            yield [(r[1], r[2]) for r in rows]
+            yield [(r[1], f"{r[3]}\n{r[2]}" if r[3] else r[2]) for r in rows]
 
     # -- candidates ----------------------------------------------------------------------
 

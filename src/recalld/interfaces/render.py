@@ -11,6 +11,7 @@ from rich.table import Table
 
 from recalld.engine import Status
 from recalld.records import Memory, SearchResult
+from recalld.sources.status import SourceStatus
 
 console = Console(highlight=False)
 
@@ -46,6 +47,9 @@ def print_search(result: SearchResult, explain: bool) -> None:
                 f"\n[dim]channels: {channels or 'none'}\nfusion: {fusion} = {t.fused_score:.4f}"
                 f"\nadjustments: {factors} -> {t.final_score:.4f}\nkept: {'; '.join(t.filters)}[/]"
             )
+        source = hit.memory.source
+        if source.kind == "file" and source.path:
+            content += f"\n[dim]{source.path}:{source.line_start}-{source.line_end}[/]"
         table.add_row(str(hit.rank), f"{hit.score:.4f}", hit.memory.id, _when(hit.memory), content)
     console.print(table)
 
@@ -98,6 +102,44 @@ def print_status(status: Status) -> None:
     missing = s.memories + s.forgotten - s.with_vectors
     if missing > 0:
         console.print(f"[yellow]{missing} memories have no vector: run `recalld reindex`[/]")
+    if status.sources is not None:
+        print_sources(status.sources)
+
+
+SHOWN_PATHS = 5
+"""File lists in ``status`` are cut to this many names (``--json`` has them all)."""
+
+
+def _paths(paths: Sequence[str]) -> str:
+    more = f" … and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
+    return ", ".join(paths[:SHOWN_PATHS]) + more
+
+
+def print_sources(src: SourceStatus) -> None:
+    """Indexed workspaces; whatever is stale, pending or broken is said in colour."""
+    console.print(
+        f"[bold]indexed files[/]: {src.indexed} of {src.files} tracked, {src.chunks} chunks, "
+        f"from {len(src.roots)} root(s): {_paths(list(src.roots))}"
+    )
+    if src.empty:
+        console.print("[bold red]the file index is EMPTY: no chunk is searchable; "
+                      "run `recalld index PATH` and read its warnings[/]")  # fmt: skip
+    notes = [
+        ("pending (an index run did not finish)", src.pending),
+        ("changed on disk since indexed", src.stale),
+        ("not indexed yet", src.unindexed),
+        ("deleted on disk, still indexed", src.missing),
+        ("roots missing on disk", src.missing_roots),
+    ]
+    for label, paths in notes:
+        if paths:
+            console.print(f"[yellow]{len(paths)} file(s) {label}: {_paths(list(paths))}[/]")
+    if src.needs_index:
+        console.print("[yellow]run `recalld index` to bring the index up to date[/]")
+    for problem in src.errors[:SHOWN_PATHS]:
+        console.print(f"[red]not indexed: {problem.path}: {problem.message}[/]")
+    if len(src.errors) > SHOWN_PATHS:
+        console.print(f"[red]… and {len(src.errors) - SHOWN_PATHS} more files not indexed[/]")
 
 
 @contextmanager
@@ -110,3 +152,18 @@ def progress_bar(label: str, total: int, quiet: bool) -> Iterator[Callable[[int]
     with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
         task = progress.add_task(label, total=total)
         yield lambda n: progress.advance(task, n)
+
+
+@contextmanager
+def file_progress(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar whose total is known only once work starts.
+
+    Yields a callback taking (done, total); shown only on a terminal.
+    """
+    if quiet or not console.is_terminal:
+        yield lambda done, total: None
+        return
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task(label, total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)

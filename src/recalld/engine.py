@@ -497,10 +497,15 @@ class MemoryEngine:
         from recalld.sources.importer import ImportDeps, import_transcript
 
         deps = ImportDeps(
-            validate=lambda item: None if self._prepare(item, self._clock()) else None,
+            validate=self._check_new,
+            # Turns are not deduplicated: the same words said twice are two turns.
             add_many=lambda items: self.add_many(items, dedupe=False, progress=progress),
         )
         return import_transcript(source, fmt, deps)
+
+    def _check_new(self, item: NewMemory) -> None:
+        """Raise InvalidInputError if ``item`` could not be stored."""
+        self._prepare(item, self._clock())
 
 
 def format_hit(memory: Memory) -> str:

@@ -229,7 +229,8 @@ def _pack(pieces: list[_Piece], lines: list[str], params: ChunkParams) -> list[C
         if current and (at_heading or size + piece.tokens > params.target_tokens):
             emitted, carried = _split_trailing_headings(current)
             chunks.append(_chunk(emitted, lines))
-            overlap = [] if carried or at_heading else _overlap(emitted, lines, params)
+            at_section = carried or piece.kind == "heading"  # no overlap into a new section
+            overlap = [] if at_section else _overlap(emitted, lines, params)
             if sum(p.tokens for p in overlap) + piece.tokens > params.target_tokens:
                 overlap = []
             current = overlap + carried
@@ -254,7 +255,7 @@ def _overlap(emitted: list[_Piece], lines: list[str], params: ChunkParams) -> li
     prose (a code block's tail alone would be a fragment without its fence).
     """
     taken: list[_Piece] = []
-    budget = params.overlap_tokens
+    budget = float(params.overlap_tokens)
     for piece in reversed(emitted):
         if piece.text is not None or piece.kind == "heading":
             break

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
+import shutil
 import socket
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +37,32 @@ def local_embedder() -> Embedder:
     from recalld.providers.embedders import resolve_embedder
 
     return resolve_embedder("local")
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """Environment for a ``recalld`` subprocess: this checkout's code, nothing from the user.
+
+    No user config file, the embedding cache under ``tmp_path``; tests add ``RECALLD_DB``.
+    """
+    config = tmp_path / "empty-config.toml"
+    config.write_text("", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLD_")}
+    env.update(
+        PYTHONPATH=str(Path(recalld.__file__).resolve().parents[1]),
+        RECALLD_CONFIG=str(config),
+        RECALLD_CACHE_DIR=str(tmp_path / "cli-cache"),
+    )
+    return env
+
+
+@pytest.fixture(scope="session")
+def recalld_command() -> list[str]:
+    """The installed ``recalld`` entry point of the interpreter running the tests."""
+    script = shutil.which("recalld", path=str(Path(sys.executable).parent))
+    if script is None:
+        pytest.skip("the recalld entry point is not installed next to this Python")
+    return [script]
 
 
 @pytest.fixture

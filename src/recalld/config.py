@@ -15,7 +15,7 @@ from typing import Any
 
 import platformdirs
 from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from recalld.errors import InvalidInputError
 
@@ -55,6 +55,18 @@ class Settings(BaseSettings):
     preset: str = "balanced"
     """The retrieval preset searches use unless a call names another."""
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Only explicit values: :func:`load_settings` alone reads the file and environment."""
+        return (init_settings,)
+
 
 def load_settings(
     overrides: Mapping[str, Any] | None = None,
@@ -70,7 +82,10 @@ def load_settings(
         environ: the environment to read; defaults to ``os.environ``.
     """
     env = dict(os.environ if environ is None else environ)
-    path = config_file or Path(env.get("RECALLD_CONFIG") or default_config_file())
+    named = config_file or (Path(env["RECALLD_CONFIG"]) if env.get("RECALLD_CONFIG") else None)
+    if named is not None and not named.is_file():
+        raise InvalidInputError(f"config file {named} does not exist or is not a file")
+    path = named or default_config_file()
     values: dict[str, Any] = {}
     if path.is_file():
         try:
@@ -89,7 +104,7 @@ def load_settings(
             f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(Settings.model_fields)}"
         )
     try:
-        # Values are already merged in precedence order; stop pydantic-settings re-reading env.
+        # Values are already merged in precedence order (Settings itself reads no environment).
         return Settings.model_validate(values)
     except ValidationError as exc:
         raise InvalidInputError(f"invalid settings: {exc}") from exc

@@ -7,6 +7,7 @@ vectors to an :class:`~recalld.providers.embedders.Embedder`, ranking to
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import time
@@ -20,12 +21,13 @@ from recalld.config import Settings, load_settings
 from recalld.entities import extract_entities
 from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
-from recalld.providers.embedders import Embedder, Fingerprint, resolve_embedder
+from recalld.providers.embedders import Embedder, Fingerprint, Vectors, resolve_embedder
 from recalld.records import (
     MEMORY_TYPES,
     SEARCH_MODES,
     AddResult,
     Context,
+    Granularity,
     Memory,
     MemoryFilter,
     NewMemory,
@@ -95,6 +97,7 @@ class MemoryEngine:
             embedder, Embedder) else None  # fmt: skip
         self._embedder: Embedder | None = embedder if isinstance(embedder, Embedder) else None
         self._clock = clock or (lambda: datetime.now(UTC))
+        self._cache: EmbeddingCache | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -106,6 +109,9 @@ class MemoryEngine:
 
     def close(self) -> None:
         self.store.close()
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
 
     @property
     def embedder(self) -> Embedder:
@@ -118,21 +124,34 @@ class MemoryEngine:
 
     def _check_fingerprint(self, fingerprint: Fingerprint) -> None:
         stored = self.store.get_fingerprint()
-        if stored is None:
+        if stored == fingerprint.to_json():
+            return
+        if stored is None or self.store.stats().with_vectors == 0:
+            # No vector exists that the new embedder's could be mixed with: adopt it.
             self.store.set_fingerprint(fingerprint.to_json())
             return
-        if stored != fingerprint.to_json():
-            theirs = Fingerprint.from_json(stored).describe()
-            raise EmbedderMismatchError(
-                f"this store's vectors were made by {theirs}, but the configured embedder is "
-                f"{fingerprint.describe()}; run `recalld reindex` to re-embed every memory "
-                "with the configured embedder (nothing is lost), or configure the old one"
-            )
+        theirs = Fingerprint.from_json(stored).describe()
+        raise EmbedderMismatchError(
+            f"this store's vectors were made by {theirs}, but the configured embedder is "
+            f"{fingerprint.describe()}; run `recalld reindex` to re-embed every memory "
+            "with the configured embedder (nothing is lost), or configure the old one"
+        )
+
+    def _with_cache(self, embedder: Embedder) -> Embedder:
+        """Document embeddings go through the on-disk cache when one is configured."""
+        if self.settings.cache_dir is None or isinstance(embedder, CachedEmbedder):
+            return embedder
+        if self._cache is None:
+            self._cache = EmbeddingCache(Path(self.settings.cache_dir) / "embeddings.sqlite")
+        return CachedEmbedder(embedder, self._cache)
 
     # -- writes --------------------------------------------------------------------------
 
     def add(self, content: str | bytes, **fields: Any) -> AddResult:
         """Store one memory; ``fields`` are those of :class:`~recalld.records.NewMemory`."""
+        unknown = sorted(set(fields) - (set(NewMemory.__dataclass_fields__) - {"content"}))
+        if unknown:
+            raise InvalidInputError(f"unknown field(s) {', '.join(unknown)}")
         return self.add_many([NewMemory(content=_text(content), **fields)])[0]
 
     def add_many(
@@ -149,7 +168,15 @@ class MemoryEngine:
         again: its result says ``created=False`` and names the existing id.
         """
         now = self._clock()
-        memories = [self._prepare(NewMemory(i) if isinstance(i, str) else i, now) for i in items]
+        given = [NewMemory(i) if isinstance(i, str) else i for i in items]
+        memories = []
+        for number, item in enumerate(given, start=1):
+            try:
+                memories.append(self._prepare(item, now))
+            except InvalidInputError as exc:
+                if len(given) == 1:
+                    raise
+                raise InvalidInputError(f"item {number} of {len(given)}: {exc}") from exc
         results: list[AddResult] = []
         for start in range(0, len(memories), WRITE_BATCH):
             batch = memories[start : start + WRITE_BATCH]
@@ -176,9 +203,7 @@ class MemoryEngine:
                 results.append(None)
         if fresh:
             embedder = self.embedder
-            embedded = _embedder_with_cache(embedder, self.settings).embed_documents(
-                [m.content for m in fresh]
-            )
+            embedded = self._with_cache(embedder).embed_documents([m.content for m in fresh])
             fp = embedder.fingerprint.to_json()
             self.store.insert([replace(m, embedding_fingerprint=fp) for m in fresh],
                               embedded.vectors)  # fmt: skip
@@ -198,6 +223,7 @@ class MemoryEngine:
 
     def _prepare(self, item: NewMemory, now: datetime) -> Memory:
         content = self._validate_content(item.content)
+        _check_field_types(item)
         if item.type not in MEMORY_TYPES:
             raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}")
         if not 1.0 <= item.priority <= 2.0:
@@ -258,13 +284,13 @@ class MemoryEngine:
         if "content" in changes and "entities" not in changes:
             merged = replace(merged, entities=None)
         fresh = self._prepare(merged, self._clock())
+        # Fields NewMemory does not carry are kept: an update must not un-forget a memory.
         fresh = replace(fresh, created_at=old.created_at, access_count=old.access_count,
-                        last_accessed_at=old.last_accessed_at)  # fmt: skip
+                        last_accessed_at=old.last_accessed_at, forgotten_at=old.forgotten_at,
+                        valid_until=old.valid_until, superseded_by=old.superseded_by)  # fmt: skip
         vector = None
         if fresh.content_hash != old.content_hash:
-            embedded = _embedder_with_cache(self.embedder, self.settings).embed_documents(
-                [fresh.content]
-            )
+            embedded = self._with_cache(self.embedder).embed_documents([fresh.content])
             vector = embedded.vectors[0]
             fresh = replace(fresh, embedding_fingerprint=self.embedder.fingerprint.to_json())
         else:
@@ -325,6 +351,7 @@ class MemoryEngine:
         config: RetrievalConfig | None = None,
         explain: bool = False,
         record_access: bool = False,
+        granularity: Granularity = "memory",
     ) -> SearchResult:
         """Ranked memories for a question.
 
@@ -332,13 +359,21 @@ class MemoryEngine:
             query: the question or keywords.
             limit: how many hits to return (1-1000).
             mode: ``vector`` (semantic only), ``hybrid`` (every channel) or ``auto``.
-            project, scope, types, tags, session_id, since, until: filters.
+            project: only memories of this project.
+            scope: only memories of this scope (``user``, or a shared namespace).
+            types: only memories of these types.
+            tags: only memories carrying all of these tags.
+            session_id: only memories of this session.
+            since: only memories whose reference time is at or after this.
+            until: only memories whose reference time is before this.
             as_of: the reference time for relative dates and decay (default: now).
             boost_project: rank this project's memories higher without filtering.
             preset: a named settings bundle (``fast``, ``balanced``, ``thorough``).
             config: explicit retrieval settings (overrides ``preset``).
             explain: attach a :class:`~recalld.records.Trace` to each hit.
             record_access: count this search as an access of the returned memories.
+            granularity: ``memory`` (each hit a memory) or ``session`` (one hit per session:
+                its best memory, with the session's other matches in ``Hit.related``).
         """
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("the query is empty")
@@ -346,6 +381,8 @@ class MemoryEngine:
             raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}")
         if not 1 <= limit <= 1000:
             raise InvalidInputError("limit must be between 1 and 1000")
+        if granularity not in ("memory", "session"):
+            raise InvalidInputError("granularity must be 'memory' or 'session'")
         request = SearchRequest(
             query=query.strip(),
             limit=limit,
@@ -354,6 +391,7 @@ class MemoryEngine:
             as_of=as_utc(as_of),
             project=boost_project or project,
             explain=explain,
+            granularity=granularity,
         )
         chosen = config or (get_preset(preset) if preset else self.config)
         result = search(self.store, self.embedder, request, chosen, self._clock())
@@ -363,7 +401,7 @@ class MemoryEngine:
 
     def context(self, query: str, *, max_tokens: int | None = None, **search_args: Any) -> Context:
         """Prompt-ready text of the best memories that fit ``max_tokens`` (default 2000)."""
-        budget = max_tokens or self.config.max_tokens
+        budget = self.config.max_tokens if max_tokens is None else max_tokens
         if budget < 1:
             raise InvalidInputError("max_tokens must be positive")
         search_args.setdefault("limit", 50)
@@ -392,8 +430,8 @@ class MemoryEngine:
         if self._embedder is None:
             assert self._embedder_factory is not None
             self._embedder = self._embedder_factory()
-        embedder = _embedder_with_cache(self._embedder, self.settings)
-        vectors = {}
+        embedder = self._with_cache(self._embedder)
+        vectors: dict[str, Vectors] = {}
         for batch in self.store.iter_contents(WRITE_BATCH):
             embedded = embedder.embed_documents([content for _, content in batch])
             vectors.update(zip((i for i, _ in batch), embedded.vectors, strict=True))
@@ -401,7 +439,6 @@ class MemoryEngine:
                 progress(len(batch))
         self.store.swap_vectors(vectors, self._embedder.fingerprint.to_json())
         return len(vectors)
-
 
     # -- sources -------------------------------------------------------------------------
 
@@ -442,7 +479,7 @@ class MemoryEngine:
         from recalld.sources.indexer import IndexDeps
 
         def embed(texts: Sequence[str]) -> Any:
-            return _embedder_with_cache(self.embedder, self.settings).embed_documents(texts).vectors
+            return self._with_cache(self.embedder).embed_documents(texts).vectors
 
         return IndexDeps(
             store=self.store, embed=embed,
@@ -525,6 +562,31 @@ def _text(content: object) -> str:
     return content
 
 
+def _check_field_types(item: NewMemory) -> None:
+    """Clear errors for wrongly typed fields a Python caller may pass (the CLI parses its own)."""
+    for name in ("tags", "entities"):
+        value = getattr(item, name)
+        if value is not None and not (
+            isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+        ):
+            raise InvalidInputError(f"{name} must be a list of strings")
+    for name in ("id", "project", "session_id"):
+        if getattr(item, name) is not None and not isinstance(getattr(item, name), str):
+            raise InvalidInputError(f"{name} must be a string")
+    if not isinstance(item.scope, str):
+        raise InvalidInputError("scope must be a string")
+    if item.event_time is not None and not isinstance(item.event_time, datetime):
+        raise InvalidInputError("event_time must be a datetime")
+    for name in ("priority", "significance"):
+        value = getattr(item, name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidInputError(f"{name} must be a number")
+    try:
+        json.dumps(dict(item.metadata))
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"metadata must be a JSON-serialisable mapping: {exc}") from exc
+
+
 def _filters(
     project: str | None = None,
     scope: str | None = None,
@@ -550,20 +612,6 @@ def _filters(
     )
 
 
-_CACHES: dict[Path, EmbeddingCache] = {}
-
-
-def _embedder_with_cache(embedder: Embedder, settings: Settings) -> Embedder:
-    """Document embeddings go through the on-disk cache when one is configured."""
-    if settings.cache_dir is None or isinstance(embedder, CachedEmbedder):
-        return embedder
-    path = Path(settings.cache_dir) / "embeddings.sqlite"
-    cache = _CACHES.get(path)
-    if cache is None:
-        cache = _CACHES[path] = EmbeddingCache(path)
-    return CachedEmbedder(embedder, cache)
-
-
 def open_engine(
     db: str | os.PathLike[str] | None = None,
     *,
@@ -579,6 +627,7 @@ def open_engine(
         embedder: an :class:`Embedder`, or a spec such as ``local`` or ``onnx:/folder``.
         settings: fully resolved settings; otherwise they are loaded with ``overrides``.
         config: retrieval settings; default the preset named in settings.
+        **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None.
     """
     if settings is None:
         spec = embedder if isinstance(embedder, str) else None

@@ -23,19 +23,32 @@ def memory_from_json(obj: dict[str, Any]) -> NewMemory:
     if isinstance(data.get("source"), dict):
         data["source"] = Source(**data["source"])
     for name in ("tags", "entities"):
-        if isinstance(data.get(name), list):
+        if name in data and data[name] is not None:
+            if not isinstance(data[name], list) or not all(isinstance(v, str) for v in data[name]):
+                raise ValueError(f"'{name}' must be a list of strings")
             data[name] = tuple(data[name])
+    if data.get("event_time") is not None and not isinstance(data["event_time"], datetime):
+        raise ValueError("'event_time' must be an ISO date or datetime string")
     if not isinstance(data.get("content"), str):
         raise ValueError("'content' must be a string")
     return NewMemory(**data)
 
 
-def read_memories_jsonl(lines: Iterable[str]) -> tuple[list[NewMemory], list[str]]:
-    """Parse every line; malformed ones are reported with their line number, the rest kept."""
+def read_memories_jsonl(lines: Iterable[str | bytes]) -> tuple[list[NewMemory], list[str]]:
+    """Parse every line; malformed ones are reported with their line number, the rest kept.
+
+    Give ``bytes`` lines (a file opened in binary mode) to have invalid UTF-8 reported per
+    line; a text stream that fails to decode stops at that point, and says so.
+    """
     items: list[NewMemory] = []
     problems: list[str] = []
     try:
-        for number, line in enumerate(lines, start=1):
+        for number, raw in enumerate(lines, start=1):
+            try:
+                line = raw.decode("utf-8") if isinstance(raw, bytes) else raw
+            except UnicodeDecodeError as exc:
+                problems.append(f"line {number}: not valid UTF-8 ({exc.reason})")
+                continue
             if not line.strip():
                 continue
             try:

@@ -14,6 +14,7 @@ MemoryType = Literal["insight", "event", "raw", "turn", "chunk"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("insight", "event", "raw", "turn", "chunk")
 
 SearchMode = Literal["vector", "hybrid", "auto"]
+Granularity = Literal["memory", "session"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector", "hybrid", "auto")
 
 Channel = Literal["semantic", "bm25", "entity", "temporal"]
@@ -167,6 +168,8 @@ class Hit:
     score: float
     rank: int
     trace: Trace | None = None
+    related: tuple[Memory, ...] = ()
+    """With session granularity: the session's other matching memories, best first."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "sources"
 def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RECALLD_EMBEDDER", "fake")
     monkeypatch.setenv("RECALLD_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("RECALLD_CONFIG", str(tmp_path / "none.toml"))
+    config = tmp_path / "empty.toml"
+    config.write_text("", encoding="utf-8")
+    monkeypatch.setenv("RECALLD_CONFIG", str(config))
     db = str(tmp_path / "cli.db")
 
     def invoke(*args: str, input: bytes | None = None):  # type: ignore[no-untyped-def]

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -98,11 +97,10 @@ def test_watch_waits_for_an_empty_workspace_to_fill(
 
 
 @pytest.mark.integration
-def test_ctrl_c_stops_the_watch_command_cleanly(tmp_path: Path, workspace: Path) -> None:
-    src = str(Path(recalld.__file__).parent.parent)
-    env = {**os.environ, "PYTHONPATH": src, "RECALLD_EMBEDDER": "fake",
-           "RECALLD_CACHE_DIR": str(tmp_path / "cache"),
-           "RECALLD_CONFIG": str(tmp_path / "none.toml")}  # fmt: skip
+def test_ctrl_c_stops_the_watch_command_cleanly(
+    tmp_path: Path, workspace: Path, cli_env: dict[str, str]
+) -> None:
+    env = {**cli_env, "RECALLD_EMBEDDER": "fake"}
     main = "from recalld.interfaces.cli import main; main()"
     command = [sys.executable, "-c", main, "--db", str(tmp_path / "w.db"), "watch",
                str(workspace), "--interval", "0.1"]  # fmt: skip

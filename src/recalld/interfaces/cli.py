@@ -7,7 +7,7 @@ import importlib.util
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from pathlib import Path
@@ -184,7 +184,8 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("--as-of", help="Reference time for relative dates and decay (ISO).")
 @click.option("--explain", is_flag=True, help="Show each hit's channels, fusion and adjustments.")
 @click.option("--context", "max_tokens", type=int, default=None,
-              help="Print a prompt-ready context block of at most this many tokens instead.")  # fmt: skip
+              help="Print a prompt-ready context block of at most this many tokens "
+                   "instead.")  # fmt: skip
 @pass_ctx
 def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, project: str | None,
            scope: str | None, types: tuple[str, ...], tags: tuple[str, ...],
@@ -276,7 +277,11 @@ IMPORT_FORMATS = ("memories", "jsonl-transcript", "claude-code", "longmemeval", 
 @cli.command(name="import")
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
-    "--format", "fmt", default="memories", show_default=True, type=click.Choice(IMPORT_FORMATS),
+    "--format",
+    "fmt",
+    default="memories",
+    show_default=True,
+    type=click.Choice(IMPORT_FORMATS),
     help="memories: JSONL, one object per line with 'content' and optional fields. "
     "jsonl-transcript: one message per line (role, content, timestamp, session_id). "
     "claude-code: a Claude Code session .jsonl. longmemeval, locomo: those benchmarks' "
@@ -296,8 +301,8 @@ def import_(obj: Ctx, path: str, fmt: str) -> None:
         _import_transcript(obj, path, fmt)
         return
     with errors():
-        stream = sys.stdin if path == "-" else _open_text(path)
-        items, problems = read_memories_jsonl(stream)
+        with nullcontext(sys.stdin.buffer) if path == "-" else _open_binary(path) as stream:
+            items, problems = read_memories_jsonl(stream)
         for problem in problems:
             click.echo(f"warning: {problem}", err=True)
         with obj.engine() as engine, progress_bar("importing", len(items), obj.as_json) as bar:
@@ -333,9 +338,10 @@ def _import_transcript(obj: Ctx, path: str, fmt: str) -> None:
     )
 
 
-def _open_text(path: str) -> Any:
+def _open_binary(path: str) -> Any:
+    """Binary, so that the reader can report invalid UTF-8 line by line."""
     try:
-        return open(path, encoding="utf-8", errors="strict")  # noqa: SIM115 - closed by GC in CLI
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from exc
 

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from recalld.engine import Status
-from recalld.records import Memory, SearchResult
+from recalld.records import Hit, Memory, SearchResult
 from recalld.sources.status import SourceStatus
 
 console = Console(highlight=False)
@@ -22,36 +22,63 @@ def _when(memory: Memory) -> str:
 
 def print_search(result: SearchResult, explain: bool) -> None:
     window = result.details.get("time_window")
+    span = (
+        f", time window {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}"
+        if window is not None and window.start and window.end
+        else ""
+    )
     console.print(
         f"[bold]{len(result.hits)} hit(s)[/] for {result.query!r} "
-        f"(mode {result.mode}, {result.query_type} query, {result.took_ms:.1f} ms"
-        + (
-            f", time window {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}"
-            if window and window.start and window.end
-            else ""
-        )
-        + ")"  # fmt: skip
+        f"(mode {result.mode}, {result.query_type} query{span}, {result.took_ms:.1f} ms)"
     )
-    table = Table(show_lines=explain)
-    for name in ("#", "score", "id", "when", "content"):
+    if explain:
+        for hit in result.hits:
+            _print_explained(hit)
+        return
+    table = Table()
+    for name in ("#", "score", "when", "content", "id"):
         table.add_column(name, overflow="fold")
     for hit in result.hits:
-        content = hit.memory.content if len(hit.memory.content) < 400 else (
-            hit.memory.content[:400] + " …")  # fmt: skip
-        if explain and hit.trace:
-            t = hit.trace
-            channels = ", ".join(f"{c.channel} #{c.rank} ({c.score:.3f})" for c in t.channels)
-            fusion = " + ".join(f"{k} {v:.4f}" for k, v in t.fusion.items())
-            factors = ", ".join(f"{k} x{v:.3f}" for k, v in t.adjustments.items()) or "none"
-            content += (
-                f"\n[dim]channels: {channels or 'none'}\nfusion: {fusion} = {t.fused_score:.4f}"
-                f"\nadjustments: {factors} -> {t.final_score:.4f}\nkept: {'; '.join(t.filters)}[/]"
-            )
-        source = hit.memory.source
-        if source.kind == "file" and source.path:
-            content += f"\n[dim]{source.path}:{source.line_start}-{source.line_end}[/]"
-        table.add_row(str(hit.rank), f"{hit.score:.4f}", hit.memory.id, _when(hit.memory), content)
+        content = _short(hit.memory.content, 300) + _where(hit.memory)
+        table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory), content,
+                      hit.memory.id)  # fmt: skip
     console.print(table)
+
+
+def _where(memory: Memory) -> str:
+    """Where an indexed chunk can be opened: its file and line range."""
+    source = memory.source
+    if source.kind != "file" or not source.path:
+        return ""
+    return f"\n[dim]{source.path}:{source.line_start}-{source.line_end}[/]"
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + " …"
+
+
+def _print_explained(hit: Hit) -> None:
+    """One hit and its trace, one stage a line, in the order the pipeline ran."""
+    memory = hit.memory
+    console.print(
+        f"\n[bold]#{hit.rank}[/]  score {hit.score:.4f}  [dim]{memory.id}  {_when(memory)}"
+        f"{'  session ' + memory.session_id if memory.session_id else ''}[/]"
+    )
+    console.print(f"    {_short(memory.content, 400)}", markup=False)
+    if memory.source.kind == "file" and memory.source.path:
+        console.print(f"    [dim]{_where(memory).strip()}[/]")
+    trace = hit.trace
+    if trace is None:
+        return
+    channels = ", ".join(f"{c.channel} #{c.rank} (score {c.score:.3f})" for c in trace.channels)
+    fusion = " + ".join(f"{name} {value:.4f}" for name, value in trace.fusion.items())
+    factors = " ".join(f"x{value:.3f} {name}" for name, value in trace.adjustments.items())
+    console.print(f"    [cyan]channels[/]     {channels or 'none'}")
+    console.print(f"    [cyan]fusion[/]       {fusion} = {trace.fused_score:.4f}")
+    console.print(f"    [cyan]adjustments[/]  {factors or 'none'} -> {trace.final_score:.4f}")
+    console.print(f"    [cyan]kept because[/] {'; '.join(trace.filters)}")
+    if hit.related:
+        console.print(f"    [cyan]same session[/] {len(hit.related)} more matching memories")
 
 
 def print_memory(memory: Memory) -> None:
@@ -144,12 +171,13 @@ def print_sources(src: SourceStatus) -> None:
 
 @contextmanager
 def progress_bar(label: str, total: int, quiet: bool) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr; yields the callback that advances it."""
-    if quiet or total == 0:
+    """A rich progress bar on stderr, shown only on a terminal; yields the advancing callback."""
+    stderr = Console(stderr=True)
+    if quiet or total == 0 or not stderr.is_terminal:
         yield lambda n: None
         return
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=False) as progress:
+    with Progress(*columns, console=stderr, transient=False) as progress:
         task = progress.add_task(label, total=total)
         yield lambda n: progress.advance(task, n)
 
@@ -160,10 +188,11 @@ def file_progress(label: str, quiet: bool) -> Iterator[Callable[[int, int], None
 
     Yields a callback taking (done, total); shown only on a terminal.
     """
-    if quiet or not console.is_terminal:
+    stderr = Console(stderr=True)
+    if quiet or not stderr.is_terminal:
         yield lambda done, total: None
         return
     columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+    with Progress(*columns, console=stderr, transient=True) as progress:
         task = progress.add_task(label, total=None)
         yield lambda done, total: progress.update(task, completed=done, total=total)

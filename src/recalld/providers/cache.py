@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from recalld.errors import StoreError
 from recalld.providers.embedders import Embedder, EmbeddingBatch, Fingerprint, Vectors
 from recalld.text import content_hash
 
@@ -16,13 +17,25 @@ class EmbeddingCache:
     """One SQLite file; safe to share between processes (WAL, short transactions)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS embeddings (fingerprint TEXT, hash TEXT, windows INTEGER,"
-            " vector BLOB, PRIMARY KEY (fingerprint, hash)) WITHOUT ROWID"
-        )
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(
+                f"cannot open the embedding cache {path} ({exc}); set cache_dir to a writable "
+                "folder"
+            ) from exc
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS embeddings (fingerprint TEXT, hash TEXT,"
+                " windows INTEGER, vector BLOB, PRIMARY KEY (fingerprint, hash)) WITHOUT ROWID"
+            )
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise StoreError(
+                f"the embedding cache {path} is unusable ({exc}); delete it (it is only a cache)"
+            ) from exc
 
     def get_many(self, fingerprint: str, hashes: Sequence[str]) -> dict[str, tuple[bytes, int]]:
         found: dict[str, tuple[bytes, int]] = {}

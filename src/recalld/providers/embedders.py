@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from recalld.errors import InvalidInputError
+from recalld.errors import EmbedderError, InvalidInputError
 from recalld.text import words
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ class Embedder(ABC):
 
     def embed_query(self, text: str) -> Vectors:
         """Embed one query; returns a 1-D vector."""
-        return self._embed_all([text], is_query=True, progress=None).vectors[0]
+        vector: Vectors = self._embed_all([text], is_query=True, progress=None).vectors[0]
+        return vector
 
     def _embed_all(
         self, texts: Sequence[str], *, is_query: bool, progress: Callable[[int], None] | None
@@ -93,7 +94,7 @@ class Embedder(ABC):
         for start in range(0, len(texts), self.batch_size):
             batch = self.embed_batch(texts[start : start + self.batch_size], is_query=is_query)
             if batch.vectors.shape != (len(batch.windows), dim):
-                raise InvalidInputError(
+                raise EmbedderError(
                     f"embedder returned vectors of shape {batch.vectors.shape}, expected "
                     f"({len(batch.windows)}, {dim})"
                 )
@@ -106,7 +107,8 @@ class Embedder(ABC):
 
 def l2_normalize(matrix: Vectors) -> Vectors:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    normalized: Vectors = (matrix / np.maximum(norms, 1e-12)).astype(np.float32, copy=False)
+    return normalized
 
 
 class FakeEmbedder(Embedder):

@@ -82,8 +82,14 @@ class OnnxEmbedder(Embedder):
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self._inputs = {i.name for i in self._session.get_inputs()}
-        self._cls = self._tokenizer.token_to_id("[CLS]")
-        self._sep = self._tokenizer.token_to_id("[SEP]")
+        cls_id, sep_id = (self._tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]"))
+        if cls_id is None or sep_id is None:
+            raise EmbedderError(
+                f"tokenizer {tokenizer_path} has no [CLS]/[SEP] tokens; only BERT-style "
+                "sentence-embedding models are supported"
+            )
+        self._cls: int = cls_id
+        self._sep: int = sep_id
         self.batch_size = batch_size
         self.max_tokens = max_tokens
         dimension = int(self._session.get_outputs()[0].shape[-1])

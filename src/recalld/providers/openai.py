@@ -1,5 +1,6 @@
-"""Embeddings from any OpenAI-compatible ``/embeddings`` endpoint (OpenAI, OpenRouter,
-Ollama, vLLM, LM Studio ...).
+"""Embeddings from any OpenAI-compatible ``/embeddings`` endpoint.
+
+That is OpenAI, OpenRouter, Ollama, vLLM, LM Studio and any other server speaking the API.
 """
 
 from __future__ import annotations
@@ -59,11 +60,18 @@ class OpenAIEmbedder(Embedder):
             )
         try:
             data = sorted(response.json()["data"], key=lambda item: item["index"])
+            indexes = [item["index"] for item in data]
             matrix = np.asarray([item["embedding"] for item in data], dtype=np.float32)
         except (KeyError, TypeError, ValueError) as exc:
             raise EmbedderError(f"embedding endpoint sent an unexpected body: {exc}") from exc
-        if matrix.ndim != 2 or len(matrix) != len(texts):
+        if indexes != list(range(len(texts))):
+            raise EmbedderError(
+                f"embedding endpoint sent indexes {indexes[:10]} for {len(texts)} texts"
+            )
+        if matrix.ndim != 2 or len(matrix) != len(texts) or matrix.shape[1] == 0:
             raise EmbedderError(f"expected {len(texts)} embeddings, got shape {matrix.shape}")
+        if not np.isfinite(matrix).all():
+            raise EmbedderError("embedding endpoint sent non-finite numbers (NaN or infinity)")
         return matrix
 
     def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from recalld.records import Memory
+import numpy as np
+
+from recalld.records import Memory, TimeRange
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
 
@@ -29,7 +32,7 @@ def decay_factor(memory: Memory, now: datetime, config: RetrievalConfig) -> floa
     days = max(0.0, (now - memory.reference_time).total_seconds() / 86400)
     if config.decay == "hyperbolic":
         return 1.0 / (1.0 + days / config.half_life_days)
-    return 0.5 ** (days / config.half_life_days)
+    return float(0.5 ** (days / config.half_life_days))
 
 
 def project_factor(memory: Memory, project: str | None, config: RetrievalConfig) -> float:
@@ -40,10 +43,46 @@ def project_factor(memory: Memory, project: str | None, config: RetrievalConfig)
     return config.project_penalty if memory.project else config.no_project_penalty
 
 
-def factors_for(
-    memory: Memory, now: datetime, project: str | None, config: RetrievalConfig
-) -> dict[str, float]:
+_ABOUT_ASSISTANT = re.compile(
+    r"\byou\s+(?:said|told|mentioned|suggested|recommended|gave|provided|listed|wrote|"
+    r"explained|shared|described|recommend|suggest)\b|\byour\s+(?:suggestion|recommendation|"
+    r"answer|advice|list|explanation)\b|\b(?:remind me (?:what|of) (?:you|the))\b",
+    re.IGNORECASE,
+)
+
+
+def wanted_role(query: str) -> str:
+    """``assistant`` when the query asks what the assistant said, else ``user``: a personal
+    memory question is about what the user told, not what was answered."""
+    return "assistant" if _ABOUT_ASSISTANT.search(query) else "user"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the adjustments need to know about the query."""
+
+    now: datetime
+    project: str | None = None
+    role: str | None = None
+    window: TimeRange | None = None
+
+
+def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> float:
+    speaker = memory.metadata.get("role")
+    if role is None or speaker is None or config.role_boost == 1.0:
+        return 1.0
+    return config.role_boost if speaker == role else 1.0
+
+
+def window_factor(memory: Memory, window: TimeRange | None, config: RetrievalConfig) -> float:
+    if window is None:
+        return 1.0
+    return config.window_boost if window.contains(memory.reference_time) else 1.0
+
+
+def factors_for(memory: Memory, ctx: Context, config: RetrievalConfig) -> dict[str, float]:
     """Every factor that is not 1.0, by name."""
+    now, project = ctx.now, ctx.project
     factors = {
         "decay": decay_factor(memory, now, config),
         "priority": memory.priority if config.use_priority else 1.0,
@@ -52,6 +91,8 @@ def factors_for(
         "type": config.type_boosts.get(memory.type, 1.0),
         "significance": 1.0 + config.significance_weight * (memory.significance - 0.5),
         "reinforcement": 1.0 + config.reinforcement_weight * math.log2(1 + memory.access_count),
+        "role": role_factor(memory, ctx.role, config),
+        "time_window": window_factor(memory, ctx.window, config),
     }
     return {name: value for name, value in factors.items() if value != 1.0}
 
@@ -59,8 +100,7 @@ def factors_for(
 def adjust(
     fused: list[Fused],
     memories: Mapping[str, Memory],
-    now: datetime,
-    project: str | None,
+    ctx: Context,
     config: RetrievalConfig,
 ) -> list[Scored]:
     """Apply the factors and re-sort (ties keep the fused order)."""
@@ -69,6 +109,37 @@ def adjust(
         memory = memories.get(item.memory_id)
         if memory is None:
             continue
-        factors = factors_for(memory, now, project, config)
+        factors = factors_for(memory, ctx, config)
         out.append(Scored(memory, item, item.score * math.prod(factors.values()), factors))
+    return sorted(out, key=lambda s: -s.score)
+
+
+def knowledge_updates(
+    scored: list[Scored], vectors: Mapping[str, np.ndarray], config: RetrievalConfig
+) -> list[Scored]:
+    """When two of the top candidates say nearly the same thing (cosine >= the threshold) at
+    different times, the older is taken as superseded and scores ``kupdate_factor`` less, so
+    the newer value ranks first. Memories explicitly marked ``superseded_by`` always are."""
+    window = scored[: config.kupdate_window]
+    older: set[str] = {s.memory.id for s in window if s.memory.superseded_by}
+    if config.kupdate_factor < 1.0:
+        for i, a in enumerate(window):
+            va = vectors.get(a.memory.id)
+            if va is None:
+                continue
+            for b in window[i + 1 :]:
+                vb = vectors.get(b.memory.id)
+                if vb is None or float(va @ vb) < config.kupdate_similarity:
+                    continue
+                if a.memory.reference_time != b.memory.reference_time:
+                    stale = a if a.memory.reference_time < b.memory.reference_time else b
+                    older.add(stale.memory.id)
+    if not older:
+        return scored
+    out = [
+        replace(s, score=s.score * config.kupdate_factor,
+                factors={**s.factors, "superseded": config.kupdate_factor})
+        if s.memory.id in older else s
+        for s in scored
+    ]  # fmt: skip
     return sorted(out, key=lambda s: -s.score)

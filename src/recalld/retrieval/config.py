@@ -23,6 +23,11 @@ class RetrievalConfig:
     """Each channel proposes ``limit x candidate_multiplier`` candidates (OpenClaw's 4)."""
     min_candidates: int = 40
     """Floor on the per-channel pool, so small limits still see enough candidates."""
+    adjust_depth: int = 3
+    """Only the top ``limit x adjust_depth`` fused candidates (at least ``min_adjust``) are
+    loaded, adjusted and filtered: deeper ones cannot plausibly reach the results, and
+    loading them is most of a search's cost."""
+    min_adjust: int = 60
     channels: tuple[str, ...] = ("semantic", "bm25", "entity", "temporal")
     """Channels run in hybrid mode; vector mode runs ``semantic`` alone."""
 
@@ -72,10 +77,47 @@ class RetrievalConfig:
     reinforcement_weight: float = 0.0
     """Factor ``1 + w * log2(1 + access_count)`` (MemU); 0 turns it off."""
 
+    role_boost: float = 1.0
+    """Turns spoken by the role the query is about (the user, unless it asks what the
+    assistant said) score this much more; 1.0 turns it off."""
+    window_boost: float = 1.0
+    """Memories inside the time window the query names score this much more."""
+    kupdate_factor: float = 1.0
+    """Knowledge updates: of two near-identical statements, the older scores this much
+    less so the newer value ranks first; 1.0 turns it off."""
+    kupdate_similarity: float = 0.85
+    """Cosine at or above which two statements count as saying the same thing."""
+    kupdate_window: int = 30
+    """How many top candidates are compared pairwise for knowledge updates."""
+
+    # -- sessions -------------------------------------------------------------------------
+    session_boost: float = 0.0
+    """Turns gain this share of their session's support (normalised by the best session);
+    0 turns session evidence off."""
+    session_support: float = 0.5
+    """A session's support is its best turn's score plus this share of its next best turns."""
+    session_support_turns: int = 3
+    """How many further turns count towards a session's support."""
+
     # -- filters and assembly -------------------------------------------------------------
     min_score: float = 0.0
     """Hits whose final score falls below this share of the top score are dropped
     (never an exact lexical or entity hit)."""
+    max_gap: float = 0.0
+    """Cut the list where a score falls by more than this share from the one before it
+    (0 turns it off; protected hits survive)."""
+    protect_top: int = 3
+    """Hits in the top this-many of the BM25 or entity list are never filtered out."""
+    dedupe: bool = True
+    """Fold memories with identical content into the best-scored one."""
+    mmr_lambda: float = 1.0
+    """MMR trade-off for search results (1.0 = pure relevance, no diversity)."""
+    mmr_similarity: str = "cosine"
+    """``cosine`` (memory vectors) or ``jaccard`` (keyword overlap, OpenClaw)."""
+    diverse_aggregation: bool = False
+    """For aggregation queries, pick the best hit of each session first (CEMS two-phase)."""
+    diversity_lambda: float = 0.6
+    """MMR lambda of the session-diverse selection (CEMS: 0.6)."""
     max_tokens: int = 2000
     """Default token budget of :meth:`MemoryEngine.context` (CEMS)."""
 
@@ -84,6 +126,10 @@ class RetrievalConfig:
             raise InvalidInputError(f"fusion must be 'rrf' or 'linear', not {self.fusion!r}")
         if self.decay not in ("none", "hyperbolic", "exponential"):
             raise InvalidInputError(f"unknown decay {self.decay!r}")
+        if self.mmr_similarity not in ("cosine", "jaccard"):
+            raise InvalidInputError("mmr_similarity must be 'cosine' or 'jaccard'")
+        if not 0.0 <= self.mmr_lambda <= 1.0 or not 0.0 <= self.diversity_lambda <= 1.0:
+            raise InvalidInputError("MMR lambdas must be between 0 and 1")
         if self.candidate_multiplier < 1 or self.rrf_k < 1:
             raise InvalidInputError("candidate_multiplier and rrf_k must be >= 1")
         unknown = set(self.channels) - {"semantic", "bm25", "entity", "temporal"}

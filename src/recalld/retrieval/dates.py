@@ -28,7 +28,10 @@ _NUMBERS = {
     "few": 3, "a few": 3, "several": 4,
 }  # fmt: skip
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
-_NUM = r"(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|several|few)"
+_NUM = (
+    r"(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven"
+    r"|twelve|several|few)"
+)
 _AGO = re.compile(rf"\b{_NUM}\s+(day|week|month|year)s?\s+ago\b")
 _LAST_N = re.compile(rf"\b(?:last|past|previous)\s+{_NUM}\s+(day|week|month|year)s?\b")
 _LAST_UNIT = re.compile(r"\b(last|this|past|previous)\s+(week|weekend|month|year)\b")
@@ -110,6 +113,20 @@ def _absolute(text: str, ref: datetime) -> TimeRange | None:
         year = int(found.group(1))
         return TimeRange(datetime(year, 1, 1), datetime(year + 1, 1, 1))
     return None
+
+
+_VAGUE_NOW = re.compile(
+    r"\b(?:these days|nowadays|currently|at the moment|right now|lately|recently)\b"
+)
+_ALL_PATTERNS = (_AGO, _LAST_N, _LAST_UNIT, _IN_MONTH, _MONTH_DAY, _YEAR, _VAGUE_NOW)
+
+
+def time_phrases(query: str) -> list[str]:
+    """The parts of a query that only say *when* (so they are not searched as words)."""
+    text = query.lower()
+    found = [m.group(0) for pattern in _ALL_PATTERNS for m in pattern.finditer(text)]
+    found += re.findall(r"\b(?:yesterday|today|tonight|this morning)\b", text)
+    return found
 
 
 def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:

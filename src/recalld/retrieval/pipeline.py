@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+import numpy as np
+
 from recalld.providers.embedders import Embedder
-from recalld.records import ChannelHit, Hit, MemoryFilter, SearchMode, SearchResult, Trace
-from recalld.retrieval.adjust import Scored, adjust
+from recalld.records import (
+    ChannelHit,
+    Granularity,
+    Hit,
+    MemoryFilter,
+    SearchMode,
+    SearchResult,
+    Trace,
+)
+from recalld.retrieval.adjust import Context, Scored, adjust, knowledge_updates, wanted_role
+from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
 from recalld.retrieval.config import RetrievalConfig
+from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.query import QueryPlan, understand
+from recalld.retrieval.sessions import apply_session_support, group_by_session
 from recalld.stores.base import CandidateRequest, ChannelCandidate, Store
+
+CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
 
 
 @dataclass(frozen=True)
@@ -22,44 +38,71 @@ class SearchRequest:
     query: str
     limit: int = 10
     mode: SearchMode = "auto"
-    filters: MemoryFilter = MemoryFilter()
+    filters: MemoryFilter = field(default_factory=MemoryFilter)
     as_of: datetime | None = None
     project: str | None = None
     """Boosts memories of this project (it does not filter; use ``filters`` for that)."""
     explain: bool = False
+    granularity: Granularity = "memory"
+    """``session`` returns one hit per session (its best memory, the others as related)."""
 
 
 def search(
     store: Store, embedder: Embedder, request: SearchRequest, config: RetrievalConfig, now: datetime
 ) -> SearchResult:
-    """Run the pipeline of SPEC.md:
+    """Run the pipeline of SPEC.md.
 
     1. understand the query (type, terms, entities, time window, mode);
-    2. expand it (only with an LLM configured: not yet, so skipped);
-    3. retrieve candidates per channel from the store;
-    4. fuse the channel lists (weighted RRF or linear merge);
-    5. rerank (only with a reranker configured: not yet, so skipped);
-    6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement);
-    7. filter (relevance threshold that spares exact lexical and entity hits);
-    8. assemble the top ``limit``;
-    9. explain: traces are built from what stages 3-7 recorded.
+    2. expand it (only with an LLM configured: none yet, so skipped);
+    3. retrieve candidates per channel, all channels in one store call;
+    4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
+    5. rerank (only with a reranker configured: none yet, so skipped);
+    6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
+       role, time window), then knowledge updates and session evidence;
+    7. filter: dedup identical content, relevance threshold and score gap (exact lexical
+       and entity hits are never dropped);
+    8. assemble: MMR diversity, or session-diverse selection for aggregation queries;
+    9. explain: traces are built from the numbers stages 3-7 recorded.
     """
     started = time.perf_counter()
     reference = request.as_of or now
     plan = understand(request.query, request.mode, reference)
     lists = retrieve(store, embedder, plan, request, config)
     fused = fuse(lists, config)
+    fused = fused[: max(config.min_adjust, request.limit * config.adjust_depth)]
     memories = {m.id: m for m in store.get_many([f.memory_id for f in fused])}
-    scored = adjust(fused, memories, reference, request.project, config)
-    kept = relevance_filter(scored, lists, config)
-    hits = build_hits(kept[: request.limit], lists, request.explain)
+    ctx = Context(reference, request.project, wanted_role(request.query), plan.time_window)
+    scored = adjust(fused, memories, ctx, config)
+    vectors = _vectors(store, scored, config)
+    scored = knowledge_updates(scored, vectors, config)
+    scored = apply_session_support(scored, config)
+    folded = 0
+    if config.dedupe:
+        scored, folded = dedupe(scored)
+    kept, reasons = relevance_filter(scored, lists, config)
+    if request.granularity == "session":
+        groups = group_by_session(kept)[: request.limit]
+        hits = build_hits([g[0] for g in groups], lists, reasons if request.explain else None)
+        hits = [
+            replace(h, related=tuple(s.memory for s in g[1:]))
+            for h, g in zip(hits, groups, strict=True)
+        ]
+    else:
+        chosen = assemble(kept, plan, vectors, config, request.limit)
+        hits = build_hits(chosen, lists, reasons if request.explain else None)
     return SearchResult(
         query=request.query,
         hits=tuple(hits),
         mode=plan.mode,
         query_type=plan.query_type,
         took_ms=(time.perf_counter() - started) * 1000,
-        details={"candidates": len(fused), "time_window": plan.time_window},
+        details={
+            "candidates": len(fused),
+            "time_window": plan.time_window,
+            "entities": plan.entities,
+            "deduplicated": folded,
+            "filtered": len(scored) - len(kept),
+        },
     )
 
 
@@ -73,7 +116,7 @@ def retrieve(
     """Stage 3: one store call answers every channel the mode asks for."""
     pool = max(config.min_candidates, request.limit * config.candidate_multiplier)
     channels = ("semantic",) if plan.mode == "vector" else config.channels
-    wanted = {c: pool if c in channels else 0 for c in ("semantic", "bm25", "entity", "temporal")}
+    wanted = {c: pool if c in channels else 0 for c in CHANNEL_ORDER}
     candidate_request = CandidateRequest(
         filters=request.filters,
         query_vector=embedder.embed_query(plan.text) if wanted["semantic"] else None,
@@ -84,7 +127,7 @@ def retrieve(
         entities=plan.entities,
         entity_limit=wanted["entity"],
         time_window=plan.time_window,
-        # Recency alone says little about relevance; the channel runs only when the
+        # Recency alone says little about relevance: the channel runs only when the
         # query names a time.
         temporal_limit=wanted["temporal"] if plan.time_window is not None else 0,
     )
@@ -92,7 +135,7 @@ def retrieve(
     weight = config.original_query_weight
     return [
         RankedList(name, found[name], weight * config.channel_weights.get(name, 1.0))
-        for name in ("semantic", "bm25", "entity", "temporal")
+        for name in CHANNEL_ORDER
         if found.get(name)
     ]
 
@@ -105,34 +148,57 @@ def fuse(lists: list[RankedList], config: RetrievalConfig) -> list[Fused]:
     return rrf(lists, config.rrf_k, config.rank_bonus_first, config.rank_bonus_top3)
 
 
-def relevance_filter(
-    scored: list[Scored], lists: list[RankedList], config: RetrievalConfig
+def _vectors(
+    store: Store, scored: Sequence[Scored], config: RetrievalConfig
+) -> Mapping[str, np.ndarray]:
+    """Vectors of the top candidates, fetched only when a stage compares memories."""
+    needs = config.kupdate_factor < 1.0 or (
+        config.mmr_similarity == "cosine"
+        and (config.mmr_lambda < 1.0 or config.diverse_aggregation)
+    )
+    if not needs:
+        return {}
+    depth = max(config.kupdate_window, 100)
+    return store.vectors_for([s.memory.id for s in scored[:depth]])
+
+
+def assemble(
+    scored: list[Scored],
+    plan: QueryPlan,
+    vectors: Mapping[str, np.ndarray],
+    config: RetrievalConfig,
+    limit: int,
 ) -> list[Scored]:
-    """Stage 7: drop hits under ``min_score`` x top score, sparing exact lexical/entity hits."""
-    if not scored or config.min_score <= 0:
-        return scored
-    exact = {c.memory_id for r in lists if r.name in ("bm25", "entity") for c in r.candidates}
-    floor = scored[0].score * config.min_score
-    return [s for s in scored if s.score >= floor or s.memory.id in exact]
+    """Stage 8: diversity where it is asked for, then the top ``limit``."""
+    similarity = (
+        cosine_similarity(vectors) if config.mmr_similarity == "cosine" else jaccard_similarity()
+    )
+    if config.diverse_aggregation and plan.query_type == "aggregation":
+        return session_diverse(scored, similarity, config.diversity_lambda, limit)
+    if config.mmr_lambda < 1.0:
+        return mmr(scored, similarity, config.mmr_lambda, limit)
+    return scored[:limit]
 
 
-def build_hits(scored: list[Scored], lists: list[RankedList], explain: bool) -> list[Hit]:
+def build_hits(
+    scored: list[Scored], lists: list[RankedList], reasons: Mapping[str, str] | None
+) -> list[Hit]:
     """Stage 9: wrap survivors as hits; traces reuse the numbers computed above."""
     places: dict[str, list[ChannelHit]] = {}
-    if explain:
+    if reasons is not None:
         for ranked in lists:
             for cand in ranked.candidates:
                 places.setdefault(cand.memory_id, []).append(_place(ranked.name, cand))
     hits = []
     for rank, item in enumerate(scored, start=1):
         trace = None
-        if explain:
+        if reasons is not None:
             trace = Trace(
                 channels=tuple(places.get(item.memory.id, ())),
                 fusion=dict(item.fused.contributions),
                 fused_score=item.fused.score,
                 adjustments=dict(item.factors),
-                filters=("above relevance threshold",),
+                filters=(reasons.get(item.memory.id, "kept"),),
                 final_score=item.score,
             )
         hits.append(Hit(item.memory, item.score, rank, trace))

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from recalld.entities import extract_entities
 from recalld.records import SearchMode, TimeRange
-from recalld.retrieval.dates import resolve_time_window
+from recalld.retrieval.dates import resolve_time_window, time_phrases
 from recalld.text import keywords
 
 QueryType = str  # "simple" | "preference" | "temporal" | "aggregation"
@@ -59,7 +59,10 @@ def classify(query: str) -> QueryType:
 
 def understand(query: str, mode: SearchMode, reference: datetime) -> QueryPlan:
     """Build the plan; ``auto`` resolves to ``hybrid`` unless the query has no lexical terms."""
-    terms = tuple(keywords(query))
+    timing = {w for phrase in time_phrases(query) for w in keywords(phrase)}
+    # Words that only say when ("last month", "these days") are the time window's job;
+    # as search terms they match every memory that mentions a month or a day.
+    terms = tuple(t for t in keywords(query) if t not in timing) or tuple(keywords(query))
     resolved: SearchMode = mode
     if mode == "auto":
         resolved = "hybrid" if terms else "vector"

@@ -6,7 +6,6 @@ so a backend can answer all channels at once (one SQL round trip on PostgreSQL).
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -117,13 +116,11 @@ class Store(Protocol):
     def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:
         """Soft-forget (hide) or hard-delete; returns how many rows changed."""
 
-    def list(
-        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
-    ) -> list[Memory]:
-        """Memories passing ``filters`` ordered by reference time."""
-
     def candidates(self, request: CandidateRequest) -> Mapping[str, list[ChannelCandidate]]:
         """Ranked candidates per channel (``semantic``, ``bm25``, ``entity``, ``temporal``)."""
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of these memories (ids without a vector are absent)."""
 
     def record_access(self, ids: Sequence[str], at: datetime) -> None:
         """Bump access counts and last-accessed times (a cheap write)."""
@@ -145,9 +142,9 @@ class Store(Protocol):
     def save_source_root(self, root: SourceRoot) -> None:
         """Register a root, or update its globs and last-indexed time."""
 
-    def source_roots(self) -> builtins.list[SourceRoot]: ...
+    def source_roots(self) -> list[SourceRoot]: ...
 
-    def source_files(self, roots: Sequence[str] | None = None) -> builtins.list[SourceFile]:
+    def source_files(self, roots: Sequence[str] | None = None) -> list[SourceFile]:
         """Tracked files (of these roots, or all), with their chunk counts, by path."""
 
     def save_source_files(self, files: Sequence[SourceFile]) -> None:
@@ -166,3 +163,9 @@ class Store(Protocol):
         """Delete these files' chunks and records in one transaction; returns chunks deleted."""
 
     def close(self) -> None: ...
+
+    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        """Memories passing ``filters`` ordered by reference time."""

@@ -57,8 +57,10 @@ def fts_match(terms: tuple[str, ...]) -> str:
 
 
 def trigram_terms(query: str) -> tuple[list[str], list[str]]:
-    """Split a query for the trigram index: 3-character grams of CJK runs and of long words,
-    plus the pieces shorter than 3 characters that only a LIKE scan can find.
+    """Split a query for the trigram index.
+
+    Returns the 3-character grams of CJK runs, and the CJK pieces shorter than 3 characters
+    that only a LIKE scan can find.
     """
     grams: list[str] = []
     short: list[str] = []
@@ -96,9 +98,8 @@ def entity_sql(where: str, count: int) -> str:
     )
 
 
-def temporal_sql(where: str, window: bool) -> str:
-    order = "m.ref_time DESC"
-    return f"SELECT m.id, m.ref_time FROM memories m WHERE {where} ORDER BY {order} LIMIT ?"
+def temporal_sql(where: str) -> str:
+    return f"SELECT m.id, m.ref_time FROM memories m WHERE {where} ORDER BY m.ref_time DESC LIMIT ?"
 
 
 def escape_like(text: str) -> str:

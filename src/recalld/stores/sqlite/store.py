@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-import builtins
+import functools
+import inspect
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from recalld.errors import StoreError
+from recalld.errors import EmbedderMismatchError, StoreError
 from recalld.records import Memory, MemoryFilter, Source
 from recalld.stores.base import (
     CandidateRequest,
@@ -73,6 +75,55 @@ def _memory(r: sqlite3.Row) -> Memory:
     )  # fmt: skip
 
 
+_T = TypeVar("_T")
+
+
+def _raising_store_errors(cls: type[_T]) -> type[_T]:
+    """Wrap the public methods so that SQLite failures reach callers as :class:`StoreError`.
+
+    A file damaged after it was opened, or a lock held past the timeout, then gives one
+    clear error (exit code 4 in the CLI) instead of a raw ``sqlite3`` exception.
+    """
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(method):
+            setattr(cls, name, _guarded(method))
+    return cls
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _sqlite_errors(self.path):
+                yield from method(self, *args, **kwargs)
+
+        return generator
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _sqlite_errors(self.path):
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+@contextmanager
+def _sqlite_errors(path: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        text = str(exc)
+        if "malformed" in text or "not a database" in text:
+            hint = "the file is damaged: restore a backup, or move it aside and start a new store"
+        elif "locked" in text or "busy" in text:
+            hint = "another process holds the store's write lock; try again"
+        else:
+            hint = "check the file, its folder and the free disk space"
+        raise StoreError(f"the store {path} failed ({text}); {hint}") from exc
+
+
+@_raising_store_errors
 class SQLiteStore:
     """A :class:`~recalld.stores.base.Store` in one SQLite file.
 
@@ -88,13 +139,20 @@ class SQLiteStore:
             self._db = sqlite3.connect(
                 self.path, timeout=30.0, isolation_level=None, check_same_thread=False
             )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
+        try:
             self._db.row_factory = sqlite3.Row
             self._check_foreign()
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             migrate(self._db)
+        except StoreError:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as exc:
+            self._db.close()
             raise StoreError(
                 f"{self.path} is not a usable recalld store ({exc}); "
                 "point --db at another file, or move this one aside"
@@ -242,6 +300,19 @@ class SQLiteStore:
                 found[r["id"]] = _memory(r)
         return [found[i] for i in ids if i in found]
 
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
+        found: dict[str, Vector] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                "SELECT m.id, v.vector FROM vectors v JOIN memories m ON m.pk = v.pk"
+                f" WHERE m.id IN ({marks})",
+                chunk,
+            )
+            found.update({i: np.frombuffer(blob, dtype=np.float32) for i, blob in rows})
+        return found
+
     def find_duplicates(
         self, keys: Sequence[tuple[str, str, str | None, str | None]]
     ) -> dict[tuple[str, str, str | None, str | None], str]:
@@ -260,18 +331,6 @@ class SQLiteStore:
                 if key in wanted:
                     found.setdefault(key, r[0])
         return found
-
-    def list(
-        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
-    ) -> list[Memory]:
-        where, params = q.filter_sql(filters)
-        order = "DESC" if newest_first else "ASC"
-        rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM memories m WHERE {where}"
-            f" ORDER BY m.ref_time {order}, m.pk {order} LIMIT ? OFFSET ?",
-            [*params, limit, offset],
-        )
-        return [_memory(r) for r in rows]
 
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
         last = 0
@@ -311,7 +370,7 @@ class SQLiteStore:
         assert request.query_vector is not None
         mirror = self._vectors
         if mirror.dimension is not None and request.query_vector.shape[-1] != mirror.dimension:
-            raise StoreError(
+            raise EmbedderMismatchError(
                 f"query vector has {request.query_vector.shape[-1]} dimensions, the store's "
                 f"vectors have {mirror.dimension}"
             )
@@ -368,6 +427,8 @@ class SQLiteStore:
     def _temporal(
         self, request: CandidateRequest, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
+        """Memories inside the query's time window, most similar first (or, with no query
+        vector, newest first); with no window, simply the newest memories."""
         window_where, window_params = where, list(params)
         window = request.time_window
         if window is not None:
@@ -377,15 +438,29 @@ class SQLiteStore:
             if window.end is not None:
                 window_where += " AND m.ref_time < ?"
                 window_params.append(window.end.timestamp())
+            if request.query_vector is not None:
+                return self._semantic_within(request, window_where, window_params)
         rows = self._db.execute(
-            q.temporal_sql(window_where, window is not None),
-            [*window_params, request.temporal_limit],
+            q.temporal_sql(window_where), [*window_params, request.temporal_limit]
         ).fetchall()
         if not rows:
             return []
         newest = rows[0][1]
         # Score: 1 for the newest candidate, halving with each 30 days before it.
         return _ranked((r[0], 0.5 ** ((newest - r[1]) / (30 * 86400))) for r in rows)
+
+    def _semantic_within(
+        self, request: CandidateRequest, where: str, params: list[object]
+    ) -> list[ChannelCandidate]:
+        assert request.query_vector is not None
+        self._vectors.refresh(self._db)
+        keep = [
+            r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
+        ]
+        allowed = np.isin(self._vectors.pks, np.asarray(keep, dtype=np.int64))
+        top = self._vectors.search(request.query_vector, request.temporal_limit, allowed)
+        ids = self._ids_for([pk for pk, _ in top])
+        return _ranked(zip(ids, [score for _, score in top], strict=True))
 
     # -- status --------------------------------------------------------------------------
 
@@ -426,11 +501,11 @@ class SQLiteStore:
             self._db.execute(q.UPSERT_ROOT_SQL, (root.path, json.dumps(list(root.globs)),
                                                  _now(), q.ts(root.indexed_at)))  # fmt: skip
 
-    def source_roots(self) -> builtins.list[SourceRoot]:
+    def source_roots(self) -> list[SourceRoot]:
         rows = self._db.execute("SELECT path, globs, indexed_at FROM source_roots ORDER BY path")
         return [SourceRoot(r[0], tuple(json.loads(r[1])), _dt(r[2])) for r in rows]
 
-    def source_files(self, roots: Sequence[str] | None = None) -> builtins.list[SourceFile]:
+    def source_files(self, roots: Sequence[str] | None = None) -> list[SourceFile]:
         rows = self._db.execute(*q.source_files_sql(roots))
         return [_source_file(r) for r in rows]
 
@@ -460,6 +535,19 @@ class SQLiteStore:
 
     def close(self) -> None:
         self._db.close()
+
+    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        where, params = q.filter_sql(filters)
+        order = "DESC" if newest_first else "ASC"
+        rows = self._db.execute(
+            f"SELECT {_COLUMNS} FROM memories m WHERE {where}"
+            f" ORDER BY m.ref_time {order}, m.pk {order} LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return [_memory(r) for r in rows]
 
 
 def _now() -> float:
@@ -499,5 +587,5 @@ class _Transaction:
     def __exit__(self, kind: object, value: object, traceback: object) -> None:
         if kind is None:
             self._db.execute("COMMIT")
-        else:
+        elif self._db.in_transaction:  # SQLite may already have rolled back (e.g. on corruption)
             self._db.execute("ROLLBACK")

@@ -1,0 +1,57 @@
+"""Session evidence: a conversation's turns support each other.
+
+A session in which several turns match the query is more likely to hold the answer than
+one with a single lucky match. Each session's support is its best turn's score plus a
+share of its next best turns'; every turn then gains a share of its session's support.
+This reorders turns (and so the sessions they stand for) without dropping any.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from recalld.retrieval.adjust import Scored
+from recalld.retrieval.config import RetrievalConfig
+
+
+def session_support(scored: Sequence[Scored], config: RetrievalConfig) -> dict[str, float]:
+    """Support per session id: best score + ``session_support`` x the next best ones."""
+    by_session: dict[str, list[float]] = {}
+    for item in scored:
+        if item.memory.session_id is not None:
+            by_session.setdefault(item.memory.session_id, []).append(item.score)
+    support: dict[str, float] = {}
+    for session, scores in by_session.items():
+        scores.sort(reverse=True)
+        extra = scores[1 : 1 + config.session_support_turns]
+        support[session] = scores[0] + config.session_support * sum(extra)
+    return support
+
+
+def apply_session_support(scored: list[Scored], config: RetrievalConfig) -> list[Scored]:
+    """Add ``session_boost`` x the session's support to each turn's score; re-sort."""
+    if config.session_boost <= 0 or not scored:
+        return scored
+    support = session_support(scored, config)
+    top = max(support.values(), default=0.0) or 1.0
+    out = []
+    for item in scored:
+        session = item.memory.session_id
+        if session is None:
+            out.append(item)
+            continue
+        share = config.session_boost * support[session] / top
+        factors = {**item.factors, "session_support": 1.0 + share}
+        out.append(replace(item, score=item.score * (1.0 + share), factors=factors))
+    return sorted(out, key=lambda s: -s.score)
+
+
+def group_by_session(scored: Sequence[Scored]) -> list[list[Scored]]:
+    """Turns grouped by session in order of each session's best turn (memories without a
+    session form groups of one)."""
+    groups: dict[str, list[Scored]] = {}
+    for item in scored:
+        key = item.memory.session_id or f"memory:{item.memory.id}"
+        groups.setdefault(key, []).append(item)
+    return list(groups.values())

@@ -1,0 +1,216 @@
+"""Explicit cases for each adjustment, filter and assembly stage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from recalld.records import Memory, TimeRange
+from recalld.retrieval.adjust import (
+    Context,
+    Scored,
+    adjust,
+    decay_factor,
+    factors_for,
+    knowledge_updates,
+    wanted_role,
+)
+from recalld.retrieval.assemble import (
+    cosine_similarity,
+    fit_budget,
+    jaccard_similarity,
+    mmr,
+    session_diverse,
+)
+from recalld.retrieval.config import RetrievalConfig
+from recalld.retrieval.filters import dedupe, relevance_filter
+from recalld.retrieval.fusion import Fused, RankedList
+from recalld.retrieval.sessions import apply_session_support, session_support
+from recalld.stores.base import ChannelCandidate
+
+NOW = datetime(2024, 6, 1, tzinfo=UTC)
+BASE = RetrievalConfig()
+
+
+def mem(mid: str, content: str = "", days_old: float = 0.0, **fields: object) -> Memory:
+    when = NOW - timedelta(days=days_old)
+    return Memory(
+        id=mid,
+        content=content or f"content of {mid}",
+        type=fields.pop("type", "event"),  # type: ignore[arg-type]
+        created_at=when,
+        updated_at=when,
+        content_hash=fields.pop("content_hash", mid),  # type: ignore[arg-type]
+        event_time=when,
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def scored(memory: Memory, score: float) -> Scored:
+    return Scored(memory, Fused(memory.id, score, {"semantic": score}), score)
+
+
+# -- adjustments ------------------------------------------------------------------------
+
+
+def test_hyperbolic_decay_matches_cems_table() -> None:
+    cfg = BASE.with_changes(decay="hyperbolic", half_life_days=60)
+    assert decay_factor(mem("a", days_old=0), NOW, cfg) == 1.0
+    assert abs(decay_factor(mem("a", days_old=30), NOW, cfg) - 2 / 3) < 1e-9
+    assert abs(decay_factor(mem("a", days_old=60), NOW, cfg) - 0.5) < 1e-9
+    assert abs(decay_factor(mem("a", days_old=120), NOW, cfg) - 1 / 3) < 1e-9
+
+
+def test_exponential_decay_halves_each_half_life() -> None:
+    cfg = BASE.with_changes(decay="exponential", half_life_days=30)
+    assert abs(decay_factor(mem("a", days_old=30), NOW, cfg) - 0.5) < 1e-9
+    assert abs(decay_factor(mem("a", days_old=90), NOW, cfg) - 0.125) < 1e-9
+
+
+def test_pinned_and_evergreen_do_not_decay() -> None:
+    cfg = BASE.with_changes(decay="exponential", half_life_days=30)
+    assert decay_factor(mem("a", days_old=300, pinned=True), NOW, cfg) == 1.0
+    assert decay_factor(mem("a", days_old=300, evergreen=True), NOW, cfg) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("memory_project", "factor"), [("org/repo", 1.3), ("other/repo", 0.8), (None, 0.9)]
+)
+def test_project_boost_and_penalties(memory_project: str | None, factor: float) -> None:
+    got = factors_for(mem("a", project=memory_project), Context(NOW, "org/repo"), BASE)
+    assert got.get("project", 1.0) == factor
+
+
+def test_priority_pinned_type_significance_reinforcement() -> None:
+    cfg = BASE.with_changes(significance_weight=1.0, reinforcement_weight=0.1)
+    memory = mem("a", priority=2.0, pinned=True, type="insight", significance=0.9, access_count=3)
+    got = factors_for(memory, Context(NOW), cfg)
+    assert got["priority"] == 2.0
+    assert got["pinned"] == 1.1
+    assert got["type"] == 1.5
+    assert abs(got["significance"] - 1.4) < 1e-9
+    assert abs(got["reinforcement"] - 1.2) < 1e-9
+    assert factors_for(mem("b"), Context(NOW), cfg) == {}
+
+
+def test_raw_memories_rank_below_insights() -> None:
+    memories = {"raw": mem("raw", type="raw"), "ins": mem("ins", type="insight")}
+    fused = [Fused("raw", 1.0), Fused("ins", 0.5)]
+    out = adjust(fused, memories, Context(NOW), BASE)
+    assert [s.memory.id for s in out] == ["ins", "raw"]  # 0.75 > 0.5
+
+
+def test_role_and_window_factors() -> None:
+    cfg = BASE.with_changes(role_boost=1.2, window_boost=1.5)
+    window = TimeRange(NOW - timedelta(days=10), NOW)
+    ctx = Context(NOW, role="user", window=window)
+    inside_user = factors_for(mem("a", days_old=2, metadata={"role": "user"}), ctx, cfg)
+    outside_assistant = factors_for(mem("b", days_old=20, metadata={"role": "assistant"}), ctx, cfg)
+    assert inside_user == {"role": 1.2, "time_window": 1.5}
+    assert outside_assistant == {}
+
+
+def test_wanted_role() -> None:
+    assert wanted_role("what restaurant did you recommend last time?") == "assistant"
+    assert wanted_role("can you remind me what you said about the tax deadline") == "assistant"
+    assert wanted_role("what restaurant do I like?") == "user"
+
+
+def test_newer_statement_of_the_same_thing_wins() -> None:
+    old = mem("old", "I lead a team of four engineers", days_old=100)
+    new = mem("new", "I lead a team of six engineers", days_old=5)
+    other = mem("other", "my cat is called Miso", days_old=1)
+    vectors = {
+        "old": np.array([1.0, 0.0]),
+        "new": np.array([0.96, 0.28]),  # cosine 0.96 with old
+        "other": np.array([0.0, 1.0]),
+    }
+    items = [scored(old, 1.0), scored(new, 0.95), scored(other, 0.5)]
+    cfg = BASE.with_changes(kupdate_factor=0.8, kupdate_similarity=0.9)
+    out = knowledge_updates(items, vectors, cfg)
+    assert [s.memory.id for s in out] == ["new", "old", "other"]
+    assert out[1].factors["superseded"] == 0.8
+    assert knowledge_updates(items, vectors, BASE) == items  # off by default
+
+
+def test_session_support_lifts_sessions_with_several_matches() -> None:
+    cfg = BASE.with_changes(session_boost=1.0, session_support=0.5)
+    lone = mem("lone", session_id="s1")
+    pair = [mem("p1", session_id="s2"), mem("p2", session_id="s2")]
+    items = [scored(lone, 1.0), scored(pair[0], 0.9), scored(pair[1], 0.8)]
+    support = session_support(items, cfg)
+    assert abs(support["s1"] - 1.0) < 1e-9 and abs(support["s2"] - 1.3) < 1e-9
+    out = apply_session_support(items, cfg)
+    assert out[0].memory.id == "p1"
+    assert apply_session_support(items, BASE) == items  # off by default
+
+
+# -- filters ----------------------------------------------------------------------------
+
+
+def test_threshold_never_drops_exact_lexical_hits() -> None:
+    items = [scored(mem("a"), 1.0), scored(mem("b"), 0.2), scored(mem("c"), 0.1)]
+    lists = [RankedList("bm25", [ChannelCandidate("c", 1, 0.9)])]
+    kept, reasons = relevance_filter(items, lists, BASE.with_changes(min_score=0.5))
+    assert [s.memory.id for s in kept] == ["a", "c"]
+    assert "protected" in reasons["c"]
+
+
+def test_score_gap_cut() -> None:
+    items = [scored(mem("a"), 1.0), scored(mem("b"), 0.9), scored(mem("c"), 0.2),
+             scored(mem("d"), 0.19)]  # fmt: skip
+    kept, _ = relevance_filter(items, [], BASE.with_changes(max_gap=0.5))
+    assert [s.memory.id for s in kept] == ["a", "b"]
+
+
+def test_dedupe_keeps_best_copy_and_is_idempotent() -> None:
+    items = [scored(mem("a", content_hash="h1"), 1.0), scored(mem("b", content_hash="h1"), 0.9),
+             scored(mem("c", content_hash="h2"), 0.5)]  # fmt: skip
+    once, folded = dedupe(items)
+    assert [s.memory.id for s in once] == ["a", "c"] and folded == 1
+    assert dedupe(once) == (once, 0)
+
+
+# -- assembly ---------------------------------------------------------------------------
+
+
+def test_fit_budget_keeps_trying_smaller_items() -> None:
+    assert fit_budget([5, 8, 3, 2], lambda x: x, 10) == [5, 3, 2]
+
+
+def test_mmr_prefers_diverse_items() -> None:
+    a = scored(mem("a", "python backend deploy pipeline"), 1.0)
+    b = scored(mem("b", "python backend deploy pipeline again"), 0.95)
+    c = scored(mem("c", "sister visiting lisbon in april"), 0.8)
+    chosen = mmr([a, b, c], jaccard_similarity(), lam=0.5, k=2)
+    assert [s.memory.id for s in chosen] == ["a", "c"]
+    assert [s.memory.id for s in mmr([a, b, c], jaccard_similarity(), 1.0, 2)] == ["a", "b"]
+
+
+def test_cosine_similarity_uses_vectors() -> None:
+    sim = cosine_similarity({"a": np.array([1.0, 0.0]), "b": np.array([0.0, 1.0])})
+    assert sim(scored(mem("a"), 1), scored(mem("b"), 1)) == 0.0
+    assert sim(scored(mem("a"), 1), scored(mem("x"), 1)) == 0.0
+
+
+def test_session_diverse_takes_each_session_first() -> None:
+    items = [
+        scored(mem("a1", session_id="A"), 1.0),
+        scored(mem("a2", session_id="A"), 0.9),
+        scored(mem("b1", session_id="B"), 0.5),
+        scored(mem("c1", session_id="C"), 0.4),
+    ]
+    chosen = session_diverse(items, jaccard_similarity(), lam=1.0, k=4)
+    assert [s.memory.id for s in chosen] == ["a1", "b1", "c1", "a2"]
+
+
+def test_config_is_frozen_and_validated() -> None:
+    with pytest.raises(AttributeError):
+        BASE.rrf_k = 5  # type: ignore[misc]
+    with pytest.raises(ValueError, match="unknown retrieval setting"):
+        BASE.with_changes(nope=1)
+    with pytest.raises(ValueError, match="fusion"):
+        replace(BASE, fusion="max")

@@ -124,3 +124,16 @@ def test_scan_of_a_file_or_missing_path(tmp_path: Path) -> None:
 def test_normalize_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert normalize_root("a/../b/") == str(tmp_path / "b")
+
+
+def test_read_text_refuses_what_is_not_a_readable_text_file(tmp_path: Path) -> None:
+    from recalld.sources.reading import SourceReadError, read_text
+
+    with pytest.raises(SourceReadError, match="not a regular file"):
+        read_text(str(tmp_path))
+    with pytest.raises(SourceReadError, match="cannot read: No such file or directory"):
+        read_text(str(tmp_path / "vanished.md"))
+    bom = tmp_path / "bom.md"
+    bom.write_bytes("\ufeff# Títle\r\nline\r\n".encode())
+    text = read_text(str(bom))
+    assert text.text == "# Títle\r\nline\r\n" and text.size == len(bom.read_bytes())

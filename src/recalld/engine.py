@@ -478,7 +478,7 @@ class MemoryEngine:
     def _index_deps(self) -> IndexDeps:
         from recalld.sources.indexer import IndexDeps
 
-        def embed(texts: Sequence[str]) -> Any:
+        def embed(texts: Sequence[str]) -> Vectors:
             return self._with_cache(self.embedder).embed_documents(texts).vectors
 
         return IndexDeps(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from recalld.config import Settings, load_settings
 from recalld.entities import extract_entities
@@ -41,6 +41,13 @@ from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores.base import Store, StoreStats
 from recalld.stores.sqlite import SQLiteStore
 from recalld.text import content_hash, estimate_tokens, normalize_content
+
+if TYPE_CHECKING:
+    import threading
+
+    from recalld.sources.importer import ImportReport
+    from recalld.sources.indexer import IndexDeps, IndexProgress, IndexReport
+    from recalld.sources.status import SourceStatus
 
 Progress = Callable[[int], None]
 WRITE_BATCH = 256
@@ -68,6 +75,8 @@ class Status:
     embedder_fingerprint: str | None
     fingerprint_matches: bool | None
     """None when the embedder has not been loaded (nothing embedded yet in this process)."""
+    sources: SourceStatus | None = None
+    """Indexed workspaces compared with the disk; None when none was ever indexed."""
 
 
 class MemoryEngine:
@@ -408,7 +417,10 @@ class MemoryEngine:
         matches = None
         if self._embedder is not None and stats.fingerprint is not None:
             matches = stats.fingerprint == self._embedder.fingerprint.to_json()
-        return Status(stats, self.settings.embedder, stats.fingerprint, matches)
+        from recalld.sources.status import source_status
+
+        return Status(stats, self.settings.embedder, stats.fingerprint, matches,
+                      source_status(self.store))  # fmt: skip
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the configured embedder, then swap in one transaction.
@@ -428,6 +440,110 @@ class MemoryEngine:
                 progress(len(batch))
         self.store.swap_vectors(vectors, self._embedder.fingerprint.to_json())
         return len(vectors)
+
+    # -- sources -------------------------------------------------------------------------
+
+    def index(
+        self,
+        paths: Sequence[str | os.PathLike[str]] = (),
+        *,
+        globs: Sequence[str] | None = None,
+        force: bool = False,
+        max_file_bytes: int | None = None,
+        allow_empty: bool = False,
+        progress: IndexProgress | None = None,
+    ) -> IndexReport:
+        """Index markdown memory files incrementally; see :mod:`recalld.sources.indexer`.
+
+        Args:
+            paths: folders (a memory workspace) or files; none re-indexes every known root.
+            globs: files to pick under each folder (default ``MEMORY.md``, ``memory/**/*.md``).
+            force: re-chunk and re-embed every file, changed or not.
+            max_file_bytes: larger files are skipped and reported (default 5 MB).
+            allow_empty: accept folders that match no file yet.
+            progress: called with (files done, files to do).
+
+        Raises:
+            InvalidInputError: a path does not exist, a glob is invalid, or nothing matched.
+            EmbedderMismatchError: the store's vectors come from another embedder.
+        """
+        from recalld.sources.indexer import IndexOptions, index_sources
+        from recalld.sources.reading import MAX_FILE_BYTES
+
+        options = IndexOptions(
+            globs=None if globs is None else tuple(globs), force=force,
+            max_file_bytes=max_file_bytes or MAX_FILE_BYTES, allow_empty=allow_empty,
+        )  # fmt: skip
+        return index_sources([os.fspath(p) for p in paths], options, self._index_deps(), progress)
+
+    def _index_deps(self) -> IndexDeps:
+        from recalld.sources.indexer import IndexDeps
+
+        def embed(texts: Sequence[str]) -> Vectors:
+            return self._with_cache(self.embedder).embed_documents(texts).vectors
+
+        return IndexDeps(
+            store=self.store, embed=embed,
+            fingerprint=lambda: self.embedder.fingerprint.to_json(),
+            prepare=lambda item: self._prepare(item, self._clock()), clock=self._clock,
+        )  # fmt: skip
+
+    def watch(
+        self,
+        paths: Sequence[str | os.PathLike[str]] = (),
+        *,
+        globs: Sequence[str] | None = None,
+        interval: float | None = None,
+        debounce: float | None = None,
+        max_seconds: float | None = None,
+        on_report: Callable[[IndexReport], None] | None = None,
+        stop: threading.Event | None = None,
+    ) -> int:
+        """Index ``paths``, then re-index each settled change; returns the number of runs.
+
+        Runs until ``stop`` is set, ``max_seconds`` pass, or KeyboardInterrupt (which
+        propagates; every finished file stays indexed). Arguments are as for :meth:`index`.
+        """
+        from recalld.sources import watch as watching
+        from recalld.sources.indexer import resolve_roots
+
+        names = [os.fspath(p) for p in paths]
+        pattern = None if globs is None else tuple(globs)
+        roots = resolve_roots(names, pattern, self.store)
+        options = watching.WatchOptions(
+            interval=interval or watching.POLL_SECONDS,
+            debounce=watching.DEBOUNCE_SECONDS if debounce is None else debounce,
+            max_seconds=max_seconds,
+        )
+        return watching.watch(
+            lambda: self.index(names, globs=pattern, allow_empty=True),
+            lambda: watching.snapshot(roots), on_report or (lambda report: None), options, stop,
+        )  # fmt: skip
+
+    def import_transcript(
+        self, source: str | os.PathLike[str] | BinaryIO, fmt: str, *,
+        progress: Progress | None = None,
+    ) -> ImportReport:  # fmt: skip
+        """Import a conversation transcript turn by turn; re-importing adds nothing.
+
+        Args:
+            source: a file (``.gz`` is decompressed) or a binary stream.
+            fmt: ``jsonl-transcript``, ``claude-code``, ``longmemeval`` or ``locomo``
+                (see :mod:`recalld.sources.transcripts` and :mod:`recalld.sources.datasets`).
+            progress: called with the number of turns stored as batches complete.
+        """
+        from recalld.sources.importer import ImportDeps, import_transcript
+
+        deps = ImportDeps(
+            validate=self._check_new,
+            # Turns are not deduplicated: the same words said twice are two turns.
+            add_many=lambda items: self.add_many(items, dedupe=False, progress=progress),
+        )
+        return import_transcript(source, fmt, deps)
+
+    def _check_new(self, item: NewMemory) -> None:
+        """Raise InvalidInputError if ``item`` could not be stored."""
+        self._prepare(item, self._clock())
 
 
 def format_hit(memory: Memory) -> str:

@@ -271,18 +271,35 @@ def forget(obj: Ctx, memory_ids: tuple[str, ...], hard: bool) -> None:
         )
 
 
+IMPORT_FORMATS = ("memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo")
+
+
 @cli.command(name="import")
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", default="memories", show_default=True,
-              type=click.Choice(["memories"]),
-              help="memories: JSONL, one object per line with 'content' and optional "
-                   "fields.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    default="memories",
+    show_default=True,
+    type=click.Choice(IMPORT_FORMATS),
+    help="memories: JSONL, one object per line with 'content' and optional fields. "
+    "jsonl-transcript: one message per line (role, content, timestamp, session_id). "
+    "claude-code: a Claude Code session .jsonl. longmemeval, locomo: those benchmarks' "
+    "JSON files (.gz is fine). See docs/sources.md.",
+)
 @pass_ctx
 def import_(obj: Ctx, path: str, fmt: str) -> None:
-    """Import memories from a JSONL file (or '-' for standard input)."""
+    """Import memories or a conversation transcript from a file (or '-' for standard input).
+
+    Transcripts are stored turn by turn with their session and time; importing the same
+    transcript again adds nothing.
+    """
     from recalld.interfaces.render import progress_bar
     from recalld.io import read_memories_jsonl
 
+    if fmt != "memories":
+        _import_transcript(obj, path, fmt)
+        return
     with errors():
         with nullcontext(sys.stdin.buffer) if path == "-" else _open_binary(path) as stream:
             items, problems = read_memories_jsonl(stream)
@@ -299,6 +316,26 @@ def import_(obj: Ctx, path: str, fmt: str) -> None:
         click.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.items()))
     if problems and not items:
         sys.exit(2)
+
+
+def _import_transcript(obj: Ctx, path: str, fmt: str) -> None:
+    with errors(), obj.engine() as engine:
+        report = engine.import_transcript(sys.stdin.buffer if path == "-" else path, fmt)
+    for problem in report.problems:
+        click.echo(f"warning: {problem}", err=True)
+    if report.undated:
+        click.echo(
+            f"warning: {report.undated} of {report.turns} turns have no timestamp: they are "
+            "stored undated (search treats them as made at import time)", err=True,
+        )  # fmt: skip
+    if obj.as_json:
+        emit_json(report)
+        return
+    click.echo(
+        f"turns read: {report.turns}, stored: {report.stored}, already present: "
+        f"{report.already_present}, skipped lines: {len(report.problems)}"
+        + (f", non-conversation lines: {report.skipped}" if report.skipped else "")
+    )
 
 
 def _open_binary(path: str) -> Any:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from recalld.engine import Status
 from recalld.records import Hit, Memory, SearchResult
+from recalld.sources.status import SourceStatus
 
 console = Console(highlight=False)
 
@@ -38,9 +39,18 @@ def print_search(result: SearchResult, explain: bool) -> None:
     for name in ("#", "score", "when", "content", "id"):
         table.add_column(name, overflow="fold")
     for hit in result.hits:
-        table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory),
-                      _short(hit.memory.content, 300), hit.memory.id)  # fmt: skip
+        content = _short(hit.memory.content, 300) + _where(hit.memory)
+        table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory), content,
+                      hit.memory.id)  # fmt: skip
     console.print(table)
+
+
+def _where(memory: Memory) -> str:
+    """Where an indexed chunk can be opened: its file and line range."""
+    source = memory.source
+    if source.kind != "file" or not source.path:
+        return ""
+    return f"\n[dim]{source.path}:{source.line_start}-{source.line_end}[/]"
 
 
 def _short(text: str, limit: int) -> str:
@@ -55,6 +65,8 @@ def _print_explained(hit: Hit) -> None:
         f"{'  session ' + memory.session_id if memory.session_id else ''}[/]"
     )
     console.print(f"    {_short(memory.content, 400)}", markup=False)
+    if memory.source.kind == "file" and memory.source.path:
+        console.print(f"    [dim]{_where(memory).strip()}[/]")
     trace = hit.trace
     if trace is None:
         return
@@ -117,6 +129,44 @@ def print_status(status: Status) -> None:
     missing = s.memories + s.forgotten - s.with_vectors
     if missing > 0:
         console.print(f"[yellow]{missing} memories have no vector: run `recalld reindex`[/]")
+    if status.sources is not None:
+        print_sources(status.sources)
+
+
+SHOWN_PATHS = 5
+"""File lists in ``status`` are cut to this many names (``--json`` has them all)."""
+
+
+def _paths(paths: Sequence[str]) -> str:
+    more = f" … and {len(paths) - SHOWN_PATHS} more" if len(paths) > SHOWN_PATHS else ""
+    return ", ".join(paths[:SHOWN_PATHS]) + more
+
+
+def print_sources(src: SourceStatus) -> None:
+    """Indexed workspaces; whatever is stale, pending or broken is said in colour."""
+    console.print(
+        f"[bold]indexed files[/]: {src.indexed} of {src.files} tracked, {src.chunks} chunks, "
+        f"from {len(src.roots)} root(s): {_paths(list(src.roots))}"
+    )
+    if src.empty:
+        console.print("[bold red]the file index is EMPTY: no chunk is searchable; "
+                      "run `recalld index PATH` and read its warnings[/]")  # fmt: skip
+    notes = [
+        ("pending (an index run did not finish)", src.pending),
+        ("changed on disk since indexed", src.stale),
+        ("not indexed yet", src.unindexed),
+        ("deleted on disk, still indexed", src.missing),
+        ("roots missing on disk", src.missing_roots),
+    ]
+    for label, paths in notes:
+        if paths:
+            console.print(f"[yellow]{len(paths)} file(s) {label}: {_paths(list(paths))}[/]")
+    if src.needs_index:
+        console.print("[yellow]run `recalld index` to bring the index up to date[/]")
+    for problem in src.errors[:SHOWN_PATHS]:
+        console.print(f"[red]not indexed: {problem.path}: {problem.message}[/]")
+    if len(src.errors) > SHOWN_PATHS:
+        console.print(f"[red]… and {len(src.errors) - SHOWN_PATHS} more files not indexed[/]")
 
 
 @contextmanager
@@ -130,3 +180,19 @@ def progress_bar(label: str, total: int, quiet: bool) -> Iterator[Callable[[int]
     with Progress(*columns, console=stderr, transient=False) as progress:
         task = progress.add_task(label, total=total)
         yield lambda n: progress.advance(task, n)
+
+
+@contextmanager
+def file_progress(label: str, quiet: bool) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar whose total is known only once work starts.
+
+    Yields a callback taking (done, total); shown only on a terminal.
+    """
+    stderr = Console(stderr=True)
+    if quiet or not stderr.is_terminal:
+        yield lambda done, total: None
+        return
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=stderr, transient=True) as progress:
+        task = progress.add_task(label, total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)

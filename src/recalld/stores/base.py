@@ -64,6 +64,38 @@ class StoreStats:
     newest: datetime | None = None
 
 
+@dataclass(frozen=True)
+class SourceRoot:
+    """A folder (or file) registered for indexing, with the globs that pick its files."""
+
+    path: str
+    globs: tuple[str, ...]
+    indexed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """The index's record of one source file.
+
+    ``content_hash`` and ``chunker`` describe the version whose chunks are in the store
+    (None before the first successful index); ``size`` and ``mtime_ns`` are what the file
+    looked like when last examined, so an unchanged file is skipped without reading it.
+    """
+
+    path: str
+    root: str
+    size: int
+    mtime_ns: int
+    status: str
+    """``pending`` (work to do), ``indexed`` or ``error``."""
+    content_hash: str | None = None
+    chunker: str | None = None
+    error: str | None = None
+    indexed_at: datetime | None = None
+    chunks: int = 0
+    """Chunks of this file in the store (filled in by reads)."""
+
+
 class Store(Protocol):
     """The persistence and candidate-generation contract of a memory store."""
 
@@ -104,6 +136,31 @@ class Store(Protocol):
         """Replace every vector and the fingerprint in one transaction."""
 
     def stats(self) -> StoreStats: ...
+
+    # -- indexed source files --------------------------------------------------------------
+
+    def save_source_root(self, root: SourceRoot) -> None:
+        """Register a root, or update its globs and last-indexed time."""
+
+    def source_roots(self) -> list[SourceRoot]: ...
+
+    def source_files(self, roots: Sequence[str] | None = None) -> list[SourceFile]:
+        """Tracked files (of these roots, or all), with their chunk counts, by path."""
+
+    def save_source_files(self, files: Sequence[SourceFile]) -> None:
+        """Insert or update file records (not their chunks) in one transaction."""
+
+    def replace_file_chunks(
+        self, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
+    ) -> None:
+        """Swap a file's chunks and record in ONE transaction.
+
+        Deletes the file's chunks, inserts ``memories`` (row i of ``vectors`` is memory
+        i's) and saves ``file``'s record: a crash leaves the file fully old or fully new.
+        """
+
+    def remove_source_files(self, paths: Sequence[str]) -> int:
+        """Delete these files' chunks and records in one transaction; returns chunks deleted."""
 
     def close(self) -> None: ...
 

@@ -122,6 +122,38 @@ def m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
+def m002_sources(db: sqlite3.Connection) -> None:
+    """Indexed workspaces (roots) and the state of each indexed file.
+
+    A file's chunks are memories with ``source_kind = 'file'`` and its path in
+    ``source_path``; the index on ``(source_kind, source_path)`` makes replacing them cheap.
+    """
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS source_roots (
+            path TEXT PRIMARY KEY,
+            globs TEXT NOT NULL,
+            added_at REAL NOT NULL,
+            indexed_at REAL
+        );
+        CREATE TABLE IF NOT EXISTS source_files (
+            path TEXT PRIMARY KEY,
+            root TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'indexed', 'error')),
+            content_hash TEXT,
+            chunker TEXT,
+            error TEXT,
+            indexed_at REAL
+        );
+        CREATE INDEX IF NOT EXISTS source_files_root ON source_files(root);
+        CREATE INDEX IF NOT EXISTS memories_source_file ON memories(source_kind, source_path);
+        """,
+    )
+
+
 def m003_embed_context(db: sqlite3.Connection) -> None:
     """Text embedded with a memory's content but not searched as words."""
     columns = {row[1] for row in db.execute("PRAGMA table_info(memories)")}
@@ -132,6 +164,7 @@ def m003_embed_context(db: sqlite3.Connection) -> None:
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
+    (2, "m002_sources", m002_sources),
     (3, "m003_embed_context", m003_embed_context),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 from recalld.records import MemoryFilter
@@ -103,3 +104,34 @@ def temporal_sql(where: str) -> str:
 
 def escape_like(text: str) -> str:
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+# -- indexed source files ----------------------------------------------------------------
+
+UPSERT_ROOT_SQL = (
+    "INSERT INTO source_roots (path, globs, added_at, indexed_at) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT(path) DO UPDATE SET globs = excluded.globs,"
+    " indexed_at = COALESCE(excluded.indexed_at, source_roots.indexed_at)"
+)
+UPSERT_FILE_SQL = (
+    "INSERT OR REPLACE INTO source_files"
+    " (path, root, size, mtime_ns, status, content_hash, chunker, error, indexed_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+DELETE_FILE_CHUNKS_SQL = (
+    "DELETE FROM memories WHERE source_kind = 'file' AND type = 'chunk' AND source_path = ?"
+)
+
+
+def source_files_sql(roots: Sequence[str] | None) -> tuple[str, Params]:
+    """Tracked files with their live chunk counts, ordered by path."""
+    where, params = "1", Params()
+    if roots is not None:
+        where = f"f.root IN ({','.join('?' * len(roots))})" if roots else "0"
+        params = Params(roots)
+    return (
+        "SELECT f.*, (SELECT COUNT(*) FROM memories m WHERE m.source_kind = 'file'"
+        " AND m.type = 'chunk' AND m.source_path = f.path AND m.forgotten_at IS NULL) AS chunks"
+        f" FROM source_files f WHERE {where} ORDER BY f.path",
+        params,
+    )

@@ -18,7 +18,14 @@ import numpy.typing as npt
 
 from recalld.errors import EmbedderMismatchError, StoreError
 from recalld.records import Memory, MemoryFilter, Source
-from recalld.stores.base import CandidateRequest, ChannelCandidate, StoreStats, Vector
+from recalld.stores.base import (
+    CandidateRequest,
+    ChannelCandidate,
+    SourceFile,
+    SourceRoot,
+    StoreStats,
+    Vector,
+)
 from recalld.stores.sqlite import queries as q
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
@@ -189,12 +196,15 @@ class SQLiteStore:
 
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         with self._write():
-            for i, memory in enumerate(memories):
-                cursor = self._db.execute(
-                    f"INSERT INTO memories ({_COLUMNS}) VALUES ({_MARKS})", _row(memory)
-                )
-                self._write_children(cursor.lastrowid or 0, memory, None if vectors is None
-                                     else vectors[i])  # fmt: skip
+            self._insert_rows(memories, vectors)
+
+    def _insert_rows(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
+        for i, memory in enumerate(memories):
+            cursor = self._db.execute(
+                f"INSERT INTO memories ({_COLUMNS}) VALUES ({_MARKS})", _row(memory)
+            )
+            self._write_children(cursor.lastrowid or 0, memory, None if vectors is None
+                                 else vectors[i])  # fmt: skip
 
     def _write_children(self, pk: int, memory: Memory, vector: Vector | None) -> None:
         self._db.executemany(
@@ -487,6 +497,41 @@ class SQLiteStore:
             newest=_dt(one[4]),
         )
 
+    # -- indexed source files --------------------------------------------------------------
+
+    def save_source_root(self, root: SourceRoot) -> None:
+        with self._write():
+            self._db.execute(q.UPSERT_ROOT_SQL, (root.path, json.dumps(list(root.globs)),
+                                                 _now(), q.ts(root.indexed_at)))  # fmt: skip
+
+    def source_roots(self) -> list[SourceRoot]:
+        rows = self._db.execute("SELECT path, globs, indexed_at FROM source_roots ORDER BY path")
+        return [SourceRoot(r[0], tuple(json.loads(r[1])), _dt(r[2])) for r in rows]
+
+    def source_files(self, roots: Sequence[str] | None = None) -> list[SourceFile]:
+        rows = self._db.execute(*q.source_files_sql(roots))
+        return [_source_file(r) for r in rows]
+
+    def save_source_files(self, files: Sequence[SourceFile]) -> None:
+        with self._write():
+            self._db.executemany(q.UPSERT_FILE_SQL, [_file_row(f) for f in files])
+
+    def replace_file_chunks(
+        self, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
+    ) -> None:
+        with self._write():
+            self._db.execute(q.DELETE_FILE_CHUNKS_SQL, (file.path,))
+            self._insert_rows(memories, vectors)
+            self._db.execute(q.UPSERT_FILE_SQL, _file_row(file))
+
+    def remove_source_files(self, paths: Sequence[str]) -> int:
+        deleted = 0
+        with self._write():
+            for path in paths:
+                deleted += self._db.execute(q.DELETE_FILE_CHUNKS_SQL, (path,)).rowcount
+                self._db.execute("DELETE FROM source_files WHERE path = ?", (path,))
+        return deleted
+
     def execute_read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """Run a read-only query (used by sources to track indexed files)."""
         return [tuple(r) for r in self._db.execute(sql, list(params))]
@@ -506,6 +551,23 @@ class SQLiteStore:
             [*params, limit, offset],
         )
         return [_memory(r) for r in rows]
+
+
+def _now() -> float:
+    return datetime.now(UTC).timestamp()
+
+
+def _file_row(f: SourceFile) -> tuple[Any, ...]:
+    return (f.path, f.root, f.size, f.mtime_ns, f.status, f.content_hash, f.chunker, f.error,
+            q.ts(f.indexed_at))  # fmt: skip
+
+
+def _source_file(r: sqlite3.Row) -> SourceFile:
+    return SourceFile(
+        path=r["path"], root=r["root"], size=r["size"], mtime_ns=r["mtime_ns"],
+        status=r["status"], content_hash=r["content_hash"], chunker=r["chunker"],
+        error=r["error"], indexed_at=_dt(r["indexed_at"]), chunks=r["chunks"],
+    )  # fmt: skip
 
 
 def _ranked(pairs: Any) -> list[ChannelCandidate]:

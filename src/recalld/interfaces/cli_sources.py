@@ -1,0 +1,98 @@
+"""``recalld index`` and ``recalld watch``: thin adapters over ``MemoryEngine.index/watch``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+import click
+
+from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors, pass_ctx
+from recalld.sources.indexer import IndexReport
+
+EXIT_NOTHING_INDEXED = 2
+"""Exit status when the run leaves nothing searchable: an empty index must not pass quietly."""
+
+
+def _glob_option(command: Callable[..., None]) -> Callable[..., None]:
+    return click.option(
+        "--glob", "globs", multiple=True,
+        help="Files to index under each folder, relative to it (repeatable; replaces the "
+             "defaults MEMORY.md and memory/**/*.md).",
+    )(command)  # fmt: skip
+
+
+def print_report(report: IndexReport, as_json: bool) -> None:
+    """One summary line, then each problem on standard error."""
+    if as_json:
+        emit_json({**report.__dict__, "empty": report.empty})
+        return
+    mb = report.bytes_indexed / 1e6
+    click.echo(
+        f"indexed {len(report.indexed)} file(s) ({report.chunks_added} chunks, {mb:.2f} MB), "
+        f"unchanged {report.unchanged}, removed {len(report.removed)}, "
+        f"{len(report.problems)} problem(s); {report.total_chunks} chunks from "
+        f"{report.files} file(s) in the index ({report.seconds:.1f} s)"
+    )
+    for problem in report.problems:
+        click.secho(f"warning: {problem.path}: {problem.message}", fg="yellow", err=True)
+    if report.empty:
+        click.secho(
+            "error: the index holds no chunks from these files: nothing here is searchable",
+            fg="red", err=True,
+        )  # fmt: skip
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=True, dir_okay=True))
+@_glob_option
+@click.option("--force", is_flag=True, help="Re-chunk and re-embed every file.")
+@click.option("--max-file-mb", type=click.FloatRange(min=0.001), default=5.0,
+              show_default=True, help="Larger files are skipped and reported.")  # fmt: skip
+@pass_ctx
+def index(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], force: bool,
+          max_file_mb: float) -> None:  # fmt: skip
+    """Index markdown memory files: MEMORY.md and memory/**/*.md under each PATH.
+
+    Incremental: only files whose content changed are re-embedded, deleted files lose their
+    chunks, and an interrupted run is completed by the next. With no PATH, every workspace
+    indexed before is brought up to date.
+    """
+    from recalld.interfaces.render import file_progress
+
+    with errors(), obj.engine() as engine, file_progress("indexing", obj.as_json) as progress:
+        report = engine.index(paths, globs=globs or None, force=force,
+                              max_file_bytes=int(max_file_mb * 1e6), progress=progress)  # fmt: skip
+    print_report(report, obj.as_json)
+    if report.empty:
+        sys.exit(EXIT_NOTHING_INDEXED)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=True, dir_okay=True))
+@_glob_option
+@click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+              help="Seconds between scans for changes.")  # fmt: skip
+@click.option("--debounce", type=click.FloatRange(min=0.0), default=0.5, show_default=True,
+              help="Seconds the files must stay unchanged before re-indexing.")  # fmt: skip
+@click.option("--max-seconds", type=click.FloatRange(min=0.0), default=None,
+              help="Stop after this long (default: until Ctrl-C).")  # fmt: skip
+@pass_ctx
+def watch(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], interval: float,
+          debounce: float, max_seconds: float | None) -> None:  # fmt: skip
+    """Keep the index of PATH in step with its files until Ctrl-C (or --max-seconds)."""
+    if not obj.as_json:
+        click.echo("watching (Ctrl-C to stop)", err=True)
+    runs = 0
+    try:
+        with errors(), obj.engine() as engine:
+            runs = engine.watch(
+                paths, globs=globs or None, interval=interval, debounce=debounce,
+                max_seconds=max_seconds, on_report=lambda r: print_report(r, obj.as_json),
+            )  # fmt: skip
+    except KeyboardInterrupt:
+        if not obj.as_json:
+            click.echo("stopped watching", err=True)
+        return
+    if not obj.as_json:
+        click.echo(f"stopped watching after {runs} index run(s)", err=True)

@@ -1,0 +1,1 @@
+"""Sources of memories: markdown memory workspaces and conversation transcripts."""

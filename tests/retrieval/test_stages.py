@@ -145,7 +145,7 @@ def test_session_support_lifts_sessions_with_several_matches() -> None:
     assert abs(support["s1"] - 1.0) < 1e-9 and abs(support["s2"] - 1.3) < 1e-9
     out = apply_session_support(items, cfg)
     assert out[0].memory.id == "p1"
-    assert apply_session_support(items, BASE) == items  # off by default
+    assert apply_session_support(items, BASE.with_changes(session_boost=0.0)) == items
 
 
 # -- filters ----------------------------------------------------------------------------
@@ -214,3 +214,45 @@ def test_config_is_frozen_and_validated() -> None:
         BASE.with_changes(nope=1)
     with pytest.raises(ValueError, match="fusion"):
         replace(BASE, fusion="max")
+
+
+def test_neighbor_support_lifts_and_adds_adjacent_turns() -> None:
+    from recalld.retrieval.sessions import neighbor_support
+
+    question = mem("q", "Gina: got any fave dance styles?", session_id="s")
+    answer = mem("a", "Jon: contemporary is my top pick", session_id="s")
+    far = mem("far", "Jon: unrelated", session_id="s")
+    items = [scored(question, 1.0), scored(far, 0.3)]
+    neighbors = {"q": [("a", 1), ("x", -2)], "far": [("a", -1)]}
+    cfg = BASE.with_changes(neighbor_weight=0.5)
+    other = mem("x", "Gina: hi", session_id="s")
+    out = neighbor_support(items, neighbors, lambda ids: {"a": answer, "x": other}, cfg)
+    by_id = {s.memory.id: s for s in out}
+    assert abs(by_id["a"].score - 0.5) < 1e-9  # the best lender wins, not the sum
+    assert by_id["a"].fused.contributions == {"neighbor_of:q": 0.5}
+    assert abs(by_id["x"].score - 0.25) < 1e-9  # two steps away: halved
+    assert [s.memory.id for s in out][:2] == ["q", "a"]
+    unchanged = neighbor_support(
+        items, neighbors, lambda ids: {}, BASE.with_changes(neighbor_weight=0.0)
+    )
+    assert [s.score for s in unchanged] == [1.0, 0.3]
+
+
+def test_store_session_neighbors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import recalld
+    from recalld.config import Settings
+    from recalld.providers.embedders import FakeEmbedder
+    from recalld.records import NewMemory
+
+    settings = Settings(db=tmp_path / "m.db", cache_dir=None)
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+        engine.add_many(
+            [
+                NewMemory(content=f"turn {i} of {s}", session_id=s, id=f"{s}{i}")
+                for s in ("A", "B")
+                for i in range(4)
+            ]  # fmt: skip
+        )
+        engine.forget("A2")
+        got = engine.store.session_neighbors(["A1", "B0"], 1)
+    assert got == {"A1": [("A0", -1), ("A3", 1)], "B0": [("B1", 1)]}

@@ -25,7 +25,7 @@ from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.query import QueryPlan, understand
-from recalld.retrieval.sessions import apply_session_support, group_by_session
+from recalld.retrieval.sessions import apply_session_support, group_by_session, neighbor_support
 from recalld.stores.base import CandidateRequest, ChannelCandidate, Store
 
 CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
@@ -58,7 +58,7 @@ def search(
     4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
     5. rerank (only with a reranker configured: none yet, so skipped);
     6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
-       role, time window), then knowledge updates and session evidence;
+       role, time window), then knowledge updates, session and neighbour evidence;
     7. filter: dedup identical content, relevance threshold and score gap (exact lexical
        and entity hits are never dropped);
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;
@@ -76,6 +76,14 @@ def search(
     vectors = _vectors(store, scored, config)
     scored = knowledge_updates(scored, vectors, config)
     scored = apply_session_support(scored, config)
+    if config.neighbor_weight > 0:
+        top = [s.memory.id for s in scored[: config.neighbor_depth]]
+        scored = neighbor_support(
+            scored,
+            store.session_neighbors(top, config.neighbor_radius),
+            lambda ids: {m.id: m for m in store.get_many(ids)},
+            config,
+        )
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)

@@ -8,11 +8,13 @@ This reorders turns (and so the sessions they stand for) without dropping any.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from recalld.records import Memory
 from recalld.retrieval.adjust import Scored
 from recalld.retrieval.config import RetrievalConfig
+from recalld.retrieval.fusion import Fused
 
 
 def session_support(scored: Sequence[Scored], config: RetrievalConfig) -> dict[str, float]:
@@ -55,3 +57,37 @@ def group_by_session(scored: Sequence[Scored]) -> list[list[Scored]]:
         key = item.memory.session_id or f"memory:{item.memory.id}"
         groups.setdefault(key, []).append(item)
     return list(groups.values())
+
+
+def neighbor_support(
+    scored: list[Scored],
+    neighbors: Mapping[str, list[tuple[str, int]]],
+    load: Callable[[list[str]], Mapping[str, Memory]],
+    config: RetrievalConfig,
+) -> list[Scored]:
+    """A turn next to a strong hit gains ``neighbor_weight`` x that hit's score (halved per
+    further step): in a conversation the answer is often the reply to the turn that matched
+    the question's words. Neighbours that were not candidates are loaded and added."""
+    lent: dict[str, tuple[float, str]] = {}
+    for item in scored[: config.neighbor_depth]:
+        for other, offset in neighbors.get(item.memory.id, ()):
+            share = config.neighbor_weight * item.score * 0.5 ** (abs(offset) - 1)
+            if share > lent.get(other, (0.0, ""))[0]:
+                lent[other] = (share, item.memory.id)
+    if not lent:
+        return scored
+    present = {s.memory.id for s in scored}
+    fresh = load([i for i in lent if i not in present])
+    out = []
+    for item in scored:
+        share, source = lent.get(item.memory.id, (0.0, ""))
+        if share:
+            factors = {**item.factors, "neighbor_support": (item.score + share) / item.score
+                       if item.score else 1.0}  # fmt: skip
+            item = replace(item, score=item.score + share, factors=factors)
+        out.append(item)
+    for memory_id, memory in fresh.items():
+        share, source = lent[memory_id]
+        fused = Fused(memory_id, 0.0, {f"neighbor_of:{source}": share})
+        out.append(Scored(memory, fused, share, {}))
+    return sorted(out, key=lambda s: -s.score)

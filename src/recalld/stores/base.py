@@ -122,6 +122,12 @@ class Store(Protocol):
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of these memories (ids without a vector are absent)."""
 
+    def session_neighbors(
+        self, ids: Sequence[str], radius: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        """For each memory with a session, the live memories of that session at most
+        ``radius`` places before or after it in storage order, as (id, offset) pairs."""
+
     def record_access(self, ids: Sequence[str], at: datetime) -> None:
         """Bump access counts and last-accessed times (a cheap write)."""
 

@@ -302,6 +302,35 @@ class SQLiteStore:
                 found[r["id"]] = _memory(r)
         return [found[i] for i in ids if i in found]
 
+    def session_neighbors(
+        self, ids: Sequence[str], radius: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        if not ids or radius < 1:
+            return {}
+        marks = ",".join("?" * len(ids))
+        # The sessions of the given memories, each read whole in storage order (sessions are
+        # conversations: tens of turns, so this stays a small read).
+        rows = self._db.execute(
+            "SELECT m.id, m.session_id FROM memories m WHERE m.session_id IN"
+            f" (SELECT session_id FROM memories WHERE id IN ({marks}))"
+            " AND m.forgotten_at IS NULL ORDER BY m.session_id, m.pk",
+            list(ids),
+        ).fetchall()
+        order: dict[str, list[str]] = {}
+        for memory_id, session in rows:
+            order.setdefault(session, []).append(memory_id)
+        wanted = set(ids)
+        out: dict[str, list[tuple[str, int]]] = {}
+        for members in order.values():
+            for position, memory_id in enumerate(members):
+                if memory_id not in wanted:
+                    continue
+                low, high = max(0, position - radius), min(len(members), position + radius + 1)
+                out[memory_id] = [
+                    (members[i], i - position) for i in range(low, high) if i != position
+                ]
+        return out
+
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
         for start in range(0, len(ids), 500):

@@ -204,3 +204,15 @@ def test_lme_bad_files(tmp_path: Path) -> None:
         load_longmemeval(uneven)
     with pytest.raises(InvalidInputError, match="cannot read"):
         read_json(tmp_path / "absent.json")
+
+
+def test_lme_user_turns_only() -> None:
+    question = load_longmemeval(LME)[0]
+    case = longmemeval_case(question, roles=("user",))
+    assert [d.memory.id for d in case.docs] == ["s0t0", "s1t0", "s1t2", "s2t0"]
+    assert case.probes[0].gold_docs == {"s1t0"}
+    sessions = longmemeval_case(question, "session", roles=("user",))
+    assert sessions.docs[1].memory.content == (
+        "user: I just adopted a green iguana and I called him Ziggy.\n"
+        "user: What vegetables are safe for reptiles to eat?"
+    )

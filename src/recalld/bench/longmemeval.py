@@ -8,7 +8,7 @@ session), with the session id, the session's date as event time and the role in 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -160,33 +160,36 @@ def select_questions(
     return chosen if limit is None else chosen[:limit]
 
 
-def longmemeval_case(question: Question, granularity: Granularity = "turn") -> Case:
+def longmemeval_case(
+    question: Question, granularity: Granularity = "turn", roles: Collection[str] | None = None
+) -> Case:
     """One store for one question: its haystack as memories, the question as the probe.
 
     Memory ids are ``s{session}t{turn}`` (``s{session}`` at session granularity), positions
-    in the haystack, so a session id that appears twice keeps both copies.
+    in the haystack, so a session id that appears twice keeps both copies. ``roles`` keeps
+    only the turns of those roles (``("user",)`` is what the official script indexes);
+    turn-level gold is then the kept ``has_answer`` turns.
     """
     docs: list[Doc] = []
-    gold_docs: set[str] = set()
+    gold_turns: set[str] = set()
     skipped = 0
     for s_index, session in enumerate(question.sessions):
+        kept = [(t_index, turn) for t_index, turn in enumerate(session.turns)
+                if roles is None or turn.role in roles]  # fmt: skip
+        empty = [i for i, turn in kept if not turn.content.strip()]
+        skipped += len(empty)
+        kept = [(i, turn) for i, turn in kept if i not in empty]
         if granularity == "session":
-            text = "\n".join(f"{t.role}: {t.content.strip()}" for t in session.turns
-                             if t.content.strip())  # fmt: skip
-            if not text:
-                skipped += len(session.turns)
-                continue
-            doc_id = f"s{s_index}"
-            docs.append(_doc(doc_id, text, session, {"turns": len(session.turns)}))
+            if kept:
+                text = "\n".join(f"{turn.role}: {turn.content.strip()}" for _, turn in kept)
+                docs.append(_doc(f"s{s_index}", text, session, {"turns": len(kept)}))
             continue
-        for t_index, turn in enumerate(session.turns):
-            if not turn.content.strip():
-                skipped += 1
-                continue
+        for t_index, turn in kept:
             doc_id = f"s{s_index}t{t_index}"
             docs.append(_doc(doc_id, turn.content, session, {"role": turn.role, "turn": t_index}))
             if turn.has_answer:
-                gold_docs.add(doc_id)
+                gold_turns.add(doc_id)
+    gold_docs = gold_turns
     if granularity == "session":
         gold_docs = {d.memory.id or "" for d in docs if d.session in question.answer_session_ids}
     probe = Probe(

@@ -331,6 +331,7 @@ def run_longmemeval(
     mode: SearchMode = "auto",
     baselines: bool = True,
     granularity: Granularity = "turn",
+    roles: Sequence[str] = (),
     limit: int | None = None,
     question_ids: Sequence[str] = (),
     include_abstention: bool = False,
@@ -352,6 +353,8 @@ def run_longmemeval(
         mode: the search mode of the ``configs`` given as plain settings.
         baselines: also run BM25 only and vector only.
         granularity: ``turn`` (a memory per turn) or ``session`` (a memory per session).
+        roles: store only turns of these roles (e.g. ``("user",)``, as the official script
+            does); empty stores every turn.
         limit: score only the first ``limit`` selected questions.
         question_ids: score only these questions.
         include_abstention: also score ``_abs`` questions (left out by default, as upstream).
@@ -379,13 +382,15 @@ def run_longmemeval(
         return longmemeval_scores(ranked, session_of, probe.gold_sessions, probe.gold_docs,
                                   case.session_sizes(), turn_level=turn_level)  # fmt: skip
 
+    cases = (longmemeval_case(q, granularity, roles or None) for q in chosen)
     report = run_cases(
-        (longmemeval_case(q, granularity) for q in chosen), len(chosen), systems, scorer,
+        cases, len(chosen), systems, scorer,
         embedder=model, cache_dir=resolved_cache, budgets=budgets, depth=depth,
         progress=progress,
     )  # fmt: skip
     abstention = sum(q.abstention for q in questions)
-    report["options"].update({"mode": mode, "granularity": granularity, "limit": limit,
+    report["options"].update({"mode": mode, "granularity": granularity,
+                              "roles": list(roles) or "all", "limit": limit,
                               "question_ids": list(question_ids),
                               "include_abstention": include_abstention})  # fmt: skip
     report["questions"] = {
@@ -393,7 +398,9 @@ def run_longmemeval(
         "abstention_in_file": abstention,
         "selected": len(chosen),
         "scored": len(report["probes"]),
-        "with_turn_labels": sum(q.has_turn_labels for q in chosen) if turn_level else 0,
+        "with_turn_labels": sum(bool(p["gold_memories"]) for p in report["probes"])
+        if turn_level
+        else 0,
     }
     return _ordered("longmemeval", path, report)
 

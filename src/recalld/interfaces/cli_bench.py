@@ -56,12 +56,19 @@ def bench() -> None:
               help="Question ids to score (comma-separated or repeated).")  # fmt: skip
 @click.option("--granularity", default="turn", show_default=True,
               type=click.Choice(["turn", "session"]), help="What one memory is.")  # fmt: skip
+@click.option(
+    "--roles",
+    default="",
+    metavar="ROLE,ROLE",
+    help="Store only turns of these roles (e.g. 'user', as the official script).",
+)
 @click.option("--include-abstention", is_flag=True,
               help="Also score '_abs' questions (left out by the official report).")  # fmt: skip
 @_shared_options
 @click.pass_context
 def longmemeval(ctx: click.Context, /, file: Path, limit: int | None,
-                question_ids: tuple[str, ...], granularity: str, include_abstention: bool,
+                question_ids: tuple[str, ...], granularity: str, roles: str,
+                include_abstention: bool,
                 **shared: Any) -> None:  # fmt: skip
     """Retrieval on a LongMemEval FILE (official schema, plain or .gz JSON).
 
@@ -72,7 +79,8 @@ def longmemeval(ctx: click.Context, /, file: Path, limit: int | None,
 
     ids = [i.strip() for raw in question_ids for i in raw.split(",") if i.strip()]
     _run(ctx, run_longmemeval, file, shared, limit=limit, question_ids=ids,
-         granularity=granularity, include_abstention=include_abstention)  # fmt: skip
+         granularity=granularity, include_abstention=include_abstention,
+         roles=[r.strip() for r in roles.split(",") if r.strip()])  # fmt: skip
 
 
 @bench.command()

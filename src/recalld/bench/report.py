@@ -153,15 +153,22 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
             values = [_group_value(system, g, metric) for g in groups]
             positions = [x + (i - (len(systems) - 1) / 2) * width for x in range(len(groups))]
             axis.bar(positions, values, width, label=name)
-        axis.set_xticks(range(len(groups)), groups, rotation=20, ha="right", fontsize=8)
+        labels = [f"{g}\n(n={_group_count(systems, g, metric)})" for g in groups]
+        axis.set_xticks(range(len(groups)), labels, fontsize=8)
         axis.set_ylim(0, 1.05)
         axis.set_ylabel(metric)
         axis.grid(axis="y", alpha=0.3)
-        axis.legend(fontsize=8, loc="lower right")
+        axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     axes[0, 0].set_title(f"{report['benchmark']}: {Path(report['file']).name}")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+
+
+def _group_count(systems: Mapping[str, Any], group: str, metric: str) -> int:
+    first = next(iter(systems.values()))
+    summary = first["overall"] if group == "overall" else first["by_group"].get(group, {})
+    return int(summary.get("counts", {}).get(metric, 0))
 
 
 def _group_value(system: Mapping[str, Any], group: str, metric: str) -> float:

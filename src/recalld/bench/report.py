@@ -53,6 +53,7 @@ def _overview(report: Mapping[str, Any]) -> list[str]:
         f"- file: `{report['file']}`",
         f"- date: {report['date']}; machine: {m['cores']} cores, {m['platform']}, "
         f"Python {m['python']}",
+        f"- embedder: {report.get('embedder', 'not recorded')}",
         "- questions: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in q.items()),
         "- options: " + ", ".join(f"{k} {v}" for k, v in o.items() if v not in (None, [], ())),
     ]

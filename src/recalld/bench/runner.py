@@ -162,6 +162,7 @@ def run_cases(
         "probes": tally.probes,
         "unscored_probes": tally.unscored,
         "options": {"depth": depth, "budgets": list(budgets)},
+        "embedder": embedder.fingerprint.describe(),
         "machine": machine(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
@@ -464,8 +465,8 @@ def run_locomo(
     return _ordered("locomo", path, report)
 
 
-REPORT_ORDER = ("benchmark", "file", "date", "machine", "questions", "options", "systems",
-                "speed", "unscored_probes", "probes")  # fmt: skip
+REPORT_ORDER = ("benchmark", "file", "date", "machine", "embedder", "questions", "options",
+                "systems", "speed", "unscored_probes", "probes")  # fmt: skip
 
 
 def _ordered(benchmark: str, path: str | Path, report: dict[str, Any]) -> dict[str, Any]:

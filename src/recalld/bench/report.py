@@ -1,0 +1,197 @@
+"""Readable reports of a benchmark run: Markdown tables, a PNG chart, the JSON itself."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from recalld.errors import InvalidInputError
+
+HEADLINES: Mapping[str, tuple[str, ...]] = {
+    "longmemeval": ("session.recall_any@5", "session.recall_any@1", "turn.recall_all@10",
+                    "context.evidence@2000"),
+    "locomo": ("turn.recall_any@10", "turn.evidence_recall@10", "session.recall_all@10",
+               "context.evidence@2000"),
+}  # fmt: skip
+"""The metrics broken down per question type / category (the first two are charted)."""
+LEVELS = (("session", "Session level"), ("turn", "Turn level"),
+          ("context", "Evidence inside the context budget"))  # fmt: skip
+CHART_PANELS = 2
+
+
+def _fmt(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def _metric_names(report: Mapping[str, Any], level: str) -> list[str]:
+    names: dict[str, None] = {}
+    for system in report["systems"].values():
+        for name in system["overall"]["metrics"]:
+            if name.startswith(level + "."):
+                names.setdefault(name, None)
+    return sorted(names, key=_metric_order)
+
+
+def _metric_order(name: str) -> tuple[str, int]:
+    base, _, cut = name.partition("@")
+    return base, int(cut) if cut.isdigit() else 0
+
+
+def _overview(report: Mapping[str, Any]) -> list[str]:
+    q = report["questions"]
+    o = report["options"]
+    m = report["machine"]
+    lines = [
+        f"- file: `{report['file']}`",
+        f"- date: {report['date']}; machine: {m['cores']} cores, {m['platform']}, "
+        f"Python {m['python']}",
+        f"- embedder: {report.get('embedder', 'not recorded')}",
+        "- questions: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in q.items()),
+        "- options: " + ", ".join(f"{k} {v}" for k, v in o.items() if v not in (None, [], ())),
+    ]
+    if report.get("command"):
+        lines.insert(0, f"- command: `{report['command']}`")
+    return lines
+
+
+def _level_table(report: Mapping[str, Any], level: str) -> list[str]:
+    names = _metric_names(report, level)
+    if not names:
+        return []
+    rows = []
+    for system_name, system in report["systems"].items():
+        metrics = system["overall"]["metrics"]
+        rows.append([system_name, *(_fmt(metrics.get(n)) for n in names)])
+    counts = next(iter(report["systems"].values()))["overall"]["counts"]
+    n = max((counts.get(name, 0) for name in names), default=0)
+    header = ["system", *(name.split(".", 1)[1] for name in names)]
+    return [f"({n} questions)", "", *_table(header, rows)]
+
+
+def _group_tables(report: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
+    systems = report["systems"]
+    groups = sorted({g for s in systems.values() for g in s["by_group"]})
+    for metric in HEADLINES.get(report["benchmark"], ()):
+        rows = []
+        for group in groups:
+            first = next(iter(systems.values()))["by_group"].get(group, {})
+            count = first.get("counts", {}).get(metric, 0)
+            cells = [_fmt(s["by_group"].get(group, {}).get("metrics", {}).get(metric))
+                     for s in systems.values()]  # fmt: skip
+            rows.append([group, str(count), *cells])
+        if any(row[1] != "0" for row in rows):
+            lines += ["", f"**{metric}**", "", *_table(["group", "n", *systems], rows)]
+    return lines
+
+
+def _speed_lines(report: Mapping[str, Any]) -> list[str]:
+    s = report["speed"]
+    cache = s["embedding_cache"]
+    rows = [
+        [name, _ms(system["latency_ms"].get("p50")), _ms(system["latency_ms"].get("p95")),
+         str(system.get("short_rankings", 0))]
+        for name, system in report["systems"].items()
+    ]  # fmt: skip
+    return [
+        f"- ingest: {s['memories']} memories in {s['ingest_s']:.1f} s "
+        f"({s['ingest_memories_per_s']:.1f} memories/s, embedding included)",
+        f"- embedding cache: {cache['hits']} hits, {cache['misses']} misses ({cache['state']})",
+        f"- peak memory: {s['peak_rss_mb']:.0f} MiB; wall time {s['wall_s']:.1f} s",
+        "",
+        *_table(["system", "search p50 ms", "search p95 ms", "rankings < 10 sessions"], rows),
+    ]
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
+
+
+def markdown_report(report: Mapping[str, Any]) -> str:
+    """The report as Markdown: overview, one table per level, breakdowns, speed."""
+    title = {"longmemeval": "LongMemEval", "locomo": "LoCoMo"}.get(report["benchmark"],
+                                                                   report["benchmark"])  # fmt: skip
+    lines = [f"# {title} retrieval benchmark", "", *_overview(report)]
+    for level, heading in LEVELS:
+        table = _level_table(report, level)
+        if table:
+            lines += ["", f"## {heading}", "", *table]
+    breakdown = _group_tables(report)
+    if breakdown:
+        lines += ["", "## By question type / category", *breakdown]
+    lines += ["", "## Speed", "", *_speed_lines(report)]
+    return "\n".join(lines) + "\n"
+
+
+def write_chart(report: Mapping[str, Any], path: Path) -> None:
+    """A PNG of the headline metrics per group (and overall), one bar per system."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise InvalidInputError("charts need matplotlib: pip install 'recalld[bench]'") from exc
+    systems = report["systems"]
+    groups = ["overall", *sorted({g for s in systems.values() for g in s["by_group"]})]
+    present = [m for m in HEADLINES.get(report["benchmark"], ())
+               if any(m in s["overall"]["metrics"] for s in systems.values())]  # fmt: skip
+    metrics = present[:CHART_PANELS]
+    if not metrics:
+        raise InvalidInputError("nothing to chart: the report has no headline metric")
+    figure, axes = plt.subplots(len(metrics), 1, figsize=(11, 4 * len(metrics)), squeeze=False)
+    width = 0.8 / len(systems)
+    for axis, metric in zip(axes[:, 0], metrics, strict=True):
+        for i, (name, system) in enumerate(systems.items()):
+            values = [_group_value(system, g, metric) for g in groups]
+            positions = [x + (i - (len(systems) - 1) / 2) * width for x in range(len(groups))]
+            axis.bar(positions, values, width, label=name)
+        labels = [f"{g}\n(n={_group_count(systems, g, metric)})" for g in groups]
+        axis.set_xticks(range(len(groups)), labels, fontsize=8)
+        axis.set_ylim(0, 1.05)
+        axis.set_ylabel(metric)
+        axis.grid(axis="y", alpha=0.3)
+        axis.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes[0, 0].set_title(f"{report['benchmark']}: {Path(report['file']).name}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _group_count(systems: Mapping[str, Any], group: str, metric: str) -> int:
+    first = next(iter(systems.values()))
+    summary = first["overall"] if group == "overall" else first["by_group"].get(group, {})
+    return int(summary.get("counts", {}).get(metric, 0))
+
+
+def _group_value(system: Mapping[str, Any], group: str, metric: str) -> float:
+    summary = system["overall"] if group == "overall" else system["by_group"].get(group, {})
+    return float(summary.get("metrics", {}).get(metric, 0.0))
+
+
+def write_json(report: Mapping[str, Any], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def write_report(report: Mapping[str, Any], folder: Path) -> list[Path]:
+    """``report.md``, ``chart.png`` and ``results.json`` in ``folder``; returns their paths."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInputError(f"cannot create the folder {folder}: {exc.strerror}") from exc
+    markdown = folder / "report.md"
+    markdown.write_text(markdown_report(report), encoding="utf-8")
+    chart = folder / "chart.png"
+    write_chart(report, chart)
+    data = folder / "results.json"
+    write_json(report, data)
+    return [markdown, chart, data]

@@ -1,0 +1,87 @@
+"""Smoke runs of ``recalld bench`` through the real CLI and the packaged model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from recalld.interfaces.cli import cli
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+LME = FIXTURES / "longmemeval_tiny.json"
+LOCOMO = FIXTURES / "locomo_tiny.json"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture
+def invoke(tmp_path: Path):  # type: ignore[no-untyped-def]
+    env = {"RECALLD_CONFIG": str(tmp_path / "absent.toml"), "RECALLD_EMBEDDER": "local"}
+
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, list(args), env=env, prog_name="recalld")
+        return result.exit_code, result.output
+
+    return run
+
+
+def test_longmemeval_smoke(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "lme.json"
+    report_dir = tmp_path / "report"
+    code, output = invoke("bench", "longmemeval", str(LME), "--cache-dir", str(tmp_path / "c"),
+                          "--json", str(out), "--report", str(report_dir))  # fmt: skip
+    assert code == 0, output
+    assert "# LongMemEval retrieval benchmark" in output
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("recalld bench longmemeval ")
+    assert report["benchmark"] == "longmemeval"
+    assert report["questions"]["scored"] == 2 and report["questions"]["abstention_in_file"] == 1
+    assert [p["id"] for p in report["probes"]] == ["q_iguana", "q_bike"]
+    assert set(report["systems"]) == {"recalld", "bm25", "vector"}
+    for name in ("recalld", "vector"):
+        metrics = report["systems"][name]["overall"]["metrics"]
+        # every haystack has <= 4 sessions and 8 short turns: all fit in 4000 tokens
+        assert metrics["session.recall_all@10"] == 1.0
+        assert metrics["context.evidence@4000"] == 1.0
+    iguana = report["probes"][0]["systems"]["bm25"]["scores"]
+    # only the gold session mentions an iguana
+    assert iguana["session.recall_any@1"] == 1.0
+    assert set(report["speed"]) >= {"ingest_memories_per_s", "embedding_cache", "peak_rss_mb"}
+    assert report["speed"]["embedding_cache"]["misses"] == 16
+    markdown = (report_dir / "report.md").read_text()
+    assert "| recalld |" in markdown and "single-session-user" in markdown
+    assert (report_dir / "chart.png").read_bytes().startswith(PNG_MAGIC)
+    assert json.loads((report_dir / "results.json").read_text())["file"] == str(LME)
+
+
+def test_locomo_smoke_json_mode(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, output = invoke("--json", "bench", "locomo", str(LOCOMO), "--adversarial",
+                          "--cache-dir", str(tmp_path / "c"), "--budget", "30")  # fmt: skip
+    assert code == 0, output
+    report = json.loads(output)
+    assert "probes" not in report  # the summary only; --json FILE keeps every question
+    assert report["questions"]["selected"] == 5 and report["questions"]["scored"] == 4
+    assert report["options"]["budgets"] == [30]
+    vector = report["systems"]["vector"]["overall"]
+    assert vector["metrics"]["turn.recall_any@10"] == 1.0
+    assert "context.evidence@30" in vector["metrics"]
+    assert "5 adversarial" in report["systems"]["recalld"]["by_group"]
+
+
+def test_bad_input_is_a_clear_error(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code, output = invoke("bench", "longmemeval", str(LME), "--questions", "q_bike,nope",
+                          "--cache-dir", str(tmp_path / "c"))  # fmt: skip
+    assert code == 2 and "no question with id nope" in output
+    broken = tmp_path / "broken.json"
+    broken.write_text("not json")
+    code, output = invoke("bench", "locomo", str(broken), "--cache-dir", str(tmp_path / "c"))
+    assert code == 2 and "not valid JSON" in output
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").iterdir())
+
+
+def test_bench_help_lists_both_benchmarks(invoke) -> None:  # type: ignore[no-untyped-def]
+    code, output = invoke("bench", "--help")
+    assert code == 0 and "longmemeval" in output and "locomo" in output
+    assert "scale" not in output

@@ -18,7 +18,9 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture
 def invoke(tmp_path: Path):  # type: ignore[no-untyped-def]
-    env = {"RECALLD_CONFIG": str(tmp_path / "absent.toml"), "RECALLD_EMBEDDER": "local"}
+    config = tmp_path / "empty.toml"  # no user config file can leak into the test
+    config.write_text("", encoding="utf-8")
+    env = {"RECALLD_CONFIG": str(config), "RECALLD_EMBEDDER": "local"}
 
     def run(*args: str) -> tuple[int, str]:
         result = CliRunner().invoke(cli, list(args), env=env, prog_name="recalld")

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from recalld.bench.cases import Case, Doc, Probe, read_json, require
+from recalld.conversation import reply_context
 from recalld.errors import InvalidInputError
 from recalld.records import NewMemory, Source
 
@@ -195,12 +196,16 @@ def locomo_case(conversation: Conversation, categories: Sequence[int] = DEFAULT_
     skipped = 0
     for session in conversation.sessions:
         name = f"session_{session.number}"
+        previous: str | None = None
         for turn in session.turns:
             if not turn.text:
                 skipped += 1
                 continue
             session_of[turn.dia_id] = name
-            docs.append(Doc(_memory(turn, session, name, conversation.sample_id), name))
+            memory = _memory(turn, session, name, conversation.sample_id)
+            memory = replace(memory, embed_context=reply_context(previous, memory.content))
+            docs.append(Doc(memory, name))
+            previous = memory.content
     probes = []
     for n, q in enumerate(conversation.questions):
         if q.category not in categories:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from recalld.bench.cases import Case, Doc, Probe, read_json, require
+from recalld.conversation import reply_context
 from recalld.errors import InvalidInputError
 from recalld.records import NewMemory, Source
 
@@ -184,9 +185,13 @@ def longmemeval_case(
                 text = "\n".join(f"{turn.role}: {turn.content.strip()}" for _, turn in kept)
                 docs.append(_doc(f"s{s_index}", text, session, {"turns": len(kept)}))
             continue
+        previous: str | None = None
         for t_index, turn in kept:
             doc_id = f"s{s_index}t{t_index}"
-            docs.append(_doc(doc_id, turn.content, session, {"role": turn.role, "turn": t_index}))
+            meta = {"role": turn.role, "turn": t_index}
+            context = reply_context(previous, turn.content)
+            docs.append(_doc(doc_id, turn.content, session, meta, context))
+            previous = turn.content
             if turn.has_answer:
                 gold_turns.add(doc_id)
     gold_docs = gold_turns
@@ -203,8 +208,15 @@ def longmemeval_case(
     return Case(question.question_id, tuple(docs), (probe,), skipped)
 
 
-def _doc(doc_id: str, text: str, session: Session, metadata: dict[str, Any]) -> Doc:
+def _doc(
+    doc_id: str,
+    text: str,
+    session: Session,
+    metadata: dict[str, Any],
+    context: str | None = None,
+) -> Doc:
     memory = NewMemory(
+        embed_context=context,
         id=doc_id,
         content=text,
         type="turn",

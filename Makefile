@@ -34,5 +34,11 @@ fix: install
 	$(BIN)/ruff check --fix src tests scripts
 	$(BIN)/ruff format src tests scripts
 
+# Full benchmark runs (need ../shared/benchmarks; not part of the tests).
+BENCH := ../shared/benchmarks
+bench: install
+	$(BIN)/recalld bench longmemeval $(BENCH)/longmemeval/longmemeval_s.json.gz --report out/lme_s
+	$(BIN)/recalld bench locomo $(BENCH)/locomo/locomo.json --report out/locomo
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -256,3 +256,12 @@ def test_store_session_neighbors(tmp_path) -> None:  # type: ignore[no-untyped-d
         engine.forget("A2")
         got = engine.store.session_neighbors(["A1", "B0"], 1)
     assert got == {"A1": [("A0", -1), ("A3", 1)], "B0": [("B1", 1)]}
+
+
+def test_plain_config_turns_every_adjustment_off() -> None:
+    plain = BASE.with_changes(decay="hyperbolic", mmr_lambda=0.5).plain()
+    memory = mem("a", days_old=300, priority=2.0, pinned=True, type="insight",
+                 metadata={"role": "user"}, access_count=9)  # fmt: skip
+    assert factors_for(memory, Context(NOW, "p", "user"), plain) == {}
+    assert plain.session_boost == plain.neighbor_weight == 0.0 and plain.mmr_lambda == 1.0
+    assert plain.channels == BASE.channels and plain.rrf_k == BASE.rrf_k

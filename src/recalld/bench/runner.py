@@ -88,8 +88,9 @@ def build_systems(
 ) -> list[System]:
     """The systems of a run: the named configs (default: recalld's pipeline) and baselines.
 
-    Baselines are BM25 only (``channels=("bm25",)`` in hybrid mode) and vector only
-    (``mode="vector"``), both derived from ``base`` (default: the ``balanced`` preset).
+    Baselines are plain BM25 only (``channels=("bm25",)`` in hybrid mode) and plain vector
+    only (``mode="vector"``): ``base.plain()``, so no adjustment, session or neighbour
+    support reorders them; what a user of a plain index would get.
     """
     if mode not in SEARCH_MODES:
         raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}")
@@ -97,9 +98,10 @@ def build_systems(
     named = configs if configs is not None else {"recalld": default}
     systems = [c if isinstance(c, System) else System(n, c, mode) for n, c in named.items()]
     if baselines:
+        plain = default.plain()
         systems += [
-            System("bm25", default.with_changes(channels=("bm25",)), "hybrid"),
-            System("vector", default, "vector"),
+            System("bm25", plain.with_changes(channels=("bm25",)), "hybrid"),
+            System("vector", plain, "vector"),
         ]
     names = [s.name for s in systems]
     if len(set(names)) != len(names):

@@ -150,6 +150,18 @@ class RetrievalConfig:
         if unknown:
             raise InvalidInputError(f"unknown channel(s): {', '.join(sorted(unknown))}")
 
+    def plain(self) -> RetrievalConfig:
+        """A copy that only fuses the channels: every adjustment, support and diversity
+        stage off. With one channel this is that channel's own ranking (a baseline)."""
+        return replace(
+            self, decay="none", use_priority=False, pinned_boost=1.0, project_boost=1.0,
+            project_penalty=1.0, no_project_penalty=1.0,
+            type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)), significance_weight=0.0,
+            reinforcement_weight=0.0, role_boost=1.0, window_boost=1.0, kupdate_factor=1.0,
+            session_boost=0.0, neighbor_weight=0.0, mmr_lambda=1.0, diverse_aggregation=False,
+            min_score=0.0, max_gap=0.0, dedupe=False,
+        )  # fmt: skip
+
     def with_changes(self, **changes: Any) -> RetrievalConfig:
         """A copy with some fields changed (unknown names are an error)."""
         known = {f.name for f in fields(self)}

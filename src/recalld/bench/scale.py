@@ -2,7 +2,8 @@
 
 For each size: build time (inserting through ``SQLiteStore.insert`` with precomputed
 vectors, in :data:`~recalld.bench.scale_corpus.BLOCK`-row transactions), file size, the
-first search of a new process (loading vectors, building or loading the ANN index), p50/p95
+first search of a new process (loading vectors, building or loading the ANN index; then
+again once the index is saved), p50/p95
 latency of ``vector`` and ``hybrid`` searches through the facade with the query embedded
 by the real model inside each timed call, the same queries through plain FTS5 and plain
 exact numpy cosine as floors, and peak memory of the build and of the search process.
@@ -64,6 +65,7 @@ class SizeResult:
 
     size: int
     build: dict[str, Any]
+    index: dict[str, Any]
     search: dict[str, Any]
     file_bytes: int
     index_bytes: int
@@ -156,11 +158,13 @@ def _one_size(
         build = _child("build", note, db=str(db), pool_path=str(pool_path), size=size,
                        seed=options.seed)  # fmt: skip
         _write_marker(marker, {"stamp": stamp, "build": build})
+    indexed = _child("index", note, db=str(db), pool_path=str(pool_path))
     searched = _child("search", note, db=str(db), embedder=options.embedder,
                       questions=questions, limit=options.limit)  # fmt: skip
     return SizeResult(
         size=size,
         build=build,
+        index=indexed,
         search=searched,
         file_bytes=_size(db, "", "-wal"),
         index_bytes=_tree_size(Path(f"{db}.ann")),

@@ -170,7 +170,7 @@ class AnnIndex:
             self._index.save(str(temporary))
             os.replace(temporary, self._folder / f"{self.covered_seq}.usearch")
             for seq, path in _saved(self._folder):
-                if seq < self.covered_seq:
+                if seq != self.covered_seq:  # older, or a foreign file that failed its check
                     path.unlink(missing_ok=True)
         except OSError as exc:  # a read-only folder: keep working from memory
             log.warning("cannot save the ANN index in %s: %s", self._folder, exc)

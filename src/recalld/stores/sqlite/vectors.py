@@ -302,7 +302,7 @@ class VectorMirror:
             if self._count == 0 or limit <= 0:
                 return []
             query = np.asarray(query, dtype=np.float32)
-            mask = self.live if allowed is None else (allowed & self.live)
+            mask = self.live if allowed is None else (_fit(allowed, self._count) & self.live)
             allowed_count = self.size if allowed is None else int(mask.sum())
             if allowed_count == 0:
                 return []
@@ -367,6 +367,13 @@ class VectorMirror:
             self.matrix, self.live, self._seq,
         )  # fmt: skip
         return True
+
+
+def _fit(mask: Mask, count: int) -> Mask:
+    """A mask made before rows were appended (by another thread) leaves the new rows out."""
+    if len(mask) >= count:
+        return mask[:count]
+    return np.concatenate([mask, np.zeros(count - len(mask), dtype=np.bool_)])
 
 
 def _grown(array: npt.NDArray[_Item], capacity: int) -> npt.NDArray[_Item]:

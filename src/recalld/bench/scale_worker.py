@@ -29,7 +29,16 @@ FLOOR_LIMIT = 40
 
 
 def peak_rss_mb() -> float | None:
-    """This process's peak resident memory so far, in MiB (None where unsupported)."""
+    """This process's peak resident memory so far, in MiB (None where unsupported).
+
+    Linux's ``VmHWM`` first: ``ru_maxrss`` survives ``exec``, so a spawned child would
+    report its parent's peak whenever that is higher.
+    """
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     try:
         import resource
     except ImportError:  # Windows

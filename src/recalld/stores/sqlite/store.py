@@ -159,7 +159,7 @@ class SQLiteStore:
                 f"{self.path} is not a usable recalld store ({exc}); "
                 "point --db at another file, or move this one aside"
             ) from exc
-        self._vectors = VectorMirror()
+        self._vectors = VectorMirror(None if self.path == ":memory:" else Path(self.path + ".ann"))
 
     @staticmethod
     def _check_path(path: Path) -> None:
@@ -408,14 +408,14 @@ class SQLiteStore:
             )
         allowed: npt.NDArray[np.bool_] | None = None
         if q.is_trivial(request.filters):
-            hidden = [r[0] for r in self._db.execute(
-                "SELECT pk FROM memories WHERE forgotten_at IS NOT NULL")]  # fmt: skip
-            if hidden:
-                allowed = ~np.isin(mirror.pks, np.asarray(hidden, dtype=np.int64))
+            hidden = np.fromiter((r[0] for r in self._db.execute(
+                "SELECT pk FROM memories WHERE forgotten_at IS NOT NULL")), np.int64)  # fmt: skip
+            if len(hidden):
+                allowed = ~mirror.rows_with(hidden)
         else:
-            keep = [r[0] for r in self._db.execute(
-                f"SELECT m.pk FROM memories m WHERE {where}", params)]  # fmt: skip
-            allowed = np.isin(mirror.pks, np.asarray(keep, dtype=np.int64))
+            keep = np.fromiter((r[0] for r in self._db.execute(
+                f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
+            allowed = mirror.rows_with(keep)
         top = mirror.search(request.query_vector, request.semantic_limit, allowed)
         return _ranked(zip(self._ids_for([pk for pk, _ in top]), [s for _, s in top],
                            strict=True))  # fmt: skip

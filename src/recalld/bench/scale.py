@@ -1,0 +1,262 @@
+"""``recalld bench scale``: build synthetic stores of growing size and time searches on them.
+
+For each size: build time (inserting through ``SQLiteStore.insert`` with precomputed
+vectors, in :data:`~recalld.bench.scale_corpus.BLOCK`-row transactions), file size, the
+first search of a new process (loading vectors, building or loading the ANN index; then
+again once the index is saved), p50/p95
+latency of ``vector`` and ``hybrid`` searches through the facade with the query embedded
+by the real model inside each timed call, the same queries through plain FTS5 and plain
+exact numpy cosine as floors, and peak memory of the build and of the search process.
+How the corpus is made: :mod:`recalld.bench.scale_corpus`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import platform
+import queue
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from recalld.bench import scale_corpus as sc
+from recalld.errors import InvalidInputError, RecalldError
+from recalld.providers.embedders import resolve_embedder
+from recalld.stores.sqlite.vector_index import ann_available
+from recalld.stores.sqlite.vectors import ANN_MIN_ROWS
+
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+FIDELITY_SAMPLE = 200
+"""Synthetic memories whose real embedding is compared with their derived vector."""
+CHILD_POLL_S = 0.5
+
+Progress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)``; ``total`` 0 means the phase has no count."""
+
+
+class ScaleBenchError(RecalldError):
+    """A benchmark child process failed."""
+
+
+@dataclass(frozen=True)
+class ScaleOptions:
+    """What to run; every field has the CLI's default."""
+
+    sizes: tuple[int, ...] = DEFAULT_SIZES
+    queries: int = 50
+    workdir: Path = Path("scale-bench")
+    embedder: str = "local"
+    pool_size: int = 3000
+    seed: int = 7
+    limit: int = 10
+    rebuild: bool = False
+    """Rebuild stores that a previous run left in ``workdir`` for the same corpus."""
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """Everything measured at one corpus size (latencies in ms: p50, p95, mean)."""
+
+    size: int
+    build: dict[str, Any]
+    index: dict[str, Any]
+    search: dict[str, Any]
+    file_bytes: int
+    index_bytes: int
+    ann: bool
+    reused_build: bool
+
+
+@dataclass(frozen=True)
+class ScaleReport:
+    """A whole run: options, corpus facts, machine, and one result per size."""
+
+    options: dict[str, Any]
+    corpus: dict[str, Any]
+    machine: dict[str, Any]
+    results: tuple[SizeResult, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_scale(
+    options: ScaleOptions, source: sc.SourceText, progress: Progress | None = None
+) -> ScaleReport:
+    """Run the benchmark at every size of ``options``; returns the report.
+
+    Raises:
+        InvalidInputError: for sizes the pool cannot make, or too few questions.
+        ScaleBenchError: when a build or search process fails.
+    """
+    _validate(options, source)
+    note = progress or (lambda phase, done, total: None)
+    options.workdir.mkdir(parents=True, exist_ok=True)
+    note("embedding the snippet pool", 0, 0)
+    embedder = resolve_embedder(options.embedder)
+    pool = sc.build_pool(sc.snippets(source.turns), options.pool_size, options.seed, embedder,
+                         options.workdir)  # fmt: skip
+    if max(options.sizes) > sc.max_size(pool):
+        raise InvalidInputError(f"a pool of {options.pool_size} snippets makes at most "
+                                f"{sc.max_size(pool)} memories; raise --pool")  # fmt: skip
+    pool_path = options.workdir / "pool.npz"
+    pool.save(pool_path)
+    rng = np.random.default_rng(options.seed)
+    picked = rng.choice(len(source.questions), options.queries, replace=False)
+    questions = [source.questions[i] for i in sorted(picked)]
+    corpus = {"turns": len(source.turns), "pool": len(pool.texts), "questions": len(questions),
+              "fidelity": sc.fidelity(pool, embedder, FIDELITY_SAMPLE, options.seed)}  # fmt: skip
+    machine = _machine()
+    results = tuple(
+        _one_size(options, size, pool, pool_path, questions, note) for size in sorted(options.sizes)
+    )
+    machine["load_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
+    opts = {**asdict(options), "workdir": str(options.workdir)}
+    return ScaleReport(opts, corpus, machine, results)
+
+
+def _validate(options: ScaleOptions, source: sc.SourceText) -> None:
+    if not options.sizes or min(options.sizes) < 1:
+        raise InvalidInputError("sizes must be positive integers")
+    if not 1 <= options.queries <= len(source.questions):
+        raise InvalidInputError(f"--queries must be 1 to {len(source.questions)}")
+    if options.pool_size < 2:
+        raise InvalidInputError("the pool needs at least 2 snippets")
+
+
+def _machine() -> dict[str, Any]:
+    return {"platform": platform.platform(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "load_before": os.getloadavg() if hasattr(os, "getloadavg") else None}  # fmt: skip
+
+
+def _one_size(
+    options: ScaleOptions,
+    size: int,
+    pool: sc.Pool,
+    pool_path: Path,
+    questions: list[str],
+    note: Progress,
+) -> SizeResult:
+    db = options.workdir / f"scale-{size}.db"
+    marker = options.workdir / f"scale-{size}.build.json"
+    stamp = f"{pool.digest}-{options.seed}-{size}"
+    reused = False
+    if not options.rebuild and marker.is_file() and db.is_file():
+        saved = _read_marker(marker)
+        reused = saved.get("stamp") == stamp
+    if reused:
+        build = saved["build"]
+    else:
+        _remove_store(db)
+        build = _child("build", note, db=str(db), pool_path=str(pool_path), size=size,
+                       seed=options.seed)  # fmt: skip
+        _write_marker(marker, {"stamp": stamp, "build": build})
+    indexed = _child("index", note, db=str(db), pool_path=str(pool_path))
+    searched = _child("search", note, db=str(db), embedder=options.embedder,
+                      questions=questions, limit=options.limit)  # fmt: skip
+    return SizeResult(
+        size=size,
+        build=build,
+        index=indexed,
+        search=searched,
+        file_bytes=_size(db, "", "-wal"),
+        index_bytes=_tree_size(Path(f"{db}.ann")),
+        ann=size >= ANN_MIN_ROWS and ann_available(),
+        reused_build=reused,
+    )
+
+
+def _child(target: str, note: Progress, **kwargs: Any) -> dict[str, Any]:
+    """Run a worker in a fresh process, relaying its progress; returns its result."""
+    from recalld.bench.scale_worker import run_child
+
+    context = multiprocessing.get_context("spawn")
+    channel: Any = context.Queue()
+    process = context.Process(target=run_child, args=(target, channel, kwargs), daemon=True)
+    process.start()
+    phase, done, total = target, 0, 0
+    try:
+        while True:
+            try:
+                kind, value = channel.get(timeout=CHILD_POLL_S)
+            except queue.Empty:
+                if not process.is_alive():
+                    raise ScaleBenchError(
+                        f"the {target} process died (exit code {process.exitcode}); "
+                        "out of memory? try smaller --sizes"
+                    ) from None
+                continue
+            if kind == "done":
+                return dict(value)
+            if kind == "error":
+                raise ScaleBenchError(f"the {target} process failed:\n{value}")
+            if kind == "phase":
+                phase, done, total = str(value), 0, 0
+            elif kind == "total":
+                total = int(value)
+            elif kind == "advance":
+                done += int(value)
+            note(phase, done, total)
+    finally:
+        process.join(timeout=60)
+        if process.is_alive():
+            process.terminate()
+
+
+def _remove_store(db: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    shutil.rmtree(f"{db}.ann", ignore_errors=True)
+
+
+def _size(db: Path, *suffixes: str) -> int:
+    return sum(Path(f"{db}{s}").stat().st_size for s in suffixes if Path(f"{db}{s}").exists())
+
+
+def _tree_size(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.glob("*") if p.is_file()) if folder.is_dir() else 0
+
+
+def _read_marker(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return loaded
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_marker(path: Path, value: dict[str, Any]) -> None:
+    import json
+
+    path.write_text(json.dumps(value, indent=2), encoding="utf-8")
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """``"10000,100k,1M"`` -> ``(10000, 100000, 1000000)``."""
+    sizes = []
+    for part in text.split(","):
+        word = part.strip().lower().replace("_", "")
+        scale = {"k": 1_000, "m": 1_000_000}.get(word[-1:], 1)
+        digits = word[:-1] if scale > 1 else word
+        if not digits.isdigit() or int(digits) * scale < 1:
+            raise InvalidInputError(f"not a corpus size: {part!r} (use e.g. 10000,100k,1M)")
+        sizes.append(int(digits) * scale)
+    return tuple(dict.fromkeys(sizes))
+
+
+def growth(results: Sequence[SizeResult], key: str) -> list[float]:
+    """Latency (p50) ratio from each size to the next, per 10x more memories."""
+    out = []
+    for small, big in zip(results, results[1:], strict=False):
+        ratio = big.search[key]["p50_ms"] / max(small.search[key]["p50_ms"], 1e-9)
+        out.append(ratio ** (1 / np.log10(big.size / small.size)))
+    return out

@@ -1,0 +1,189 @@
+"""The child processes of one scale-benchmark size: build a store, index it, search it.
+
+Each runs in a fresh process so its peak memory (``ru_maxrss``) is its own, and so the
+search side starts cold, as a new ``recalld`` process would. They report over a queue:
+``("total", n)``, ``("advance", n)``, ``("phase", text)``, then ``("done", dict)`` or
+``("error", text)``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from functools import partial
+from multiprocessing.queues import Queue
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from recalld.bench import scale_corpus as sc
+
+Report = Callable[[str, Any], None]
+FLOOR_LIMIT = 40
+"""Candidates the floors fetch: the per-channel pool a default search (limit 10) asks for."""
+
+
+def peak_rss_mb() -> float | None:
+    """This process's peak resident memory so far, in MiB (None where unsupported).
+
+    Linux's ``VmHWM`` first: ``ru_maxrss`` survives ``exec``, so a spawned child would
+    report its parent's peak whenever that is higher.
+    """
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def run_child(target: str, queue: Queue[tuple[str, Any]], kwargs: dict[str, Any]) -> None:
+    """Entry point of a child: run ``build`` or ``search`` and send the outcome."""
+    try:
+
+        def report(kind: str, value: Any) -> None:
+            queue.put((kind, value))
+
+        steps: dict[str, Callable[..., dict[str, Any]]] = {
+            "build": build, "index": index, "search": search}  # fmt: skip
+        result = steps[target](report, **kwargs)
+        queue.put(("done", result))
+    except BaseException:  # the parent must hear about any failure, then the child exits
+        queue.put(("error", traceback.format_exc()))
+
+
+def build(report: Report, db: str, pool_path: str, size: int, seed: int) -> dict[str, Any]:
+    """Insert ``size`` synthetic memories with vectors, then load the store once to search."""
+    from recalld.stores.sqlite import SQLiteStore
+
+    pool = sc.Pool.load(Path(pool_path))
+    store = SQLiteStore(db)
+    store.set_fingerprint(pool.fingerprint)
+    report("phase", f"{size:,}: inserting")
+    report("total", size)
+    generate = insert = 0.0
+    started = time.perf_counter()
+    for start in range(0, size, sc.BLOCK):
+        stop = min(size, start + sc.BLOCK)
+        block_start = time.perf_counter()
+        memories = sc.memories(pool, start, stop, seed, pool.fingerprint)
+        vectors = sc.derived_vectors(pool, start, stop, seed)
+        generated = time.perf_counter()
+        store.insert(memories, vectors)
+        insert += time.perf_counter() - generated
+        generate += generated - block_start
+        report("advance", stop - start)
+    store.close()
+    _checkpoint(db)
+    total = time.perf_counter() - started
+    return {"insert_s": insert, "generate_s": generate, "build_s": total,
+            "peak_build_mb": peak_rss_mb()}  # fmt: skip
+
+
+def _checkpoint(db: str) -> None:
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def index(report: Report, db: str, pool_path: str) -> dict[str, Any]:
+    """Time the first vector search of a new process on the built store.
+
+    It loads the vectors and, for stores of ``ANN_MIN_ROWS`` vectors or more, loads the
+    saved ANN index or, when there is none yet, builds and saves it.
+    """
+    from recalld.stores.base import CandidateRequest
+    from recalld.stores.sqlite import SQLiteStore
+
+    query = sc.Pool.load(Path(pool_path)).vectors[0]
+    saved = any(Path(f"{db}.ann").glob("*.usearch"))
+    report("phase", "loading vectors, building or loading the ANN index")
+    store = SQLiteStore(db)
+    started = time.perf_counter()
+    store.candidates(CandidateRequest(query_vector=query, semantic_limit=FLOOR_LIMIT))
+    elapsed = time.perf_counter() - started
+    store.close()
+    return {"first_search_s": elapsed, "index_was_saved": saved, "peak_index_mb": peak_rss_mb()}
+
+
+def search(
+    report: Report, db: str, embedder: str, questions: list[str], limit: int
+) -> dict[str, Any]:
+    """Time searches of a built store: each mode through the facade, then the two floors."""
+    import recalld
+    from recalld.config import Settings
+    from recalld.providers.embedders import resolve_embedder
+
+    model = resolve_embedder(embedder)
+    model.embed_query("warm up the model")  # loading the model is not the store's cost
+    settings = Settings(db=Path(db), cache_dir=None, embedder=embedder)
+    out: dict[str, Any] = {}
+    with recalld.open(settings=settings, embedder=model) as engine:
+        started = time.perf_counter()
+        engine.search(questions[0], limit=limit, mode="vector")
+        out["cold_start_s"] = time.perf_counter() - started
+        for mode in ("vector", "hybrid"):
+            report("phase", f"searching ({mode})")
+            out[mode] = _timed(questions, partial(engine.search, limit=limit, mode=mode))
+        out["embed"] = _timed(questions, model.embed_query)
+    out["peak_search_mb"] = peak_rss_mb()
+    report("phase", "searching (floors)")
+    del engine  # free the mirror before the floors load their own matrix
+    out["fts5"] = _fts5_floor(db, questions)
+    out["numpy"] = _numpy_floor(db, model, questions)
+    return out
+
+
+def _timed(questions: list[str], call: Callable[[str], object]) -> dict[str, float]:
+    """p50/p95/mean in milliseconds of ``call(question)``, one question at a time."""
+    times = []
+    for question in questions:
+        started = time.perf_counter()
+        call(question)
+        times.append((time.perf_counter() - started) * 1000)
+    ms = np.array(times)
+    return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+            "mean_ms": float(ms.mean())}  # fmt: skip
+
+
+def _fts5_floor(db: str, questions: list[str]) -> dict[str, float]:
+    """Plain FTS5: the query's keywords OR-ed, BM25 order, no join, no embedding."""
+    from recalld.stores.sqlite.queries import fts_match
+    from recalld.text import keywords
+
+    conn = sqlite3.connect(db)
+    sql = ("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+           " ORDER BY bm25(memories_fts) LIMIT ?")  # fmt: skip
+
+    def one(question: str) -> list[Any]:
+        match = fts_match(tuple(keywords(question))) or '""'
+        return conn.execute(sql, (match, FLOOR_LIMIT)).fetchall()
+
+    result = _timed(questions, one)
+    conn.close()
+    return result
+
+
+def _numpy_floor(db: str, model: Any, questions: list[str]) -> dict[str, float]:
+    """Plain exact cosine: embed the query, one matrix product, ``argpartition``."""
+    conn = sqlite3.connect(db)
+    blobs = b"".join(r[0] for r in conn.execute("SELECT vector FROM vectors"))
+    conn.close()
+    matrix = np.frombuffer(blobs, dtype=np.float32).reshape(-1, model.fingerprint.dimension)
+
+    def one(question: str) -> npt.NDArray[np.intp]:
+        scores = matrix @ model.embed_query(question)
+        count = min(FLOOR_LIMIT, len(scores))
+        top = np.argpartition(-scores, count - 1)[:count]
+        return top[np.argsort(-scores[top])]
+
+    return _timed(questions, one)

@@ -1,0 +1,85 @@
+"""``recalld bench scale``: parse options, run :func:`recalld.bench.scale.run_scale`, print."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from recalld.errors import RecalldError
+
+
+@click.command("scale")
+@click.option("--sizes", default="10000,100000,1000000", show_default=True,
+              help="Corpus sizes, comma separated (10k and 1M forms work too).")  # fmt: skip
+@click.option("--queries", default=50, show_default=True, help="Questions timed per mode.")
+@click.option("--workdir", default="scale-bench", show_default=True,
+              type=click.Path(file_okay=False),
+              help="Where stores and caches are kept.")  # fmt: skip
+@click.option("--data", default="../shared/benchmarks", show_default=True,
+              type=click.Path(file_okay=False),
+              help="Holds longmemeval/longmemeval_s.json.gz, locomo/locomo.json.")  # fmt: skip
+@click.option("--embedder", default="local", show_default=True,
+              help="Embedder that embeds the pool and every query.")  # fmt: skip
+@click.option("--pool", "pool_size", default=3000, show_default=True,
+              help="Real snippets embedded; memories are pairs of them.")  # fmt: skip
+@click.option("--seed", default=7, show_default=True)
+@click.option("--rebuild", is_flag=True, help="Rebuild stores a previous run left in --workdir.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
+@click.option("--report", "report_dir", type=click.Path(file_okay=False),
+              help="Write scale.md, scale.png (latency vs size) and scale.json here.")  # fmt: skip
+def scale(sizes: str, queries: int, workdir: str, data: str, embedder: str, pool_size: int,
+          seed: int, rebuild: bool, as_json: bool, report_dir: str | None) -> None:  # fmt: skip
+    """Time builds and searches on synthetic stores of growing size (from real turns)."""
+    from recalld.bench import scale_corpus, scale_report
+    from recalld.bench.scale import ScaleOptions, parse_sizes, run_scale
+
+    try:
+        options = ScaleOptions(sizes=parse_sizes(sizes), queries=queries, workdir=Path(workdir),
+                               embedder=embedder, pool_size=pool_size, seed=seed,
+                               rebuild=rebuild)  # fmt: skip
+        source = scale_corpus.read_sources(Path(data))
+        with _progress_bar(enabled=not as_json) as progress:
+            report = run_scale(options, source, progress)
+        written = scale_report.write(report, Path(report_dir)) if report_dir else []
+    except RecalldError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(scale_report.markdown(report))
+        for path in written:
+            click.echo(f"wrote {path}")
+
+
+class _progress_bar:  # noqa: N801 - used as a context manager, reads like one
+    """A rich progress bar fed by ``progress(phase, done, total)`` calls (stderr)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __enter__(self) -> _progress_bar:
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+            self._bar = Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), console=Console(stderr=True))  # fmt: skip
+            self._bar.start()
+            self._task = self._bar.add_task("starting", total=None)
+        return self
+
+    def __call__(self, phase: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if phase != self._bar.tasks[-1].description:
+            self._bar.remove_task(self._task)
+            self._task = self._bar.add_task(phase, total=None)
+        self._bar.update(self._task, completed=done, total=total or None)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._bar.stop()

@@ -1,0 +1,123 @@
+"""Smoke test of ``bench scale`` on a tiny corpus written here in the benchmarks' formats."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from recalld.bench import scale_corpus as sc
+from recalld.bench.scale import parse_sizes
+from recalld.errors import InvalidInputError
+from recalld.interfaces.cli_scale import scale
+from recalld.providers.embedders import FakeEmbedder
+
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "scale_turns.json"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    """LongMemEval_S and LoCoMo files, in their real schemas, made from the fixture."""
+    fixture = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    sessions, questions = fixture["sessions"], fixture["questions"]
+    half = len(sessions) // 2
+    lme = [{
+        "question_id": f"q{i}", "question_type": "single-session-user", "question": q,
+        "answer": "-", "question_date": "2024/01/01 (Mon) 10:00",
+        "haystack_session_ids": [f"s{n}" for n in range(half)],
+        "haystack_dates": ["2023/12/01 (Fri) 10:00"] * half,
+        "haystack_sessions": [[{"role": "user", "content": t} for t in s]
+                              for s in sessions[:half]],
+        "answer_session_ids": ["s0"],
+    } for i, q in enumerate(questions[:5])]  # fmt: skip
+    conversation: dict[str, object] = {"speaker_a": "Ana", "speaker_b": "Ben"}
+    for n, session in enumerate(sessions[half:], start=1):
+        conversation[f"session_{n}"] = [{"speaker": "Ana", "dia_id": f"D{n}:{k}", "text": t}
+                                        for k, t in enumerate(session, start=1)]  # fmt: skip
+        conversation[f"session_{n}_date_time"] = "1:56 pm on 8 May, 2023"
+    locomo = [{"sample_id": "conv-x", "conversation": conversation,
+               "qa": [{"question": q, "answer": "-", "evidence": ["D1:1"], "category": 4}
+                      for q in questions[5:]]}]  # fmt: skip
+    (tmp_path / "data" / "longmemeval").mkdir(parents=True)
+    (tmp_path / "data" / "locomo").mkdir()
+    with gzip.open(tmp_path / "data" / sc.LONGMEMEVAL_FILE, "wt", encoding="utf-8") as handle:
+        json.dump(lme, handle)
+    (tmp_path / "data" / sc.LOCOMO_FILE).write_text(json.dumps(locomo), encoding="utf-8")
+    return tmp_path / "data"
+
+
+def test_sources_and_snippets_come_from_both_files(data_dir: Path) -> None:
+    source = sc.read_sources(data_dir)
+    assert len(source.turns) == 40
+    assert len(source.questions) == 10
+    pieces = sc.snippets(source.turns)
+    assert len(pieces) >= 40
+    assert all(sc.SNIPPET_MIN_CHARS <= len(p) <= sc.SNIPPET_MAX_CHARS for p in pieces)
+
+
+def test_synthetic_memories_are_distinct_and_independent_of_corpus_size(data_dir: Path) -> None:
+    source = sc.read_sources(data_dir)
+    pool = sc.build_pool(sc.snippets(source.turns), 30, 3, FakeEmbedder(32))
+    whole = sc.memories(pool, 0, 600, 3, "fp")
+    part = sc.memories(pool, 200, 400, 3, "fp")
+    assert [m.content for m in whole[200:400]] == [m.content for m in part]
+    assert len({m.content for m in whole}) == 600
+    vectors = sc.derived_vectors(pool, 0, 600, 3)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(vectors[200:400], sc.derived_vectors(pool, 200, 400, 3))
+    with pytest.raises(InvalidInputError, match="bigger pool"):
+        next(sc.blocks(pool, sc.max_size(pool) + 1, 3))
+
+
+def test_parse_sizes() -> None:
+    assert parse_sizes("10000, 100k,1M") == (10_000, 100_000, 1_000_000)
+    with pytest.raises(InvalidInputError):
+        parse_sizes("ten")
+
+
+def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path) -> None:
+    report_dir = tmp_path / "report"
+    result = CliRunner().invoke(scale, [
+        "--sizes", "300,600", "--queries", "3", "--embedder", "fake:64", "--pool", "40",
+        "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
+        "--report", str(report_dir), "--json",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output[: result.output.rindex("}") + 1])
+    assert [r["size"] for r in report["results"]] == [300, 600]
+    for row in report["results"]:
+        assert row["file_bytes"] > 0
+        assert row["build"]["insert_s"] > 0
+        for key in ("vector", "hybrid", "numpy", "fts5", "embed"):
+            assert 0 < row["search"][key]["p50_ms"] <= row["search"][key]["p95_ms"]
+    assert report["corpus"]["pool"] == 40
+    table = (report_dir / "scale.md").read_text(encoding="utf-8")
+    assert "| 300 |" in table and "| 600 |" in table
+    assert (report_dir / "scale.png").read_bytes()[:4] == b"\x89PNG"
+    # A second run reuses the stores it built.
+    again = CliRunner().invoke(scale, [
+        "--sizes", "300", "--queries", "2", "--embedder", "fake:64", "--pool", "40",
+        "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
+    ])  # fmt: skip
+    assert again.exit_code == 0, again.output
+    assert "come from an earlier run's build" in again.output
+
+
+def test_cli_refuses_sizes_the_pool_cannot_make(data_dir: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(scale, [
+        "--sizes", "5000", "--queries", "2", "--embedder", "fake:64", "--pool", "40",
+        "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
+    ])  # fmt: skip
+    assert result.exit_code == 2
+    assert "raise --pool" in result.output
+    assert not list((tmp_path / "work").glob("*.db"))
+
+
+def test_cli_names_a_missing_data_folder(tmp_path: Path) -> None:
+    result = CliRunner().invoke(scale, ["--data", str(tmp_path / "nowhere"), "--sizes", "10"])
+    assert result.exit_code == 2
+    assert "benchmark file not found" in result.output

@@ -1,0 +1,242 @@
+"""The vector mirror: exact and ANN paths, filters, refresh across connections, persistence."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recalld.records import Memory, MemoryFilter
+from recalld.stores.base import CandidateRequest
+from recalld.stores.sqlite import SQLiteStore
+from recalld.stores.sqlite.vectors import VectorMirror
+from recalld.text import content_hash
+
+DIM = 24
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+pytest.importorskip("usearch")
+
+
+def clustered(count: int, seed: int) -> np.ndarray:
+    """Unit vectors around 20 centres: near-ties, like real embeddings of one topic."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((20, DIM))
+    vectors = centres[rng.integers(0, 20, count)] + 0.4 * rng.standard_normal((count, DIM))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def memory(i: int, session: str = "s") -> Memory:
+    text = f"memory number {i}"
+    return Memory(id=f"m{i}", content=text, type="event", created_at=NOW, updated_at=NOW,
+                  content_hash=content_hash(text), session_id=session)  # fmt: skip
+
+
+def fill(store: SQLiteStore, start: int, vectors: np.ndarray) -> None:
+    store.insert([memory(start + i, f"s{(start + i) % 4}") for i in range(len(vectors))], vectors)
+
+
+def table(path: Path) -> dict[int, np.ndarray]:
+    """The truth: every pk's vector, read straight from the table."""
+    with sqlite3.connect(path) as db:
+        return {pk: np.frombuffer(blob, np.float32) for pk, blob in
+                db.execute("SELECT pk, vector FROM vectors")}  # fmt: skip
+
+
+def brute(truth: dict[int, np.ndarray], query: np.ndarray, limit: int,
+          allowed: set[int] | None = None) -> list[int]:  # fmt: skip
+    pks = [pk for pk in truth if allowed is None or pk in allowed]
+    scores = np.array([truth[pk] @ query for pk in pks])
+    order = np.lexsort((np.arange(len(pks)), -scores))[:limit]
+    return [pks[i] for i in order]
+
+
+def top_pks(mirror: VectorMirror, query: np.ndarray, limit: int, allowed=None) -> list[int]:
+    return [pk for pk, _ in mirror.search(query, limit, allowed)]
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    with_store = SQLiteStore(tmp_path / "m.db")
+    yield with_store
+    with_store.close()
+
+
+def test_exact_and_ann_agree_on_the_top_results(store: SQLiteStore, tmp_path: Path) -> None:
+    fill(store, 0, clustered(3000, seed=1))
+    exact = VectorMirror(None, ann_min_rows=10**9)
+    ann = VectorMirror(tmp_path / "m.db.ann", ann_min_rows=100, subset_exact_rows=10)
+    db = sqlite3.connect(tmp_path / "m.db")
+    exact.refresh(db)
+    ann.refresh(db)
+    queries = clustered(30, seed=2)
+    agree = []
+    for query in queries:
+        want = top_pks(exact, query, 10)
+        got = ann.search(query, 10, None)
+        assert ann.uses_ann
+        agree.append(len(set(want) & {pk for pk, _ in got}) / 10)
+        # Whatever the index proposes, scores are exact cosines.
+        for pk, score in got:
+            assert score == pytest.approx(float(table_vector(db, pk) @ query), abs=1e-5)
+    assert np.mean(agree) >= 0.95
+    assert sum(a == 1.0 for a in agree) >= 25
+    assert list((tmp_path / "m.db.ann").glob("*.usearch")), "the index was saved"
+
+
+def table_vector(db: sqlite3.Connection, pk: int) -> np.ndarray:
+    blob = db.execute("SELECT vector FROM vectors WHERE pk = ?", (pk,)).fetchone()[0]
+    return np.frombuffer(blob, np.float32)
+
+
+@pytest.mark.parametrize("ann_min_rows", [10**9, 100])
+def test_filters_mask_rows_on_both_paths(store: SQLiteStore, tmp_path: Path,
+                                         ann_min_rows: int) -> None:  # fmt: skip
+    fill(store, 0, clustered(2000, seed=3))
+    mirror = VectorMirror(None, ann_min_rows=ann_min_rows, subset_exact_rows=50)
+    mirror.refresh(sqlite3.connect(tmp_path / "m.db"))
+    truth = table(tmp_path / "m.db")
+    rng = np.random.default_rng(4)
+    for keep_count in (5, 40, 1500, 1999):  # selective filters go exact, broad ones ANN
+        keep = rng.choice(sorted(truth), keep_count, replace=False)
+        query = clustered(1, seed=int(keep_count))[0]
+        got = top_pks(mirror, query, 10, mirror.rows_with(keep))
+        assert set(got) <= set(keep.tolist())
+        assert len(got) == min(10, keep_count)
+        want = brute(truth, query, 10, set(keep.tolist()))
+        assert len(set(got) & set(want)) >= (min(10, keep_count) if keep_count <= 50 else 8)
+
+
+def test_store_search_sees_another_connections_writes(store: SQLiteStore, tmp_path: Path) -> None:
+    """Inserts, updates, hard and soft deletes made through a second store are seen."""
+    store._vectors = VectorMirror(tmp_path / "m.db.ann", ann_min_rows=300, subset_exact_rows=20)
+    fill(store, 0, clustered(400, seed=5))
+    other = SQLiteStore(tmp_path / "m.db")
+    rng = np.random.default_rng(6)
+    next_id = 400
+    for step in range(12):
+        query = clustered(1, seed=100 + step)[0]
+        check_against_table(store, tmp_path, query)
+        action = step % 4
+        if action == 0:
+            fill(other, next_id, clustered(50, seed=200 + step))
+            next_id += 50
+        elif action == 1:
+            target = memory(int(rng.integers(0, next_id)))
+            if other.get_many([target.id]):
+                other.replace(target, clustered(1, seed=300 + step)[0])
+        elif action == 2:
+            ids = [f"m{i}" for i in rng.choice(next_id, 60, replace=False)]
+            other.forget(ids, hard=True, at=NOW)
+        else:
+            ids = [f"m{i}" for i in rng.choice(next_id, 20, replace=False)]
+            other.forget(ids, hard=False, at=NOW)
+    check_against_table(store, tmp_path, clustered(1, seed=999)[0])
+    other.close()
+
+
+def check_against_table(store: SQLiteStore, tmp_path: Path, query: np.ndarray) -> None:
+    found = store.candidates(CandidateRequest(query_vector=query, semantic_limit=10))["semantic"]
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        visible = {pk for (pk,) in db.execute("SELECT pk FROM memories WHERE forgotten_at IS NULL")}
+        ids = dict(db.execute("SELECT pk, id FROM memories"))
+    truth = table(tmp_path / "m.db")
+    want = [ids[pk] for pk in brute(truth, query, 10, visible)]
+    got = [c.memory_id for c in found]
+    assert len(got) == len(want)
+    assert len(set(got) & set(want)) >= 9
+    for cand in found:  # scores are exact even when the index proposed the candidates
+        pk = next(p for p, i in ids.items() if i == cand.memory_id)
+        assert cand.score == pytest.approx(float(truth[pk] @ query), abs=1e-5)
+
+
+def test_a_single_update_is_applied_in_place(store: SQLiteStore, tmp_path: Path) -> None:
+    fill(store, 0, clustered(500, seed=7))
+    mirror = VectorMirror(None)
+    db = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    mirror.refresh(db)
+    rows_before = len(mirror.pks)
+    new_vector = clustered(1, seed=8)[0]
+    store.replace(memory(42), new_vector)
+    mirror.refresh(db)
+    assert len(mirror.pks) == rows_before  # overwritten, not appended
+    assert top_pks(mirror, new_vector, 1) == [43]  # pk of m42 (pks start at 1)
+    assert mirror.size == 500
+
+
+def test_saved_index_is_reused_and_reconciled(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    first = SQLiteStore(path)
+    first._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10)
+    fill(first, 0, clustered(1000, seed=9))
+    query = clustered(1, seed=10)[0]
+    request = CandidateRequest(query_vector=query, semantic_limit=10)
+    first.candidates(request)
+    saved = sorted(Path(f"{path}.ann").glob("*.usearch"))
+    assert len(saved) == 1
+    fill(first, 1000, clustered(100, seed=11))  # written after the save
+    first.forget(["m3", "m4"], hard=True, at=NOW)
+    first.close()
+    second = SQLiteStore(path)
+    second._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10)
+    got = second.candidates(request)["semantic"]
+    assert second._vectors.uses_ann
+    check_against_table(second, tmp_path, query)
+    assert {c.memory_id for c in got}.isdisjoint({"m3", "m4"})
+    second.close()
+
+
+def test_an_index_from_another_database_is_rebuilt(tmp_path: Path) -> None:
+    for name, seed in (("a.db", 12), ("b.db", 13)):
+        store = SQLiteStore(tmp_path / name)
+        store._vectors = VectorMirror(Path(f"{tmp_path / name}.ann"), ann_min_rows=100,
+                                      subset_exact_rows=10)  # fmt: skip
+        fill(store, 0, clustered(800, seed=seed))
+        store.candidates(CandidateRequest(query_vector=clustered(1, 1)[0], semantic_limit=5))
+        store.close()
+    shutil.rmtree(tmp_path / "b.db.ann")
+    shutil.copytree(tmp_path / "a.db.ann", tmp_path / "b.db.ann")
+    mirror = VectorMirror(tmp_path / "b.db.ann", ann_min_rows=100, subset_exact_rows=10)
+    mirror.refresh(sqlite3.connect(tmp_path / "b.db"))
+    truth = table(tmp_path / "b.db")
+    hits = []
+    for query in clustered(10, seed=14):
+        hits.append(len(set(top_pks(mirror, query, 10)) & set(brute(truth, query, 10))))
+    assert mirror.uses_ann
+    assert np.mean(hits) >= 9.5  # a foreign index would return a's neighbours
+
+
+def test_many_deletes_compact_the_matrix(store: SQLiteStore, tmp_path: Path) -> None:
+    fill(store, 0, clustered(3000, seed=15))
+    mirror = VectorMirror(None)
+    db = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    mirror.refresh(db)
+    store.forget([f"m{i}" for i in range(0, 3000, 2)], hard=True, at=NOW)
+    mirror.refresh(db)
+    assert mirror.size == 1500
+    assert len(mirror.pks) == 1500  # tombstones compacted away
+    truth = table(tmp_path / "m.db")
+    query = clustered(1, seed=16)[0]
+    assert top_pks(mirror, query, 10) == brute(truth, query, 10)
+
+
+def test_filtered_store_search_uses_the_filter(store: SQLiteStore, tmp_path: Path) -> None:
+    store._vectors = VectorMirror(None, ann_min_rows=100, subset_exact_rows=10)
+    fill(store, 0, clustered(1200, seed=17))
+    request = CandidateRequest(filters=MemoryFilter(session_id="s1"),
+                               query_vector=clustered(1, 18)[0], semantic_limit=15)  # fmt: skip
+    found = store.candidates(request)["semantic"]
+    assert len(found) == 15
+    assert all(int(c.memory_id[1:]) % 4 == 1 for c in found)
+
+
+def test_forgotten_lookup_uses_the_partial_index(store: SQLiteStore, tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        plan = db.execute(
+            "EXPLAIN QUERY PLAN SELECT pk FROM memories WHERE forgotten_at IS NOT NULL"
+        ).fetchall()
+    assert "memories_forgotten" in plan[0][3]

@@ -19,6 +19,7 @@ from recalld.text import content_hash
 DIM = 24
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
+pytest.importorskip("onnxruntime")  # see vector_index._usearch_index: load it first
 pytest.importorskip("usearch")
 
 

@@ -489,7 +489,7 @@ class SQLiteStore:
         keep = [
             r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
         ]
-        allowed = np.isin(self._vectors.pks, np.asarray(keep, dtype=np.int64))
+        allowed = self._vectors.rows_with(np.asarray(keep, dtype=np.int64))
         top = self._vectors.search(request.query_vector, request.temporal_limit, allowed)
         ids = self._ids_for([pk for pk, _ in top])
         return _ranked(zip(ids, [score for _, score in top], strict=True))

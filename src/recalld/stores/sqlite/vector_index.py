@@ -10,6 +10,7 @@ repaired, and one that belongs to another database is rebuilt.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import os
@@ -100,7 +101,7 @@ class AnnIndex:
     def _load(cls, folder: Path | None, dimension: int) -> AnnIndex | None:
         if folder is None or not folder.is_dir():
             return None
-        from usearch.index import Index
+        Index = _usearch_index()
 
         for seq, path in sorted(_saved(folder), reverse=True):
             try:
@@ -178,8 +179,21 @@ class AnnIndex:
         self._unsaved = 0
 
 
-def _new_index(dimension: int) -> Any:
+def _usearch_index() -> Any:
+    """The ``Index`` class of usearch, imported after onnxruntime when that is installed.
+
+    usearch 2.26.6 loaded before onnxruntime 1.31.1 crashes the process on onnxruntime's
+    import (reproduced with ``python -c "import usearch.index; import onnxruntime"``).
+    """
+    with contextlib.suppress(ImportError):
+        import onnxruntime  # noqa: F401
     from usearch.index import Index
+
+    return Index
+
+
+def _new_index(dimension: int) -> Any:
+    Index = _usearch_index()
 
     return Index(
         ndim=dimension,

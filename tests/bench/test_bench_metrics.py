@@ -171,7 +171,7 @@ def test_longmemeval_scores_hand_computed() -> None:
     assert set(scores) == {
         *(f"session.recall_any@{k}" for k in (1, 3, 5, 10)),
         "session.recall_all@5", "session.recall_all@10", "session.ndcg_any@5",
-        "session.ndcg_any@10", "session.mrr",
+        "session.ndcg_any@10", "session.ndcg_distinct@5", "session.ndcg_distinct@10", "session.mrr",
         *(f"turn.{m}@{k}" for m in ("recall_all", "ndcg_any") for k in (5, 10, 50)),
     }  # fmt: skip
 
@@ -203,3 +203,21 @@ def test_locomo_scores_hand_computed() -> None:
 def test_context_scores() -> None:
     scores = context_scores({2000: {"a", "b"}, 1000: {"a"}}, {"a", "b"})
     assert scores == {"context.evidence@1000": 0.5, "context.evidence@2000": 1.0}
+
+
+def test_session_ndcg_distinct_hand_computed() -> None:
+    from recalld.bench.metrics import longmemeval_scores
+
+    # Turns ranked: a, b, a, c -> distinct sessions a, b, c; gold {b, c}.
+    # DCG (upstream form: position 1 undiscounted, i >= 2 by log2(i)) = 0 + 1/log2(2) + 1/log2(3)
+    # ideal = 1 + 1/log2(2) = 2
+    scores = longmemeval_scores(
+        ["t1", "t2", "t3", "t4"],
+        {"t1": "a", "t2": "b", "t3": "a", "t4": "c"},
+        {"b", "c"},
+        set(),
+        {"a": 2, "b": 1, "c": 1},
+        turn_level=False,
+    )
+    expected = (1 + 1 / math.log2(3)) / 2
+    assert abs(scores["session.ndcg_distinct@5"] - expected) < 1e-12

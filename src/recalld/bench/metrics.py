@@ -10,6 +10,10 @@ The definitions follow LongMemEval's official evaluation (``src/retrieval/eval_u
 * a turn ranking scored at session level widens k until the top k turns cover k distinct
   sessions (or the ranking runs out), and scores the widened prefix with session labels.
 
+``session.ndcg_distinct@k`` is reported beside the official ``session.ndcg_any@k``: the NDCG
+of the distinct sessions in order of first appearance against the gold sessions (ideal:
+``min(len(gold), k)`` at the top), the form most published session-level figures take.
+
 Gold sets must not be empty: a question without labels has no score (callers skip it),
 rather than the upstream ``all([]) == 1`` convention.
 """
@@ -178,6 +182,9 @@ def longmemeval_scores(
             scores[f"session.recall_all@{k}"] = all_k
         if k in LME_SESSION_NDCG_K:
             scores[f"session.ndcg_any@{k}"] = ndcg_k
+            # The same ranking as distinct sessions (first appearance), ideal = the gold
+            # sessions: the definition most published session-level NDCG figures use.
+            scores[f"session.ndcg_distinct@{k}"] = ndcg_any(distinct(sessions), gold_sessions, k)
     scores["session.mrr"] = reciprocal_rank(sessions, gold_sessions)
     if turn_level and gold_turns:
         for k in LME_TURN_K:

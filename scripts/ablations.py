@@ -52,14 +52,20 @@ def main() -> None:
     parser.add_argument("benchmark", choices=sorted(COLUMNS))
     parser.add_argument("file")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--only", help="comma-separated variant names (default: all)")
     args = parser.parse_args()
     run = run_longmemeval if args.benchmark == "longmemeval" else run_locomo
     started = time.time()
-    report = run(args.file, configs=VARIANTS, baselines=False)
+    chosen = VARIANTS
+    if args.only:
+        names = [n.strip() for n in args.only.split(",")]
+        chosen = {n: VARIANTS[n] for n in names}
+    report = run(args.file, configs=chosen, baselines=False)
     columns = COLUMNS[args.benchmark]
-    command = " ".join(["scripts/ablations.py", args.benchmark, args.file])
+    command = " ".join(["scripts/ablations.py", args.benchmark, args.file]
+                       + ([f"--only '{args.only}'"] if args.only else []))  # fmt: skip
     lines = [
-        f"Ablations on `{args.file}` ({report['questions']} questions scored), "
+        f"Ablations on `{args.file}` ({report['questions']['scored']} questions scored), "
         f"{time.strftime('%Y-%m-%d')}, 2 cores, `{command}`, {time.time() - started:.0f} s",
         "",
         "| variant | " + " | ".join(columns) + " | p50 ms |",

@@ -161,15 +161,31 @@ def _progress(label: str, quiet: bool) -> Iterator[ProgressCallback | None]:
         TimeRemainingColumn,
     )
 
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield _log_lines(label)
+        return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
-    with Progress(*columns, console=Console(stderr=True)) as bar:
+    with Progress(*columns, console=console) as bar:
         task = bar.add_task(label, total=None)
 
         def advance(step: int, total: int, case: str) -> None:
             bar.update(task, total=total, advance=step, description=f"{label} {case}")
 
         yield advance
+
+
+def _log_lines(label: str) -> ProgressCallback:
+    """Progress as plain lines on stderr, for logs (a bar only draws on a terminal)."""
+    done = 0
+
+    def advance(step: int, total: int, case: str) -> None:
+        nonlocal done
+        done += step
+        click.echo(f"{label}: {done}/{total} ({case})", err=True)
+
+    return advance
 
 
 def _command_line(ctx: click.Context) -> str:

@@ -15,6 +15,7 @@ import logging
 import os
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,17 @@ Ids = npt.NDArray[np.int64]
 Matrix = npt.NDArray[np.float32]
 
 
+@dataclass(frozen=True)
+class MirrorRows:
+    """The mirror's rows as the index sees them (``row_of`` maps live pks to rows, else -1)."""
+
+    pks: Ids
+    seqs: Ids
+    matrix: Matrix
+    live: npt.NDArray[np.bool_]
+    row_of: Ids
+
+
 def ann_available() -> bool:
     """Whether the optional ``usearch`` package (extra ``recalld[ann]``) is installed."""
     return importlib.util.find_spec("usearch") is not None
@@ -67,32 +79,23 @@ class AnnIndex:
         self._unsaved = 0
 
     @classmethod
-    def open(
-        cls,
-        folder: Path | None,
-        dimension: int,
-        pks: Ids,
-        seqs: Ids,
-        matrix: Matrix,
-        live: npt.NDArray[np.bool_],
-        seq: int,
-    ) -> AnnIndex:
+    def open(cls, folder: Path | None, dimension: int, rows: MirrorRows, seq: int) -> AnnIndex:
         """The saved index reconciled with the mirror's rows, or a new one built from them."""
         saved = cls._load(folder, dimension)
-        if saved is not None and saved._reconcile(pks, seqs, matrix, live):
+        if saved is not None and saved._reconcile(rows):
             saved.covered_seq = seq
             saved._save_if_due()
             return saved
         started = time.perf_counter()
         built = cls(_new_index(dimension), folder, seq)
-        rows = np.flatnonzero(live)
+        live = np.flatnonzero(rows.live)
         # A warning, so a long first search is explained (minutes at 1M vectors on 2 cores).
-        log.warning("building the ANN index over %d vectors (once; it is saved)", len(rows))
-        for start in range(0, len(rows), BUILD_CHUNK):
-            chunk = rows[start : start + BUILD_CHUNK]
-            built._index.add(pks[chunk], matrix[chunk], threads=os.cpu_count() or 1)
+        log.warning("building the ANN index over %d vectors (once; it is saved)", len(live))
+        for start in range(0, len(live), BUILD_CHUNK):
+            chunk = live[start : start + BUILD_CHUNK]
+            built._index.add(rows.pks[chunk], rows.matrix[chunk], threads=os.cpu_count() or 1)
         log.info("ANN index built in %.1f s", time.perf_counter() - started)
-        built._unsaved = len(rows)
+        built._unsaved = len(live)
         built.save()
         return built
 
@@ -111,22 +114,28 @@ class AnnIndex:
                 return cls(index, folder, seq)
         return None
 
-    def _reconcile(self, pks: Ids, seqs: Ids, matrix: Matrix, live: npt.NDArray[np.bool_]) -> bool:
-        """Bring a loaded index in step with the rows; False if it belongs elsewhere."""
-        rows = np.flatnonzero(live)
-        old = rows[seqs[rows] <= self.covered_seq]
+    def _reconcile(self, rows: MirrorRows) -> bool:
+        """Bring a loaded index in step with the rows; False if it belongs elsewhere.
+
+        Uses the mirror's pk -> row map, so no set operation over all keys is needed
+        (hash-based ``setdiff1d`` over 1M keys cost seconds).
+        """
+        live = np.flatnonzero(rows.live)
+        old = live[rows.seqs[live] <= self.covered_seq]
         if len(old):
             sample = np.random.default_rng(len(old)).choice(old, min(SPOT_CHECKS, len(old)))
             for row in sample:
-                stored = self._index.get(int(pks[row]), dtype=np.float32)
-                if stored is None or _cosine(stored, matrix[row]) < SPOT_COSINE:
+                stored = self._index.get(int(rows.pks[row]), dtype=np.float32)
+                if stored is None or _cosine(stored, rows.matrix[row]) < SPOT_COSINE:
                     return False
         keys = np.asarray(self._index.keys, dtype=np.int64)
-        gone = np.setdiff1d(keys, pks[rows])
-        newer = rows[seqs[rows] > self.covered_seq]
-        missing = np.setdiff1d(pks[rows], keys)
-        redo = np.union1d(newer, rows[np.isin(pks[rows], missing)])
-        self.apply(gone, pks[redo], matrix[redo], self.covered_seq)
+        key_rows = np.full(len(keys), -1, dtype=np.int64)
+        known = (keys >= 0) & (keys < len(rows.row_of))
+        key_rows[known] = rows.row_of[keys[known]]
+        indexed = np.zeros(len(rows.pks), dtype=np.bool_)
+        indexed[key_rows[key_rows >= 0]] = True
+        redo = live[(rows.seqs[live] > self.covered_seq) | ~indexed[live]]
+        self.apply(keys[key_rows < 0], rows.pks[redo], rows.matrix[redo], self.covered_seq)
         return True
 
     def apply(self, dropped: Ids, pks: Ids, vectors: Matrix, seq: int) -> None:

@@ -31,8 +31,14 @@ EXPANSION_ADD = 128
 EXPANSION_SEARCH_MIN = 64
 """Smallest beam width while searching."""
 EXPANSION_PER_CANDIDATE = 4
-"""Search beam width per candidate asked for: at 100k, 80 candidates with a beam of 320
-re-scored to 40 kept recall@40 at 0.98 against exact search (a beam of 80 gave 0.86)."""
+"""Search beam width per candidate asked for, at :data:`EXPANSION_REFERENCE_ROWS` vectors:
+at 100k, 80 candidates with a beam of 320 re-scored to 40 kept recall@40 at 0.98 against
+exact search (a beam of 80 gave 0.86)."""
+EXPANSION_REFERENCE_ROWS = 100_000
+"""Beyond this many vectors the beam grows in proportion: at 1M the same recall needed 8x
+the beam (recall@40 0.87 with 640, 0.95 with 2560; docs/benchmarks.md)."""
+MAX_EXPANSION = 4096
+"""Cap on the beam (about 20 ms per query at 1M on 2 busy cores)."""
 QUANTIZATION = "i8"
 """Vectors inside the index are int8 (a quarter of float32); exact re-scoring makes up for
 the lost precision (docs/benchmarks.md)."""
@@ -161,7 +167,7 @@ class AnnIndex:
 
     def candidates(self, query: Matrix, count: int) -> Ids:
         """Keys (pks) of about ``count`` nearest neighbours, best first."""
-        self._index.expansion_search = max(EXPANSION_SEARCH_MIN, EXPANSION_PER_CANDIDATE * count)
+        self._index.expansion_search = beam_width(count, len(self._index))
         found = self._index.search(query, count)
         return np.asarray(found.keys, dtype=np.int64)
 
@@ -185,6 +191,13 @@ class AnnIndex:
             log.warning("cannot save the ANN index in %s: %s", self._folder, exc)
             return
         self._unsaved = 0
+
+
+def beam_width(count: int, size: int) -> int:
+    """The search beam for ``count`` candidates in an index of ``size`` vectors."""
+    growth = max(1.0, size / EXPANSION_REFERENCE_ROWS)
+    wanted = int(EXPANSION_PER_CANDIDATE * count * growth)
+    return max(EXPANSION_SEARCH_MIN, min(MAX_EXPANSION, wanted), count)
 
 
 def _new_index(dimension: int) -> Any:

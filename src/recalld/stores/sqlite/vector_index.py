@@ -16,6 +16,7 @@ import logging
 import os
 import secrets
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +32,14 @@ EXPANSION_ADD = 128
 EXPANSION_SEARCH_MIN = 64
 """Smallest beam width while searching."""
 EXPANSION_PER_CANDIDATE = 4
-"""Search beam width per candidate asked for: at 100k, 80 candidates with a beam of 320
-re-scored to 40 kept recall@40 at 0.98 against exact search (a beam of 80 gave 0.86)."""
+"""Search beam width per candidate asked for, at :data:`EXPANSION_REFERENCE_ROWS` vectors:
+at 100k, 80 candidates with a beam of 320 re-scored to 40 kept recall@40 at 0.98 against
+exact search (a beam of 80 gave 0.86)."""
+EXPANSION_REFERENCE_ROWS = 100_000
+"""Beyond this many vectors the beam grows in proportion: at 1M the same recall needed 8x
+the beam (recall@40 0.87 with 640, 0.95 with 2560; docs/benchmarks.md)."""
+MAX_EXPANSION = 4096
+"""Cap on the beam (about 20 ms per query at 1M on 2 busy cores)."""
 QUANTIZATION = "i8"
 """Vectors inside the index are int8 (a quarter of float32); exact re-scoring makes up for
 the lost precision (docs/benchmarks.md)."""
@@ -52,6 +59,17 @@ Ids = npt.NDArray[np.int64]
 Matrix = npt.NDArray[np.float32]
 
 
+@dataclass(frozen=True)
+class MirrorRows:
+    """The mirror's rows as the index sees them (``row_of`` maps live pks to rows, else -1)."""
+
+    pks: Ids
+    seqs: Ids
+    matrix: Matrix
+    live: npt.NDArray[np.bool_]
+    row_of: Ids
+
+
 def ann_available() -> bool:
     """Whether the optional ``usearch`` package (extra ``recalld[ann]``) is installed."""
     return importlib.util.find_spec("usearch") is not None
@@ -68,32 +86,23 @@ class AnnIndex:
         self._unsaved = 0
 
     @classmethod
-    def open(
-        cls,
-        folder: Path | None,
-        dimension: int,
-        pks: Ids,
-        seqs: Ids,
-        matrix: Matrix,
-        live: npt.NDArray[np.bool_],
-        seq: int,
-    ) -> AnnIndex:
+    def open(cls, folder: Path | None, dimension: int, rows: MirrorRows, seq: int) -> AnnIndex:
         """The saved index reconciled with the mirror's rows, or a new one built from them."""
         saved = cls._load(folder, dimension)
-        if saved is not None and saved._reconcile(pks, seqs, matrix, live):
+        if saved is not None and saved._reconcile(rows):
             saved.covered_seq = seq
             saved._save_if_due()
             return saved
         started = time.perf_counter()
         built = cls(_new_index(dimension), folder, seq)
-        rows = np.flatnonzero(live)
+        live = np.flatnonzero(rows.live)
         # A warning, so a long first search is explained (minutes at 1M vectors on 2 cores).
-        log.warning("building the ANN index over %d vectors (once; it is saved)", len(rows))
-        for start in range(0, len(rows), BUILD_CHUNK):
-            chunk = rows[start : start + BUILD_CHUNK]
-            built._index.add(pks[chunk], matrix[chunk], threads=os.cpu_count() or 1)
+        log.warning("building the ANN index over %d vectors (once; it is saved)", len(live))
+        for start in range(0, len(live), BUILD_CHUNK):
+            chunk = live[start : start + BUILD_CHUNK]
+            built._index.add(rows.pks[chunk], rows.matrix[chunk], threads=os.cpu_count() or 1)
         log.info("ANN index built in %.1f s", time.perf_counter() - started)
-        built._unsaved = len(rows)
+        built._unsaved = len(live)
         built.save()
         return built
 
@@ -112,22 +121,28 @@ class AnnIndex:
                 return cls(index, folder, seq)
         return None
 
-    def _reconcile(self, pks: Ids, seqs: Ids, matrix: Matrix, live: npt.NDArray[np.bool_]) -> bool:
-        """Bring a loaded index in step with the rows; False if it belongs elsewhere."""
-        rows = np.flatnonzero(live)
-        old = rows[seqs[rows] <= self.covered_seq]
+    def _reconcile(self, rows: MirrorRows) -> bool:
+        """Bring a loaded index in step with the rows; False if it belongs elsewhere.
+
+        Uses the mirror's pk -> row map, so no set operation over all keys is needed
+        (hash-based ``setdiff1d`` over 1M keys cost seconds).
+        """
+        live = np.flatnonzero(rows.live)
+        old = live[rows.seqs[live] <= self.covered_seq]
         if len(old):
             sample = np.random.default_rng(len(old)).choice(old, min(SPOT_CHECKS, len(old)))
             for row in sample:
-                stored = self._index.get(int(pks[row]), dtype=np.float32)
-                if stored is None or _cosine(stored, matrix[row]) < SPOT_COSINE:
+                stored = self._index.get(int(rows.pks[row]), dtype=np.float32)
+                if stored is None or _cosine(stored, rows.matrix[row]) < SPOT_COSINE:
                     return False
         keys = np.asarray(self._index.keys, dtype=np.int64)
-        gone = np.setdiff1d(keys, pks[rows])
-        newer = rows[seqs[rows] > self.covered_seq]
-        missing = np.setdiff1d(pks[rows], keys)
-        redo = np.union1d(newer, rows[np.isin(pks[rows], missing)])
-        self.apply(gone, pks[redo], matrix[redo], self.covered_seq)
+        key_rows = np.full(len(keys), -1, dtype=np.int64)
+        known = (keys >= 0) & (keys < len(rows.row_of))
+        key_rows[known] = rows.row_of[keys[known]]
+        indexed = np.zeros(len(rows.pks), dtype=np.bool_)
+        indexed[key_rows[key_rows >= 0]] = True
+        redo = live[(rows.seqs[live] > self.covered_seq) | ~indexed[live]]
+        self.apply(keys[key_rows < 0], rows.pks[redo], rows.matrix[redo], self.covered_seq)
         return True
 
     def apply(self, dropped: Ids, pks: Ids, vectors: Matrix, seq: int) -> None:
@@ -153,7 +168,7 @@ class AnnIndex:
 
     def candidates(self, query: Matrix, count: int) -> Ids:
         """Keys (pks) of about ``count`` nearest neighbours, best first."""
-        self._index.expansion_search = max(EXPANSION_SEARCH_MIN, EXPANSION_PER_CANDIDATE * count)
+        self._index.expansion_search = beam_width(count, len(self._index))
         found = self._index.search(query, count)
         return np.asarray(found.keys, dtype=np.int64)
 
@@ -177,6 +192,13 @@ class AnnIndex:
             log.warning("cannot save the ANN index in %s: %s", self._folder, exc)
             return
         self._unsaved = 0
+
+
+def beam_width(count: int, size: int) -> int:
+    """The search beam for ``count`` candidates in an index of ``size`` vectors."""
+    growth = max(1.0, size / EXPANSION_REFERENCE_ROWS)
+    wanted = int(EXPANSION_PER_CANDIDATE * count * growth)
+    return max(EXPANSION_SEARCH_MIN, min(MAX_EXPANSION, wanted), count)
 
 
 def _usearch_index() -> Any:

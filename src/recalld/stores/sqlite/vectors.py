@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.stores.base import Vector
-from recalld.stores.sqlite.vector_index import AnnIndex, ann_available
+from recalld.stores.sqlite.vector_index import AnnIndex, MirrorRows, ann_available
 
 log = logging.getLogger("recalld")
 
@@ -362,10 +362,9 @@ class VectorMirror:
                 self._warned = True
             return False
         assert self.dimension is not None
-        self._ann = AnnIndex.open(
-            self.index_path, self.dimension, self.pks, self._seqs[: self._count],
-            self.matrix, self.live, self._seq,
-        )  # fmt: skip
+        rows = MirrorRows(self.pks, self._seqs[: self._count], self.matrix, self.live,
+                          self._row_of)  # fmt: skip
+        self._ann = AnnIndex.open(self.index_path, self.dimension, rows, self._seq)
         return True
 
 

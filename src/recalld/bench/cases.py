@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from recalld.errors import InvalidInputError
 from recalld.records import NewMemory
@@ -57,6 +58,27 @@ class Case:
         for doc in self.docs:
             sizes[doc.session] = sizes.get(doc.session, 0) + 1
         return sizes
+
+
+T = TypeVar("T")
+
+
+def select_by_id(
+    items: Sequence[T], ids: Sequence[str], key: Callable[[T], str], noun: str
+) -> list[T]:
+    """The items whose ``key`` is in ``ids`` (all items when ``ids`` is empty), in file order.
+
+    Raises:
+        InvalidInputError: if an id names no item, so a typo is never a silently empty run.
+    """
+    if not ids:
+        return list(items)
+    known = {key(item) for item in items}
+    missing = [i for i in ids if i not in known]
+    if missing:
+        raise InvalidInputError(f"no {noun} with id {', '.join(missing)} in the file")
+    wanted = set(ids)
+    return [item for item in items if key(item) in wanted]
 
 
 def read_json(path: str | Path) -> Any:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from recalld.bench.cases import Case, Doc, Probe, read_json, require
+from recalld.bench.cases import Case, Doc, Probe, read_json, require, select_by_id
 from recalld.conversation import reply_context
 from recalld.errors import InvalidInputError
 from recalld.records import NewMemory, Source
@@ -148,14 +148,7 @@ def select_questions(
     Raises:
         InvalidInputError: if a named id is not in the file.
     """
-    chosen = list(questions)
-    if question_ids:
-        known = {q.question_id for q in questions}
-        missing = [i for i in question_ids if i not in known]
-        if missing:
-            raise InvalidInputError(f"no question with id {', '.join(missing)} in the file")
-        wanted = set(question_ids)
-        chosen = [q for q in chosen if q.question_id in wanted]
+    chosen = select_by_id(questions, question_ids, lambda q: q.question_id, "question")
     if not include_abstention:
         chosen = [q for q in chosen if not q.abstention]
     return chosen if limit is None else chosen[:limit]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import recalld
-from recalld.bench.cases import Case, Probe
+from recalld.bench.cases import Case, Probe, select_by_id
 from recalld.bench.locomo import DEFAULT_CATEGORIES, load_locomo, locomo_case
 from recalld.bench.longmemeval import (
     Granularity,
@@ -431,13 +431,9 @@ def run_locomo(
     ``categories`` selects questions. Other arguments are those of :func:`run_longmemeval`.
     """
     _check_run(limit, depth)
-    conversations = load_locomo(path)
-    if conversation_ids:
-        known = {c.sample_id for c in conversations}
-        missing = [c for c in conversation_ids if c not in known]
-        if missing:
-            raise InvalidInputError(f"no conversation with id {', '.join(missing)} in the file")
-        conversations = [c for c in conversations if c.sample_id in set(conversation_ids)]
+    conversations = select_by_id(
+        load_locomo(path), conversation_ids, lambda c: c.sample_id, "conversation"
+    )
     chosen = conversations if limit is None else conversations[:limit]
     cases = [locomo_case(c, categories) for c in chosen]
     model, resolved_cache, default = _resources(embedder, cache_dir, settings, base)

@@ -210,3 +210,13 @@ def _command_line(ctx: click.Context) -> str:
             else:
                 parts += [flag, str(value)]
     return shlex.join(parts)
+
+
+def _attach_scale() -> None:
+    """``recalld bench scale`` lives in its own module (the synthetic-corpus benchmark)."""
+    from recalld.interfaces.cli_scale import scale
+
+    bench.add_command(scale)
+
+
+_attach_scale()

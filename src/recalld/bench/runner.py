@@ -182,8 +182,9 @@ def _run_case(
     advance: Callable[[int], None],
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="recalld-bench-") as folder:
-        settings = Settings(db=Path(folder) / "bench.db", cache_dir=cache_dir,
-                            max_content_chars=MAX_CONTENT_CHARS)  # fmt: skip
+        # model_construct: explicit values and defaults only, no RECALLD_* variables read.
+        settings = Settings.model_construct(db=Path(folder) / "bench.db", cache_dir=cache_dir,
+                                            max_content_chars=MAX_CONTENT_CHARS)  # fmt: skip
         with recalld.open(settings=settings, embedder=embedder) as engine:
             clock = time.perf_counter()
             engine.add_many([d.memory for d in case.docs], dedupe=False)

@@ -111,7 +111,9 @@ def test_ctrl_c_stops_the_watch_command_cleanly(
         first = child.stdout.readline()
         assert first.startswith("indexed 6 file(s)"), first
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=20)
+        # Clean shutdown is the point, not its speed: a fresh-clone CI run on 2 cores shared
+        # with benchmark jobs once needed more than 20 s here.
+        out, err = child.communicate(timeout=60)
     finally:
         child.kill()
         child.wait(timeout=10)

@@ -561,10 +561,6 @@ class SQLiteStore:
                 self._db.execute("DELETE FROM source_files WHERE path = ?", (path,))
         return deleted
 
-    def execute_read(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-        """Run a read-only query (used by sources to track indexed files)."""
-        return [tuple(r) for r in self._db.execute(sql, list(params))]
-
     def close(self) -> None:
         self._db.close()
 

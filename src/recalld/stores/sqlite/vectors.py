@@ -3,7 +3,7 @@
 Why (measured in docs/benchmarks.md, "Vector search"): an exact matrix-vector product over
 a numpy float32 matrix answers 100k x 384 in tens of milliseconds on 2 cores, with no
 extension to load (sqlite-vec needs ``enable_load_extension``, which many Python builds
-lack, and its brute force was slower), and it is exact. Exact cost grows linearly, so from
+lack, and its brute force was 5x slower), and it is exact. Exact cost grows linearly, so from
 :data:`ANN_MIN_ROWS` vectors a usearch HNSW index (optional extra ``recalld[ann]``) proposes
 candidates, which are then re-scored exactly from the matrix: returned scores are always
 exact cosines, and a stale or missing index can only cost recall, never correctness.

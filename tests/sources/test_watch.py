@@ -106,9 +106,14 @@ def test_ctrl_c_stops_the_watch_command_cleanly(
                str(workspace), "--interval", "0.1"]  # fmt: skip
     # A run started in the background inherits SIGINT ignored, and Python then installs no
     # KeyboardInterrupt handler: give the child the default disposition, as a terminal would.
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=env,
-                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    child = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         assert child.stdout is not None
         first = child.stdout.readline()

@@ -106,6 +106,15 @@ def _speed_lines(report: Mapping[str, Any]) -> list[str]:
         f"({s['ingest_memories_per_s']:.1f} memories/s, embedding included)",
         f"- embedding cache: {cache['hits']} hits, {cache['misses']} misses ({cache['state']})",
         f"- peak memory: {s['peak_rss_mb']:.0f} MiB; wall time {s['wall_s']:.1f} s",
+        *(
+            [
+                f"- first search on each fresh store (loads its vectors; not in the table): p50 "
+                f"{_ms(s['first_search_ms'].get('p50'))} ms, p95 {_ms(s['first_search_ms'].get('p95'))}"
+                " ms"
+            ]
+            if s.get("first_search_ms", {}).get("searches")
+            else []
+        ),
         "",
         *_table(["system", "search p50 ms", "search p95 ms", "rankings < 10 sessions"], rows),
     ]

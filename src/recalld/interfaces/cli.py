@@ -368,7 +368,8 @@ def reindex(obj: Ctx, yes: bool) -> None:
     from recalld.interfaces.render import progress_bar
 
     with errors(), obj.engine() as engine:
-        total = engine.status().store.memories + engine.status().store.forgotten
+        stats = engine.status().store
+        total = stats.memories + stats.forgotten
         if not yes and sys.stdin.isatty():
             click.confirm(f"re-embed {total} memories with '{engine.settings.embedder}'?",
                           abort=True)  # fmt: skip

@@ -101,20 +101,17 @@ def _speed_lines(report: Mapping[str, Any]) -> list[str]:
          str(system.get("short_rankings", 0))]
         for name, system in report["systems"].items()
     ]  # fmt: skip
+    first = s.get("first_search_ms", {})
+    first_line = [
+        "- first search on each fresh store (loads its vectors; not in the table): "
+        f"p50 {_ms(first.get('p50'))} ms, p95 {_ms(first.get('p95'))} ms"
+    ]
     return [
         f"- ingest: {s['memories']} memories in {s['ingest_s']:.1f} s "
         f"({s['ingest_memories_per_s']:.1f} memories/s, embedding included)",
         f"- embedding cache: {cache['hits']} hits, {cache['misses']} misses ({cache['state']})",
         f"- peak memory: {s['peak_rss_mb']:.0f} MiB; wall time {s['wall_s']:.1f} s",
-        *(
-            [
-                f"- first search on each fresh store (loads its vectors; not in the table): p50 "
-                f"{_ms(s['first_search_ms'].get('p50'))} ms, p95 {_ms(s['first_search_ms'].get('p95'))}"
-                " ms"
-            ]
-            if s.get("first_search_ms", {}).get("searches")
-            else []
-        ),
+        *(first_line if first.get("searches") else []),
         "",
         *_table(["system", "search p50 ms", "search p95 ms", "rankings < 10 sessions"], rows),
     ]

@@ -10,7 +10,7 @@ import pytest
 
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.adjust import (
-    Context,
+    QueryContext,
     Scored,
     adjust,
     decay_factor,
@@ -80,33 +80,33 @@ def test_pinned_and_evergreen_do_not_decay() -> None:
     ("memory_project", "factor"), [("org/repo", 1.3), ("other/repo", 0.8), (None, 0.9)]
 )
 def test_project_boost_and_penalties(memory_project: str | None, factor: float) -> None:
-    got = factors_for(mem("a", project=memory_project), Context(NOW, "org/repo"), BASE)
+    got = factors_for(mem("a", project=memory_project), QueryContext(NOW, "org/repo"), BASE)
     assert got.get("project", 1.0) == factor
 
 
 def test_priority_pinned_type_significance_reinforcement() -> None:
     cfg = BASE.with_changes(significance_weight=1.0, reinforcement_weight=0.1)
     memory = mem("a", priority=2.0, pinned=True, type="insight", significance=0.9, access_count=3)
-    got = factors_for(memory, Context(NOW), cfg)
+    got = factors_for(memory, QueryContext(NOW), cfg)
     assert got["priority"] == 2.0
     assert got["pinned"] == 1.1
     assert got["type"] == 1.5
     assert abs(got["significance"] - 1.4) < 1e-9
     assert abs(got["reinforcement"] - 1.2) < 1e-9
-    assert factors_for(mem("b"), Context(NOW), cfg) == {}
+    assert factors_for(mem("b"), QueryContext(NOW), cfg) == {}
 
 
 def test_raw_memories_rank_below_insights() -> None:
     memories = {"raw": mem("raw", type="raw"), "ins": mem("ins", type="insight")}
     fused = [Fused("raw", 1.0), Fused("ins", 0.5)]
-    out = adjust(fused, memories, Context(NOW), BASE)
+    out = adjust(fused, memories, QueryContext(NOW), BASE)
     assert [s.memory.id for s in out] == ["ins", "raw"]  # 0.75 > 0.5
 
 
 def test_role_and_window_factors() -> None:
     cfg = BASE.with_changes(role_boost=1.2, window_boost=1.5)
     window = TimeRange(NOW - timedelta(days=10), NOW)
-    ctx = Context(NOW, role="user", window=window)
+    ctx = QueryContext(NOW, role="user", window=window)
     inside_user = factors_for(mem("a", days_old=2, metadata={"role": "user"}), ctx, cfg)
     outside_assistant = factors_for(mem("b", days_old=20, metadata={"role": "assistant"}), ctx, cfg)
     assert inside_user == {"role": 1.2, "time_window": 1.5}
@@ -262,6 +262,6 @@ def test_plain_config_turns_every_adjustment_off() -> None:
     plain = BASE.with_changes(decay="hyperbolic", mmr_lambda=0.5).plain()
     memory = mem("a", days_old=300, priority=2.0, pinned=True, type="insight",
                  metadata={"role": "user"}, access_count=9)  # fmt: skip
-    assert factors_for(memory, Context(NOW, "p", "user"), plain) == {}
+    assert factors_for(memory, QueryContext(NOW, "p", "user"), plain) == {}
     assert plain.session_boost == plain.neighbor_weight == 0.0 and plain.mmr_lambda == 1.0
     assert plain.channels == BASE.channels and plain.rrf_k == BASE.rrf_k

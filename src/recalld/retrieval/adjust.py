@@ -58,7 +58,7 @@ def wanted_role(query: str) -> str:
 
 
 @dataclass(frozen=True)
-class Context:
+class QueryContext:
     """What the adjustments need to know about the query."""
 
     now: datetime
@@ -80,7 +80,7 @@ def window_factor(memory: Memory, window: TimeRange | None, config: RetrievalCon
     return config.window_boost if window.contains(memory.reference_time) else 1.0
 
 
-def factors_for(memory: Memory, ctx: Context, config: RetrievalConfig) -> dict[str, float]:
+def factors_for(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> dict[str, float]:
     """Every factor that is not 1.0, by name."""
     now, project = ctx.now, ctx.project
     factors = {
@@ -100,7 +100,7 @@ def factors_for(memory: Memory, ctx: Context, config: RetrievalConfig) -> dict[s
 def adjust(
     fused: list[Fused],
     memories: Mapping[str, Memory],
-    ctx: Context,
+    ctx: QueryContext,
     config: RetrievalConfig,
 ) -> list[Scored]:
     """Apply the factors and re-sort (ties keep the fused order)."""

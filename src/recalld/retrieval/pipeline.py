@@ -19,7 +19,7 @@ from recalld.records import (
     SearchResult,
     Trace,
 )
-from recalld.retrieval.adjust import Context, Scored, adjust, knowledge_updates, wanted_role
+from recalld.retrieval.adjust import QueryContext, Scored, adjust, knowledge_updates, wanted_role
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.filters import dedupe, relevance_filter
@@ -71,7 +71,7 @@ def search(
     fused = fuse(lists, config)
     fused = fused[: max(config.min_adjust, request.limit * config.adjust_depth)]
     memories = {m.id: m for m in store.get_many([f.memory_id for f in fused])}
-    ctx = Context(reference, request.project, wanted_role(request.query), plan.time_window)
+    ctx = QueryContext(reference, request.project, wanted_role(request.query), plan.time_window)
     scored = adjust(fused, memories, ctx, config)
     vectors = _vectors(store, scored, config)
     scored = knowledge_updates(scored, vectors, config)

@@ -70,7 +70,9 @@ def store(tmp_path: Path):
 def test_exact_and_ann_agree_on_the_top_results(store: SQLiteStore, tmp_path: Path) -> None:
     fill(store, 0, clustered(3000, seed=1))
     exact = VectorMirror(None, ann_min_rows=10**9)
-    ann = VectorMirror(tmp_path / "m.db.ann", ann_min_rows=100, subset_exact_rows=10)
+    ann = VectorMirror(
+        tmp_path / "m.db.ann", ann_min_rows=100, subset_exact_rows=10, build_threads=1
+    )
     db = sqlite3.connect(tmp_path / "m.db")
     exact.refresh(db)
     ann.refresh(db)
@@ -98,7 +100,7 @@ def table_vector(db: sqlite3.Connection, pk: int) -> np.ndarray:
 def test_filters_mask_rows_on_both_paths(store: SQLiteStore, tmp_path: Path,
                                          ann_min_rows: int) -> None:  # fmt: skip
     fill(store, 0, clustered(2000, seed=3))
-    mirror = VectorMirror(None, ann_min_rows=ann_min_rows, subset_exact_rows=50)
+    mirror = VectorMirror(None, ann_min_rows=ann_min_rows, subset_exact_rows=50, build_threads=1)
     mirror.refresh(sqlite3.connect(tmp_path / "m.db"))
     truth = table(tmp_path / "m.db")
     rng = np.random.default_rng(4)
@@ -114,7 +116,9 @@ def test_filters_mask_rows_on_both_paths(store: SQLiteStore, tmp_path: Path,
 
 def test_store_search_sees_another_connections_writes(store: SQLiteStore, tmp_path: Path) -> None:
     """Inserts, updates, hard and soft deletes made through a second store are seen."""
-    store._vectors = VectorMirror(tmp_path / "m.db.ann", ann_min_rows=300, subset_exact_rows=20)
+    store._vectors = VectorMirror(
+        tmp_path / "m.db.ann", ann_min_rows=300, subset_exact_rows=20, build_threads=1
+    )
     fill(store, 0, clustered(400, seed=5))
     other = SQLiteStore(tmp_path / "m.db")
     rng = np.random.default_rng(6)
@@ -172,7 +176,9 @@ def test_a_single_update_is_applied_in_place(store: SQLiteStore, tmp_path: Path)
 def test_saved_index_is_reused_and_reconciled(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     first = SQLiteStore(path)
-    first._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10)
+    first._vectors = VectorMirror(
+        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
+    )
     fill(first, 0, clustered(1000, seed=9))
     query = clustered(1, seed=10)[0]
     request = CandidateRequest(query_vector=query, semantic_limit=10)
@@ -183,7 +189,9 @@ def test_saved_index_is_reused_and_reconciled(tmp_path: Path) -> None:
     first.forget(["m3", "m4"], hard=True, at=NOW)
     first.close()
     second = SQLiteStore(path)
-    second._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10)
+    second._vectors = VectorMirror(
+        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
+    )
     got = second.candidates(request)["semantic"]
     assert second._vectors.uses_ann
     check_against_table(second, tmp_path, query)
@@ -195,13 +203,15 @@ def test_an_index_from_another_database_is_rebuilt(tmp_path: Path) -> None:
     for name, seed in (("a.db", 12), ("b.db", 13)):
         store = SQLiteStore(tmp_path / name)
         store._vectors = VectorMirror(Path(f"{tmp_path / name}.ann"), ann_min_rows=100,
-                                      subset_exact_rows=10)  # fmt: skip
+                                      subset_exact_rows=10, build_threads=1)  # fmt: skip
         fill(store, 0, clustered(800, seed=seed))
         store.candidates(CandidateRequest(query_vector=clustered(1, 1)[0], semantic_limit=5))
         store.close()
     shutil.rmtree(tmp_path / "b.db.ann")
     shutil.copytree(tmp_path / "a.db.ann", tmp_path / "b.db.ann")
-    mirror = VectorMirror(tmp_path / "b.db.ann", ann_min_rows=100, subset_exact_rows=10)
+    mirror = VectorMirror(
+        tmp_path / "b.db.ann", ann_min_rows=100, subset_exact_rows=10, build_threads=1
+    )
     mirror.refresh(sqlite3.connect(tmp_path / "b.db"))
     truth = table(tmp_path / "b.db")
     hits = []
@@ -226,7 +236,7 @@ def test_many_deletes_compact_the_matrix(store: SQLiteStore, tmp_path: Path) -> 
 
 
 def test_filtered_store_search_uses_the_filter(store: SQLiteStore, tmp_path: Path) -> None:
-    store._vectors = VectorMirror(None, ann_min_rows=100, subset_exact_rows=10)
+    store._vectors = VectorMirror(None, ann_min_rows=100, subset_exact_rows=10, build_threads=1)
     fill(store, 0, clustered(1200, seed=17))
     request = CandidateRequest(filters=MemoryFilter(session_id="s1"),
                                query_vector=clustered(1, 18)[0], semantic_limit=15)  # fmt: skip

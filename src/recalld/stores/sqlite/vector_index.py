@@ -78,36 +78,48 @@ def ann_available() -> bool:
 class AnnIndex:
     """A usearch index over the mirror's live rows; see :meth:`open`."""
 
-    def __init__(self, index: Any, folder: Path | None, covered_seq: int) -> None:
+    def __init__(
+        self, index: Any, folder: Path | None, covered_seq: int, threads: int | None = None
+    ) -> None:
         self._index = index
+        self._threads = threads or os.cpu_count() or 1
         self._folder = folder
         self.covered_seq = covered_seq
         self._removed = 0
         self._unsaved = 0
 
     @classmethod
-    def open(cls, folder: Path | None, dimension: int, rows: MirrorRows, seq: int) -> AnnIndex:
+    def open(
+        cls,
+        folder: Path | None,
+        dimension: int,
+        rows: MirrorRows,
+        seq: int,
+        threads: int | None = None,
+    ) -> AnnIndex:
         """The saved index reconciled with the mirror's rows, or a new one built from them."""
-        saved = cls._load(folder, dimension)
+        saved = cls._load(folder, dimension, threads)
         if saved is not None and saved._reconcile(rows):
             saved.covered_seq = seq
             saved._save_if_due()
             return saved
         started = time.perf_counter()
-        built = cls(_new_index(dimension), folder, seq)
+        built = cls(_new_index(dimension), folder, seq, threads)
         live = np.flatnonzero(rows.live)
         # A warning, so a long first search is explained (minutes at 1M vectors on 2 cores).
         log.warning("building the ANN index over %d vectors (once; it is saved)", len(live))
         for start in range(0, len(live), BUILD_CHUNK):
             chunk = live[start : start + BUILD_CHUNK]
-            built._index.add(rows.pks[chunk], rows.matrix[chunk], threads=os.cpu_count() or 1)
+            built._index.add(rows.pks[chunk], rows.matrix[chunk], threads=built._threads)
         log.info("ANN index built in %.1f s", time.perf_counter() - started)
         built._unsaved = len(live)
         built.save()
         return built
 
     @classmethod
-    def _load(cls, folder: Path | None, dimension: int) -> AnnIndex | None:
+    def _load(
+        cls, folder: Path | None, dimension: int, threads: int | None = None
+    ) -> AnnIndex | None:
         if folder is None or not folder.is_dir():
             return None
         Index = _usearch_index()
@@ -118,7 +130,7 @@ class AnnIndex:
             except (OSError, RuntimeError, ValueError):
                 continue  # deleted by a concurrent save, or unreadable: try the next one
             if index is not None and index.ndim == dimension:
-                return cls(index, folder, seq)
+                return cls(index, folder, seq, threads)
         return None
 
     def _reconcile(self, rows: MirrorRows) -> bool:
@@ -156,7 +168,7 @@ class AnnIndex:
             if len(present):
                 self._index.remove(present)
         if len(pks):
-            self._index.add(pks, vectors, threads=os.cpu_count() or 1)
+            self._index.add(pks, vectors, threads=self._threads)
         self.covered_seq = seq
         self._unsaved += len(stale)
         self._save_if_due()

@@ -68,6 +68,8 @@ class VectorMirror:
         index_path: where the ANN index is persisted (``None``: in memory only).
         ann_min_rows: live vectors from which the ANN index is used.
         subset_exact_rows: a filter leaving at most this many rows is answered exactly.
+        build_threads: threads that insert into the ANN index (``None``: every core). One
+            thread makes the index, and so its approximate answers, reproducible.
     """
 
     def __init__(
@@ -75,8 +77,10 @@ class VectorMirror:
         index_path: Path | None = None,
         ann_min_rows: int = ANN_MIN_ROWS,
         subset_exact_rows: int = SUBSET_EXACT_ROWS,
+        build_threads: int | None = None,
     ) -> None:
         self.index_path = index_path
+        self.build_threads = build_threads
         self.ann_min_rows = ann_min_rows
         self.subset_exact_rows = subset_exact_rows
         self.dimension: int | None = None
@@ -364,7 +368,9 @@ class VectorMirror:
         assert self.dimension is not None
         rows = MirrorRows(self.pks, self._seqs[: self._count], self.matrix, self.live,
                           self._row_of)  # fmt: skip
-        self._ann = AnnIndex.open(self.index_path, self.dimension, rows, self._seq)
+        self._ann = AnnIndex.open(
+            self.index_path, self.dimension, rows, self._seq, self.build_threads
+        )
         return True
 
 

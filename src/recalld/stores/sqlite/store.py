@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -139,14 +140,14 @@ class SQLiteStore:
             self._check_path(Path(path))
         try:
             self._db = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+                self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
         try:
             self._db.row_factory = sqlite3.Row
             self._check_foreign()
-            self._db.execute("PRAGMA journal_mode=WAL")
+            _enable_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             migrate(self._db)
@@ -598,6 +599,27 @@ def _source_file(r: sqlite3.Row) -> SourceFile:
 def _ranked(pairs: Any) -> list[ChannelCandidate]:
     return [ChannelCandidate(mid, rank, float(score)) for rank, (mid, score) in
             enumerate(pairs, start=1)]  # fmt: skip
+
+
+LOCK_WAIT_S = 30.0
+"""How long opening or writing waits for another process's lock (the connection timeout)."""
+
+
+def _enable_wal(db: sqlite3.Connection) -> None:
+    """Switch to WAL, waiting out another process that is creating the same store.
+
+    Changing the journal mode answers "database is locked" at once instead of calling the
+    busy handler, so two processes opening a new file together need this bounded retry.
+    """
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class _Transaction:

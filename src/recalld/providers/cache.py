@@ -10,6 +10,7 @@ import numpy as np
 
 from recalld.errors import StoreError
 from recalld.providers.embedders import Embedder, EmbeddingBatch, Fingerprint, Vectors
+from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.text import content_hash
 
 
@@ -19,14 +20,14 @@ class EmbeddingCache:
     def __init__(self, path: Path) -> None:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
+            self._db = sqlite3.connect(path, timeout=LOCK_WAIT_S, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(
                 f"cannot open the embedding cache {path} ({exc}); set cache_dir to a writable "
                 "folder"
             ) from exc
         try:
-            self._db.execute("PRAGMA journal_mode=WAL")
+            enable_wal(self._db)
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS embeddings (fingerprint TEXT, hash TEXT,"
                 " windows INTEGER, vector BLOB, PRIMARY KEY (fingerprint, hash)) WITHOUT ROWID"

@@ -7,7 +7,6 @@ import inspect
 import json
 import os
 import sqlite3
-import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -28,6 +27,7 @@ from recalld.stores.base import (
     Vector,
 )
 from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
 
@@ -147,7 +147,7 @@ class SQLiteStore:
         try:
             self._db.row_factory = sqlite3.Row
             self._check_foreign()
-            _enable_wal(self._db)
+            enable_wal(self._db)
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
             migrate(self._db)
@@ -599,27 +599,6 @@ def _source_file(r: sqlite3.Row) -> SourceFile:
 def _ranked(pairs: Any) -> list[ChannelCandidate]:
     return [ChannelCandidate(mid, rank, float(score)) for rank, (mid, score) in
             enumerate(pairs, start=1)]  # fmt: skip
-
-
-LOCK_WAIT_S = 30.0
-"""How long opening or writing waits for another process's lock (the connection timeout)."""
-
-
-def _enable_wal(db: sqlite3.Connection) -> None:
-    """Switch to WAL, waiting out another process that is creating the same store.
-
-    Changing the journal mode answers "database is locked" at once instead of calling the
-    busy handler, so two processes opening a new file together need this bounded retry.
-    """
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while True:
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 class _Transaction:

@@ -4,7 +4,15 @@ from datetime import UTC, datetime
 
 import pytest
 
-from recalld.retrieval.dates import resolve_time_window
+from recalld.records import TimeRange
+from recalld.retrieval.dates import (
+    Anchor,
+    anchor_event,
+    anchor_window,
+    resolve_time_window,
+    time_order,
+    time_phrases,
+)
 from recalld.retrieval.query import classify
 
 REF = datetime(2024, 5, 15, 12, 0, tzinfo=UTC)  # a Wednesday
@@ -66,3 +74,71 @@ def test_no_time_named() -> None:
 )
 def test_classify(query: str, kind: str) -> None:
     assert classify(query) == kind
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        # REF is a Wednesday: the Saturday before is 2024-05-11, a day of slack either side.
+        ("I received a necklace last Saturday", "2024-05-10", "2024-05-13"),
+        ("what did I cook on Monday?", "2024-05-12", "2024-05-15"),
+        # Said on a Wednesday, "last Wednesday" is a week back, not today.
+        ("who called last Wednesday", "2024-05-07", "2024-05-10"),
+    ],
+)
+def test_weekday_windows(query: str, start: str, end: str) -> None:
+    window = resolve_time_window(query, REF)
+    assert window is not None
+    assert (window.start, window.end) == (day(start), day(end))
+
+
+def test_weekday_words_are_time_phrases_not_search_terms() -> None:
+    assert "last saturday" in time_phrases("what did I get last Saturday?")
+
+
+@pytest.mark.parametrize(
+    ("query", "order"),
+    [
+        ("when did I first try sushi? the first time", "earliest"),
+        ("what car did I drive initially?", "earliest"),
+        ("what is my most recent job title", "latest"),
+        ("where do I currently live?", "latest"),
+        ("which came first, the doctor visit or the camping trip?", None),
+        ("what was the earliest and the latest trip?", None),
+        ("what is my cat's name?", None),
+    ],
+)
+def test_time_order(query: str, order: str | None) -> None:
+    assert time_order(query) == order
+
+
+@pytest.mark.parametrize(
+    ("query", "relation", "text"),
+    [
+        ("where did I live before I moved to Lisbon?", "before", "I moved to Lisbon"),
+        ("how many weddings since my cousin's wedding?", "since", "my cousin's wedding"),
+        (
+            "How many days before the team meeting I was preparing for did I attend it?",
+            "before",
+            "the team meeting",
+        ),
+        ("what broke after its first service", "after", "its first service"),
+    ],
+)
+def test_anchor_events(query: str, relation: str, text: str) -> None:
+    assert anchor_event(query) == Anchor(relation, text)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["what did I do before lunch?", "what happened after last week", "what is my cat's name?"],
+)
+def test_no_anchor(query: str) -> None:
+    # One word is no event; a time is the window's job; most queries have no anchor.
+    assert anchor_event(query) is None
+
+
+def test_anchor_window() -> None:
+    assert anchor_window("before", REF) == TimeRange(None, REF)
+    assert anchor_window("since", REF) == TimeRange(REF, None)
+    assert anchor_window("after", REF) == TimeRange(REF, None)

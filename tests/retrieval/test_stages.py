@@ -16,6 +16,8 @@ from recalld.retrieval.adjust import (
     decay_factor,
     factors_for,
     knowledge_updates,
+    speaker_factor,
+    time_order,
     wanted_role,
 )
 from recalld.retrieval.assemble import (
@@ -265,3 +267,59 @@ def test_plain_config_turns_every_adjustment_off() -> None:
     assert factors_for(memory, QueryContext(NOW, "p", "user"), plain) == {}
     assert plain.session_boost == plain.neighbor_weight == 0.0 and plain.mmr_lambda == 1.0
     assert plain.channels == BASE.channels and plain.rrf_k == BASE.rrf_k
+
+
+# -- earliest / latest ordering ---------------------------------------------------------
+
+
+def test_time_order_lifts_the_requested_end_of_time() -> None:
+    cfg = BASE.with_changes(order_weight=0.2)
+    old, mid, new = mem("old", days_old=300), mem("mid", days_old=100), mem("new", days_old=1)
+    items = [scored(new, 1.0), scored(mid, 0.95), scored(old, 0.9)]
+    earliest = time_order(items, "earliest", cfg)
+    assert [s.memory.id for s in earliest] == ["old", "mid", "new"]
+    assert earliest[0].factors["order_earliest"] == pytest.approx(1.2)
+    assert earliest[1].factors["order_earliest"] == pytest.approx(1.1)
+    assert "order_earliest" not in earliest[2].factors  # the newest gains nothing
+    latest = time_order(list(reversed(items)), "latest", cfg)
+    assert [s.memory.id for s in latest] == ["new", "mid", "old"]
+
+
+def test_time_order_off_or_without_an_order_changes_nothing() -> None:
+    items = [scored(mem("a", days_old=1), 1.0), scored(mem("b", days_old=9), 0.5)]
+    assert time_order(items, None, BASE.with_changes(order_weight=0.5)) == items
+    assert time_order(items, "earliest", BASE.with_changes(order_weight=0.0)) == items
+
+
+def test_time_order_leaves_deeper_candidates_alone() -> None:
+    cfg = BASE.with_changes(order_weight=0.5, order_depth=2)
+    items = [scored(mem("a", days_old=1), 1.0), scored(mem("b", days_old=9), 0.9),
+             scored(mem("c", days_old=99), 0.1)]  # fmt: skip
+    out = time_order(items, "earliest", cfg)
+    assert [s.memory.id for s in out] == ["b", "a", "c"]
+    assert out[2] == items[2]
+
+
+# -- speakers ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("metadata", "factor"),
+    [
+        ({"speaker": "Melanie"}, 1.3),
+        ({"speaker": "Caroline"}, 1.0),
+        ({"role": "Melanie"}, 1.3),  # transcripts imported with a name as the role
+        ({"role": "user"}, 1.0),  # a generic role names nobody
+        ({"speaker": "Mary Ann"}, 1.0),  # every word of the name must be in the query
+        ({}, 1.0),
+    ],
+)
+def test_speaker_named_in_the_query_is_preferred(metadata: dict[str, str], factor: float) -> None:
+    cfg = BASE.with_changes(speaker_boost=1.3)
+    query = frozenset({"where", "has", "melanie", "camped", "mary"})
+    assert speaker_factor(mem("a", metadata=metadata), query, cfg) == factor
+
+
+def test_speaker_boost_off_by_setting() -> None:
+    memory = mem("a", metadata={"speaker": "Melanie"})
+    assert speaker_factor(memory, frozenset({"melanie"}), BASE.with_changes(speaker_boost=1.0)) == 1.0

@@ -13,6 +13,7 @@ import numpy as np
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
+from recalld.text import words
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,8 @@ class QueryContext:
     project: str | None = None
     role: str | None = None
     window: TimeRange | None = None
+    query_words: frozenset[str] = frozenset()
+    """The query's lower-cased words, for matching the names of speakers."""
 
 
 def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> float:
@@ -72,6 +75,28 @@ def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> fl
     if role is None or speaker is None or config.role_boost == 1.0:
         return 1.0
     return config.role_boost if speaker == role else 1.0
+
+
+def speaker_of(memory: Memory) -> str | None:
+    """Who said a memory: ``metadata["speaker"]``, else a ``role`` that is a name (not
+    ``user`` / ``assistant`` / ``system``)."""
+    speaker = memory.metadata.get("speaker") or memory.metadata.get("role")
+    if not isinstance(speaker, str) or speaker.lower() in GENERIC_ROLES:
+        return None
+    return speaker
+
+
+GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "human", "ai", "speaker"})
+
+
+def speaker_factor(memory: Memory, query_words: frozenset[str], config: RetrievalConfig) -> float:
+    """A question that names a person ("where has Melanie camped?") is mostly answered by
+    what that person said: their turns score ``speaker_boost`` more."""
+    speaker = speaker_of(memory)
+    if speaker is None or config.speaker_boost == 1.0 or not query_words:
+        return 1.0
+    names = words(speaker)
+    return config.speaker_boost if names and all(n in query_words for n in names) else 1.0
 
 
 def window_factor(memory: Memory, window: TimeRange | None, config: RetrievalConfig) -> float:
@@ -92,6 +117,7 @@ def factors_for(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> d
         "significance": 1.0 + config.significance_weight * (memory.significance - 0.5),
         "reinforcement": 1.0 + config.reinforcement_weight * math.log2(1 + memory.access_count),
         "role": role_factor(memory, ctx.role, config),
+        "speaker": speaker_factor(memory, ctx.query_words, config),
         "time_window": window_factor(memory, ctx.window, config),
     }
     return {name: value for name, value in factors.items() if value != 1.0}
@@ -143,3 +169,26 @@ def knowledge_updates(
         for s in scored
     ]  # fmt: skip
     return sorted(out, key=lambda s: -s.score)
+
+
+def time_order(scored: list[Scored], order: str | None, config: RetrievalConfig) -> list[Scored]:
+    """For a query about the earliest or latest of something, the top ``order_depth``
+    candidates gain up to ``order_weight`` by their place in time: rank-normalised, so
+    the oldest (``earliest``) or the newest (``latest``) gains the whole share and ties in
+    time gain the same. Deeper candidates are untouched; the result is re-sorted."""
+    top = scored[: config.order_depth]
+    if order is None or config.order_weight <= 0 or len(top) < 2:
+        return scored
+    times = sorted({s.memory.reference_time for s in top})
+    if len(times) < 2:
+        return scored
+    place = {t: i / (len(times) - 1) for i, t in enumerate(times)}
+    out = []
+    for item in top:
+        position = place[item.memory.reference_time]
+        share = config.order_weight * (position if order == "latest" else 1.0 - position)
+        if share:
+            factors = {**item.factors, f"order_{order}": 1.0 + share}
+            item = replace(item, score=item.score * (1.0 + share), factors=factors)
+        out.append(item)
+    return sorted(out, key=lambda s: -s.score) + scored[len(top) :]

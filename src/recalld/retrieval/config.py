@@ -84,8 +84,22 @@ class RetrievalConfig:
     """Turns spoken by the role the query is about (the user, unless it asks what the
     assistant said) score this much more; 1.0 turns it off. Measured: +7 points R@1 on
     LongMemEval_S; no effect where turns carry no role."""
+    speaker_boost: float = 1.0
+    """Turns spoken by a person the query names (``metadata["speaker"]``, or a ``role``
+    that is a name) score this much more; 1.0 turns it off."""
     window_boost: float = 1.0
     """Memories inside the time window the query names score this much more."""
+    order_weight: float = 0.0
+    """For a query about an end of time ("the first time", "most recently"), memories gain
+    up to this share by their place in time among the top ``order_depth`` candidates
+    (the oldest or the newest gains all of it); 0 turns it off."""
+    order_depth: int = 30
+    """How many top candidates are placed in time for ``order_weight``."""
+    anchor_events: bool = True
+    """Resolve "before/after/since <event>" by finding the event's time with a small search
+    and using it as the query's time window (when the query names no time itself)."""
+    anchor_min_score: float = 0.5
+    """The event's best match must reach this cosine similarity to be trusted as its time."""
     kupdate_factor: float = 1.0
     """Knowledge updates: of two near-identical statements, the older scores this much
     less so the newer value ranks first; 1.0 turns it off."""
@@ -157,7 +171,8 @@ class RetrievalConfig:
             self, decay="none", use_priority=False, pinned_boost=1.0, project_boost=1.0,
             project_penalty=1.0, no_project_penalty=1.0,
             type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)), significance_weight=0.0,
-            reinforcement_weight=0.0, role_boost=1.0, window_boost=1.0, kupdate_factor=1.0,
+            reinforcement_weight=0.0, role_boost=1.0, speaker_boost=1.0, window_boost=1.0,
+            order_weight=0.0, anchor_events=False, kupdate_factor=1.0,
             session_boost=0.0, neighbor_weight=0.0, mmr_lambda=1.0, diverse_aggregation=False,
             min_score=0.0, max_gap=0.0, dedupe=False,
         )  # fmt: skip

@@ -5,6 +5,7 @@ into a window relative to a reference time (now, or the caller's ``as_of``).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from recalld.records import TimeRange
@@ -41,6 +42,21 @@ _MONTH_DAY = re.compile(
     rf"\b({_MONTH_NAMES})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}}))?"
 )
 _YEAR = re.compile(r"\b(?:in|during)\s+((?:19|20)\d{2})\b")
+WEEKDAYS = {
+    name: i
+    for i, names in enumerate(
+        [("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),
+         ("thursday", "thu", "thur", "thurs"), ("friday", "fri"), ("saturday", "sat"),
+         ("sunday", "sun")]
+    )
+    for name in names
+}  # fmt: skip
+_WEEKDAY = re.compile(
+    r"\b(?:last|this past|past|previous|on|this)\s+"
+    r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
+)
+WEEKDAY_SLACK_DAYS = 1
+"""A weekday names one day; a conversation about it may be dated a day either side."""
 
 
 def _number(token: str) -> int:
@@ -76,6 +92,15 @@ def _relative(text: str, ref: datetime) -> TimeRange | None:
     if found := _LAST_N.search(text):
         span = _number(found.group(1)) * _UNIT_DAYS[found.group(2)]
         return TimeRange(day - timedelta(days=span), ref)
+    if found := _WEEKDAY.search(text):
+        # The most recent such day before today: "last Saturday" said on a Wednesday is
+        # four days back, said on a Saturday a week back.
+        back = (day.weekday() - WEEKDAYS[found.group(1)]) % 7 or 7
+        moment = day - timedelta(days=back)
+        return TimeRange(
+            moment - timedelta(days=WEEKDAY_SLACK_DAYS),
+            moment + timedelta(days=1 + WEEKDAY_SLACK_DAYS),
+        )
     if found := _LAST_UNIT.search(text):
         which, unit = found.groups()
         if unit == "weekend":
@@ -118,7 +143,7 @@ def _absolute(text: str, ref: datetime) -> TimeRange | None:
 _VAGUE_NOW = re.compile(
     r"\b(?:these days|nowadays|currently|at the moment|right now|lately|recently)\b"
 )
-_ALL_PATTERNS = (_AGO, _LAST_N, _LAST_UNIT, _IN_MONTH, _MONTH_DAY, _YEAR, _VAGUE_NOW)
+_ALL_PATTERNS = (_AGO, _LAST_N, _WEEKDAY, _LAST_UNIT, _IN_MONTH, _MONTH_DAY, _YEAR, _VAGUE_NOW)
 
 
 def time_phrases(query: str) -> list[str]:
@@ -134,3 +159,75 @@ def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:
     text = query.lower()
     window = _relative(text, reference) or _absolute(text, reference)
     return None if window is None else _with_tz(window, reference)
+
+
+TimeOrder = str  # "earliest" | "latest"
+
+_EARLIEST = re.compile(
+    r"\b(?:the first|first time|at first|earliest|initially|originally|to begin with"
+    r"|started out|in the beginning)\b"
+)
+_LATEST = re.compile(
+    r"\b(?:most recent(?:ly)?|latest|the last time|last time|currently|nowadays|these days"
+    r"|right now|at the moment|now|still|anymore|any more|so far|up to date)\b"
+)
+
+
+def time_order(query: str) -> TimeOrder | None:
+    """Which end of time a query asks about: ``earliest`` ("the first time", "initially"),
+    ``latest`` ("most recent", "currently", "now"), or ``None``. A query naming both (which
+    came first, the latest or the earliest?) asks for a comparison, not an end: ``None``."""
+    text = query.lower()
+    early, late = _EARLIEST.search(text) is not None, _LATEST.search(text) is not None
+    if early == late:
+        return None
+    return "earliest" if early else "latest"
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """An event a query places its question relative to: "before I moved" is
+    ``Anchor("before", "I moved")``. Its time is found by searching for ``text``."""
+
+    relation: str
+    """``before``, ``after`` or ``since``."""
+    text: str
+
+
+_ANCHOR = re.compile(
+    r"\b(before|after|since)\s+((?:i|we|my|our|the|its|his|her|their)\b[^?.,;!]*)",
+    re.IGNORECASE,
+)
+_ANCHOR_STOP = re.compile(
+    r"\s+\b(?:did|do|does|was|were|is|are|have|has|had|and|or|but|what|which|who|how|when"
+    r"|where|why)\b.*$",
+    re.IGNORECASE,
+)
+_TRAILING_SUBJECT = re.compile(r"\s+(?:i|we)$", re.IGNORECASE)
+"""The subject of a following clause ("the meeting I was preparing for") is not the event."""
+MIN_ANCHOR_WORDS = 2
+"""An anchor needs a subject and something that happened ("I moved", "the wedding")."""
+
+
+def anchor_event(query: str) -> Anchor | None:
+    """The event a query is relative to ("before I moved", "since the wedding"), or ``None``.
+
+    The event runs from the pronoun or article to the end of the clause; a following
+    question word or auxiliary ("... did I ...") ends it. Times ("before last week") are the
+    time window's job, not anchors.
+    """
+    found = _ANCHOR.search(query)
+    if found is None:
+        return None
+    text = _ANCHOR_STOP.sub("", found.group(2)).strip()
+    text = _TRAILING_SUBJECT.sub("", text)
+    if len(text.split()) < MIN_ANCHOR_WORDS or resolve_time_window(text, datetime.now()):
+        return None
+    return Anchor(found.group(1).lower(), text)
+
+
+def anchor_window(relation: str, moment: datetime) -> TimeRange:
+    """The window an anchor's time gives: before it, or from it on."""
+    if relation == "before":
+        return TimeRange(None, moment)
+    return TimeRange(moment, None)

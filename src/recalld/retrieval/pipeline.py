@@ -19,14 +19,23 @@ from recalld.records import (
     SearchResult,
     Trace,
 )
-from recalld.retrieval.adjust import QueryContext, Scored, adjust, knowledge_updates, wanted_role
+from recalld.retrieval.adjust import (
+    QueryContext,
+    Scored,
+    adjust,
+    knowledge_updates,
+    time_order,
+    wanted_role,
+)
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
 from recalld.retrieval.config import RetrievalConfig
+from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.query import QueryPlan, understand
 from recalld.retrieval.sessions import apply_session_support, group_by_session, neighbor_support
 from recalld.stores.base import CandidateRequest, ChannelCandidate, Store
+from recalld.text import words
 
 CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
 
@@ -52,13 +61,16 @@ def search(
 ) -> SearchResult:
     """Run the pipeline of SPEC.md.
 
-    1. understand the query (type, terms, entities, time window, mode);
+    1. understand the query (type, terms, entities, time window, ordering, mode); an event
+       it is relative to ("before I moved") is found with a small search and becomes the
+       time window;
     2. expand it (only with an LLM configured: none yet, so skipped);
     3. retrieve candidates per channel, all channels in one store call;
     4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
     5. rerank (only with a reranker configured: none yet, so skipped);
     6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
-       role, time window), then knowledge updates, session and neighbour evidence;
+       role, time window, earliest/latest ordering), then knowledge updates, session and
+       neighbour evidence;
     7. filter: dedup identical content, relevance threshold and score gap (exact lexical
        and entity hits are never dropped);
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;
@@ -67,12 +79,15 @@ def search(
     started = time.perf_counter()
     reference = request.as_of or now
     plan = understand(request.query, request.mode, reference)
+    plan = place_anchor(store, embedder, plan, request, config)
     lists = retrieve(store, embedder, plan, request, config)
     fused = fuse(lists, config)
     fused = fused[: max(config.min_adjust, request.limit * config.adjust_depth)]
     memories = {m.id: m for m in store.get_many([f.memory_id for f in fused])}
-    ctx = QueryContext(reference, request.project, wanted_role(request.query), plan.time_window)
+    ctx = QueryContext(reference, request.project, wanted_role(request.query), plan.time_window,
+                       frozenset(words(request.query)))  # fmt: skip
     scored = adjust(fused, memories, ctx, config)
+    scored = time_order(scored, plan.order, config)
     vectors = _vectors(store, scored, config)
     scored = knowledge_updates(scored, vectors, config)
     scored = apply_session_support(scored, config)
@@ -112,6 +127,35 @@ def search(
             "filtered": len(scored) - len(kept),
         },
     )
+
+
+def place_anchor(
+    store: Store,
+    embedder: Embedder,
+    plan: QueryPlan,
+    request: SearchRequest,
+    config: RetrievalConfig,
+) -> QueryPlan:
+    """Stage 1b: "before I moved" -> the time of the memory that best says "I moved" (by
+    cosine, trusted at ``anchor_min_score`` or above) -> the window before it. A query
+    that names a time itself keeps that time."""
+    anchor = plan.anchor
+    if anchor is None or plan.time_window is not None or not config.anchor_events:
+        return plan
+    found = store.candidates(
+        CandidateRequest(
+            filters=request.filters,
+            query_vector=embedder.embed_query(anchor.text),
+            semantic_limit=1,
+        )
+    ).get("semantic", [])
+    if not found or found[0].score < config.anchor_min_score:
+        return plan
+    memories = store.get_many([found[0].memory_id])
+    if not memories:
+        return plan
+    window = anchor_window(anchor.relation, memories[0].reference_time)
+    return replace(plan, time_window=window)
 
 
 def retrieve(

@@ -7,7 +7,14 @@ from datetime import datetime
 
 from recalld.entities import extract_entities
 from recalld.records import SearchMode, TimeRange
-from recalld.retrieval.dates import resolve_time_window, time_phrases
+from recalld.retrieval.dates import (
+    Anchor,
+    TimeOrder,
+    anchor_event,
+    resolve_time_window,
+    time_order,
+    time_phrases,
+)
 from recalld.text import keywords
 
 QueryType = str  # "simple" | "preference" | "temporal" | "aggregation"
@@ -41,6 +48,11 @@ class QueryPlan:
     time_window: TimeRange | None
     mode: SearchMode
     reference_time: datetime
+    order: TimeOrder | None = None
+    """``earliest`` or ``latest`` when the query asks for an end of time ("the first time")."""
+    anchor: Anchor | None = None
+    """An event the question is placed relative to ("before I moved"); the pipeline finds
+    its time and turns it into ``time_window`` when the query names no time itself."""
 
 
 def classify(query: str) -> QueryType:
@@ -74,4 +86,6 @@ def understand(query: str, mode: SearchMode, reference: datetime) -> QueryPlan:
         time_window=resolve_time_window(query, reference),
         mode=resolved,
         reference_time=reference,
+        order=time_order(query),
+        anchor=anchor_event(query),
     )

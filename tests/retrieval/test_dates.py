@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -47,6 +47,16 @@ def test_last_weekend_is_saturday_and_sunday() -> None:
     window = resolve_time_window("what did I do last weekend?", REF)
     assert window is not None and window.start == day("2024-05-11")
     assert window.end == day("2024-05-13")
+
+
+@pytest.mark.parametrize(
+    ("ref", "saturday"),
+    [("2024-05-15", "2024-05-18"), ("2024-05-18", "2024-05-18"), ("2024-05-19", "2024-05-18")],
+)
+def test_this_weekend_is_the_coming_or_current_one(ref: str, saturday: str) -> None:
+    window = resolve_time_window("any events this weekend?", day(ref).replace(hour=12))
+    assert window is not None and window.start == day(saturday)
+    assert window.end == day(saturday) + timedelta(days=2)
 
 
 def test_last_week_ends_today_and_spans_two_weeks() -> None:

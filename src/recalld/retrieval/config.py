@@ -84,9 +84,11 @@ class RetrievalConfig:
     """Turns spoken by the role the query is about (the user, unless it asks what the
     assistant said) score this much more; 1.0 turns it off. Measured: +7 points R@1 on
     LongMemEval_S; no effect where turns carry no role."""
-    speaker_boost: float = 1.0
+    speaker_boost: float = 1.5
     """Turns spoken by a person the query names (``metadata["speaker"]``, or a ``role``
-    that is a name) score this much more; 1.0 turns it off."""
+    that is a name) score this much more; 1.0 turns it off. Measured on LoCoMo: turn
+    R@1 0.266 -> 0.377, R@10 0.750 -> 0.764, evidence@10 0.684 -> 0.695 (2.0 did less
+    well); no effect on LongMemEval, whose roles are user and assistant."""
     window_boost: float = 1.0
     """Memories inside the time window the query names score this much more."""
     order_weight: float = 0.0

@@ -104,7 +104,12 @@ def _relative(text: str, ref: datetime) -> TimeRange | None:
     if found := _LAST_UNIT.search(text):
         which, unit = found.groups()
         if unit == "weekend":
-            saturday = day - timedelta(days=(day.weekday() - 5) % 7 or 7)
+            if which == "this":
+                # The weekend under way, or the coming one: "this weekend" is never past.
+                saturday = day - timedelta(days=day.weekday() - 5 if day.weekday() >= 5 else 0)
+                saturday += timedelta(days=max(0, 5 - day.weekday()))
+            else:
+                saturday = day - timedelta(days=(day.weekday() - 5) % 7 or 7)
             return TimeRange(saturday, saturday + timedelta(days=2))
         span = {"week": 7, "month": 30, "year": 365}[unit]
         if which == "this":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -36,8 +37,8 @@ def rrf(
 
     ``score = sum(weight / (k + rank))`` over the lists a memory appears in, plus
     ``bonus_first`` (rank 1) or ``bonus_top3`` (ranks 2-3) for its best rank in an
-    original-query list. Ties break by memory id, so the order does not depend on the
-    order of the lists.
+    original-query list. Shares are summed exactly (``math.fsum``) and ties break by memory
+    id, so neither the score nor the order depends on the order of the lists.
     """
     parts: dict[str, dict[str, float]] = {}
     best: dict[str, int] = {}
@@ -53,7 +54,7 @@ def rrf(
         bonus = bonus_first if rank == 1 else bonus_top3 if rank is not None and rank <= 3 else 0.0
         if bonus:
             share = {**share, "top_rank_bonus": bonus}
-        fused.append(Fused(memory_id, sum(share.values()), share))
+        fused.append(Fused(memory_id, math.fsum(share.values()), share))
     return _sorted(fused)
 
 
@@ -77,7 +78,7 @@ def linear(lists: Sequence[RankedList], weights: Mapping[str, float]) -> list[Fu
             norm = 1.0 if span == 0 else (cand.score - low) / span
             share = parts.setdefault(cand.memory_id, {})
             share[ranked.name] = max(share.get(ranked.name, 0.0), weight * norm)
-    return _sorted([Fused(m, sum(s.values()), s) for m, s in parts.items()])
+    return _sorted([Fused(m, math.fsum(s.values()), s) for m, s in parts.items()])
 
 
 def _sorted(fused: list[Fused]) -> list[Fused]:

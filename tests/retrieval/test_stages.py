@@ -119,6 +119,10 @@ def test_wanted_role() -> None:
     assert wanted_role("what restaurant did you recommend last time?") == "assistant"
     assert wanted_role("can you remind me what you said about the tax deadline") == "assistant"
     assert wanted_role("what restaurant do I like?") == "user"
+    # A request for something new is informed by what the user said, not by old answers.
+    assert wanted_role("Can you suggest a hotel for my trip to Miami?") == "user"
+    assert wanted_role("could you recommend a book?") == "user"
+    assert wanted_role("which book did you recommend?") == "assistant"
 
 
 def test_newer_statement_of_the_same_thing_wins() -> None:

@@ -46,10 +46,13 @@ def project_factor(memory: Memory, project: str | None, config: RetrievalConfig)
 
 _ABOUT_ASSISTANT = re.compile(
     r"\byou\s+(?:said|told|mentioned|suggested|recommended|gave|provided|listed|wrote|"
-    r"explained|shared|described|recommend|suggest)\b|\byour\s+(?:suggestion|recommendation|"
-    r"answer|advice|list|explanation)\b|\b(?:remind me (?:what|of) (?:you|the))\b",
+    r"explained|shared|described)\b|\bdid\s+you\s+(?:say|tell|mention|suggest|recommend|"
+    r"give|provide|list|write|explain|share|describe)\b|\byour\s+(?:suggestion|"
+    r"recommendation|answer|advice|list|explanation)\b|\b(?:remind me (?:what|of) (?:you|the))\b",
     re.IGNORECASE,
 )
+"""Questions about what the assistant said before. A request ("can you suggest a hotel?")
+is not one: it asks for something new, which the user's own turns inform."""
 
 
 def wanted_role(query: str) -> str:

@@ -102,6 +102,14 @@ def test_weekday_windows(query: str, start: str, end: str) -> None:
     assert (window.start, window.end) == (day(start), day(end))
 
 
+def test_recently_is_the_last_month_but_latest_is_an_ordering_not_a_window() -> None:
+    window = resolve_time_window("what have I been reading lately?", REF)
+    assert window is not None and window.start == day("2024-04-15") and window.end == REF
+    # The newest of something may be older than a month; "earliest to latest" spans all time.
+    assert resolve_time_window("what is my most recent job title?", REF) is None
+    assert resolve_time_window("the order of the museums, earliest to latest", REF) is None
+
+
 def test_weekday_words_are_time_phrases_not_search_terms() -> None:
     assert "last saturday" in time_phrases("what did I get last Saturday?")
 

@@ -55,6 +55,8 @@ _WEEKDAY = re.compile(
     r"\b(?:last|this past|past|previous|on|this)\s+"
     r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
 )
+RECENT_DAYS = 30
+"""How far back "recently" and "lately" reach."""
 WEEKDAY_SLACK_DAYS = 1
 """A weekday names one day; a conversation about it may be dated a day either side."""
 
@@ -115,8 +117,10 @@ def _relative(text: str, ref: datetime) -> TimeRange | None:
         if which == "this":
             return TimeRange(day - timedelta(days=span), ref)
         return TimeRange(day - timedelta(days=2 * span), day)
-    if re.search(r"\b(recently|lately|latest|most recent)\b", text):
-        return TimeRange(day - timedelta(days=30), ref)
+    if re.search(r"\b(recently|lately)\b", text):
+        # "Latest" and "most recent" ask for the newest of something, however old it is
+        # (an ordering, see ``time_order``), not for the last month.
+        return TimeRange(day - timedelta(days=RECENT_DAYS), ref)
     return None
 
 

@@ -326,4 +326,5 @@ def test_speaker_named_in_the_query_is_preferred(metadata: dict[str, str], facto
 
 def test_speaker_boost_off_by_setting() -> None:
     memory = mem("a", metadata={"speaker": "Melanie"})
-    assert speaker_factor(memory, frozenset({"melanie"}), BASE.with_changes(speaker_boost=1.0)) == 1.0
+    off = BASE.with_changes(speaker_boost=1.0)
+    assert speaker_factor(memory, frozenset({"melanie"}), off) == 1.0

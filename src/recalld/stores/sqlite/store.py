@@ -60,21 +60,31 @@ def _row(memory: Memory) -> tuple[Any, ...]:
     )  # fmt: skip
 
 
+def _json_tuple(text: str) -> tuple[Any, ...]:
+    return () if text == "[]" else tuple(json.loads(text))
+
+
 def _memory(r: sqlite3.Row) -> Memory:
+    # Unpacked by position (in ``_COLUMNS`` order): a search builds a hundred or more of
+    # these, and lookups by column name were most of the cost.
+    (
+        id_, content, type_, content_hash, event_time, created_at, updated_at, last_accessed,
+        _ref_time, access_count, priority, pinned, evergreen, significance, project, scope,
+        session_id, source_kind, source_path, source_start, source_end, source_ref, tags,
+        entities, metadata, valid_until, superseded_by, fingerprint, forgotten_at, embed_context,
+    ) = r  # fmt: skip
     return Memory(
-        id=r["id"], content=r["content"], type=r["type"], content_hash=r["content_hash"],
-        event_time=_dt(r["event_time"]), created_at=_dt(r["created_at"]) or datetime.now(UTC),
-        updated_at=_dt(r["updated_at"]) or datetime.now(UTC),
-        last_accessed_at=_dt(r["last_accessed_at"]), access_count=r["access_count"],
-        priority=r["priority"], pinned=bool(r["pinned"]), evergreen=bool(r["evergreen"]),
-        significance=r["significance"], project=r["project"], scope=r["scope"],
-        session_id=r["session_id"],
-        source=Source(r["source_kind"], r["source_path"], r["source_start"], r["source_end"],
-                      r["source_ref"]),
-        tags=tuple(json.loads(r["tags"])), entities=tuple(json.loads(r["entities"])),
-        metadata=json.loads(r["metadata"]), valid_until=_dt(r["valid_until"]),
-        superseded_by=r["superseded_by"], embedding_fingerprint=r["embedding_fingerprint"],
-        forgotten_at=_dt(r["forgotten_at"]), embed_context=r["embed_context"],
+        id=id_, content=content, type=type_, content_hash=content_hash,
+        event_time=_dt(event_time), created_at=_dt(created_at) or datetime.now(UTC),
+        updated_at=_dt(updated_at) or datetime.now(UTC),
+        last_accessed_at=_dt(last_accessed), access_count=access_count,
+        priority=priority, pinned=bool(pinned), evergreen=bool(evergreen),
+        significance=significance, project=project, scope=scope, session_id=session_id,
+        source=Source(source_kind, source_path, source_start, source_end, source_ref),
+        tags=_json_tuple(tags), entities=_json_tuple(entities),
+        metadata={} if metadata == "{}" else json.loads(metadata), valid_until=_dt(valid_until),
+        superseded_by=superseded_by, embedding_fingerprint=fingerprint,
+        forgotten_at=_dt(forgotten_at), embed_context=embed_context,
     )  # fmt: skip
 
 
@@ -300,7 +310,8 @@ class SQLiteStore:
             for r in self._db.execute(
                 f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", chunk
             ):
-                found[r["id"]] = _memory(r)
+                memory = _memory(r)
+                found[memory.id] = memory
         return [found[i] for i in ids if i in found]
 
     def session_neighbors(

@@ -25,6 +25,12 @@ def weights(config: RetrievalConfig, **changes: float) -> RetrievalConfig:
 VARIANTS: dict[str, RetrievalConfig] = {
     "default (balanced)": BASE,
     "- role preference": BASE.with_changes(role_boost=1.0),
+    "- speaker preference": BASE.with_changes(speaker_boost=1.0),
+    "- event anchors": BASE.with_changes(anchor_events=False),
+    "+ earliest/latest order 0.2": BASE.with_changes(order_weight=0.2),
+    "neighbour 0.5, session 0.3 (before)": BASE.with_changes(
+        neighbor_weight=0.5, session_boost=0.3
+    ),
     "- session support": BASE.with_changes(session_boost=0.0),
     "- neighbour support": BASE.with_changes(neighbor_weight=0.0),
     "- temporal channel": BASE.with_changes(channels=("semantic", "bm25")),

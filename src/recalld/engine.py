@@ -52,6 +52,11 @@ if TYPE_CHECKING:
 Progress = Callable[[int], None]
 WRITE_BATCH = 256
 """Memories embedded and committed per transaction in bulk adds."""
+CONTEXT_MIN_HITS = 50
+"""``context()`` considers at least this many hits, and one more per
+``CONTEXT_TOKENS_PER_HIT`` tokens of budget, so that a budget is filled even when memories
+are short (a chat turn is 20-40 tokens): 2000 tokens draw on 125 hits."""
+CONTEXT_TOKENS_PER_HIT = 16
 
 
 def new_id() -> str:
@@ -405,7 +410,7 @@ class MemoryEngine:
         budget = self.config.max_tokens if max_tokens is None else max_tokens
         if budget < 1:
             raise InvalidInputError("max_tokens must be positive")
-        search_args.setdefault("limit", 50)
+        search_args.setdefault("limit", max(CONTEXT_MIN_HITS, budget // CONTEXT_TOKENS_PER_HIT))
         result = self.search(query, **search_args)
         chosen = fit_budget(result.hits, lambda h: estimate_tokens(format_hit(h.memory)), budget)
         lines = [format_hit(h.memory) for h in chosen]

@@ -78,6 +78,16 @@ def test_context_holds_the_answer_within_budget(with_distractors: recalld.Memory
     assert "Ana lands in Lisbon" in context.text.splitlines()[1]
 
 
+def test_context_fills_its_budget_when_memories_are_short(engine: recalld.MemoryEngine) -> None:
+    shelves = ["red", "blue", "green", "yellow", "white", "black", "grey", "brown"]
+    notes = [f"Box {n} on the {shelves[n % 8]} shelf holds spare part {n * 7}." for n in range(90)]
+    engine.add_many([recalld.NewMemory(n) for n in notes])
+    context = engine.context("which box holds the spare part?", max_tokens=2000)
+    # 90 notes of about 15 tokens fit in 2000: all of them, not just the first 50 hits.
+    assert len(context.hits) == 90
+    assert context.tokens <= 2000
+
+
 def test_lexical_trap_vector_mode_finds_the_camera(with_distractors: recalld.MemoryEngine) -> None:
     added = with_distractors.add(TARGETS[2][0])
     top = with_distractors.search(CAMERA_WITH_LEXICAL_TRAP, mode="vector").hits[0]

@@ -192,6 +192,6 @@ def time_order(scored: list[Scored], order: str | None, config: RetrievalConfig)
         share = config.order_weight * (position if order == "latest" else 1.0 - position)
         if share:
             factors = {**item.factors, f"order_{order}": 1.0 + share}
-            item = replace(item, score=item.score * (1.0 + share), factors=factors)
+            item = Scored(item.memory, item.fused, item.score * (1.0 + share), factors)
         out.append(item)
     return sorted(out, key=lambda s: -s.score) + scored[len(top) :]

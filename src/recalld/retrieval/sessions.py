@@ -9,7 +9,6 @@ This reorders turns (and so the sessions they stand for) without dropping any.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 
 from recalld.records import Memory
 from recalld.retrieval.adjust import Scored
@@ -45,7 +44,7 @@ def apply_session_support(scored: list[Scored], config: RetrievalConfig) -> list
             continue
         share = config.session_boost * support[session] / top
         factors = {**item.factors, "session_support": 1.0 + share}
-        out.append(replace(item, score=item.score * (1.0 + share), factors=factors))
+        out.append(Scored(item.memory, item.fused, item.score * (1.0 + share), factors))
     return sorted(out, key=lambda s: -s.score)
 
 
@@ -84,7 +83,7 @@ def neighbor_support(
         if share:
             factors = {**item.factors, "neighbor_support": (item.score + share) / item.score
                        if item.score else 1.0}  # fmt: skip
-            item = replace(item, score=item.score + share, factors=factors)
+            item = Scored(item.memory, item.fused, item.score + share, factors)
         out.append(item)
     for memory_id, memory in fresh.items():
         share, source = lent[memory_id]

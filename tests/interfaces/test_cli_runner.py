@@ -149,6 +149,16 @@ def test_search_outputs(run: Run) -> None:
     assert as_json["budget"] == 50 and as_json["tokens"] <= 50
 
 
+def test_explain_header_shows_the_window_an_event_gave(run: Run) -> None:
+    moved = ok(run("--json", "add", "I moved to Lisbon", "--event-time", "2024-03-10"))["id"]
+    ok(run("--json", "add", "I adopted a cat named Miso", "--event-time", "2024-01-05"))
+    human = run("search", "what pet did I get before I moved to Lisbon?", "--explain")
+    assert human.exit_code == 0
+    header = " ".join(human.stdout.split("#1")[0].split())
+    assert "time window before 2024-03-10" in header
+    assert f"before 'I moved to Lisbon', dated by {moved}" in header
+
+
 def test_import_reports_skipped_lines_and_duplicates(run: Run, tmp_path: Path) -> None:
     source = tmp_path / "memories.jsonl"
     source.write_text(

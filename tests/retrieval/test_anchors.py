@@ -41,6 +41,26 @@ def test_before_an_event_becomes_the_window_before_its_time(engine: recalld.Memo
                                                                      else {})}  # fmt: skip
     # The temporal channel holds only what happened before the move.
     assert temporal and temporal <= {"porto", "cat"}
+    assert result.details["anchor"] == {
+        "relation": "before",
+        "event": "I moved to Lisbon",
+        "dated_by": "moved",
+    }
+
+
+def test_the_event_words_do_not_search_for_the_event_itself(engine: recalld.MemoryEngine) -> None:
+    as_of = datetime(2024, 6, 1, tzinfo=UTC)
+    anchored = engine.search("where did I live before I moved to Lisbon?", explain=True,
+                             as_of=as_of)  # fmt: skip
+    plain = engine.search("where did I live before I moved to Lisbon?", explain=True,
+                          as_of=as_of, config=get_preset("balanced").with_changes(
+                              anchor_events=False))  # fmt: skip
+    # Without the anchor, "moved" and "lisbon" are BM25 terms and find the move itself;
+    # with it, they only date the window and BM25 searches for the rest ("live").
+    assert any("bm25" in (h.trace.fusion if h.trace else {}) for h in plain.hits
+               if h.memory.id == "moved")  # fmt: skip
+    assert not any("bm25" in (h.trace.fusion if h.trace else {}) for h in anchored.hits
+                   if h.memory.id == "moved")  # fmt: skip
 
 
 def test_an_unknown_event_gives_no_window(engine: recalld.MemoryEngine) -> None:

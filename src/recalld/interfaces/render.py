@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from recalld.engine import Status
-from recalld.records import Hit, Memory, SearchResult
+from recalld.records import Hit, Memory, SearchResult, TimeRange
 from recalld.sources.status import SourceStatus
 
 console = Console(highlight=False)
@@ -21,12 +21,10 @@ def _when(memory: Memory) -> str:
 
 
 def print_search(result: SearchResult, explain: bool) -> None:
-    window = result.details.get("time_window")
-    span = (
-        f", time window {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}"
-        if window is not None and window.start and window.end
-        else ""
-    )
+    span = _window_text(result.details.get("time_window"))
+    anchor = result.details.get("anchor")
+    if span and anchor:
+        span += f" ({anchor['relation']} {anchor['event']!r}, dated by {anchor['dated_by']})"
     console.print(
         f"[bold]{len(result.hits)} hit(s)[/] for {result.query!r} "
         f"(mode {result.mode}, {result.query_type} query{span}, {result.took_ms:.1f} ms)"
@@ -43,6 +41,16 @@ def print_search(result: SearchResult, explain: bool) -> None:
         table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory), content,
                       hit.memory.id)  # fmt: skip
     console.print(table)
+
+
+def _window_text(window: TimeRange | None) -> str:
+    if window is None or (window.start is None and window.end is None):
+        return ""
+    if window.start is None:
+        return f", time window before {window.end:%Y-%m-%d}"
+    if window.end is None:
+        return f", time window from {window.start:%Y-%m-%d}"
+    return f", time window {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}"
 
 
 def _where(memory: Memory) -> str:

@@ -35,7 +35,7 @@ from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.query import QueryPlan, understand
 from recalld.retrieval.sessions import apply_session_support, group_by_session, neighbor_support
 from recalld.stores.base import CandidateRequest, ChannelCandidate, Store
-from recalld.text import words
+from recalld.text import keywords, words
 
 CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
 
@@ -122,6 +122,13 @@ def search(
         details={
             "candidates": len(fused),
             "time_window": plan.time_window,
+            "anchor": None
+            if plan.anchor_memory is None or plan.anchor is None
+            else {
+                "relation": plan.anchor.relation,
+                "event": plan.anchor.text,
+                "dated_by": plan.anchor_memory,
+            },
             "entities": plan.entities,
             "deduplicated": folded,
             "filtered": len(scored) - len(kept),
@@ -155,7 +162,11 @@ def place_anchor(
     if not memories:
         return plan
     window = anchor_window(anchor.relation, memories[0].reference_time)
-    return replace(plan, time_window=window)
+    # Like time words, the event's words only say when: as search terms they would rank
+    # the event itself ("I moved to Lisbon") above what happened before or after it.
+    event_words = set(keywords(anchor.text))
+    terms = tuple(t for t in plan.terms if t not in event_words) or plan.terms
+    return replace(plan, time_window=window, terms=terms, anchor_memory=memories[0].id)
 
 
 def retrieve(

@@ -53,6 +53,8 @@ class QueryPlan:
     anchor: Anchor | None = None
     """An event the question is placed relative to ("before I moved"); the pipeline finds
     its time and turns it into ``time_window`` when the query names no time itself."""
+    anchor_memory: str | None = None
+    """The memory whose time dated ``anchor``, once the pipeline has found one."""
 
 
 def classify(query: str) -> QueryType:

@@ -251,3 +251,23 @@ def test_forgotten_lookup_uses_the_partial_index(store: SQLiteStore, tmp_path: P
             "EXPLAIN QUERY PLAN SELECT pk FROM memories WHERE forgotten_at IS NOT NULL"
         ).fetchall()
     assert "memories_forgotten" in plan[0][3]
+
+
+def test_the_mirror_knows_each_rows_memory_id_through_changes(
+    store: SQLiteStore, tmp_path: Path
+) -> None:
+    fill(store, 0, clustered(3000, seed=21))
+    mirror = VectorMirror(None)
+    db = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    mirror.refresh(db)
+    store.replace(memory(7), clustered(1, seed=22)[0])  # updated in place
+    store.forget([f"m{i}" for i in range(0, 3000, 2)], hard=True, at=NOW)  # compacts
+    # The highest pk freed and then taken again by a new memory (SQLite reuses it).
+    store.forget(["m2999"], hard=True, at=NOW)
+    fill(store, 5000, clustered(1, seed=23))
+    mirror.refresh(db)
+    truth = dict(db.execute("SELECT pk, id FROM memories"))
+    pks = [int(pk) for pk in mirror.pks[mirror.live]]
+    assert sorted(pks) == sorted(truth)
+    assert mirror.ids_of(pks) == [truth[pk] for pk in pks]
+    assert mirror.ids_of([10**9, -1]) == [None, None]

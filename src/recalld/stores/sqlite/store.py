@@ -433,13 +433,17 @@ class SQLiteStore:
                            strict=True))  # fmt: skip
 
     def _ids_for(self, pks: Sequence[int]) -> list[str]:
-        if not pks:
-            return []
-        marks = ",".join("?" * len(pks))
+        """Memory ids of mirror pks: the mirror holds them; a row it lost meanwhile (another
+        thread's refresh) is looked up."""
+        held = self._vectors.ids_of(pks)
+        missing = [pk for pk, i in zip(pks, held, strict=True) if i is None]
+        if not missing:
+            return [i for i in held if i is not None]
+        marks = ",".join("?" * len(missing))
         found = dict(
-            self._db.execute(f"SELECT pk, id FROM memories WHERE pk IN ({marks})", list(pks))
+            self._db.execute(f"SELECT pk, id FROM memories WHERE pk IN ({marks})", missing)
         )
-        return [found[pk] for pk in pks]
+        return [i if i is not None else found[pk] for pk, i in zip(pks, held, strict=True)]
 
     def _bm25(
         self, request: CandidateRequest, where: str, params: list[object]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -53,12 +54,14 @@ _Item = TypeVar("_Item", bound=np.generic)
 
 @dataclass(frozen=True)
 class Changes:
-    """What one refresh changed: pks dropped, and rows (pk, seq, vector) added or replaced."""
+    """What one refresh changed: pks dropped, and rows (pk, seq, vector, memory id) added
+    or replaced."""
 
     dropped: npt.NDArray[np.int64]
     pks: npt.NDArray[np.int64]
     seqs: npt.NDArray[np.int64]
     vectors: npt.NDArray[np.float32]
+    ids: npt.NDArray[np.object_]
 
 
 class VectorMirror:
@@ -87,6 +90,8 @@ class VectorMirror:
         self._vectors: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         self._pks: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._seqs: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._ids: npt.NDArray[np.object_] = np.zeros(0, dtype=object)
+        """The memory id of each row, so a search answers with ids without a lookup."""
         self._live: Mask = np.zeros(0, dtype=np.bool_)
         self._row_of: npt.NDArray[np.int64] = np.full(1, -1, dtype=np.int64)
         self._count = 0
@@ -120,6 +125,15 @@ class VectorMirror:
     @property
     def uses_ann(self) -> bool:
         return self._ann is not None
+
+    def ids_of(self, pks: Sequence[int]) -> list[str | None]:
+        """The memory id of each pk (``None`` for a pk the mirror does not hold)."""
+        with self._lock:
+            found: list[str | None] = []
+            for pk in pks:
+                row = self._row_of[pk] if 0 <= pk < len(self._row_of) else -1
+                found.append(self._ids[row] if row >= 0 else None)
+            return found
 
     def rows_with(self, pks: npt.NDArray[np.int64]) -> Mask:
         """A row mask that is True exactly for the rows of these pks."""
@@ -156,13 +170,13 @@ class VectorMirror:
             if newest == self._seq and generation == self._generation:
                 return None
             total = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
-            pks, seqs, vectors = self._read_rows(db, newest, total)
+            pks, seqs, vectors, ids = self._read_rows(db, newest, total)
             dropped = np.zeros(0, dtype=np.int64)
             if generation != self._generation and self._count:
                 dropped = self._dropped(db, pks, total)
             self._generation = generation
             self._seq = max(self._seq, newest)
-            return Changes(dropped, pks, seqs, vectors)
+            return Changes(dropped, pks, seqs, vectors, ids)
         finally:
             if own:
                 db.execute("COMMIT")
@@ -186,15 +200,20 @@ class VectorMirror:
 
     def _read_rows(
         self, db: sqlite3.Connection, newest: int, total: int
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32]]:
+    ) -> tuple[
+        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32],
+        npt.NDArray[np.object_],
+    ]:  # fmt: skip
         """Rows with ``seq`` in ``(self._seq, newest]``, read in chunks into arrays."""
         cursor = db.execute(
-            "SELECT seq, pk, vector FROM vectors WHERE seq > ? AND seq <= ? ORDER BY seq",
+            "SELECT v.seq, v.pk, v.vector, m.id FROM vectors v LEFT JOIN memories m"
+            " ON m.pk = v.pk WHERE v.seq > ? AND v.seq <= ? ORDER BY v.seq",
             (self._seq, newest),
         )
         capacity = total if self._count == 0 else LOAD_CHUNK
         pks = np.zeros(capacity, dtype=np.int64)
         seqs = np.zeros(capacity, dtype=np.int64)
+        ids: npt.NDArray[np.object_] = np.zeros(capacity, dtype=object)
         vectors: npt.NDArray[np.float32] | None = None
         done = 0
         while rows := cursor.fetchmany(LOAD_CHUNK):
@@ -205,13 +224,15 @@ class VectorMirror:
             if done + len(rows) > len(pks):
                 grown = max(done + len(rows), 2 * len(pks))
                 pks, seqs, vectors = _grown(pks, grown), _grown(seqs, grown), _grown(vectors, grown)
+                ids = _grown(ids, grown)
             pks[done : done + len(rows)] = [r[1] for r in rows]
             seqs[done : done + len(rows)] = [r[0] for r in rows]
+            ids[done : done + len(rows)] = [r[3] for r in rows]
             vectors[done : done + len(rows)] = chunk
             done += len(rows)
         if vectors is None:
             vectors = np.zeros((0, self.dimension or 0), dtype=np.float32)
-        return pks[:done], seqs[:done], vectors[:done]
+        return pks[:done], seqs[:done], vectors[:done], ids[:done]
 
     def _apply(self, changes: Changes) -> None:
         if len(changes.dropped):
@@ -226,7 +247,7 @@ class VectorMirror:
         if self.dimension is None or changes.vectors.shape[1] != self.dimension:
             self._reset(changes.vectors.shape[1])
         if self._count == 0:
-            self._adopt(changes.pks, changes.seqs, changes.vectors)
+            self._adopt(changes.pks, changes.seqs, changes.vectors, changes.ids)
             return
         in_range = changes.pks < len(self._row_of)
         known = np.zeros(len(changes.pks), dtype=np.bool_)
@@ -235,31 +256,43 @@ class VectorMirror:
             rows = self._row_of[changes.pks[known]]
             self._vectors[rows] = changes.vectors[known]
             self._seqs[rows] = changes.seqs[known]
+            self._ids[rows] = changes.ids[known]
         fresh = ~known
-        self._append(changes.pks[fresh], changes.seqs[fresh], changes.vectors[fresh])
+        self._append(
+            changes.pks[fresh], changes.seqs[fresh], changes.vectors[fresh], changes.ids[fresh]
+        )
 
     def _reset(self, dimension: int) -> None:
         self.dimension = dimension
         self._vectors = np.zeros((0, dimension), dtype=np.float32)
         self._pks = np.zeros(0, dtype=np.int64)
         self._seqs = np.zeros(0, dtype=np.int64)
+        self._ids = np.zeros(0, dtype=object)
         self._live = np.zeros(0, dtype=np.bool_)
         self._row_of = np.full(1, -1, dtype=np.int64)
         self._count = self._dead = 0
         self._ann = None
 
     def _adopt(
-        self, pks: npt.NDArray[np.int64], seqs: npt.NDArray[np.int64], vectors: Vector
+        self,
+        pks: npt.NDArray[np.int64],
+        seqs: npt.NDArray[np.int64],
+        vectors: Vector,
+        ids: npt.NDArray[np.object_],
     ) -> None:
         """Take freshly read arrays as the buffers (a first load copies nothing)."""
-        self._vectors, self._pks, self._seqs = vectors, pks, seqs
+        self._vectors, self._pks, self._seqs, self._ids = vectors, pks, seqs, ids
         self._live = np.ones(len(pks), dtype=np.bool_)
         self._row_of = np.full(int(pks.max(initial=0)) + 1, -1, dtype=np.int64)
         self._row_of[pks] = np.arange(len(pks))
         self._count = len(pks)
 
     def _append(
-        self, pks: npt.NDArray[np.int64], seqs: npt.NDArray[np.int64], vectors: Vector
+        self,
+        pks: npt.NDArray[np.int64],
+        seqs: npt.NDArray[np.int64],
+        vectors: Vector,
+        ids: npt.NDArray[np.object_],
     ) -> None:
         """Add rows, growing the buffers geometrically so single inserts stay cheap."""
         need = self._count + len(pks)
@@ -268,6 +301,7 @@ class VectorMirror:
             self._vectors = _grown(self._vectors, capacity)
             self._pks = _grown(self._pks, capacity)
             self._seqs = _grown(self._seqs, capacity)
+            self._ids = _grown(self._ids, capacity)
             self._live = _grown(self._live, capacity)
         top = int(pks.max(initial=0)) + 1
         if top > len(self._row_of):
@@ -278,6 +312,7 @@ class VectorMirror:
         self._vectors[rows] = vectors
         self._pks[rows] = pks
         self._seqs[rows] = seqs
+        self._ids[rows] = ids
         self._live[rows] = True
         self._row_of[pks] = rows
         self._count = need
@@ -292,10 +327,11 @@ class VectorMirror:
     def _compact(self) -> None:
         keep = self.live
         pks, seqs, vectors = self.pks[keep], self._seqs[: self._count][keep], self.matrix[keep]
+        ids = self._ids[: self._count][keep]
         ann, dimension = self._ann, self.dimension
         assert dimension is not None
         self._reset(dimension)
-        self._append(pks.copy(), seqs.copy(), vectors.copy())
+        self._append(pks.copy(), seqs.copy(), vectors.copy(), ids.copy())
         self._ann = ann
 
     # -- search --------------------------------------------------------------------------

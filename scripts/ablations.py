@@ -28,7 +28,7 @@ VARIANTS: dict[str, RetrievalConfig] = {
     "- speaker preference": BASE.with_changes(speaker_boost=1.0),
     "- event anchors": BASE.with_changes(anchor_events=False),
     "+ earliest/latest order 0.2": BASE.with_changes(order_weight=0.2),
-    "neighbour 0.5, session 0.3 (before)": BASE.with_changes(
+    "neighbour 0.5 / session 0.3 (before)": BASE.with_changes(
         neighbor_weight=0.5, session_boost=0.3
     ),
     "- session support": BASE.with_changes(session_boost=0.0),

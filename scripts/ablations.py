@@ -27,6 +27,8 @@ VARIANTS: dict[str, RetrievalConfig] = {
     "- role preference": BASE.with_changes(role_boost=1.0),
     "- speaker preference": BASE.with_changes(speaker_boost=1.0),
     "- event anchors": BASE.with_changes(anchor_events=False),
+    "- event statements": BASE.with_changes(event_boost=1.0),
+    "event statements 1.2": BASE.with_changes(event_boost=1.2),
     "+ earliest/latest order 0.2": BASE.with_changes(order_weight=0.2),
     "neighbour 0.5 / session 0.3 (before)": BASE.with_changes(
         neighbor_weight=0.5, session_boost=0.3

@@ -66,6 +66,10 @@ class Memory:
     embed_context: str | None = None
     """Text embedded together with the content but neither shown nor searched as words
     (e.g. the turn a reply answers): it gives the vector what an anaphoric turn lacks."""
+    tells_event: bool | None = None
+    """Whether the content tells of something that happened to its speaker
+    (:func:`recalld.text.states_event`): set by the store from the content when the memory
+    is written; ``None`` on a memory that was not read from a store."""
 
     @property
     def embedding_text(self) -> str:

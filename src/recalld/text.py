@@ -58,3 +58,33 @@ def estimate_tokens(text: str) -> int:
     """A fast token estimate: CJK characters count one each, other text four characters a token."""
     cjk = len(_CJK.findall(text))
     return max(1, cjk + (len(text) - cjk + 3) // 4)
+
+
+_EVENT_VERBS = (
+    "got", "bought", "visited", "attended", "went", "took", "received", "saw", "met",
+    "started", "finished", "completed", "joined", "moved", "picked up", "tried", "made", "had",
+    "participated", "spent", "found", "learned", "signed up", "adopted", "sold", "won", "ran",
+)  # fmt: skip
+_FIRST_PERSON_EVENT = re.compile(
+    r"[^\w'\u2019](?:i|we)(?:['\u2019]ve| have| had)?\s+"
+    rf"(?:(?:just|recently|finally|also|actually)\s+)?(?:{'|'.join(_EVENT_VERBS)})\b"
+)
+_RECENT_DAY = re.compile(r"\b(?:today|yesterday|last (?:week|night|weekend|month))\b")
+
+
+def states_event(text: str) -> bool:
+    """Whether ``text`` tells of something that happened to its speaker: "I visited the Met
+    today", "we adopted a puppy last week" (first person and a past-tense verb of doing or
+    getting, or a recent day). Questions, advice and small talk rarely match.
+
+    Stores keep the answer with each memory (``Memory.tells_event``), computed when it is
+    written; a change to these patterns needs a migration that recomputes it.
+    """
+    lowered = f" {text.lower()}"
+    # Lower-cased text, no leading word boundary, day words looked for as plain substrings
+    # first: several times faster than one case-blind pattern.
+    if any(day in lowered for day in ("today", "yesterday", "last ")) and _RECENT_DAY.search(
+        lowered
+    ):
+        return True
+    return _FIRST_PERSON_EVENT.search(lowered) is not None

@@ -14,6 +14,7 @@ from recalld.retrieval.adjust import (
     Scored,
     adjust,
     decay_factor,
+    event_factor,
     factors_for,
     knowledge_updates,
     speaker_factor,
@@ -113,6 +114,19 @@ def test_role_and_window_factors() -> None:
     outside_assistant = factors_for(mem("b", days_old=20, metadata={"role": "assistant"}), ctx, cfg)
     assert inside_user == {"role": 1.2, "time_window": 1.5}
     assert outside_assistant == {}
+
+
+def test_memories_that_tell_of_an_event_score_more() -> None:
+    cfg = BASE.with_changes(event_boost=1.3)
+    told = mem("a", "I visited the Met today")
+    asked = mem("b", "Which museums open late?")
+    assert event_factor(told, cfg) == 1.3
+    assert event_factor(asked, cfg) == 1.0
+    assert factors_for(told, QueryContext(NOW), cfg) == {"event_statement": 1.3}
+    # The flag a store keeps is what counts; the content is read only when there is none.
+    assert event_factor(replace(told, tells_event=False), cfg) == 1.0
+    assert event_factor(replace(asked, tells_event=True), cfg) == 1.3
+    assert event_factor(told, cfg.with_changes(event_boost=1.0)) == 1.0
 
 
 def test_wanted_role() -> None:

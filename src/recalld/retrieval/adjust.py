@@ -13,7 +13,7 @@ import numpy as np
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
-from recalld.text import words
+from recalld.text import states_event, words
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,18 @@ def speaker_of(memory: Memory) -> str | None:
 GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "human", "ai", "speaker"})
 
 
+def event_factor(memory: Memory, config: RetrievalConfig) -> float:
+    """Memories that tell of an event score ``event_boost`` more: what people ask of their
+    memory is mostly what happened (what they did, got, saw), and a turn that says so is
+    more often the answer than one that asks or advises."""
+    if config.event_boost == 1.0:
+        return 1.0
+    tells = memory.tells_event
+    if tells is None:  # a memory that was not read from a store
+        tells = states_event(memory.content)
+    return config.event_boost if tells else 1.0
+
+
 def speaker_factor(memory: Memory, query_words: frozenset[str], config: RetrievalConfig) -> float:
     """A question that names a person ("where has Melanie camped?") is mostly answered by
     what that person said: their turns score ``speaker_boost`` more."""
@@ -122,6 +134,7 @@ def factors_for(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> d
         "role": role_factor(memory, ctx.role, config),
         "speaker": speaker_factor(memory, ctx.query_words, config),
         "time_window": window_factor(memory, ctx.window, config),
+        "event_statement": event_factor(memory, config),
     }
     return {name: value for name, value in factors.items() if value != 1.0}
 

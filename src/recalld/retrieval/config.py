@@ -91,6 +91,14 @@ class RetrievalConfig:
     that is a name) score this much more; 1.0 turns it off. Measured on LoCoMo: turn
     R@1 0.266 -> 0.377, R@10 0.750 -> 0.764, evidence@10 0.684 -> 0.695 (2.0 did less
     well); no effect on LongMemEval, whose roles are user and assistant."""
+    event_boost: float = 1.3
+    """Memories that tell of something that happened to their speaker ("I visited the Met
+    today", "we adopted a puppy last week") score this much more; 1.0 turns it off. Such
+    turns are 5x as common among LongMemEval_S's evidence turns as among its other user
+    turns (3.5x on the synth file, 3x on LoCoMo). Measured (1.2 / 1.3): LongMemEval_S
+    recall_all@10 0.966 -> 1.000; synth R@1 0.912 -> 0.947; LoCoMo turn R@1 0.372 ->
+    0.388 / 0.391, R@10 0.776 -> 0.777 / 0.787, evidence@10 0.708 -> 0.710 / 0.719; 1.5
+    lost two synth questions at R@1."""
     window_boost: float = 1.0
     """Memories inside the time window the query names score this much more."""
     order_weight: float = 0.0
@@ -178,8 +186,8 @@ class RetrievalConfig:
             self, decay="none", use_priority=False, pinned_boost=1.0, project_boost=1.0,
             project_penalty=1.0, no_project_penalty=1.0,
             type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)), significance_weight=0.0,
-            reinforcement_weight=0.0, role_boost=1.0, speaker_boost=1.0, window_boost=1.0,
-            order_weight=0.0, anchor_events=False, kupdate_factor=1.0,
+            reinforcement_weight=0.0, role_boost=1.0, speaker_boost=1.0, event_boost=1.0,
+            window_boost=1.0, order_weight=0.0, anchor_events=False, kupdate_factor=1.0,
             session_boost=0.0, neighbor_weight=0.0, mmr_lambda=1.0, diverse_aggregation=False,
             min_score=0.0, max_gap=0.0, dedupe=False,
         )  # fmt: skip

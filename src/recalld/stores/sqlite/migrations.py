@@ -10,6 +10,8 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+from recalld.text import states_event
+
 APP_ID = "recalld"
 
 
@@ -175,12 +177,25 @@ def m004_forgotten_index(db: sqlite3.Connection) -> None:
     )
 
 
+def m005_tells_event(db: sqlite3.Connection) -> None:
+    """Whether each memory tells of an event (:func:`recalld.text.states_event`), kept with
+    it so a search reads a flag instead of running a pattern over a hundred contents."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(memories)")}
+    if "tells_event" not in columns:
+        db.execute("ALTER TABLE memories ADD COLUMN tells_event INTEGER NOT NULL DEFAULT 0")
+    db.create_function(
+        "recalld_states_event", 1, lambda text: int(states_event(text)), deterministic=True
+    )
+    db.execute("UPDATE memories SET tells_event = recalld_states_event(content)")
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
     (2, "m002_sources", m002_sources),
     (3, "m003_embed_context", m003_embed_context),
     (4, "m004_forgotten_index", m004_forgotten_index),
+    (5, "m005_tells_event", m005_tells_event),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -30,13 +30,14 @@ from recalld.stores.sqlite import queries as q
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
+from recalld.text import states_event
 
 _COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
     " ref_time, access_count, priority, pinned, evergreen, significance, project, scope,"
     " session_id, source_kind, source_path, source_start, source_end, source_ref, tags,"
     " entities, metadata, valid_until, superseded_by, embedding_fingerprint, forgotten_at,"
-    " embed_context"
+    " embed_context, tells_event"
 )
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
 
@@ -56,7 +57,7 @@ def _row(memory: Memory) -> tuple[Any, ...]:
         json.dumps(list(memory.tags)), json.dumps(list(memory.entities)),
         json.dumps(dict(memory.metadata), ensure_ascii=False), q.ts(memory.valid_until),
         memory.superseded_by, memory.embedding_fingerprint, q.ts(memory.forgotten_at),
-        memory.embed_context,
+        memory.embed_context, int(states_event(memory.content)),
     )  # fmt: skip
 
 
@@ -72,6 +73,7 @@ def _memory(r: sqlite3.Row) -> Memory:
         _ref_time, access_count, priority, pinned, evergreen, significance, project, scope,
         session_id, source_kind, source_path, source_start, source_end, source_ref, tags,
         entities, metadata, valid_until, superseded_by, fingerprint, forgotten_at, embed_context,
+        tells_event,
     ) = r  # fmt: skip
     return Memory(
         id=id_, content=content, type=type_, content_hash=content_hash,
@@ -85,6 +87,7 @@ def _memory(r: sqlite3.Row) -> Memory:
         metadata={} if metadata == "{}" else json.loads(metadata), valid_until=_dt(valid_until),
         superseded_by=superseded_by, embedding_fingerprint=fingerprint,
         forgotten_at=_dt(forgotten_at), embed_context=embed_context,
+        tells_event=bool(tells_event),
     )  # fmt: skip
 
 

@@ -1,0 +1,77 @@
+"""Memories that tell of an event: the pattern, the flag the store keeps, its migration."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import recalld
+from recalld.stores.sqlite import SQLiteStore
+from recalld.stores.sqlite.migrations import MIGRATIONS
+from recalld.text import states_event
+
+Opener = Callable[..., recalld.MemoryEngine]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I visited the Met today with my colleague.", True),
+        ("We adopted a puppy last week.", True),
+        ("Oh, I just got back from Lisbon!", True),
+        ("I\u2019ve finally finished my thesis.", True),  # a typographic apostrophe
+        ("By the way, I also got a crystal chandelier from my aunt.", True),
+        ("We picked up the keys to the new flat.", True),
+        ("Yesterday was long.", True),  # a recent day alone tells of one
+        ("Can you recommend some good hiking trails?", False),
+        ("Did I visit Rome before Paris?", False),  # a question about an event tells none
+        ("Here are five tips for organising your bathroom cabinets.", False),
+        ("Hawaii went quiet.", False),  # an "i" ending a word is not the first person
+        ("The last time matters less.", False),  # "last" without a day word
+        ("", False),
+    ],
+)
+def test_states_event(text: str, expected: bool) -> None:
+    assert states_event(text) is expected
+
+
+def test_the_store_keeps_the_flag_and_recomputes_it_on_update(open_store: Opener) -> None:
+    engine = open_store()
+    told = engine.add("I went to the climbing gym yesterday").id
+    asked = engine.add("Which climbing gyms are open late?").id
+    assert engine.get(told).tells_event is True
+    assert engine.get(asked).tells_event is False
+    engine.update(told, content="Which shoes suit bouldering?")
+    engine.update(asked, content="We finished the bouldering course")
+    assert engine.get(told).tells_event is False
+    assert engine.get(asked).tells_event is True
+
+
+def test_m005_computes_the_flag_for_stored_memories(tmp_path: Path) -> None:
+    path = tmp_path / "v4.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN")
+    db.execute("CREATE TABLE migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+               "applied_at REAL NOT NULL)")  # fmt: skip
+    for number, name, step in MIGRATIONS[:4]:
+        step(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?, 0)", (number, name))
+    db.execute("INSERT INTO meta VALUES ('app', 'recalld')")
+    for memory_id, content in (("e", "I bought a kayak today"), ("q", "Any kayak tips?")):
+        db.execute(
+            "INSERT INTO memories (id, content, type, content_hash, created_at, updated_at,"
+            " ref_time) VALUES (?, ?, 'event', ?, 0, 0, 0)",
+            (memory_id, content, memory_id),
+        )
+    db.execute("COMMIT")
+    db.close()
+    store = SQLiteStore(path)
+    try:
+        flags = {m.id: m.tells_event for m in store.get_many(["e", "q"])}
+        assert flags == {"e": True, "q": False}
+        assert store.stats().schema_version == 5
+    finally:
+        store.close()

@@ -269,5 +269,9 @@ def test_the_mirror_knows_each_rows_memory_id_through_changes(
     truth = dict(db.execute("SELECT pk, id FROM memories"))
     pks = [int(pk) for pk in mirror.pks[mirror.live]]
     assert sorted(pks) == sorted(truth)
-    assert mirror.ids_of(pks) == [truth[pk] for pk in pks]
-    assert mirror.ids_of([10**9, -1]) == [None, None]
+    # Every live row, ranked: the ids come out beside the same scores as the pks.
+    query = clustered(1, seed=24)[0]
+    by_pk = mirror.search(query, len(pks), None)
+    by_id = mirror.search_ids(query, len(pks), None)
+    assert sorted(pk for pk, _ in by_pk) == sorted(truth)
+    assert by_id == [(truth[pk], score) for pk, score in by_pk]

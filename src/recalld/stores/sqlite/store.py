@@ -431,22 +431,7 @@ class SQLiteStore:
             keep = np.fromiter((r[0] for r in self._db.execute(
                 f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
             allowed = mirror.rows_with(keep)
-        top = mirror.search(request.query_vector, request.semantic_limit, allowed)
-        return _ranked(zip(self._ids_for([pk for pk, _ in top]), [s for _, s in top],
-                           strict=True))  # fmt: skip
-
-    def _ids_for(self, pks: Sequence[int]) -> list[str]:
-        """Memory ids of mirror pks: the mirror holds them; a row it lost meanwhile (another
-        thread's refresh) is looked up."""
-        held = self._vectors.ids_of(pks)
-        missing = [pk for pk, i in zip(pks, held, strict=True) if i is None]
-        if not missing:
-            return [i for i in held if i is not None]
-        marks = ",".join("?" * len(missing))
-        found = dict(
-            self._db.execute(f"SELECT pk, id FROM memories WHERE pk IN ({marks})", missing)
-        )
-        return [i if i is not None else found[pk] for pk, i in zip(pks, held, strict=True)]
+        return _ranked(mirror.search_ids(request.query_vector, request.semantic_limit, allowed))
 
     def _bm25(
         self, request: CandidateRequest, where: str, params: list[object]
@@ -509,9 +494,8 @@ class SQLiteStore:
             r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
         ]
         allowed = self._vectors.rows_with(np.asarray(keep, dtype=np.int64))
-        top = self._vectors.search(request.query_vector, request.temporal_limit, allowed)
-        ids = self._ids_for([pk for pk, _ in top])
-        return _ranked(zip(ids, [score for _, score in top], strict=True))
+        return _ranked(self._vectors.search_ids(request.query_vector, request.temporal_limit,
+                                                allowed))  # fmt: skip
 
     # -- status --------------------------------------------------------------------------
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -125,15 +124,6 @@ class VectorMirror:
     @property
     def uses_ann(self) -> bool:
         return self._ann is not None
-
-    def ids_of(self, pks: Sequence[int]) -> list[str | None]:
-        """The memory id of each pk (``None`` for a pk the mirror does not hold)."""
-        with self._lock:
-            found: list[str | None] = []
-            for pk in pks:
-                row = self._row_of[pk] if 0 <= pk < len(self._row_of) else -1
-                found.append(self._ids[row] if row >= 0 else None)
-            return found
 
     def rows_with(self, pks: npt.NDArray[np.int64]) -> Mask:
         """A row mask that is True exactly for the rows of these pks."""
@@ -339,21 +329,37 @@ class VectorMirror:
     def search(self, query: Vector, limit: int, allowed: Mask | None) -> list[tuple[int, float]]:
         """Top ``limit`` (pk, cosine) pairs among live rows (and ``allowed`` ones, if given)."""
         with self._lock:
-            if self._count == 0 or limit <= 0:
-                return []
-            query = np.asarray(query, dtype=np.float32)
-            mask = self.live if allowed is None else (_fit(allowed, self._count) & self.live)
-            allowed_count = self.size if allowed is None else int(mask.sum())
-            if allowed_count == 0:
-                return []
-            rows = None
-            if allowed_count > self.subset_exact_rows and self._ann_ready():
-                rows = self._ann_rows(query, limit, mask, allowed_count)
-            if rows is None:
-                rows = self._exact_rows(query, limit, mask, allowed_count)
-            scores = self.matrix[rows] @ query
-            order = np.lexsort((rows, -scores))[:limit]
-            return [(int(self._pks[rows[i]]), float(scores[i])) for i in order]
+            rows, scores = self._top(query, limit, allowed)
+            return [(int(self._pks[r]), s) for r, s in zip(rows, scores, strict=True)]
+
+    def search_ids(
+        self, query: Vector, limit: int, allowed: Mask | None
+    ) -> list[tuple[str, float]]:
+        """Like :meth:`search`, with each row's memory id instead of its pk (read under the
+        same lock as the ranking, so a concurrent refresh cannot move rows in between)."""
+        with self._lock:
+            rows, scores = self._top(query, limit, allowed)
+            return [(str(self._ids[r]), s) for r, s in zip(rows, scores, strict=True)]
+
+    def _top(
+        self, query: Vector, limit: int, allowed: Mask | None
+    ) -> tuple[list[int], list[float]]:
+        """Rows and cosines of the top ``limit``, best first; the caller holds the lock."""
+        if self._count == 0 or limit <= 0:
+            return [], []
+        query = np.asarray(query, dtype=np.float32)
+        mask = self.live if allowed is None else (_fit(allowed, self._count) & self.live)
+        allowed_count = self.size if allowed is None else int(mask.sum())
+        if allowed_count == 0:
+            return [], []
+        rows = None
+        if allowed_count > self.subset_exact_rows and self._ann_ready():
+            rows = self._ann_rows(query, limit, mask, allowed_count)
+        if rows is None:
+            rows = self._exact_rows(query, limit, mask, allowed_count)
+        scores = self.matrix[rows] @ query
+        order = np.lexsort((rows, -scores))[:limit]
+        return [int(rows[i]) for i in order], [float(scores[i]) for i in order]
 
     def _exact_rows(
         self, query: Vector, limit: int, mask: Mask, allowed_count: int

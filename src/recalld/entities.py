@@ -1,7 +1,16 @@
 """Offline entity extraction: names, proper-noun runs, numbers with units, quoted strings.
 
 Entities are stored lower-cased and matched by overlap (the entity channel). The extractor
-is deliberately simple and fast; an LLM-backed extractor can replace it.
+is deliberately simple and fast; an LLM-backed extractor can replace it. They are computed
+when a memory is written (unless the caller gives its own), so a change here applies to
+memories written after it.
+
+Capital letters mark names only away from the start of a sentence: there every word is
+capitalised ("Sit up straight", "Wow, that's great"). A lone capitalised word that opens a
+sentence, a list item or a line is kept only if the text also capitalises it elsewhere, or
+if it labels a speaker (``Caroline: ...``); a run of capitalised words that opens a sentence
+loses a first word that is a common opener ("Hey Mel" -> "mel"). The price: a name that only
+ever opens sentences ("Sarah went home.") is not found; the BM25 channel still matches it.
 """
 
 from __future__ import annotations
@@ -12,29 +21,77 @@ from recalld.text import STOPWORDS
 
 _PROPER = re.compile(r"\b([A-Z][\w'’-]*(?:\s+(?:of|de|van|von|the)?\s*[A-Z][\w'’-]*)*)")
 _QUOTED = re.compile(r"[\"“]([^\"”]{2,60})[\"”]")
-_NUMBER_UNIT = re.compile(r"\b(\d[\d,.]*\s?(?:%|[a-zA-Z]{1,12}))\b")
-_SENTENCE_START = re.compile(r"(?:^|[.!?]\s+|\n)([A-Z][\w'’-]*)")
+# A number, then a unit or a counted word ("5 km", "3.5kg", "20%", "2 kids"); a list marker
+# ("1. Sit") is not one: the number may not end in a full stop or a comma.
+_NUMBER_UNIT = re.compile(r"\b(\d+(?:[.,]\d+)*(?:%|\s?[a-zA-Z]{1,12}\b))")
+# Where a sentence, a line or a list item starts, past any bullet, heading mark, quote or
+# item number.
+_SENTENCE_START = re.compile(
+    r"(?:^|[.!?:;]\s+|\n)[\s\-*•#>\"“(]*(?:\d+[.)]\s+)?([A-Z][\w'’-]*)"
+)  # fmt: skip
+# "Caroline: ..." (a heading such as "Tips:" ends its line instead).
+_SPEAKER_LABEL = re.compile(r"(?:^|\n)\s*([A-Z][\w'’-]*(?:\s[A-Z][\w'’-]*)?):[ \t]+\S")
 _NOT_NAMES = STOPWORDS | {"what", "when", "where", "who", "why", "how", "which", "can", "could"}
+_OPENERS = frozenset(
+    """
+    hey hi hello dear wow oh ah yes yeah no nope okay ok sure well so good great nice cool
+    awesome amazing thanks thank congrats congratulations sorry please happy welcome
+    """.split()  # noqa: SIM905 - a word list reads best as text
+)
+# Contractions whose first part is a pronoun or a question word: "I'm", "What's", "That's".
+_CONTRACTION = re.compile(r"^(?:i|you|we|they|he|she|it|that|there|what|who|let|here)['’]\w+$")
 
 
 def extract_entities(text: str, limit: int = 32) -> list[str]:
     """Lower-cased entity strings in order of first appearance."""
-    starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
+    speakers = {m.group(1) for m in _SPEAKER_LABEL.finditer(text)}
+    runs = _capital_runs(text)
+    capitalised_inside = {w for opens, words in runs for w in (words[1:] if opens else words)}
     found: dict[str, None] = {}
-    for match in _PROPER.finditer(text):
-        phrase = match.group(1)
-        words = phrase.split()
-        if match.start(1) in starts and len(words) == 1 and words[0].lower() in _NOT_NAMES:
-            continue
-        if phrase.lower() in _NOT_NAMES or phrase.isupper() and len(phrase) < 2:
+    for opens, words in runs:
+        if (
+            opens
+            and " ".join(words) not in speakers
+            and words[0] not in capitalised_inside
+            and (len(words) == 1 or words[0].lower() in _OPENERS)
+        ):
+            words = words[1:]
+        phrase = " ".join(words)
+        if not words or phrase.isupper() and len(phrase) < 2:
             continue
         found.setdefault(phrase.lower().strip("'’"), None)
         if len(words) > 1:
             for word in words:
-                if word.lower() not in _NOT_NAMES and len(word) > 1:
+                if not _ordinary(word) and len(word) > 1:
                     found.setdefault(word.lower().strip("'’"), None)
     for match in _QUOTED.finditer(text):
         found.setdefault(match.group(1).lower().strip(), None)
     for match in _NUMBER_UNIT.finditer(text):
-        found.setdefault(match.group(1).lower(), None)
+        value = match.group(1).lower()
+        if value.rsplit(maxsplit=1)[-1].lstrip("0123456789.,") not in STOPWORDS:  # "2020 and"
+            found.setdefault(value, None)
     return list(found)[:limit]
+
+
+def _capital_runs(text: str) -> list[tuple[bool, list[str]]]:
+    """Runs of capitalised words, each with whether it opens a sentence. "Yesterday I met"
+    is one run of capitals: a capitalised pronoun or stopword splits it."""
+    starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
+    runs: list[tuple[bool, list[str]]] = []
+    for match in _PROPER.finditer(text):
+        opens = match.start(1) in starts
+        segment: list[str] = []
+        for word in [*match.group(1).split(), ""]:
+            if word and not (_ordinary(word) and word[0].isupper()):
+                segment.append(word)
+                continue
+            if segment:
+                runs.append((opens, segment))
+            opens, segment = False, []
+    return runs
+
+
+def _ordinary(word: str) -> bool:
+    """A stopword, a question word or a pronoun's contraction: never a name."""
+    lowered = word.lower()
+    return lowered in _NOT_NAMES or _CONTRACTION.match(lowered) is not None

@@ -24,13 +24,16 @@ _QUOTED = re.compile(r"[\"“]([^\"”]{2,60})[\"”]")
 # A number, then a unit or a counted word ("5 km", "3.5kg", "20%", "2 kids"); a list marker
 # ("1. Sit") is not one: the number may not end in a full stop or a comma.
 _NUMBER_UNIT = re.compile(r"\b(\d+(?:[.,]\d+)*(?:%|\s?[a-zA-Z]{1,12}\b))")
-# Where a sentence, a line or a list item starts, past any bullet, heading mark, quote or
-# item number.
-_SENTENCE_START = re.compile(
-    r"(?:^|[.!?:;]\s+|\n)[\s\-*•#>\"“(]*(?:\d+[.)]\s+)?([A-Z][\w'’-]*)"
-)  # fmt: skip
-# "Caroline: ..." (a heading such as "Tips:" ends its line instead).
-_SPEAKER_LABEL = re.compile(r"(?:^|\n)\s*([A-Z][\w'’-]*(?:\s[A-Z][\w'’-]*)?):[ \t]+\S")
+# What comes just before a word that opens a sentence, a line or a list item: the end of a
+# sentence or a line, then any bullet, heading mark, quote or item number. Looked for in the
+# few characters before each capitalised run, not over the whole text.
+_OPENING = r"[\s\-*•#>\"“(]*(?:\d+[.)]\s+)?\Z"
+_AFTER_BREAK = re.compile(r"(?:[.!?:;]\s+|\n)" + _OPENING)
+_AT_TEXT_START = re.compile(r"\A" + _OPENING)
+_LOOK_BACK = 24
+# After a name that opens a line: "Caroline: ..." labels a speaker ("Tips:" ending its line
+# is a heading).
+_SPEAKER_COLON = re.compile(r":[ \t]+\S")
 _NOT_NAMES = STOPWORDS | {"what", "when", "where", "who", "why", "how", "which", "can", "could"}
 _OPENERS = frozenset(
     """
@@ -44,14 +47,13 @@ _CONTRACTION = re.compile(r"^(?:i|you|we|they|he|she|it|that|there|what|who|let|
 
 def extract_entities(text: str, limit: int = 32) -> list[str]:
     """Lower-cased entity strings in order of first appearance."""
-    speakers = {m.group(1) for m in _SPEAKER_LABEL.finditer(text)}
     runs = _capital_runs(text)
-    capitalised_inside = {w for opens, words in runs for w in (words[1:] if opens else words)}
+    capitalised_inside = {w for opens, _, words in runs for w in (words[1:] if opens else words)}
     found: dict[str, None] = {}
-    for opens, words in runs:
+    for opens, speaker, words in runs:
         if (
             opens
-            and " ".join(words) not in speakers
+            and not speaker
             and words[0] not in capitalised_inside
             and (len(words) == 1 or words[0].lower() in _OPENERS)
         ):
@@ -73,22 +75,34 @@ def extract_entities(text: str, limit: int = 32) -> list[str]:
     return list(found)[:limit]
 
 
-def _capital_runs(text: str) -> list[tuple[bool, list[str]]]:
-    """Runs of capitalised words, each with whether it opens a sentence. "Yesterday I met"
-    is one run of capitals: a capitalised pronoun or stopword splits it."""
-    starts = {m.start(1) for m in _SENTENCE_START.finditer(text)}
-    runs: list[tuple[bool, list[str]]] = []
+def _capital_runs(text: str) -> list[tuple[bool, bool, list[str]]]:
+    """Runs of capitalised words, each with whether it opens a sentence and whether it
+    labels a speaker. "Yesterday I met" is one run of capitals: a capitalised pronoun or
+    stopword splits it."""
+    runs: list[tuple[bool, bool, list[str]]] = []
     for match in _PROPER.finditer(text):
-        opens = match.start(1) in starts
+        start = match.start(1)
+        opens = _opens_sentence(text, start)
+        speaker = (
+            opens
+            and not text[text.rfind("\n", 0, start) + 1 : start].strip()
+            and _SPEAKER_COLON.match(text, match.end(1)) is not None
+        )
         segment: list[str] = []
         for word in [*match.group(1).split(), ""]:
             if word and not (_ordinary(word) and word[0].isupper()):
                 segment.append(word)
                 continue
             if segment:
-                runs.append((opens, segment))
-            opens, segment = False, []
+                runs.append((opens, speaker, segment))
+            opens, speaker, segment = False, False, []
     return runs
+
+
+def _opens_sentence(text: str, start: int) -> bool:
+    if start <= _LOOK_BACK and _AT_TEXT_START.search(text, 0, start):
+        return True
+    return _AFTER_BREAK.search(text, max(0, start - _LOOK_BACK), start) is not None
 
 
 def _ordinary(word: str) -> bool:

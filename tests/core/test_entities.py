@@ -16,6 +16,8 @@ from recalld.entities import extract_entities
         # Imperatives opening list items are not names; list numbers are not quantities.
         ("Tips:\n1. Sit up straight.\n2) Keep your feet flat.\n- Avoid crossing legs.", []),
         ("I'll go. I'm sure. I've seen it.", []),
+        # A numbered item with a colon is not a speaker label.
+        ("Ways to engage:\n\n1. Vote: It is the simplest.\nJohn: I agree.", ["john"]),
         # A name inside a sentence, and a multi-word name opening one.
         ("Yesterday I met Priya at the Museum of Modern Art.",
          ["priya", "museum of modern art", "museum", "modern", "art"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -172,3 +173,22 @@ TestMemoryModel.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def test_a_memory_read_back_is_whole_and_frozen(tmp_path: Path) -> None:
+    # The store builds memories without the dataclass __init__ (for speed): each field must
+    # still be there, equal to what __init__ would make, and the instance must stay frozen.
+    settings_ = Settings(db=tmp_path / "memory.db", cache_dir=None)
+    with recalld.open(settings=settings_, embedder=FakeEmbedder(dimension=32)) as engine:
+        added = engine.add(
+            "Met Ana in Lisbon.", tags=("trip",), metadata={"k": 1}, session_id="s1",
+            event_time=datetime(2024, 5, 1, tzinfo=UTC), pinned=True,
+        )  # fmt: skip
+        memory = engine.get(added.id)
+    names = [f.name for f in dataclasses.fields(recalld.Memory)]
+    assert set(vars(memory)) == set(names)
+    rebuilt = recalld.Memory(**{name: getattr(memory, name) for name in names})
+    assert rebuilt == memory
+    assert (memory.tags, memory.metadata, memory.pinned) == (("trip",), {"k": 1}, True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        memory.content = "changed"  # type: ignore[misc]

@@ -41,21 +41,24 @@ def rrf(
     id, so neither the score nor the order depends on the order of the lists.
     """
     parts: dict[str, dict[str, float]] = {}
-    best: dict[str, int] = {}
+    best: dict[str, int] = {}  # the best rank <= 3 in an original list: all the bonus needs
     for ranked in lists:
+        name, weight = ranked.name, ranked.weight
+        eligible = ranked.original and weight > 0
         for cand in ranked.candidates:
-            share = parts.setdefault(cand.memory_id, {})
-            share[ranked.name] = share.get(ranked.name, 0.0) + ranked.weight / (k + cand.rank)
-            if ranked.original and ranked.weight > 0:
-                best[cand.memory_id] = min(best.get(cand.memory_id, cand.rank), cand.rank)
-    fused: list[Fused] = []
-    for memory_id, share in parts.items():
-        rank = best.get(memory_id)
-        bonus = bonus_first if rank == 1 else bonus_top3 if rank is not None and rank <= 3 else 0.0
+            memory_id, rank = cand.memory_id, cand.rank
+            share = parts.get(memory_id)
+            if share is None:
+                parts[memory_id] = {name: weight / (k + rank)}
+            else:
+                share[name] = share.get(name, 0.0) + weight / (k + rank)
+            if eligible and rank <= 3 and rank < best.get(memory_id, 4):
+                best[memory_id] = rank
+    for memory_id, rank in best.items():
+        bonus = bonus_first if rank == 1 else bonus_top3
         if bonus:
-            share = {**share, "top_rank_bonus": bonus}
-        fused.append(Fused(memory_id, math.fsum(share.values()), share))
-    return _sorted(fused)
+            parts[memory_id]["top_rank_bonus"] = bonus
+    return _sorted([Fused(m, math.fsum(s.values()), s) for m, s in parts.items()])
 
 
 def linear(lists: Sequence[RankedList], weights: Mapping[str, float]) -> list[Fused]:

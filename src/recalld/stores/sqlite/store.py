@@ -75,7 +75,7 @@ def _memory(r: sqlite3.Row) -> Memory:
         entities, metadata, valid_until, superseded_by, fingerprint, forgotten_at, embed_context,
         tells_event,
     ) = r  # fmt: skip
-    # Built without the dataclass ``__init__``: a frozen class sets each of its 29 fields
+    # Built without the dataclass ``__init__``: a frozen class sets each of its 26 fields
     # through ``object.__setattr__``, which was half the cost of decoding a row. Every field
     # is given here (tests check the set against ``dataclasses.fields``); the instance is
     # as frozen as one made the usual way.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -175,16 +176,17 @@ TestMemoryModel.settings = settings(
 )
 
 
-def test_a_memory_read_back_is_whole_and_frozen(tmp_path: Path) -> None:
+def test_a_memory_read_back_is_whole_and_frozen(
+    open_store: Callable[..., recalld.MemoryEngine],
+) -> None:
     # The store builds memories without the dataclass __init__ (for speed): each field must
     # still be there, equal to what __init__ would make, and the instance must stay frozen.
-    settings_ = Settings(db=tmp_path / "memory.db", cache_dir=None)
-    with recalld.open(settings=settings_, embedder=FakeEmbedder(dimension=32)) as engine:
-        added = engine.add(
-            "Met Ana in Lisbon.", tags=("trip",), metadata={"k": 1}, session_id="s1",
-            event_time=datetime(2024, 5, 1, tzinfo=UTC), pinned=True,
-        )  # fmt: skip
-        memory = engine.get(added.id)
+    engine = open_store()
+    added = engine.add(
+        "Met Ana in Lisbon.", tags=("trip",), metadata={"k": 1}, session_id="s1",
+        event_time=datetime(2024, 5, 1, tzinfo=UTC), pinned=True,
+    )  # fmt: skip
+    memory = engine.get(added.id)
     names = [f.name for f in dataclasses.fields(recalld.Memory)]
     assert set(vars(memory)) == set(names)
     rebuilt = recalld.Memory(**{name: getattr(memory, name) for name in names})

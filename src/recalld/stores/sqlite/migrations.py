@@ -156,11 +156,16 @@ def m002_sources(db: sqlite3.Connection) -> None:
     )
 
 
+def _add_column(db: sqlite3.Connection, name: str, declaration: str) -> None:
+    """Add a column to ``memories``; a no-op when it is already there, so a step can run twice."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(memories)")}
+    if name not in columns:
+        db.execute(f"ALTER TABLE memories ADD COLUMN {name} {declaration}")
+
+
 def m003_embed_context(db: sqlite3.Connection) -> None:
     """Text embedded with a memory's content but not searched as words."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(memories)")}
-    if "embed_context" not in columns:
-        db.execute("ALTER TABLE memories ADD COLUMN embed_context TEXT")
+    _add_column(db, "embed_context", "TEXT")
 
 
 def m004_forgotten_index(db: sqlite3.Connection) -> None:
@@ -180,9 +185,7 @@ def m004_forgotten_index(db: sqlite3.Connection) -> None:
 def m005_tells_event(db: sqlite3.Connection) -> None:
     """Whether each memory tells of an event (:func:`recalld.text.states_event`), kept with
     it so a search reads a flag instead of running a pattern over a hundred contents."""
-    columns = {row[1] for row in db.execute("PRAGMA table_info(memories)")}
-    if "tells_event" not in columns:
-        db.execute("ALTER TABLE memories ADD COLUMN tells_event INTEGER NOT NULL DEFAULT 0")
+    _add_column(db, "tells_event", "INTEGER NOT NULL DEFAULT 0")
     db.create_function(
         "recalld_states_event", 1, lambda text: int(states_event(text)), deterministic=True
     )

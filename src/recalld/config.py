@@ -52,6 +52,10 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=100_000, gt=0)
     """Content longer than this is refused (split it, or index it as a file)."""
     embed_batch_size: int = Field(default=32, gt=0)
+    int8_queries: bool = True
+    """Embed queries with int8 matrix products (local ONNX models with int8 weights): about
+    2.5 ms less a search, at a cosine of ~0.995 to the float32 vector. Stored vectors are
+    always float32 products, so switching this never calls for a reindex."""
     preset: str = "balanced"
     """The retrieval preset searches use unless a call names another."""
 

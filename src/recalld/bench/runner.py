@@ -165,7 +165,7 @@ def run_cases(
         "probes": tally.probes,
         "unscored_probes": tally.unscored,
         "options": {"depth": depth, "budgets": list(budgets)},
-        "embedder": embedder.fingerprint.describe(),
+        "embedder": ", ".join(filter(None, [embedder.fingerprint.describe(), embedder.query_path])),
         "machine": machine(),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }

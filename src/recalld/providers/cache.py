@@ -79,6 +79,10 @@ class CachedEmbedder(Embedder):
     def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
         return self.inner.embed_batch(texts, is_query=is_query)
 
+    @property
+    def query_path(self) -> str:
+        return self.inner.query_path
+
     def embed_query(self, text: str) -> Vectors:
         return self.inner.embed_query(text)
 

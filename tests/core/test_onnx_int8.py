@@ -172,6 +172,16 @@ def test_the_packaged_model_embeds_queries_in_int8(
         assert np.isclose(np.linalg.norm(int8), 1.0, atol=1e-5)
 
 
+def test_a_query_longer_than_the_window_runs_in_int8_too(
+    local_embedder: Embedder, float_queries: OnnxEmbedder
+) -> None:
+    """A long query's windows run as one padded batch; the activations are quantised over
+    all of it, and the vector still stays close to float32's."""
+    query = " ".join(SENTENCES * 30)  # about 1,000 words: five windows
+    assert local_embedder.embed_documents([query]).windows == (5,)
+    assert float(local_embedder.embed_query(query) @ float_queries.embed_query(query)) > 0.98
+
+
 def test_documents_are_embedded_in_float32_either_way(
     local_embedder: Embedder, float_queries: OnnxEmbedder
 ) -> None:

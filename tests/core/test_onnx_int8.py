@@ -211,3 +211,40 @@ def test_the_setting_turns_int8_queries_off(tmp_path: Path) -> None:
     embedder = resolve_embedder("local", settings)
     assert isinstance(embedder, OnnxEmbedder)
     assert embedder.int8_nodes == 0
+
+
+def test_the_query_graph_is_built_on_the_first_query_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Storing never pays for the query session; querying builds it once."""
+    import recalld.providers.onnx as onnx_provider
+
+    built: list[Path] = []
+
+    def counting(model_path: Path) -> tuple[bytes, int] | None:
+        built.append(model_path)
+        return int8_query_graph(model_path)
+
+    monkeypatch.setattr(onnx_provider, "int8_query_graph", counting)
+    embedder = OnnxEmbedder.packaged()
+    embedder.embed_documents(SENTENCES)
+    assert built == []
+    first = embedder.embed_query(QUERIES[0])
+    second = embedder.embed_query(QUERIES[0])
+    assert len(built) == 1
+    np.testing.assert_array_equal(first, second)
+    assert embedder.int8_nodes == 38
+
+
+def test_a_query_graph_that_cannot_be_built_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import recalld.providers.onnx as onnx_provider
+    from recalld.errors import EmbedderError
+
+    def broken(model_path: Path) -> tuple[bytes, int] | None:
+        raise ValueError("graph is damaged")
+
+    monkeypatch.setattr(onnx_provider, "int8_query_graph", broken)
+    embedder = OnnxEmbedder.packaged()
+    assert embedder.embed_documents(SENTENCES[:1]).vectors.shape == (1, 384)
+    with pytest.raises(EmbedderError, match="int8_queries = false"):
+        embedder.embed_query(QUERIES[0])

@@ -15,6 +15,7 @@ int8 (:mod:`recalld.providers.onnx_int8`): about 2.5 ms less a search, at a cosi
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -74,26 +75,23 @@ class OnnxEmbedder(Embedder):
                 f"model file {model_path} does not match its published sha256 "
                 f"{expected_sha256}; reinstall the package that ships it"
             )
-        self.int8_nodes = 0
-        """Nodes of the query graph rewritten to run on int8 weights (0: queries run in float32)."""
+        self._model_path = model_path
+        self._int8_nodes = 0
+        self._query_lock = threading.Lock()
         try:
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            options = ort.SessionOptions()
-            options.log_severity_level = 3
+            self._options = ort.SessionOptions()
+            self._options.log_severity_level = 3
             self._session = ort.InferenceSession(
-                str(model_path), options, providers=["CPUExecutionProvider"]
+                str(model_path), self._options, providers=["CPUExecutionProvider"]
             )
-            self._query_session = self._session
-            if int8_queries and (int8 := int8_query_graph(model_path)) is not None:
-                graph, self.int8_nodes = int8
-                self._query_session = ort.InferenceSession(
-                    graph, options, providers=["CPUExecutionProvider"]
-                )
             self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
-        except Exception as exc:  # onnxruntime, onnx and tokenizers raise their own errors
+        except Exception as exc:  # onnxruntime and tokenizers raise their own plain errors
             raise EmbedderError(f"cannot load embedding model {model_path}: {exc}") from exc
+        # Built on the first query, so that a process that only stores never pays for it.
+        self._query_session: Any = None if int8_queries else self._session
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self._inputs = {i.name for i in self._session.get_inputs()}
@@ -154,6 +152,36 @@ class OnnxEmbedder(Embedder):
     def query_path(self) -> str:
         return f"queries in int8 ({self.int8_nodes} nodes)" if self.int8_nodes else ""
 
+    @property
+    def int8_nodes(self) -> int:
+        """Nodes of the query graph rewritten to run on int8 weights (0: queries run in
+        float32). Reading it builds the query session."""
+        self._query()
+        return self._int8_nodes
+
+    def _query(self) -> Any:
+        """The session queries run on: the int8 graph's, built on first use, or the
+        document session when the setting is off or the model has no int8 weights."""
+        with self._query_lock:
+            if self._query_session is None:
+                try:
+                    import onnxruntime as ort
+
+                    int8 = int8_query_graph(self._model_path)
+                    if int8 is None:
+                        self._query_session = self._session
+                    else:
+                        graph, self._int8_nodes = int8
+                        self._query_session = ort.InferenceSession(
+                            graph, self._options, providers=["CPUExecutionProvider"]
+                        )
+                except Exception as exc:  # onnx and onnxruntime raise their own plain errors
+                    raise EmbedderError(
+                        f"cannot build the int8 query graph of {self._model_path}: {exc}; "
+                        "set int8_queries = false to embed queries in float32"
+                    ) from exc
+            return self._query_session
+
     def _windows(self, text: str) -> list[list[int]]:
         body = self._tokenizer.encode(text, add_special_tokens=False).ids
         width = self.max_tokens - 2
@@ -184,7 +212,7 @@ class OnnxEmbedder(Embedder):
         # Sorting by length keeps padding, and so wasted compute, small.
         order = sorted(range(len(flat)), key=lambda i: len(flat[i][1]))
         pooled = np.zeros((len(flat), self._fingerprint.dimension), dtype=np.float32)
-        session = self._query_session if is_query else self._session
+        session = self._query() if is_query else self._session
         for start in range(0, len(order), self.batch_size):
             chunk = order[start : start + self.batch_size]
             pooled[chunk] = self._run(session, [flat[i][1] for i in chunk])

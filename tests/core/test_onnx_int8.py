@@ -234,6 +234,39 @@ def test_the_query_graph_is_built_on_the_first_query_only(monkeypatch: pytest.Mo
     assert embedder.int8_nodes == 38
 
 
+def test_concurrent_first_queries_build_the_query_graph_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+
+    import recalld.providers.onnx as onnx_provider
+
+    built: list[Path] = []
+
+    def counting(model_path: Path) -> tuple[bytes, int] | None:
+        built.append(model_path)
+        return int8_query_graph(model_path)
+
+    monkeypatch.setattr(onnx_provider, "int8_query_graph", counting)
+    embedder = OnnxEmbedder.packaged()
+    start = threading.Barrier(4)
+    vectors: list[np.ndarray] = []
+
+    def first_query() -> None:
+        start.wait(timeout=30)
+        vectors.append(embedder.embed_query(QUERIES[1]))
+
+    threads = [threading.Thread(target=first_query) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(built) == 1
+    assert len(vectors) == 4
+    for vector in vectors[1:]:
+        np.testing.assert_array_equal(vector, vectors[0])
+
+
 def test_a_query_graph_that_cannot_be_built_is_a_clear_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -213,17 +213,23 @@ def test_the_setting_turns_int8_queries_off(tmp_path: Path) -> None:
     assert embedder.int8_nodes == 0
 
 
-def test_the_query_graph_is_built_on_the_first_query_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Storing never pays for the query session; querying builds it once."""
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """Every model the query graph is built from, from now on."""
     import recalld.providers.onnx as onnx_provider
 
-    built: list[Path] = []
+    models: list[Path] = []
 
     def counting(model_path: Path) -> tuple[bytes, int] | None:
-        built.append(model_path)
+        models.append(model_path)
         return int8_query_graph(model_path)
 
     monkeypatch.setattr(onnx_provider, "int8_query_graph", counting)
+    return models
+
+
+def test_the_query_graph_is_built_on_the_first_query_only(built: list[Path]) -> None:
+    """Storing never pays for the query session; querying builds it once."""
     embedder = OnnxEmbedder.packaged()
     embedder.embed_documents(SENTENCES)
     assert built == []
@@ -234,20 +240,9 @@ def test_the_query_graph_is_built_on_the_first_query_only(monkeypatch: pytest.Mo
     assert embedder.int8_nodes == 38
 
 
-def test_concurrent_first_queries_build_the_query_graph_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_concurrent_first_queries_build_the_query_graph_once(built: list[Path]) -> None:
     import threading
 
-    import recalld.providers.onnx as onnx_provider
-
-    built: list[Path] = []
-
-    def counting(model_path: Path) -> tuple[bytes, int] | None:
-        built.append(model_path)
-        return int8_query_graph(model_path)
-
-    monkeypatch.setattr(onnx_provider, "int8_query_graph", counting)
     embedder = OnnxEmbedder.packaged()
     start = threading.Barrier(4)
     vectors: list[np.ndarray] = []

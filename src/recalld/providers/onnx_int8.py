@@ -58,9 +58,7 @@ def int8_query_graph(model_path: Path) -> tuple[bytes, int] | None:
         rewritten += replacement is not None
     if not rewritten:
         return None
-    outputs = {out.name for out in model.graph.output}
-    nodes = _read_only(nodes, outputs)
-    wanted = {name for node in nodes for name in node.input} | outputs
+    nodes, wanted = _live(nodes, {out.name for out in model.graph.output})
     kept = [init for init in [*model.graph.initializer, *rewrite.added] if init.name in wanted]
     del model.graph.node[:]
     model.graph.node.extend(nodes)
@@ -149,11 +147,12 @@ class _Rewrite:
         ]
 
 
-def _read_only(nodes: list[Any], outputs: set[str]) -> list[Any]:
-    """``nodes`` without those whose results no node, and no graph output, reads."""
+def _live(nodes: list[Any], outputs: set[str]) -> tuple[list[Any], set[str]]:
+    """``nodes`` without those whose results no node, and no graph output, reads; and the
+    names the remaining ones read (with the outputs), which tell the initializers to keep."""
     while True:
         wanted = {name for node in nodes for name in node.input} | outputs
         live = [node for node in nodes if any(out in wanted for out in node.output)]
         if len(live) == len(nodes):
-            return live
+            return live, wanted
         nodes = live

@@ -34,6 +34,7 @@ VARIANTS: dict[str, RetrievalConfig] = {
         neighbor_weight=0.5, session_boost=0.3
     ),
     "- session support": BASE.with_changes(session_boost=0.0),
+    "- session topic (advice)": BASE.with_changes(topic_weight=0.0),
     "- neighbour support": BASE.with_changes(neighbor_weight=0.0),
     "- temporal channel": BASE.with_changes(channels=("semantic", "bm25")),
     "- top-rank bonus": BASE.with_changes(rank_bonus_first=0.0, rank_bonus_top3=0.0),

@@ -10,6 +10,7 @@ import pytest
 
 import recalld
 from recalld.io import read_memories_jsonl
+from recalld.records import NewMemory
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 
@@ -103,3 +104,45 @@ def test_lexical_trap_hybrid_mode_finds_the_camera(with_distractors: recalld.Mem
     added = with_distractors.add(TARGETS[2][0])
     top = with_distractors.search(CAMERA_WITH_LEXICAL_TRAP, mode="hybrid").hits[0]
     assert top.memory.id == added.id
+
+
+# Three conversations: one where the user talks about their vegetable garden at length,
+# one that shares the request's own words ("any suggestions", "weekend"), one unrelated.
+CONVERSATIONS = {
+    "garden": [
+        "I spent the morning in my vegetable garden; the tomatoes and zucchini are finally ripe.",
+        "My basil and peppers did great this year, I have more than I can eat.",
+        "I'd like to use what I grow at home instead of buying vegetables.",
+    ],
+    "trip": [
+        "Any suggestions for keeping my suitcase light on a weekend trip?",
+        "I always overpack shoes when I travel.",
+    ],
+    "work": [
+        "The quarterly report is due on Friday and my manager wants charts.",
+        "Can you recommend a good chart library for Python?",
+    ],
+}
+
+
+def test_advice_request_is_answered_by_the_conversation_on_its_topic(
+    engine: recalld.MemoryEngine,
+) -> None:
+    engine.add_many([
+        NewMemory(content=text, session_id=session, type="turn", metadata={"role": "user"})
+        for session, turns in CONVERSATIONS.items() for text in turns
+    ])  # fmt: skip
+    question = "What should I cook for dinner this weekend? Any suggestions?"
+    result = engine.search(question, limit=5, explain=True)
+    assert result.details["advice"] is True
+    assert result.hits[0].memory.session_id == "garden"
+    top = result.hits[0].trace
+    assert top is not None and top.adjustments["topic_support"] == 2.0
+    # The same search without the stage: the turn sharing the request's words wins.
+    off = engine.search(question, limit=5, config=engine.config.with_changes(topic_weight=0.0))
+    assert off.hits[0].memory.session_id == "trip"
+    # A question that does not ask for advice is left to the other stages.
+    plain = engine.search("what vegetables did I grow?", limit=5, explain=True)
+    assert plain.details["advice"] is False
+    assert all("topic_support" not in (h.trace.adjustments if h.trace else {})
+               for h in plain.hits)  # fmt: skip

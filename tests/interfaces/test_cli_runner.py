@@ -159,6 +159,14 @@ def test_explain_header_shows_the_window_an_event_gave(run: Run) -> None:
     assert f"before 'I moved to Lisbon', dated by {moved}" in header
 
 
+def test_explain_header_says_when_a_query_asks_for_advice(run: Run) -> None:
+    ok(run("--json", "add", "I grow tomatoes and basil in my garden"))
+    asked = " ".join(run("search", "any tips for my garden?", "--explain").stdout.split())
+    assert "preference query, asks for advice" in asked
+    told = " ".join(run("search", "what do I grow in my garden?", "--explain").stdout.split())
+    assert "asks for advice" not in told
+
+
 def test_import_reports_skipped_lines_and_duplicates(run: Run, tmp_path: Path) -> None:
     source = tmp_path / "memories.jsonl"
     source.write_text(

@@ -13,7 +13,7 @@ from recalld.retrieval.dates import (
     time_order,
     time_phrases,
 )
-from recalld.retrieval.query import classify
+from recalld.retrieval.query import asks_advice, classify
 
 REF = datetime(2024, 5, 15, 12, 0, tzinfo=UTC)  # a Wednesday
 
@@ -84,6 +84,24 @@ def test_no_time_named() -> None:
 )
 def test_classify(query: str, kind: str) -> None:
     assert classify(query) == kind
+
+
+@pytest.mark.parametrize(
+    ("query", "advice"),
+    [
+        ("I was thinking about rearranging my bedroom this weekend. Any tips?", True),
+        ("Can you suggest a hotel for my trip to Lisbon?", True),
+        ("What should I serve for dinner with my homegrown tomatoes?", True),
+        ("Do you have any ideas on how I can find new inspiration?", True),
+        ("recommend some video editing resources", True),
+        ("What book did Caroline recommend to Melanie?", False),
+        ("what was the name of the trail you recommended?", False),
+        ("What advice does Gina give to Jon about his business?", False),
+        ("what is my favourite colour?", False),
+    ],
+)
+def test_asks_advice(query: str, advice: bool) -> None:
+    assert asks_advice(query) is advice
 
 
 @pytest.mark.parametrize(

@@ -31,7 +31,7 @@ from recalld.retrieval.assemble import (
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList
-from recalld.retrieval.sessions import apply_session_support, session_support
+from recalld.retrieval.sessions import apply_session_support, session_support, topic_support
 from recalld.stores.base import ChannelCandidate
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
@@ -168,6 +168,36 @@ def test_session_support_lifts_sessions_with_several_matches() -> None:
     assert apply_session_support(items, BASE.with_changes(session_boost=0.0)) == items
 
 
+def test_topic_support_ranks_sessions_by_their_closest_turns() -> None:
+    # "lone" has the single closest turn; "pair" has two close ones and wins on the mean.
+    lone = [mem("l1", session_id="lone"), mem("l2", session_id="lone")]
+    pair = [mem("p1", session_id="pair"), mem("p2", session_id="pair")]
+    loose = mem("x", session_id=None)
+    items = [scored(lone[0], 1.0), scored(loose, 0.9), scored(pair[0], 0.8),
+             scored(pair[1], 0.7), scored(lone[1], 0.1)]  # fmt: skip
+    cosines = {"l1": 0.60, "l2": 0.10, "p1": 0.50, "p2": 0.45, "x": 0.70}
+    out = topic_support(items, cosines, BASE.with_changes(topic_weight=1.0, topic_turns=2))
+    by_id = {s.memory.id: s for s in out}
+    assert by_id["p1"].factors["topic_support"] == 2.0  # first session: x(1 + 1/1)
+    assert by_id["l1"].factors["topic_support"] == 1.5  # second: x(1 + 1/2)
+    assert by_id["p1"].score == pytest.approx(1.6) and by_id["l1"].score == pytest.approx(1.5)
+    assert "topic_support" not in by_id["x"].factors and by_id["x"].score == 0.9
+    assert [s.memory.id for s in out][:2] == ["p1", "l1"]
+    # With one turn a session, the single closest turn decides instead.
+    one = topic_support(items, cosines, BASE.with_changes(topic_turns=1))
+    assert {s.memory.id: s for s in one}["l1"].factors["topic_support"] == 2.0
+
+
+def test_topic_support_leaves_sessions_the_semantic_channel_missed() -> None:
+    found, missed = mem("a", session_id="s1"), mem("b", session_id="s2")
+    items = [scored(missed, 1.0), scored(found, 0.4)]
+    out = topic_support(items, {"a": 0.5}, BASE)
+    assert [(s.memory.id, s.score) for s in out] == [("b", 1.0), ("a", 0.4 * 2.0)]
+    assert "topic_support" not in out[0].factors
+    assert topic_support(items, {}, BASE) == items
+    assert topic_support(items, {"a": 0.5}, BASE.with_changes(topic_weight=0.0)) == items
+
+
 # -- filters ----------------------------------------------------------------------------
 
 
@@ -234,6 +264,8 @@ def test_config_is_frozen_and_validated() -> None:
         BASE.with_changes(nope=1)
     with pytest.raises(ValueError, match="fusion"):
         replace(BASE, fusion="max")
+    with pytest.raises(ValueError, match="topic_turns"):
+        BASE.with_changes(topic_turns=0)
 
 
 def test_neighbor_support_lifts_and_adds_adjacent_turns() -> None:
@@ -283,7 +315,8 @@ def test_plain_config_turns_every_adjustment_off() -> None:
     memory = mem("a", days_old=300, priority=2.0, pinned=True, type="insight",
                  metadata={"role": "user"}, access_count=9)  # fmt: skip
     assert factors_for(memory, QueryContext(NOW, "p", "user"), plain) == {}
-    assert plain.session_boost == plain.neighbor_weight == 0.0 and plain.mmr_lambda == 1.0
+    assert plain.session_boost == plain.neighbor_weight == plain.topic_weight == 0.0
+    assert plain.mmr_lambda == 1.0
     assert plain.channels == BASE.channels and plain.rrf_k == BASE.rrf_k
 
 

@@ -27,7 +27,9 @@ def print_search(result: SearchResult, explain: bool) -> None:
         span += f" ({anchor['relation']} {anchor['event']!r}, dated by {anchor['dated_by']})"
     console.print(
         f"[bold]{len(result.hits)} hit(s)[/] for {result.query!r} "
-        f"(mode {result.mode}, {result.query_type} query{span}, {result.took_ms:.1f} ms)"
+        f"(mode {result.mode}, {result.query_type} query"
+        f"{', asks for advice' if result.details.get('advice') else ''}{span}, "
+        f"{result.took_ms:.1f} ms)"
     )
     if explain:
         for hit in result.hits:

@@ -33,7 +33,12 @@ from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.query import QueryPlan, understand
-from recalld.retrieval.sessions import apply_session_support, group_by_session, neighbor_support
+from recalld.retrieval.sessions import (
+    apply_session_support,
+    group_by_session,
+    neighbor_support,
+    topic_support,
+)
 from recalld.stores.base import CandidateRequest, ChannelCandidate, Store
 from recalld.text import keywords, words
 
@@ -61,16 +66,17 @@ def search(
 ) -> SearchResult:
     """Run the pipeline of SPEC.md.
 
-    1. understand the query (type, terms, entities, time window, ordering, mode); an event
-       it is relative to ("before I moved") is found with a small search and becomes the
-       time window;
+    1. understand the query (type, terms, entities, time window, ordering, whether it asks
+       for advice, mode); an event it is relative to ("before I moved") is found with a
+       small search and becomes the time window;
     2. expand it (only with an LLM configured: none yet, so skipped);
     3. retrieve candidates per channel, all channels in one store call;
     4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
     5. rerank (only with a reranker configured: none yet, so skipped);
     6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
-       role, time window, earliest/latest ordering), then knowledge updates, session and
-       neighbour evidence;
+       role, time window, earliest/latest ordering), then knowledge updates, session
+       evidence, the session's topic for queries that ask for advice, and neighbour
+       evidence;
     7. filter: dedup identical content, relevance threshold and score gap (exact lexical
        and entity hits are never dropped);
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;
@@ -91,6 +97,8 @@ def search(
     vectors = _vectors(store, scored, config)
     scored = knowledge_updates(scored, vectors, config)
     scored = apply_session_support(scored, config)
+    if plan.advice:
+        scored = topic_support(scored, _cosines(lists), config)
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
         scored = neighbor_support(
@@ -130,6 +138,7 @@ def search(
                 "dated_by": plan.anchor_memory,
             },
             "entities": plan.entities,
+            "advice": plan.advice,
             "deduplicated": folded,
             "filtered": len(scored) - len(kept),
         },
@@ -209,6 +218,12 @@ def fuse(lists: list[RankedList], config: RetrievalConfig) -> list[Fused]:
         weights = {"semantic": config.vector_weight, "bm25": config.text_weight}
         return linear(lists, {**config.channel_weights, **weights})
     return rrf(lists, config.rrf_k, config.rank_bonus_first, config.rank_bonus_top3)
+
+
+def _cosines(lists: Sequence[RankedList]) -> dict[str, float]:
+    """Each semantic candidate's similarity to the query."""
+    return {c.memory_id: c.score for ranked in lists if ranked.name == "semantic"
+            for c in ranked.candidates}  # fmt: skip
 
 
 def _vectors(

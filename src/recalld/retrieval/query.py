@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -35,6 +36,18 @@ AGGREGATION_PATTERNS = (
     "various", "all the different", "in total", "altogether", "list all", "each of",
 )  # fmt: skip
 """CEMS's aggregation patterns."""
+_ADVICE_NOUNS = r"(?:tips|suggestions|ideas|advice|recommendations)"
+ADVICE_REQUEST = re.compile(
+    r"\b(?:can|could|would|will) you (?:please )?(?:recommend|suggest)\b"
+    rf"|\bany {_ADVICE_NOUNS}\b"
+    r"|\bwhat (?:should|could|can) i\b"
+    rf"|\b(?:give|offer|share) me (?:some |any )?{_ADVICE_NOUNS}\b"
+    r"|\b(?:recommend|suggest) (?:me |some |a |an |any )"
+    rf"|\bi'?m (?:looking for|after) (?:some |any )?{_ADVICE_NOUNS}\b",
+    re.IGNORECASE,
+)
+"""The query asks the assistant for advice ("any tips?", "can you suggest a hotel?", "what
+should I serve?"), as opposed to asking about advice given ("what did Caroline recommend?")."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,10 @@ class QueryPlan:
     its time and turns it into ``time_window`` when the query names no time itself."""
     anchor_memory: str | None = None
     """The memory whose time dated ``anchor``, once the pipeline has found one."""
+    advice: bool = False
+    """The query asks for advice for the asker (``ADVICE_REQUEST``): what answers it is
+    what they said about their situation and tastes, a conversation's theme more than any
+    one statement."""
 
 
 def classify(query: str) -> QueryType:
@@ -90,4 +107,10 @@ def understand(query: str, mode: SearchMode, reference: datetime) -> QueryPlan:
         reference_time=reference,
         order=time_order(query),
         anchor=anchor_event(query),
+        advice=asks_advice(query),
     )
+
+
+def asks_advice(query: str) -> bool:
+    """Whether the query asks the assistant for recommendations, tips or ideas."""
+    return ADVICE_REQUEST.search(query) is not None

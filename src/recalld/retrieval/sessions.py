@@ -48,6 +48,42 @@ def apply_session_support(scored: list[Scored], config: RetrievalConfig) -> list
     return sorted(out, key=lambda s: -s.score)
 
 
+def topic_support(
+    scored: list[Scored], cosines: Mapping[str, float], config: RetrievalConfig
+) -> list[Scored]:
+    """Lift each turn by its session's place in a ranking of sessions by topic.
+
+    A session's topic score is the mean of its ``topic_turns`` best query cosines among
+    the candidates (missing ones count as 0); a turn of the k-th session (k = 1, 2, ...)
+    scores x(1 + ``topic_weight`` / k). The pipeline runs it for queries that ask for
+    advice, whose answer is the conversation about the matter rather than one turn. Turns
+    without a session, and sessions with no candidate from the semantic channel, keep
+    their score.
+    """
+    if config.topic_weight <= 0:
+        return scored
+    closest: dict[str, list[float]] = {}
+    for item in scored:
+        session, cosine = item.memory.session_id, cosines.get(item.memory.id)
+        if session is not None and cosine is not None:
+            closest.setdefault(session, []).append(cosine)
+    if not closest:
+        return scored
+    turns = config.topic_turns
+    topic = {s: sum(sorted(c, reverse=True)[:turns]) / turns for s, c in closest.items()}
+    place = {s: k for k, s in enumerate(sorted(topic, key=lambda s: (-topic[s], s)), start=1)}
+    out = []
+    for item in scored:
+        k = place.get(item.memory.session_id or "")
+        if k is None:
+            out.append(item)
+            continue
+        factor = 1.0 + config.topic_weight / k
+        factors = {**item.factors, "topic_support": factor}
+        out.append(Scored(item.memory, item.fused, item.score * factor, factors))
+    return sorted(out, key=lambda s: -s.score)
+
+
 def group_by_session(scored: Sequence[Scored]) -> list[list[Scored]]:
     """Turns grouped by session in order of each session's best turn (memories without a
     session form groups of one)."""

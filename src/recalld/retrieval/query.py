@@ -48,6 +48,11 @@ ADVICE_REQUEST = re.compile(
 )
 """The query asks the assistant for advice ("any tips?", "can you suggest a hotel?", "what
 should I serve?"), as opposed to asking about advice given ("what did Caroline recommend?")."""
+ADVICE_GIVEN = re.compile(
+    r"\b(?:did|didn't|had|have|has) (?:you|i|we|they|he|she|\w+) (?:\w+ )?(?:recommend|suggest)",
+    re.IGNORECASE,
+)
+"""Advice asked about after the fact ("did you recommend a hotel last time?")."""
 
 
 @dataclass(frozen=True)
@@ -113,4 +118,4 @@ def understand(query: str, mode: SearchMode, reference: datetime) -> QueryPlan:
 
 def asks_advice(query: str) -> bool:
     """Whether the query asks the assistant for recommendations, tips or ideas."""
-    return ADVICE_REQUEST.search(query) is not None
+    return ADVICE_REQUEST.search(query) is not None and ADVICE_GIVEN.search(query) is None

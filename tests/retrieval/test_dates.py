@@ -96,6 +96,7 @@ def test_classify(query: str, kind: str) -> None:
         ("recommend some video editing resources", True),
         ("What book did Caroline recommend to Melanie?", False),
         ("what was the name of the trail you recommended?", False),
+        ("Have you any suggestions for dinner?", True),
         ("Did you recommend a hotel in Lisbon last time?", False),
         ("Has Anna suggested any ideas for the party?", False),
         ("What advice does Gina give to Jon about his business?", False),

@@ -182,6 +182,10 @@ def test_topic_support_ranks_sessions_by_their_closest_turns() -> None:
     assert by_id["l1"].factors["topic_support"] == 1.5  # second: x(1 + 1/2)
     assert by_id["p1"].score == pytest.approx(1.6) and by_id["l1"].score == pytest.approx(1.5)
     assert "topic_support" not in by_id["x"].factors and by_id["x"].score == 0.9
+    # A session named "" is still a session, and a memory without one does not join it.
+    blank = topic_support([scored(mem("b", session_id=""), 0.5), scored(loose, 0.9)],
+                          {"b": 0.5, "x": 0.7}, BASE)  # fmt: skip
+    assert {s.memory.id: s.factors.get("topic_support") for s in blank} == {"b": 2.0, "x": None}
     assert [s.memory.id for s in out][:2] == ["p1", "l1"]
     # With one turn a session, the single closest turn decides instead.
     one = topic_support(items, cosines, BASE.with_changes(topic_turns=1))

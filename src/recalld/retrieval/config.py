@@ -135,9 +135,9 @@ class RetrievalConfig:
     ranked by how close their best ``topic_turns`` turns are to the query (cosine), and a
     turn in the k-th session scores x(1 + topic_weight / k); 0 turns it off. What answers
     such a query is the conversation in which the user talked about the matter at length,
-    not one turn that shares the request's words. Measured (scratch evaluator):
-    LongMemEval_S R@1 0.862 -> 0.897, synth single-session-preference R@5 0.833 -> 1.000,
-    the same from 0.75 to 1.5; 0.5 won nothing. No LoCoMo question asks for advice."""
+    not one turn that shares the request's words. Measured: LongMemEval_S R@1 0.862 ->
+    0.897, synth single-session-preference R@5 0.833 -> 1.000, the same from 0.75 to 1.5;
+    0.5 won nothing. No LoCoMo question asks for advice (docs/benchmarks.md, 2026-11-24)."""
     topic_turns: int = 2
     """How many of a session's closest turns make its topic score (2 and 3 measured alike;
     4 lost a LongMemEval_S question)."""

@@ -49,7 +49,7 @@ ADVICE_REQUEST = re.compile(
 """The query asks the assistant for advice ("any tips?", "can you suggest a hotel?", "what
 should I serve?"), as opposed to asking about advice given ("what did Caroline recommend?")."""
 ADVICE_GIVEN = re.compile(
-    r"\b(?:did|didn't|had|have|has) (?:you|i|we|they|he|she|\w+) (?:\w+ )?(?:recommend|suggest)",
+    r"\b(?:did|didn't|had|have|has) \w+ (?:\w+ )?(?:recommend|suggest)(?:ed)?\b",
     re.IGNORECASE,
 )
 """Advice asked about after the fact ("did you recommend a hotel last time?")."""

@@ -74,7 +74,8 @@ def topic_support(
     place = {s: k for k, s in enumerate(sorted(topic, key=lambda s: (-topic[s], s)), start=1)}
     out = []
     for item in scored:
-        k = place.get(item.memory.session_id or "")
+        session = item.memory.session_id
+        k = None if session is None else place.get(session)
         if k is None:
             out.append(item)
             continue

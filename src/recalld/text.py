@@ -68,8 +68,28 @@ _EVENT_VERBS = (
 _FIRST_PERSON_EVENT = re.compile(
     r"[^\w'\u2019](?:i|we)(?:['\u2019]ve| have| had)?\s+"
     rf"(?:(?:just|recently|finally|also|actually)\s+)?(?:{'|'.join(_EVENT_VERBS)})\b"
+    r"(?! no idea\b)"  # "I had no idea ..." is surprise, not something that happened
 )
 _RECENT_DAY = re.compile(r"\b(?:today|yesterday|last (?:week|night|weekend|month))\b")
+
+
+_SELF_STATEMENT = re.compile(
+    r"\bmy\b|\bi(?:['\u2019]m| am|['\u2019]ve been| have been)\s+(?:a|an|currently|working|"
+    r"living|trying|planning|thinking|learning|training|using|taking|doing)\b"
+)
+
+
+def only_asks(text: str, tells_event: bool | None = None) -> bool:
+    """Whether ``text`` only asks: it ends in a question mark, tells of no event and says
+    nothing of its speaker (no "my", no "I'm a ...", "I've been working ..."). "Which
+    climbing gyms are open late?" only asks; "My gym closes at 9, which ones are open
+    late?" does not. ``tells_event`` is :func:`states_event`'s answer if the caller has it.
+    """
+    if not text.rstrip().endswith("?"):
+        return False
+    if tells_event is None:
+        tells_event = states_event(text)
+    return not tells_event and _SELF_STATEMENT.search(text.lower()) is None
 
 
 def states_event(text: str) -> bool:

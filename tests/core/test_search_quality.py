@@ -146,3 +146,26 @@ def test_advice_request_is_answered_by_the_conversation_on_its_topic(
     assert plain.details["advice"] is False
     assert all("topic_support" not in (h.trace.adjustments if h.trace else {})
                for h in plain.hits)  # fmt: skip
+
+
+def test_a_turn_that_only_asks_does_not_answer_a_question_of_fact(
+    engine: recalld.MemoryEngine,
+) -> None:
+    turns = {
+        "wedding": "Wow, I had no idea jewelry meant so much at weddings! Which jewelry do "
+        "brides usually receive?",
+        "aunt": "I got a silver bracelet from my aunt today.",
+        "travel": "I need to renew my passport before the trip.",
+    }
+    engine.add_many([
+        NewMemory(content=text, session_id=session, type="turn", metadata={"role": "user"})
+        for session, text in turns.items()
+    ])  # fmt: skip
+    question = "Who did I receive jewelry from?"
+    result = engine.search(question, limit=3, explain=True)
+    assert result.hits[0].memory.session_id == "aunt"
+    asked = next(h for h in result.hits if h.memory.session_id == "wedding")
+    assert asked.trace is not None and asked.trace.adjustments["only_asks"] == 0.6
+    # Without the penalty the question about wedding jewelry comes first.
+    off = engine.search(question, limit=3, config=engine.config.with_changes(asks_penalty=1.0))
+    assert off.hits[0].memory.session_id == "wedding"

@@ -11,7 +11,7 @@ import pytest
 import recalld
 from recalld.stores.sqlite import SQLiteStore
 from recalld.stores.sqlite.migrations import MIGRATIONS
-from recalld.text import states_event
+from recalld.text import only_asks, states_event
 
 Opener = Callable[..., recalld.MemoryEngine]
 
@@ -26,6 +26,8 @@ Opener = Callable[..., recalld.MemoryEngine]
         ("By the way, I also got a crystal chandelier from my aunt.", True),
         ("We picked up the keys to the new flat.", True),
         ("Yesterday was long.", True),  # a recent day alone tells of one
+        ("Wow, I had no idea jewelry mattered so much at weddings!", False),  # surprise
+        ("We had no idea, so we finally bought a map.", True),  # the later verb tells one
         ("Can you recommend some good hiking trails?", False),
         ("Did I visit Rome before Paris?", False),  # a question about an event tells none
         ("Here are five tips for organising your bathroom cabinets.", False),
@@ -72,6 +74,62 @@ def test_m005_computes_the_flag_for_stored_memories(tmp_path: Path) -> None:
     try:
         flags = {m.id: m.tells_event for m in store.get_many(["e", "q"])}
         assert flags == {"e": True, "q": False}
-        assert store.stats().schema_version == 5
+        assert store.stats().schema_version == MIGRATIONS[-1][0]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Which climbing gyms are open late?", True),
+        ("Wow, I had no idea! Do the different types carry any meaning?", True),
+        ("Can you recommend some good hiking trails?  ", True),  # trailing space
+        ("My gym closes at 9. Which ones are open late?", False),  # says something of mine
+        ("I’m a nurse on night shifts, which gyms open late?", False),
+        ("I've been training for a marathon, any tips?", False),
+        ("I went to the gym yesterday, was that too soon?", False),  # tells of an event
+        ("I went to the gym.", False),  # not a question
+        ("Which gyms? I never go.", False),  # does not end asking
+    ],
+)
+def test_only_asks(text: str, expected: bool) -> None:
+    assert only_asks(text) is expected
+
+
+def test_only_asks_trusts_the_flag_it_is_given() -> None:
+    question = "Which climbing gyms are open late?"
+    assert only_asks(question, tells_event=True) is False
+    assert only_asks("I went to the gym yesterday, was that too soon?", tells_event=False)
+
+
+def test_m006_recomputes_the_flag_of_memories_that_say_no_idea(tmp_path: Path) -> None:
+    path = tmp_path / "v5.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("BEGIN")
+    db.execute("CREATE TABLE migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+               "applied_at REAL NOT NULL)")  # fmt: skip
+    for number, name, step in MIGRATIONS[:5]:
+        step(db)
+        db.execute("INSERT INTO migrations VALUES (?, ?, 0)", (number, name))
+    db.execute("INSERT INTO meta VALUES ('app', 'recalld')")
+    rows = (
+        ("idea", "Wow, I had No Idea that jewelry mattered so much!"),
+        ("both", "I had no idea, so I bought a map"),
+        ("kept", "We had dinner at Mesa"),
+    )
+    for memory_id, content in rows:
+        db.execute(
+            "INSERT INTO memories (id, content, type, content_hash, created_at, updated_at,"
+            " ref_time, tells_event) VALUES (?, ?, 'event', ?, 0, 0, 0, 1)",
+            (memory_id, content, memory_id),
+        )
+    db.execute("COMMIT")
+    db.close()
+    store = SQLiteStore(path)
+    try:
+        flags = {m.id: m.tells_event for m in store.get_many(["idea", "both", "kept"])}
+        assert flags == {"idea": False, "both": True, "kept": True}
+        assert store.stats().schema_version == 6
     finally:
         store.close()

@@ -129,6 +129,20 @@ def test_memories_that_tell_of_an_event_score_more() -> None:
     assert event_factor(told, cfg.with_changes(event_boost=1.0)) == 1.0
 
 
+def test_memories_that_only_ask_score_less_unless_advice_is_asked_for() -> None:
+    asked = mem("q", "Which climbing gyms are open late?")
+    mine = mem("m", "My gym closes at 9, which ones are open late?")
+    assert factors_for(asked, QueryContext(NOW), BASE) == {"only_asks": 0.6}
+    assert factors_for(mine, QueryContext(NOW), BASE) == {}
+    assert factors_for(asked, QueryContext(NOW, advice=True), BASE) == {}
+    assert factors_for(asked, QueryContext(NOW), BASE.with_changes(asks_penalty=1.0)) == {}
+    # The stored event flag is what decides whether a question also tells of something.
+    told = replace(asked, tells_event=True)
+    assert factors_for(told, QueryContext(NOW), BASE) == {"event_statement": 1.3}
+    with pytest.raises(ValueError, match="asks_penalty"):
+        BASE.with_changes(asks_penalty=0.0)
+
+
 def test_wanted_role() -> None:
     assert wanted_role("what restaurant did you recommend last time?") == "assistant"
     assert wanted_role("can you remind me what you said about the tax deadline") == "assistant"
@@ -320,6 +334,7 @@ def test_plain_config_turns_every_adjustment_off() -> None:
                  metadata={"role": "user"}, access_count=9)  # fmt: skip
     assert factors_for(memory, QueryContext(NOW, "p", "user"), plain) == {}
     assert plain.session_boost == plain.neighbor_weight == plain.topic_weight == 0.0
+    assert plain.asks_penalty == plain.event_boost == 1.0
     assert plain.mmr_lambda == 1.0
     assert plain.channels == BASE.channels and plain.rrf_k == BASE.rrf_k
 

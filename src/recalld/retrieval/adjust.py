@@ -13,7 +13,7 @@ import numpy as np
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
-from recalld.text import states_event, words
+from recalld.text import only_asks, states_event, words
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,8 @@ class QueryContext:
     window: TimeRange | None = None
     query_words: frozenset[str] = frozenset()
     """The query's lower-cased words, for matching the names of speakers."""
+    advice: bool = False
+    """The query asks for advice (``QueryPlan.advice``)."""
 
 
 def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> float:
@@ -104,6 +106,15 @@ def event_factor(memory: Memory, config: RetrievalConfig) -> float:
     return config.event_boost if tells else 1.0
 
 
+def asks_factor(memory: Memory, advice: bool, config: RetrievalConfig) -> float:
+    """Memories that only ask score ``asks_penalty``: a question does not state the fact
+    another question is after. Not for a query that asks for advice, whose answer is what
+    the user asked for before."""
+    if config.asks_penalty == 1.0 or advice:
+        return 1.0
+    return config.asks_penalty if only_asks(memory.content, memory.tells_event) else 1.0
+
+
 def speaker_factor(memory: Memory, query_words: frozenset[str], config: RetrievalConfig) -> float:
     """A question that names a person ("where has Melanie camped?") is mostly answered by
     what that person said: their turns score ``speaker_boost`` more."""
@@ -135,6 +146,7 @@ def factors_for(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> d
         "speaker": speaker_factor(memory, ctx.query_words, config),
         "time_window": window_factor(memory, ctx.window, config),
         "event_statement": event_factor(memory, config),
+        "only_asks": asks_factor(memory, ctx.advice, config),
     }
     return {name: value for name, value in factors.items() if value != 1.0}
 

@@ -74,7 +74,8 @@ def search(
     4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
     5. rerank (only with a reranker configured: none yet, so skipped);
     6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
-       role, time window, earliest/latest ordering), then knowledge updates, session
+       role, event statements, memories that only ask, time window, earliest/latest
+       ordering), then knowledge updates, session
        evidence, the session's topic for queries that ask for advice, and neighbour
        evidence;
     7. filter: dedup identical content, relevance threshold and score gap (exact lexical
@@ -91,7 +92,7 @@ def search(
     fused = fused[: max(config.min_adjust, request.limit * config.adjust_depth)]
     memories = {m.id: m for m in store.get_many([f.memory_id for f in fused])}
     ctx = QueryContext(reference, request.project, wanted_role(request.query), plan.time_window,
-                       frozenset(words(request.query)))  # fmt: skip
+                       frozenset(words(request.query)), plan.advice)  # fmt: skip
     scored = adjust(fused, memories, ctx, config)
     scored = time_order(scored, plan.order, config)
     vectors = _vectors(store, scored, config)

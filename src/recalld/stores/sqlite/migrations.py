@@ -192,6 +192,18 @@ def m005_tells_event(db: sqlite3.Connection) -> None:
     db.execute("UPDATE memories SET tells_event = recalld_states_event(content)")
 
 
+def m006_no_idea_is_no_event(db: sqlite3.Connection) -> None:
+    """The event flag computed again for memories that say "no idea": "I had no idea ..."
+    stopped counting as an event, and only such memories can change."""
+    db.create_function(
+        "recalld_states_event", 1, lambda text: int(states_event(text)), deterministic=True
+    )
+    db.execute(
+        "UPDATE memories SET tells_event = recalld_states_event(content)"
+        " WHERE content LIKE '%no idea%'"
+    )
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -199,6 +211,7 @@ MIGRATIONS: list[Migration] = [
     (3, "m003_embed_context", m003_embed_context),
     (4, "m004_forgotten_index", m004_forgotten_index),
     (5, "m005_tells_event", m005_tells_event),
+    (6, "m006_no_idea_is_no_event", m006_no_idea_is_no_event),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

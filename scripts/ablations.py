@@ -28,6 +28,7 @@ VARIANTS: dict[str, RetrievalConfig] = {
     "- speaker preference": BASE.with_changes(speaker_boost=1.0),
     "- event anchors": BASE.with_changes(anchor_events=False),
     "- event statements": BASE.with_changes(event_boost=1.0),
+    "- only-asks penalty": BASE.with_changes(asks_penalty=1.0),
     "event statements 1.2": BASE.with_changes(event_boost=1.2),
     "+ earliest/latest order 0.2": BASE.with_changes(order_weight=0.2),
     "neighbour 0.5 / session 0.3 (before)": BASE.with_changes(

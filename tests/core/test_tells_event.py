@@ -52,31 +52,37 @@ def test_the_store_keeps_the_flag_and_recomputes_it_on_update(open_store: Opener
     assert engine.get(asked).tells_event is True
 
 
-def test_m005_computes_the_flag_for_stored_memories(tmp_path: Path) -> None:
-    path = tmp_path / "v4.db"
+def flags_after_upgrade(path: Path, applied: int, rows: dict[str, str]) -> dict[str, bool]:
+    """Write ``rows`` into a store left at migration ``applied`` (flagged as events where the
+    column exists), open it with this version, and read the flags the upgrade left."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
     db.execute("CREATE TABLE migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
                "applied_at REAL NOT NULL)")  # fmt: skip
-    for number, name, step in MIGRATIONS[:4]:
+    for number, name, step in MIGRATIONS[:applied]:
         step(db)
         db.execute("INSERT INTO migrations VALUES (?, ?, 0)", (number, name))
     db.execute("INSERT INTO meta VALUES ('app', 'recalld')")
-    for memory_id, content in (("e", "I bought a kayak today"), ("q", "Any kayak tips?")):
+    flag = ", tells_event" if applied >= 5 else ""
+    for memory_id, content in rows.items():
         db.execute(
             "INSERT INTO memories (id, content, type, content_hash, created_at, updated_at,"
-            " ref_time) VALUES (?, ?, 'event', ?, 0, 0, 0)",
+            f" ref_time{flag}) VALUES (?, ?, 'event', ?, 0, 0, 0{', 1' if flag else ''})",
             (memory_id, content, memory_id),
         )
     db.execute("COMMIT")
     db.close()
     store = SQLiteStore(path)
     try:
-        flags = {m.id: m.tells_event for m in store.get_many(["e", "q"])}
-        assert flags == {"e": True, "q": False}
         assert store.stats().schema_version == MIGRATIONS[-1][0]
+        return {m.id: bool(m.tells_event) for m in store.get_many(list(rows))}
     finally:
         store.close()
+
+
+def test_m005_computes_the_flag_for_stored_memories(tmp_path: Path) -> None:
+    rows = {"e": "I bought a kayak today", "q": "Any kayak tips?"}
+    assert flags_after_upgrade(tmp_path / "v4.db", 4, rows) == {"e": True, "q": False}
 
 
 @pytest.mark.parametrize(
@@ -104,32 +110,10 @@ def test_only_asks_trusts_the_flag_it_is_given() -> None:
 
 
 def test_m006_recomputes_the_flag_of_memories_that_say_no_idea(tmp_path: Path) -> None:
-    path = tmp_path / "v5.db"
-    db = sqlite3.connect(path, isolation_level=None)
-    db.execute("BEGIN")
-    db.execute("CREATE TABLE migrations (id INTEGER PRIMARY KEY, name TEXT NOT NULL, "
-               "applied_at REAL NOT NULL)")  # fmt: skip
-    for number, name, step in MIGRATIONS[:5]:
-        step(db)
-        db.execute("INSERT INTO migrations VALUES (?, ?, 0)", (number, name))
-    db.execute("INSERT INTO meta VALUES ('app', 'recalld')")
-    rows = (
-        ("idea", "Wow, I had No Idea that jewelry mattered so much!"),
-        ("both", "I had no idea, so I bought a map"),
-        ("kept", "We had dinner at Mesa"),
-    )
-    for memory_id, content in rows:
-        db.execute(
-            "INSERT INTO memories (id, content, type, content_hash, created_at, updated_at,"
-            " ref_time, tells_event) VALUES (?, ?, 'event', ?, 0, 0, 0, 1)",
-            (memory_id, content, memory_id),
-        )
-    db.execute("COMMIT")
-    db.close()
-    store = SQLiteStore(path)
-    try:
-        flags = {m.id: m.tells_event for m in store.get_many(["idea", "both", "kept"])}
-        assert flags == {"idea": False, "both": True, "kept": True}
-        assert store.stats().schema_version == 6
-    finally:
-        store.close()
+    rows = {
+        "idea": "Wow, I had No Idea that jewelry mattered so much!",
+        "both": "I had no idea, so I bought a map",
+        "kept": "We had dinner at Mesa",
+    }
+    flags = flags_after_upgrade(tmp_path / "v5.db", 5, rows)
+    assert flags == {"idea": False, "both": True, "kept": True}

@@ -211,10 +211,9 @@ class RetrievalConfig:
             project_penalty=1.0, no_project_penalty=1.0,
             type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)), significance_weight=0.0,
             reinforcement_weight=0.0, role_boost=1.0, speaker_boost=1.0, event_boost=1.0,
-            asks_penalty=1.0,
-            window_boost=1.0, order_weight=0.0, anchor_events=False, kupdate_factor=1.0,
-            session_boost=0.0, topic_weight=0.0, neighbor_weight=0.0, mmr_lambda=1.0,
-            diverse_aggregation=False, min_score=0.0, max_gap=0.0, dedupe=False,
+            asks_penalty=1.0, window_boost=1.0, order_weight=0.0, anchor_events=False,
+            kupdate_factor=1.0, session_boost=0.0, topic_weight=0.0, neighbor_weight=0.0,
+            mmr_lambda=1.0, diverse_aggregation=False, min_score=0.0, max_gap=0.0, dedupe=False,
         )  # fmt: skip
 
     def with_changes(self, **changes: Any) -> RetrievalConfig:

@@ -75,9 +75,8 @@ def search(
     5. rerank (only with a reranker configured: none yet, so skipped);
     6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
        role, event statements, memories that only ask, time window, earliest/latest
-       ordering), then knowledge updates, session
-       evidence, the session's topic for queries that ask for advice, and neighbour
-       evidence;
+       ordering), then knowledge updates, session evidence, the session's topic for
+       queries that ask for advice, and neighbour evidence;
     7. filter: dedup identical content, relevance threshold and score gap (exact lexical
        and entity hits are never dropped);
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;

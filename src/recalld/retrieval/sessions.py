@@ -36,16 +36,8 @@ def apply_session_support(scored: list[Scored], config: RetrievalConfig) -> list
         return scored
     support = session_support(scored, config)
     top = max(support.values(), default=0.0) or 1.0
-    out = []
-    for item in scored:
-        session = item.memory.session_id
-        if session is None:
-            out.append(item)
-            continue
-        share = config.session_boost * support[session] / top
-        factors = {**item.factors, "session_support": 1.0 + share}
-        out.append(Scored(item.memory, item.fused, item.score * (1.0 + share), factors))
-    return sorted(out, key=lambda s: -s.score)
+    lift = {s: 1.0 + config.session_boost * value / top for s, value in support.items()}
+    return _lift_sessions(scored, lift, "session_support")
 
 
 def topic_support(
@@ -71,16 +63,22 @@ def topic_support(
         return scored
     turns = config.topic_turns
     topic = {s: sum(sorted(c, reverse=True)[:turns]) / turns for s, c in closest.items()}
-    place = {s: k for k, s in enumerate(sorted(topic, key=lambda s: (-topic[s], s)), start=1)}
+    order = sorted(topic, key=lambda s: (-topic[s], s))
+    lift = {s: 1.0 + config.topic_weight / k for k, s in enumerate(order, start=1)}
+    return _lift_sessions(scored, lift, "topic_support")
+
+
+def _lift_sessions(scored: list[Scored], lift: Mapping[str, float], name: str) -> list[Scored]:
+    """Multiply each turn of a session in ``lift`` by its factor, recorded as ``name``;
+    re-sort. Turns without a session, or of a session not in ``lift``, keep their score."""
     out = []
     for item in scored:
         session = item.memory.session_id
-        k = None if session is None else place.get(session)
-        if k is None:
+        factor = None if session is None else lift.get(session)
+        if factor is None:
             out.append(item)
             continue
-        factor = 1.0 + config.topic_weight / k
-        factors = {**item.factors, "topic_support": factor}
+        factors = {**item.factors, name: factor}
         out.append(Scored(item.memory, item.fused, item.score * factor, factors))
     return sorted(out, key=lambda s: -s.score)
 

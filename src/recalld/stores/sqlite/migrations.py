@@ -182,26 +182,26 @@ def m004_forgotten_index(db: sqlite3.Connection) -> None:
     )
 
 
+def _compute_tells_event(db: sqlite3.Connection, where: str = "") -> None:
+    """Set ``tells_event`` from :func:`recalld.text.states_event` for the rows ``where``
+    selects (every row when empty)."""
+    db.create_function(
+        "recalld_states_event", 1, lambda text: int(states_event(text)), deterministic=True
+    )
+    db.execute(f"UPDATE memories SET tells_event = recalld_states_event(content) {where}")
+
+
 def m005_tells_event(db: sqlite3.Connection) -> None:
     """Whether each memory tells of an event (:func:`recalld.text.states_event`), kept with
     it so a search reads a flag instead of running a pattern over a hundred contents."""
     _add_column(db, "tells_event", "INTEGER NOT NULL DEFAULT 0")
-    db.create_function(
-        "recalld_states_event", 1, lambda text: int(states_event(text)), deterministic=True
-    )
-    db.execute("UPDATE memories SET tells_event = recalld_states_event(content)")
+    _compute_tells_event(db)
 
 
 def m006_no_idea_is_no_event(db: sqlite3.Connection) -> None:
     """The event flag computed again for memories that say "no idea": "I had no idea ..."
     stopped counting as an event, and only such memories can change."""
-    db.create_function(
-        "recalld_states_event", 1, lambda text: int(states_event(text)), deterministic=True
-    )
-    db.execute(
-        "UPDATE memories SET tells_event = recalld_states_event(content)"
-        " WHERE content LIKE '%no idea%'"
-    )
+    _compute_tells_event(db, "WHERE content LIKE '%no idea%'")
 
 
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]

@@ -37,6 +37,7 @@ fix: install
 # Full benchmark runs (need ../shared/benchmarks; not part of the tests).
 BENCH := ../shared/benchmarks
 bench: install
+	$(BIN)/recalld bench workloads $(BENCH)/workloads/dev.json --report out/workloads
 	$(BIN)/recalld bench longmemeval $(BENCH)/longmemeval/longmemeval_s.json.gz --report out/lme_s
 	$(BIN)/recalld bench locomo $(BENCH)/locomo/locomo.json --report out/locomo
 

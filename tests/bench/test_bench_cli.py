@@ -87,3 +87,38 @@ def test_bench_help_lists_every_benchmark(invoke) -> None:  # type: ignore[no-un
     code, output = invoke("bench", "--help")
     assert code == 0 and "longmemeval" in output and "locomo" in output
     assert "scale" in output
+
+
+WORKLOADS = FIXTURES / "workloads_tiny.json"
+
+
+def test_workloads_smoke(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out = tmp_path / "wl.json"
+    report_dir = tmp_path / "report"
+    code, output = invoke("bench", "workloads", str(WORKLOADS), "--cache-dir",
+                          str(tmp_path / "c"), "--set", "event_boost=1.0", "--json", str(out),
+                          "--report", str(report_dir))  # fmt: skip
+    assert code == 0, output
+    assert "# Agent-memory workloads retrieval benchmark" in output
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("recalld bench workloads ")
+    assert "--set event_boost=1.0" in report["command"]
+    assert list(report["systems"]) == ["recalld", "variant", "rrf", "bm25", "vector"]
+    assert report["systems"]["variant"]["config"]["event_boost"] == 1.0
+    assert report["questions"]["queries"] == 5
+    markdown = (report_dir / "report.md").read_text()
+    assert "## By query kind" in markdown and "**variant vs recalld**" in markdown
+    assert (report_dir / "chart.png").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(("--set", "event_boost"), "--set expects NAME=VALUE"),
+     (("--set", "no_such=1"), "unknown retrieval setting"),
+     (("--scenarios", "nope"), "no scenario with id nope")],
+)  # fmt: skip
+def test_workloads_bad_options(invoke, tmp_path: Path, args: tuple[str, ...],  # type: ignore[no-untyped-def]
+                               message: str) -> None:  # fmt: skip
+    code, output = invoke("bench", "workloads", str(WORKLOADS), "--cache-dir",
+                          str(tmp_path / "c"), *args)  # fmt: skip
+    assert code != 0 and message in output

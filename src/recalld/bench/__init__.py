@@ -1,9 +1,11 @@
-"""Retrieval benchmarks: LongMemEval and LoCoMo loaders, metrics, one runner, reports.
+"""Retrieval benchmarks: LongMemEval, LoCoMo and workloads loaders, metrics, runners, reports.
 
-The Python entry points are :func:`run_longmemeval` and :func:`run_locomo`; each returns
-the report as a JSON-ready dict (see ``docs/benchmarks.md``).
+The Python entry points are :func:`run_longmemeval`, :func:`run_locomo` and
+:func:`run_workloads`; each returns the report as a JSON-ready dict (see
+``docs/benchmarks.md``).
 """
 
 from recalld.bench.runner import System, run_locomo, run_longmemeval
+from recalld.bench.workloads_run import run_workloads
 
-__all__ = ["System", "run_locomo", "run_longmemeval"]
+__all__ = ["System", "run_locomo", "run_longmemeval", "run_workloads"]

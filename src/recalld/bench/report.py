@@ -14,6 +14,7 @@ HEADLINES: Mapping[str, tuple[str, ...]] = {
                     "context.evidence@2000"),
     "locomo": ("turn.recall_any@10", "turn.evidence_recall@10", "session.recall_all@10",
                "context.evidence@2000"),
+    "workloads": ("hit@1", "current_first"),
 }  # fmt: skip
 """The metrics broken down per question type / category (the first two are charted)."""
 LEVELS = (("session", "Session level"), ("turn", "Turn level"),
@@ -123,6 +124,10 @@ def _ms(value: float | None) -> str:
 
 def markdown_report(report: Mapping[str, Any]) -> str:
     """The report as Markdown: overview, one table per level, breakdowns, speed."""
+    if report["benchmark"] == "workloads":
+        from recalld.bench.workloads_report import workloads_markdown
+
+        return workloads_markdown(report)
     title = {"longmemeval": "LongMemEval", "locomo": "LoCoMo"}.get(report["benchmark"],
                                                                    report["benchmark"])  # fmt: skip
     lines = [f"# {title} retrieval benchmark", "", *_overview(report)]

@@ -385,7 +385,7 @@ def run_longmemeval(
     questions = load_longmemeval(path)
     chosen = select_questions(questions, question_ids=question_ids,
                               include_abstention=include_abstention, limit=limit)  # fmt: skip
-    model, resolved_cache, default = _resources(embedder, cache_dir, settings, base)
+    model, resolved_cache, default = resources(embedder, cache_dir, settings, base)
     systems = build_systems(configs, mode=mode, baselines=baselines, base=default)
     turn_level = granularity == "turn"
 
@@ -445,7 +445,7 @@ def run_locomo(
     )
     chosen = conversations if limit is None else conversations[:limit]
     cases = [locomo_case(c, categories) for c in chosen]
-    model, resolved_cache, default = _resources(embedder, cache_dir, settings, base)
+    model, resolved_cache, default = resources(embedder, cache_dir, settings, base)
     systems = build_systems(configs, mode=mode, baselines=baselines, base=default)
 
     def scorer(ranked: Sequence[str], case: Case, probe: Probe) -> dict[str, float]:
@@ -490,7 +490,7 @@ def _check_run(limit: int | None, depth: int) -> None:
         raise InvalidInputError("depth must be between 1 and 1000")
 
 
-def _resources(
+def resources(
     embedder: Embedder | str | None,
     cache_dir: Path | None,
     settings: Settings | None,

@@ -108,6 +108,87 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
          categories=categories)  # fmt: skip
 
 
+@bench.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--scenarios",
+    "scenario_ids",
+    multiple=True,
+    help="Scenario ids to run (comma-separated or repeated).",
+)
+@click.option("--limit", type=click.IntRange(min=1), help="Run only the first N scenarios.")
+@click.option(
+    "--preset",
+    type=click.Choice(list(recalld.PRESETS)),
+    help="recalld's pipeline as this preset [default: the configured one].",
+)
+@click.option(
+    "--set",
+    "changes",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Also run a variant: the default with this retrieval setting changed "
+    "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
+    '\'channels=["semantic","bm25"]\'); paired against the default.',
+)
+@click.option(
+    "--baselines/--no-baselines",
+    default=True,
+    show_default=True,
+    help="Also run plain RRF, BM25 only and vector only on the same stores.",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Embedding cache folder [default: the user cache dir].",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the full report (every query) as JSON to this file.",
+)
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Write report.md, chart.png and results.json into this folder.",
+)
+@click.pass_context
+def workloads(ctx: click.Context, /, file: Path, scenario_ids: tuple[str, ...],
+              limit: int | None, preset: str | None, changes: tuple[str, ...],
+              **shared: Any) -> None:  # fmt: skip
+    """Retrieval on an agent-memory workloads FILE (benchmarks/workloads/FORMAT.md).
+
+    Each scenario gets a fresh store filled as a user would (add_many for its memories and
+    its background pools, index for its markdown files); every query is asked with limit
+    10 of recalld's pipeline and of plain RRF, BM25 only and vector only. Reports hit@1/5/10,
+    mrr@10, all@10 and current_first overall, per scenario kind and per query kind, and the
+    paired wins and losses against plain RRF.
+    """
+    from recalld.bench.workloads_run import run_workloads
+
+    ids = [i.strip() for raw in scenario_ids for i in raw.split(",") if i.strip()]
+    with errors():
+        variant = dict(_setting(raw) for raw in changes)
+    _run(ctx, run_workloads, file, shared, scenario_ids=ids, limit=limit, preset=preset,
+         variant=variant or None)  # fmt: skip
+
+
+def _setting(raw: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` with VALUE read as JSON when it is JSON, else as text."""
+    import json
+
+    name, sep, value = raw.partition("=")
+    if not sep or not name.strip():
+        raise recalld.InvalidInputError(f"--set expects NAME=VALUE, got {raw!r}")
+    try:
+        parsed: Any = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value
+    return name.strip(), tuple(parsed) if isinstance(parsed, list) else parsed
+
+
 def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
          shared: dict[str, Any], **specific: Any) -> None:  # fmt: skip
     """Resolve settings, run, write the outputs; every benchmark command ends here."""
@@ -119,10 +200,10 @@ def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
         overrides = root.overrides if root else {}
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
         json_path, report_dir = shared.pop("json_path"), shared.pop("report_dir")
-        budgets = tuple(shared.pop("budgets")) or DEFAULT_BUDGETS
+        if "budgets" in shared:
+            shared["budgets"] = tuple(shared["budgets"]) or DEFAULT_BUDGETS
         with _progress(f"{ctx.info_name}", quiet) as progress:
-            report = runner(file, settings=settings, budgets=budgets, progress=progress,
-                            **shared, **specific)  # fmt: skip
+            report = runner(file, settings=settings, progress=progress, **shared, **specific)
         report = {"command": _command_line(ctx), **report}
         _write(report, json_path, report_dir, quiet)
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from recalld.bench.cases import read_json
+import recalld
+from recalld.bench.cases import Case, read_json
 from recalld.bench.locomo import (
     load_locomo,
     locomo_case,
@@ -24,6 +25,9 @@ from recalld.bench.longmemeval import (
 )
 from recalld.bench.longmemeval import parse_date as lme_date
 from recalld.errors import InvalidInputError
+from recalld.providers.embedders import FakeEmbedder
+from recalld.records import Memory, NewMemory
+from recalld.sources.transcripts import REPLY_CONTEXT
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 LME = FIXTURES / "longmemeval_tiny.json"
@@ -77,8 +81,7 @@ def test_locomo_fixture_survives_every_defect() -> None:
     # session_3_date_time has no session: only the two sessions are read
     assert [s.number for s in conversation.sessions] == [1, 2]
     assert conversation.last_date == datetime(2023, 4, 20, 16, 30, tzinfo=UTC)
-    image = conversation.sessions[0].turns[2]
-    assert image.text == "Here is my first bowl. [image: a photo of a lopsided blue ceramic bowl]"
+    assert conversation.sessions[0].turns[2].text == "Here is my first bowl."
     by_question = {q.question: q for q in conversation.questions}
     assert by_question["When did Ben run the marathon?"].evidence == ("D1:2", "D2:1")
     clara = by_question["Where does Clara live and who is her brother?"]
@@ -92,20 +95,56 @@ def test_locomo_fixture_survives_every_defect() -> None:
 def test_locomo_case_memories_and_probes() -> None:
     [conversation] = load_locomo(LOCOMO)
     case = locomo_case(conversation)
-    assert [d.memory.id for d in case.docs] == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2", "D2:3"]
+    assert len(case.docs) == 6 and case.skipped_turns == 0
     first = case.docs[0].memory
     assert first.content == "Ana: Ben, I finally started pottery classes on Tuesdays!"
     assert first.event_time == datetime(2023, 3, 3, 9, 5, tzinfo=UTC)
-    assert first.session_id == "session_1" and first.metadata["speaker"] == "Ana"
+    assert first.session_id == "conv-tiny:session_1" and first.metadata["role"] == "Ana"
+    image = case.docs[2].memory
+    assert image.content.endswith("[shared an image: a photo of a lopsided blue ceramic bowl]")
+    by_ref = {d.memory.source.ref: d.memory.id for d in case.docs}
     # categories 1-4 by default: the adversarial question is left out
     assert len(case.probes) == 4
     assert all(p.as_of == conversation.last_date for p in case.probes)
     marathon = case.probes[1]
-    assert marathon.gold_docs == {"D1:2", "D2:1"}
-    assert marathon.gold_sessions == {"session_1", "session_2"}
+    assert marathon.gold_docs == {by_ref["conv-tiny:session_1#D1:2"],
+                                  by_ref["conv-tiny:session_2#D2:1"]}  # fmt: skip
+    assert marathon.gold_sessions == {"conv-tiny:session_1", "conv-tiny:session_2"}
     assert marathon.group == "2 temporal"
     assert case.probes[3].gold_docs == frozenset()
     assert len(locomo_case(conversation, (1, 2, 3, 4, 5)).probes) == 5
+
+
+def _imported(path: Path, fmt: str, tmp_path: Path) -> list[Memory]:
+    """What ``recalld import`` stores for a file, through the engine's public method."""
+    with recalld.open(tmp_path / f"{fmt}.db", embedder=FakeEmbedder()) as engine:
+        engine.import_transcript(path, fmt)
+        return engine.list(limit=1000, newest_first=False)
+
+
+def _stored(memory: NewMemory | Memory) -> tuple[object, ...]:
+    return (memory.id, memory.content, memory.type, memory.event_time, memory.session_id,
+            dict(memory.metadata), memory.embed_context)  # fmt: skip
+
+
+def test_locomo_case_stores_what_recalld_import_stores(tmp_path: Path) -> None:
+    [conversation] = load_locomo(LOCOMO)
+    case = locomo_case(conversation)
+    imported = _imported(LOCOMO, "locomo", tmp_path)
+    assert sorted(map(_stored, imported), key=str) == sorted(
+        (_stored(d.memory) for d in case.docs), key=str)  # fmt: skip
+
+
+def test_longmemeval_case_stores_what_recalld_import_stores(tmp_path: Path) -> None:
+    question = load_longmemeval(LME)[0]
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps([question.record]), encoding="utf-8")
+    imported = _imported(single, "longmemeval", tmp_path)
+    case = longmemeval_case(question)
+    assert sorted(map(_stored, imported), key=str) == sorted(
+        (_stored(d.memory) for d in case.docs), key=str)  # fmt: skip
+    # a short reply is embedded with the end of the turn it answers, as imported
+    assert any(m.embed_context for m in imported) == REPLY_CONTEXT
 
 
 def test_locomo_bad_files(tmp_path: Path) -> None:
@@ -144,45 +183,53 @@ def test_lme_fixture_loads_and_selects() -> None:
         select_questions(questions, question_ids=["nope"])
 
 
+def _by_text(case: Case, start: str) -> NewMemory:
+    return next(d.memory for d in case.docs if d.memory.content.startswith(start))
+
+
 def test_lme_case_turns() -> None:
     question = load_longmemeval(LME)[0]
     case = longmemeval_case(question)
     assert len(case.docs) == 8
     assert case.case_id == "q_iguana"
-    gold = next(d.memory for d in case.docs if d.memory.id == "s1t0")
-    assert gold.content.startswith("I just adopted a green iguana")
+    gold = _by_text(case, "I just adopted a green iguana")
     assert gold.session_id == "answer_pets"
     assert gold.event_time == datetime(2023, 5, 10, 18, 30, tzinfo=UTC)
     assert gold.metadata["role"] == "user" and gold.type == "turn"
     [probe] = case.probes
-    assert probe.gold_docs == {"s1t0"} and probe.gold_sessions == {"answer_pets"}
+    assert probe.gold_docs == {gold.id} and probe.gold_sessions == {"answer_pets"}
     assert probe.as_of == datetime(2023, 6, 1, 10, 0, tzinfo=UTC)
     assert case.session_sizes() == {"chat_cooking": 2, "answer_pets": 4, "chat_travel": 2}
 
 
-def test_lme_case_keeps_repeated_sessions_and_skips_empty_turns(tmp_path: Path) -> None:
+def test_lme_case_stores_a_repeated_session_once_and_skips_empty_turns(tmp_path: Path) -> None:
     record = json.loads(LME.read_text())[0]
-    record["haystack_session_ids"].append("chat_cooking")
+    record["haystack_session_ids"].append("chat_travel")
     record["haystack_dates"].append("2023/05/25 (Thu) 10:00")
+    record["haystack_sessions"].append(record["haystack_sessions"][2])
+    record["haystack_session_ids"].append("chat_new")
+    record["haystack_dates"].append("2023/05/26 (Fri) 10:00")
     record["haystack_sessions"].append(
-        [{"role": "user", "content": record["haystack_sessions"][0][0]["content"]},
+        [{"role": "user", "content": "A new chat about knitting."},
          {"role": "assistant", "content": "   "}]
     )  # fmt: skip
     path = tmp_path / "lme.json.gz"
     path.write_bytes(gzip.compress(json.dumps([record]).encode()))
     case = longmemeval_case(load_longmemeval(path)[0])
+    # as `recalld import` does: the second copy of chat_travel is the same session
     assert len(case.docs) == 9 and case.skipped_turns == 1
-    assert case.docs[-1].memory.id == "s3t0" and case.docs[-1].session == "chat_cooking"
-    assert case.session_sizes()["chat_cooking"] == 3
+    assert case.docs[-1].session == "chat_new"
+    assert case.session_sizes()["chat_travel"] == 2
 
 
 def test_lme_session_granularity() -> None:
     question = load_longmemeval(LME)[1]
     case = longmemeval_case(question, "session")
-    assert [d.memory.id for d in case.docs] == ["s0", "s1", "s2", "s3"]
-    assert case.docs[0].memory.content.startswith("user: This morning I cycled 40 kilometres")
-    assert "\nassistant: Great ride!" in case.docs[0].memory.content
-    assert case.probes[0].gold_docs == {"s0", "s2"}
+    sessions = ["answer_ride_1", "chat_books", "answer_ride_2", "chat_garden"]
+    assert [d.memory.id for d in case.docs] == [f"session-{s}" for s in sessions]
+    assert case.docs[0].memory.content.startswith("This morning I cycled 40 kilometres")
+    assert "\nGreat ride!" in case.docs[0].memory.content
+    assert case.probes[0].gold_docs == {"session-answer_ride_1", "session-answer_ride_2"}
 
 
 def test_lme_bad_files(tmp_path: Path) -> None:
@@ -209,10 +256,10 @@ def test_lme_bad_files(tmp_path: Path) -> None:
 def test_lme_user_turns_only() -> None:
     question = load_longmemeval(LME)[0]
     case = longmemeval_case(question, roles=("user",))
-    assert [d.memory.id for d in case.docs] == ["s0t0", "s1t0", "s1t2", "s2t0"]
-    assert case.probes[0].gold_docs == {"s1t0"}
+    assert [d.memory.metadata["role"] for d in case.docs] == ["user"] * 4
+    assert case.probes[0].gold_docs == {_by_text(case, "I just adopted").id}
     sessions = longmemeval_case(question, "session", roles=("user",))
     assert sessions.docs[1].memory.content == (
-        "user: I just adopted a green iguana and I called him Ziggy.\n"
-        "user: What vegetables are safe for reptiles to eat?"
+        "I just adopted a green iguana and I called him Ziggy.\n"
+        "What vegetables are safe for reptiles to eat?"
     )

@@ -85,6 +85,19 @@ def test_import_transcript_formats(run) -> None:  # type: ignore[no-untyped-def]
         assert run("import", "--format", fmt, str(FIXTURES / name)).exit_code == 0
 
 
+def test_search_shows_who_said_an_imported_turn(run) -> None:  # type: ignore[no-untyped-def]
+    assert run("import", "--format", "jsonl-transcript",
+               str(FIXTURES / "transcript.jsonl")).exit_code == 0  # fmt: skip
+    result = run("search", "salmon kibble", "--limit", "1")
+    assert result.exit_code == 0
+    # the content is what was said; the role is shown beside it, from metadata
+    assert "user" in result.stdout and "user:" not in result.stdout
+    explained = run("search", "salmon kibble", "--limit", "1", "--explain")
+    header = explained.stdout.split("    Miso only eats")[0]
+    assert "session s1" in header and header.split()[-1] == "user"
+    assert "    Miso only eats salmon kibble." in explained.stdout
+
+
 def test_import_of_unusable_transcript(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     bad = tmp_path / "bad.jsonl"
     bad.write_text("nope\n")

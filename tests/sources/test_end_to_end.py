@@ -107,4 +107,4 @@ def test_transcript_import_and_search_with_the_real_model(real: recalld.MemoryEn
     second = real.import_transcript(FIXTURES / "transcript.jsonl", "jsonl-transcript")
     assert first.stored == 7 and second.stored == 0 and second.already_present == 7
     hit = real.search("what does my pet eat?", mode="vector", limit=1).hits[0].memory
-    assert hit.content == "user: Miso only eats salmon kibble." and hit.session_id == "s1"
+    assert hit.content == "Miso only eats salmon kibble." and hit.session_id == "s1"

@@ -9,17 +9,17 @@ and ``session_<n>_date_time`` keys without a session (sessions are what is itera
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from recalld.bench.cases import Case, Doc, Probe, read_json, require
-from recalld.conversation import reply_context
 from recalld.errors import InvalidInputError
-from recalld.records import NewMemory, Source
+from recalld.sources.importer import transcript_memories
 
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
                   5: "adversarial"}  # fmt: skip
@@ -40,7 +40,7 @@ _MONTHS = {name: n for n, name in enumerate(
 
 @dataclass(frozen=True)
 class Turn:
-    """One utterance; ``text`` ends with ``[image: caption]`` when the turn shared an image."""
+    """One utterance as the file gives it (what is stored is the importer's business)."""
 
     dia_id: str
     speaker: str
@@ -79,6 +79,8 @@ class Conversation:
     speakers: tuple[str, ...]
     sessions: tuple[LocomoSession, ...]
     questions: tuple[LocomoQuestion, ...]
+    record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The sample as the file holds it: what the importer reads to store the conversation."""
 
     @property
     def last_date(self) -> datetime | None:
@@ -145,7 +147,7 @@ def _conversation(record: Any, where: str) -> Conversation:
     qa = require(record, "qa", list, where)
     questions = tuple(_qa(item, known, f"{where} qa #{i + 1}") for i, item in enumerate(qa))
     speakers = tuple(str(body[k]) for k in ("speaker_a", "speaker_b") if k in body)
-    return Conversation(sample_id, speakers, sessions, questions)
+    return Conversation(sample_id, speakers, sessions, questions, record)
 
 
 def _session(body: dict[str, Any], number: int, where: str) -> LocomoSession:
@@ -159,9 +161,6 @@ def _session(body: dict[str, Any], number: int, where: str) -> LocomoSession:
         if dia_id is None:
             raise InvalidInputError(f"{at}: unrecognised dia_id {turn['dia_id']!r}")
         text = str(turn.get("text") or "").strip()
-        caption = turn.get("blip_caption")
-        if isinstance(caption, str) and caption.strip():
-            text = f"{text} [image: {caption.strip()}]".strip()
         parsed.append(Turn(dia_id, require(turn, "speaker", str, at), text, number))
     return LocomoSession(number, date, tuple(parsed))
 
@@ -183,52 +182,40 @@ def _qa(item: Any, known: set[str], where: str) -> LocomoQuestion:
 
 
 def locomo_case(conversation: Conversation, categories: Sequence[int] = DEFAULT_CATEGORIES) -> Case:
-    """One store per conversation: a memory per turn (``speaker: text``), dated by session.
+    """One store per conversation, as ``recalld import --format locomo`` stores it.
 
-    Questions of other categories are left out; questions without known evidence turns are
-    kept as probes with empty gold (the runner counts and skips them).
+    The memories are exactly the importer's (:func:`~recalld.sources.importer.
+    transcript_memories`): ``speaker: text`` turns (an image's caption appended), dated by
+    their session. Evidence ids (``D1:3``) are mapped onto the importer's memory ids by the
+    turn reference it keeps. Questions of other categories are left out; questions without
+    known evidence turns are kept as probes with empty gold (the runner counts and skips them).
     """
     as_of = conversation.last_date
     if as_of is None:
         raise InvalidInputError(f"conversation {conversation.sample_id} has no dated session")
-    docs: list[Doc] = []
+    parsed, memories = transcript_memories(
+        json.dumps([conversation.record]).encode(), "locomo", conversation.sample_id
+    )
+    docs = [Doc(m, t.session) for t, m in zip(parsed.turns, memories, strict=True)]
+    memory_of: dict[str, str] = {}
     session_of: dict[str, str] = {}
-    skipped = 0
-    for session in conversation.sessions:
-        name = f"session_{session.number}"
-        previous: str | None = None
-        for turn in session.turns:
-            if not turn.text:
-                skipped += 1
-                continue
-            session_of[turn.dia_id] = name
-            memory = _memory(turn, session, name, conversation.sample_id)
-            memory = replace(memory, embed_context=reply_context(previous, memory.content))
-            docs.append(Doc(memory, name))
-            previous = memory.content
+    for turn, memory in zip(parsed.turns, memories, strict=True):
+        dia_id = normalize_dia_id(turn.ref or "")
+        if dia_id is not None:
+            memory_of[dia_id] = memory.id or ""
+            session_of[dia_id] = turn.session
     probes = []
     for n, q in enumerate(conversation.questions):
         if q.category not in categories:
             continue
-        gold = [e for e in q.evidence if e in session_of]
+        gold = [e for e in q.evidence if e in memory_of]
         probes.append(Probe(
             probe_id=f"{conversation.sample_id}#{n + 1}",
             group=f"{q.category} {CATEGORY_NAMES.get(q.category, 'other')}",
             question=q.question,
             as_of=as_of,
             gold_sessions=frozenset(session_of[e] for e in gold),
-            gold_docs=frozenset(gold),
+            gold_docs=frozenset(memory_of[e] for e in gold),
         ))  # fmt: skip
-    return Case(conversation.sample_id, tuple(docs), tuple(probes), skipped)
-
-
-def _memory(turn: Turn, session: LocomoSession, name: str, sample_id: str) -> NewMemory:
-    return NewMemory(
-        id=turn.dia_id,
-        content=f"{turn.speaker}: {turn.text}",
-        type="turn",
-        event_time=session.date,
-        session_id=name,
-        source=Source(kind="locomo", ref=f"{sample_id}/{turn.dia_id}"),
-        metadata={"speaker": turn.speaker, "session": session.number},
-    )
+    turns = sum(len(s.turns) for s in conversation.sessions)
+    return Case(conversation.sample_id, tuple(docs), tuple(probes), turns - len(docs))

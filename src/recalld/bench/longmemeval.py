@@ -1,23 +1,24 @@
 """LongMemEval (Wu et al., ICLR 2025): the official JSON schema, as typed records.
 
 Each question carries its own haystack of dated sessions. :func:`longmemeval_case` turns
-one question into a :class:`~recalld.bench.cases.Case`: one memory per turn (or per
-session), with the session id, the session's date as event time and the role in metadata.
+one question into a :class:`~recalld.bench.cases.Case`: its haystack stored exactly as
+``recalld import --format longmemeval`` stores it, its question and gold labels as the probe.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from recalld.bench.cases import Case, Doc, Probe, read_json, require, select_by_id
-from recalld.conversation import reply_context
 from recalld.errors import InvalidInputError
-from recalld.records import NewMemory, Source
+from recalld.records import NewMemory
+from recalld.sources.importer import transcript_memories
 
 Granularity = Literal["turn", "session"]
 ABSTENTION_SUFFIX = "_abs"
@@ -56,6 +57,8 @@ class Question:
     question_date: datetime
     sessions: tuple[Session, ...]
     answer_session_ids: tuple[str, ...]
+    record: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    """The record as the file holds it: what the importer reads to store the haystack."""
 
     @property
     def abstention(self) -> bool:
@@ -117,6 +120,7 @@ def _question(record: Any, where: str) -> Question:
         answer_session_ids=tuple(
             str(s) for s in require(record, "answer_session_ids", list, where)
         ),
+        record=record,
     )
 
 
@@ -157,39 +161,35 @@ def select_questions(
 def longmemeval_case(
     question: Question, granularity: Granularity = "turn", roles: Collection[str] | None = None
 ) -> Case:
-    """One store for one question: its haystack as memories, the question as the probe.
+    """One store for one question: its haystack as ``recalld import --format longmemeval``
+    stores it, and the question as the probe.
 
-    Memory ids are ``s{session}t{turn}`` (``s{session}`` at session granularity), positions
-    in the haystack, so a session id that appears twice keeps both copies. ``roles`` keeps
-    only the turns of those roles (``("user",)`` is what the official script indexes);
-    turn-level gold is then the kept ``has_answer`` turns.
+    The memories are exactly the importer's (:func:`~recalld.sources.importer.
+    transcript_memories`): ``role: text`` turns with the session's id and date, a session
+    that appears twice in the haystack stored once, empty turns left out. The gold turns
+    (``has_answer``) are mapped onto the importer's ids by session and position.
+    ``roles`` keeps only the turns of those roles (``("user",)`` is what the official
+    script indexes). ``session`` granularity joins each session's stored turns into one
+    memory (a view of the same ingestion, for session-level retrieval).
     """
+    parsed, memories = transcript_memories(
+        json.dumps([question.record]).encode(), "longmemeval", question.question_id
+    )
+    gold_turns = {(s.session_id, i) for s in question.sessions
+                  for i, t in enumerate(s.turns) if t.has_answer}  # fmt: skip
     docs: list[Doc] = []
-    gold_turns: set[str] = set()
-    skipped = 0
-    for s_index, session in enumerate(question.sessions):
-        kept = [(t_index, turn) for t_index, turn in enumerate(session.turns)
-                if roles is None or turn.role in roles]  # fmt: skip
-        empty = [i for i, turn in kept if not turn.content.strip()]
-        skipped += len(empty)
-        kept = [(i, turn) for i, turn in kept if i not in empty]
-        if granularity == "session":
-            if kept:
-                text = "\n".join(f"{turn.role}: {turn.content.strip()}" for _, turn in kept)
-                docs.append(_doc(f"s{s_index}", text, session, {"turns": len(kept)}))
+    gold_docs: set[str] = set()
+    for turn, memory in zip(parsed.turns, memories, strict=True):
+        if roles is not None and turn.role not in roles:
             continue
-        previous: str | None = None
-        for t_index, turn in kept:
-            doc_id = f"s{s_index}t{t_index}"
-            meta = {"role": turn.role, "turn": t_index}
-            context = reply_context(previous, turn.content)
-            docs.append(_doc(doc_id, turn.content, session, meta, context))
-            previous = turn.content
-            if turn.has_answer:
-                gold_turns.add(doc_id)
-    gold_docs = gold_turns
+        docs.append(Doc(memory, turn.session))
+        if (turn.session, turn.index) in gold_turns:
+            gold_docs.add(memory.id or "")
     if granularity == "session":
+        docs = _sessions(docs)
         gold_docs = {d.memory.id or "" for d in docs if d.session in question.answer_session_ids}
+    skipped = sum(not t.content.strip() for s in question.sessions for t in s.turns
+                  if roles is None or t.role in roles)  # fmt: skip
     probe = Probe(
         probe_id=question.question_id,
         group=question.question_type,
@@ -201,21 +201,17 @@ def longmemeval_case(
     return Case(question.question_id, tuple(docs), (probe,), skipped)
 
 
-def _doc(
-    doc_id: str,
-    text: str,
-    session: Session,
-    metadata: dict[str, Any],
-    context: str | None = None,
-) -> Doc:
-    memory = NewMemory(
-        embed_context=context,
-        id=doc_id,
-        content=text,
-        type="turn",
-        event_time=session.date,
-        session_id=session.session_id,
-        source=Source(kind="longmemeval", ref=f"{session.session_id}#{doc_id}"),
-        metadata=metadata,
-    )
-    return Doc(memory, session.session_id)
+def _sessions(turns: list[Doc]) -> list[Doc]:
+    """One memory per session: its stored turns joined by newlines, in order."""
+    grouped: dict[str, list[NewMemory]] = {}
+    for doc in turns:
+        grouped.setdefault(doc.session, []).append(doc.memory)
+    docs = []
+    for session, memories in grouped.items():
+        first = memories[0]
+        memory = replace(
+            first, id=f"session-{session}", content="\n".join(m.content for m in memories),
+            metadata={"turns": len(memories)}, embed_context=None,
+        )  # fmt: skip
+        docs.append(Doc(memory, session))
+    return docs

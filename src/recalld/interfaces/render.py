@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -40,8 +41,8 @@ def print_search(result: SearchResult, explain: bool) -> None:
         table.add_column(name, overflow="fold")
     for hit in result.hits:
         content = _short(hit.memory.content, 300) + _where(hit.memory)
-        table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory), content,
-                      hit.memory.id)  # fmt: skip
+        table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory) + _who(hit.memory),
+                      content, hit.memory.id)  # fmt: skip
     console.print(table)
 
 
@@ -53,6 +54,19 @@ def _window_text(window: TimeRange | None) -> str:
     if window.end is None:
         return f", time window from {window.start:%Y-%m-%d}"
     return f", time window {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}"
+
+
+def _role(memory: Memory) -> str:
+    """Who said a turn (its ``role``), when the content does not already begin with it."""
+    role = memory.metadata.get("role")
+    if not isinstance(role, str) or not role or memory.content.startswith(f"{role}:"):
+        return ""
+    return escape(role)
+
+
+def _who(memory: Memory) -> str:
+    role = _role(memory)
+    return f"\n[dim]{role}[/]" if role else ""
 
 
 def _where(memory: Memory) -> str:
@@ -72,7 +86,8 @@ def _print_explained(hit: Hit) -> None:
     memory = hit.memory
     console.print(
         f"\n[bold]#{hit.rank}[/]  score {hit.score:.4f}  [dim]{memory.id}  {_when(memory)}"
-        f"{'  session ' + memory.session_id if memory.session_id else ''}[/]"
+        f"{'  session ' + memory.session_id if memory.session_id else ''}"
+        f"{'  ' + _role(memory) if _role(memory) else ''}[/]"
     )
     console.print(f"    {_short(memory.content, 400)}", markup=False)
     if memory.source.kind == "file" and memory.source.path:

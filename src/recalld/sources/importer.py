@@ -96,6 +96,18 @@ def parse(data: bytes, fmt: str, name: str) -> Parsed:
     raise InvalidInputError(f"unknown format {fmt!r}; use one of {', '.join(TRANSCRIPT_FORMATS)}")
 
 
+def transcript_memories(
+    data: bytes, fmt: str, name: str, path: str | None = None
+) -> tuple[Parsed, list[NewMemory]]:
+    """The turns of a transcript and the memories ``recalld import`` stores for them.
+
+    The one way a transcript becomes memories: the import and the benchmarks both use it.
+    ``name`` is the session of lines that name none; ``path`` is recorded as the source.
+    """
+    parsed = parse(data, fmt, name)
+    return parsed, list(turns_to_memories(parsed, fmt, path))
+
+
 def import_transcript(
     source: str | os.PathLike[str] | BinaryIO, fmt: str, deps: ImportDeps
 ) -> ImportReport:
@@ -105,10 +117,10 @@ def import_transcript(
             f"unknown format {fmt!r}; use one of {', '.join(TRANSCRIPT_FORMATS)}"
         )
     data, name, path = read_source(source)
-    parsed = parse(data, fmt, name)
+    parsed, items = transcript_memories(data, fmt, name, path)
     problems = list(parsed.problems)
     valid: list[NewMemory] = []
-    for turn, item in zip(parsed.turns, turns_to_memories(parsed, fmt, path), strict=True):
+    for turn, item in zip(parsed.turns, items, strict=True):
         try:
             deps.validate(item)
         except InvalidInputError as exc:

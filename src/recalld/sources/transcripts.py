@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from recalld.conversation import reply_context
 from recalld.records import NewMemory, Source
+from recalld.retrieval.adjust import GENERIC_ROLES
+
+REPLY_CONTEXT = True
+"""Whether imported turns carry reply context (decided by measurement: docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True)
@@ -228,11 +233,27 @@ def turn_id(fmt: str, turn: Turn, content: str) -> str:
 
 
 def turns_to_memories(
-    parsed: Parsed, fmt: str, path: str | None, speaker_prefix: bool = True
+    parsed: Parsed,
+    fmt: str,
+    path: str | None,
+    speaker_prefix: bool = True,
+    with_reply_context: bool = REPLY_CONTEXT,
 ) -> Iterable[NewMemory]:
-    """One ``turn`` memory per turn, with its session, time and a stable id."""
+    """One ``turn`` memory per turn, with its session, time and a stable id.
+
+    The content is what was said; a speaker who is a person (LoCoMo's ``Caroline``, not
+    ``user`` or ``assistant``) is named before it (``Caroline: ...``), since a name is
+    something to search for and a generic role is not. The role is in ``metadata`` either
+    way, where ranking reads it.
+    With ``with_reply_context``, a short turn is embedded with the end of the turn before
+    it in its session (:func:`recalld.conversation.reply_context`).
+    """
+    previous: dict[str, str] = {}
     for turn in parsed.turns:
-        content = f"{turn.role}: {turn.text}" if speaker_prefix else turn.text
+        named = speaker_prefix and turn.role.lower() not in GENERIC_ROLES
+        content = f"{turn.role}: {turn.text}" if named else turn.text
+        context = reply_context(previous.get(turn.session), content) if with_reply_context else None
+        previous[turn.session] = content
         metadata: dict[str, Any] = {"role": turn.role, "turn": turn.index, "format": fmt}
         metadata.update(dict(turn.extra))
         ref = f"{turn.session}#{turn.ref if turn.ref is not None else turn.index}"
@@ -244,4 +265,5 @@ def turns_to_memories(
             source=Source(parsed.source_kind, path, turn.line, turn.line, ref),
             metadata=metadata,
             id=turn_id(fmt, turn, content),
+            embed_context=context,
         )

@@ -31,6 +31,8 @@ def test_longmemeval_ingests_once_and_caches(tmp_path: Path) -> None:
         assert system["latency_ms"]["searches"] == 2
         assert system["latency_ms"]["p50"] <= system["latency_ms"]["p95"]
     assert first["systems"]["bm25"]["config"]["channels"] == ["bm25"]
+    # the machine's load is part of every figure's record
+    assert set(first["load_average"]) == {"start", "end"}
     assert first["systems"]["vector"]["mode"] == "vector"
 
 

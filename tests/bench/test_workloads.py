@@ -168,7 +168,9 @@ def test_run_reports_every_system_kind_and_pair(tmp_path: Path) -> None:
     again = run_workloads(TINY, embedder=FakeEmbedder(), cache_dir=tmp_path, baselines=False)
     assert again["speed"]["embedding_cache"]["misses"] == 0
     assert list(again["systems"]) == ["recalld"] and again["comparisons"] == []
+    assert len(report["load_average"]["start"]) == 3
     markdown = workloads_markdown(report)
+    assert "load average (1, 5, 15 min)" in markdown
     assert "## By scenario kind" in markdown and "| recalld |" in markdown
     assert "**recalld vs rrf** at hit@1" in markdown
 

@@ -50,11 +50,13 @@ def _overview(report: Mapping[str, Any]) -> list[str]:
     q = report["questions"]
     o = report["options"]
     m = report["machine"]
+    load = report.get("load_average") or {}
     lines = [
         f"- file: `{report['file']}`",
         f"- date: {report['date']}; machine: {m['cores']} cores, {m['platform']}, "
         f"Python {m['python']}",
         f"- embedder: {report.get('embedder', 'not recorded')}",
+        f"- load average (1, 5, 15 min) at start {load.get('start')}, at end {load.get('end')}",
         "- questions: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in q.items()),
         "- options: " + ", ".join(f"{k} {v}" for k, v in o.items() if v not in (None, [], ())),
     ]

@@ -147,7 +147,7 @@ def run_cases(
         raise InvalidInputError("no system to evaluate")
     if any(b < 1 for b in budgets):
         raise InvalidInputError("context budgets must be positive")
-    started = time.perf_counter()
+    started, load_before = time.perf_counter(), load_average()
     hits_before, misses_before = _cache_counts(embedder)
     tally = _Tally()
     for case in cases:
@@ -167,6 +167,7 @@ def run_cases(
         "options": {"depth": depth, "budgets": list(budgets)},
         "embedder": ", ".join(filter(None, [embedder.fingerprint.describe(), embedder.query_path])),
         "machine": machine(),
+        "load_average": {"start": load_before, "end": load_average()},
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
@@ -322,6 +323,14 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version()}  # fmt: skip
 
 
+def load_average() -> list[float] | None:
+    """The machine's 1, 5 and 15 minute load averages (None where the OS has none)."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def config_dict(config: RetrievalConfig) -> dict[str, Any]:
     """A retrieval config as plain JSON values."""
     out: dict[str, Any] = {}
@@ -472,8 +481,9 @@ def run_locomo(
     return _ordered("locomo", path, report)
 
 
-REPORT_ORDER = ("benchmark", "file", "date", "machine", "embedder", "questions", "options",
-                "systems", "speed", "unscored_probes", "probes")  # fmt: skip
+REPORT_ORDER = ("benchmark", "file", "date", "machine", "load_average", "embedder",
+                "questions", "options", "systems", "speed", "unscored_probes",
+                "probes")  # fmt: skip
 
 
 def _ordered(benchmark: str, path: str | Path, report: dict[str, Any]) -> dict[str, Any]:

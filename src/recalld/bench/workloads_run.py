@@ -39,6 +39,7 @@ from recalld.bench.runner import (
     System,
     build_systems,
     config_dict,
+    load_average,
     machine,
     peak_rss_mb,
     resources,
@@ -148,7 +149,7 @@ def run_workloads(
         configs = {"recalld": default, "variant": default.with_changes(**variant)}
     systems = workload_systems(configs, default, baselines)
     total = sum(len(s.queries) for s in chosen)
-    started, load_before = time.perf_counter(), _load()
+    started, load_before = time.perf_counter(), load_average()
     hits_before, misses_before = _cache_counts(model)
     tally = _Tally()
     for scenario in chosen:
@@ -169,7 +170,7 @@ def run_workloads(
         "file": str(path),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
-        "load_average": {"start": load_before, "end": _load()},
+        "load_average": {"start": load_before, "end": load_average()},
         "embedder": ", ".join(filter(None, [model.fingerprint.describe(), model.query_path])),
         "questions": {"name": workloads.name, "scenarios": len(chosen), "queries": total},
         "options": {
@@ -380,10 +381,3 @@ def _cache_counts(embedder: Embedder) -> tuple[int, int]:
     if isinstance(embedder, CachedEmbedder):
         return embedder.hits, embedder.misses
     return 0, 0
-
-
-def _load() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None

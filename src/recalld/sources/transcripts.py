@@ -33,7 +33,12 @@ from recalld.records import NewMemory, Source
 from recalld.retrieval.adjust import GENERIC_ROLES
 
 REPLY_CONTEXT = True
-"""Whether imported turns carry reply context (decided by measurement: docs/benchmarks.md)."""
+"""Imported short turns are embedded with the end of the turn before them, in every format.
+Measured on 2026-11-24, off against on, through this import path (scripts/reply_context.py):
+LoCoMo turn R@1 0.382 -> 0.413 (89 questions won, 56 lost), R@10 0.757 -> 0.795 (67 won,
+26 lost), evidence@10 0.690 -> 0.722; workloads dev, its turns given the context an import
+would give them, hit@1 0.473 both (3 won, 3 lost), hit@5 0.868 -> 0.874, current_first
+0.400 -> 0.457."""
 
 
 @dataclass(frozen=True)

@@ -204,3 +204,17 @@ def test_limit_runs_the_first_scenarios(tmp_path: Path) -> None:
                            baselines=False)  # fmt: skip
     assert report["questions"]["scenarios"] == 1
     assert {p["scenario_kind"] for p in report["probes"]} == {"coding"}
+
+
+def test_files_outside_the_default_globs_are_indexed_too(tmp_path: Path) -> None:
+    doc = json.loads(TINY.read_text(encoding="utf-8"))
+    notes = doc["scenarios"][1]
+    notes["files"]["notes/plan [v2].md"] = "# Plan\n\nShip the billing export in June.\n"
+    notes["queries"].append({"id": "q3", "query": "when do we ship the billing export?",
+                             "kind": "fact", "gold": ["file:notes/plan [v2].md"]})  # fmt: skip
+    path = tmp_path / "wl.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    report = run_workloads(path, embedder=FakeEmbedder(), cache_dir=tmp_path,
+                           scenario_ids=["notes-tiny-02"])  # fmt: skip
+    plan = report["probes"][-1]["systems"]["bm25"]
+    assert plan["top"][0] == "file:notes/plan [v2].md" and plan["scores"]["hit@1"] == 1.0

@@ -69,7 +69,9 @@ except ImportError:  # pragma: no cover - Windows: runs of one scenario must not
 PAIRED_METRICS = ("hit@1", "mrr@10")
 """Metrics on which paired wins and losses are counted."""
 BASELINE_NAMES = ("rrf", "bm25", "vector")
-_GLOB_SPECIAL = str.maketrans({"*": "[*]", "?": "[?]", "[": "[[]"})
+EVERY_FILE = ("**/*",)
+"""The folder holds only the scenario's files, so every one of them is indexed, wherever it
+lies (``recalld index``'s default globs would only take ``MEMORY.md`` and ``memory/``)."""
 
 
 @dataclass
@@ -275,8 +277,7 @@ def fill_store(
             target = workspace / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text, encoding="utf-8")
-        globs = [rel.translate(_GLOB_SPECIAL) for rel in scenario.files]
-        engine.index([workspace], globs=globs)
+        engine.index([workspace], globs=EVERY_FILE)
         wanted = {k for q in scenario.queries for k in (*q.gold, *q.stale) if _is_file(k)}
         root = os.path.normpath(os.path.abspath(workspace))
         for memory in _file_chunks(engine):

@@ -192,6 +192,7 @@ def knowledge_updates(
     config: RetrievalConfig,
     reference: datetime,
     applies: bool = True,
+    cosines: Mapping[str, float] | None = None,
 ) -> list[Scored]:
     """Current facts first.
 
@@ -201,7 +202,8 @@ def knowledge_updates(
     the newer restates it (cosine >= ``kupdate_similarity``) or says that it changed
     ("moved to Thursdays", "now 3.12", "rebooked for the 28th":
     :func:`recalld.text.says_change`) with a cosine of at least
-    ``kupdate_change_similarity``. An evergreen memory (an undated note) states a standing
+    ``kupdate_change_similarity`` (or loosely related and as good an answer to the query,
+    by the query ``cosines``). An evergreen memory (an undated note) states a standing
     fact, so any dated memory counts as newer. ``applies`` is False for questions about the
     past (a named time, "the first time"), whose answer may well be the older value; it
     turns off the detection, not the explicit marks.
@@ -212,7 +214,8 @@ def knowledge_updates(
         marked = set()
     found: set[str] = set()
     if config.kupdate_factor < 1.0 and applies:
-        found = _restated(scored[: config.kupdate_window], vectors, config) - marked
+        window = scored[: config.kupdate_window]
+        found = _restated(window, vectors, cosines or {}, config) - marked
     if not marked and not found:
         return scored
     out = []
@@ -234,9 +237,19 @@ def is_superseded(memory: Memory, reference: datetime) -> bool:
 
 
 def _restated(
-    window: list[Scored], vectors: Mapping[str, np.ndarray], config: RetrievalConfig
+    window: list[Scored],
+    vectors: Mapping[str, np.ndarray],
+    cosines: Mapping[str, float],
+    config: RetrievalConfig,
 ) -> set[str]:
-    """Ids of the memories in ``window`` that a newer one restates or says has changed."""
+    """Ids of the memories in ``window`` that a newer one restates or says has changed.
+
+    A newer memory that says something changed is on the old one's subject when the two
+    are close (``kupdate_change_similarity``), or when they are loosely related (cosine at
+    least ``kupdate_related_similarity``) and the newer answers the query about as well as
+    the older (query cosine at least ``kupdate_query_ratio`` x the older's): "she now lands
+    on the 14th" and "Ana is visiting on April 12th" share few words but one question.
+    """
     stale: set[str] = set()
     changes = {s.memory.id: says_change(s.memory.content) for s in window}
     for i, a in enumerate(window):
@@ -252,10 +265,22 @@ def _restated(
                 continue  # the same time (neither is newer), or facts of two projects
             cosine = float(va @ vb)
             if cosine >= config.kupdate_similarity or (
-                changes[new.memory.id] and cosine >= config.kupdate_change_similarity
+                changes[new.memory.id] and _same_subject(old, new, cosine, cosines, config)
             ):
                 stale.add(old.memory.id)
     return stale
+
+
+def _same_subject(
+    old: Scored, new: Scored, cosine: float, cosines: Mapping[str, float],
+    config: RetrievalConfig,
+) -> bool:  # fmt: skip
+    if cosine >= config.kupdate_change_similarity:
+        return True
+    if cosine < config.kupdate_related_similarity:
+        return False
+    old_q, new_q = cosines.get(old.memory.id), cosines.get(new.memory.id)
+    return old_q is not None and new_q is not None and new_q >= config.kupdate_query_ratio * old_q
 
 
 def _other_projects(a: Memory, b: Memory) -> bool:

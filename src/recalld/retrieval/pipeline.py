@@ -107,7 +107,7 @@ def search(
             config,
         )
     past = plan.order == "earliest" or plan.time_window is not None
-    scored = knowledge_updates(scored, vectors, config, reference, applies=not past)
+    scored = knowledge_updates(scored, vectors, config, reference, not past, _cosines(lists))
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)

@@ -5,8 +5,8 @@ reindex, long texts, CJK through the trigram index, migrations.
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest

@@ -93,7 +93,7 @@ def test_priority_pinned_type_significance_reinforcement() -> None:
     got = factors_for(memory, QueryContext(NOW), cfg)
     assert got["priority"] == 2.0
     assert got["pinned"] == 1.1
-    assert got["type"] == 1.5
+    assert got["type"] == 1.2
     assert abs(got["significance"] - 1.4) < 1e-9
     assert abs(got["reinforcement"] - 1.2) < 1e-9
     assert factors_for(mem("b"), QueryContext(NOW), cfg) == {}
@@ -107,7 +107,7 @@ def test_raw_memories_rank_below_insights() -> None:
 
 
 def test_role_and_window_factors() -> None:
-    cfg = BASE.with_changes(role_boost=1.2, window_boost=1.5)
+    cfg = BASE.with_changes(role_boost=1.2, window_boost=1.5, decay="none")
     window = TimeRange(NOW - timedelta(days=10), NOW)
     ctx = QueryContext(NOW, role="user", window=window)
     inside_user = factors_for(mem("a", days_old=2, metadata={"role": "user"}), ctx, cfg)

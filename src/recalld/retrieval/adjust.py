@@ -251,19 +251,19 @@ def _restated(
     on the 14th" and "Ana is visiting on April 12th" share few words but one question.
     """
     stale: set[str] = set()
+    window = [s for s in window if s.memory.id in vectors]
+    if len(window) < 2:
+        return stale
+    matrix = np.stack([vectors[s.memory.id] for s in window])
+    pairs = matrix @ matrix.T  # every pair's cosine in one product
     changes = {s.memory.id: says_change(s.memory.content) for s in window}
     for i, a in enumerate(window):
-        va = vectors.get(a.memory.id)
-        if va is None:
-            continue
-        for b in window[i + 1 :]:
-            vb = vectors.get(b.memory.id)
-            if vb is None:
-                continue
+        for j in range(i + 1, len(window)):
+            b = window[j]
             old, new = (a, b) if _sooner(a.memory, b.memory) else (b, a)
             if _sooner(new.memory, old.memory) or _other_projects(a.memory, b.memory):
                 continue  # the same time (neither is newer), or facts of two projects
-            cosine = float(va @ vb)
+            cosine = float(pairs[i, j])
             if cosine >= config.kupdate_similarity or (
                 changes[new.memory.id] and _same_subject(old, new, cosine, cosines, config)
             ):

@@ -304,6 +304,44 @@ class MemoryEngine:
         self.store.replace(fresh, vector)
         return self.get(memory_id)
 
+    def supersede(
+        self,
+        memory_id: str,
+        *,
+        by: str | None = None,
+        until: datetime | None = None,
+        clear: bool = False,
+    ) -> Memory:
+        """Mark a memory as no longer current: replaced ``by`` a newer memory, or valid
+        ``until`` a time (after which it counts as superseded); ``clear`` undoes both.
+
+        Superseded memories rank below current ones (``RetrievalConfig.superseded_factor``),
+        or are left out of search with ``superseded="hide"``; ``get`` and ``list`` still
+        return them.
+
+        Raises:
+            InvalidInputError: neither ``by``, ``until`` nor ``clear`` given, or ``by`` is the
+                memory itself.
+            NotFoundError: either id is unknown (nothing is changed then).
+        """
+        if clear and (by is not None or until is not None):
+            raise InvalidInputError("clear cannot be combined with by or until")
+        if not clear and by is None and until is None:
+            raise InvalidInputError("say what supersedes the memory: by (an id) or until (a time)")
+        old = self.get(memory_id)
+        if by is not None:
+            if by == memory_id:
+                raise InvalidInputError("a memory cannot supersede itself")
+            self.get(by)
+        fresh = replace(
+            old,
+            superseded_by=None if clear else (by or old.superseded_by),
+            valid_until=None if clear else (as_utc(until) if until else old.valid_until),
+            updated_at=self._clock(),
+        )
+        self.store.replace(fresh, None)
+        return self.get(memory_id)
+
     def forget(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
         """Hide memories from search (soft, the default) or delete them (``hard=True``).
 

@@ -108,3 +108,30 @@ def states_event(text: str) -> bool:
     ):
         return True
     return _FIRST_PERSON_EVENT.search(lowered) is not None
+
+
+_CHANGE_CUES = re.compile(
+    # English: a value that changed, or a plan that moved.
+    r"\b(?:now|no longer|not any ?more|anymore|instead|changed?|changing|change of plan|"
+    r"mov(?:e|ed|es|ing) (?:to|from|up|back|forward)|moved|switch(?:ed|ing)? (?:to|over)|"
+    r"replaced|bump(?:ed|ing)?|upgrad(?:ed|ing)|downgrad(?:ed|ing)|updated?|"
+    r"resched\w*|rebook\w*|postponed|cancell?ed|pushed (?:back|to)|brought forward|slipped|"
+    r"migrated|renamed|from now on|going forward|starting (?:from|on|next)|as of|"
+    r"(?:from|starting) next (?:week|month)|effective|(?:was|were) (?:\d|£|\$|€))\b"
+    # German, French, Spanish, Portuguese, Italian, Dutch: the commonest such words.
+    r"|\b(?:jetzt|nun|ab sofort|stattdessen|verschoben|geändert|neu(?:er|e|es)? termin|"
+    r"maintenant|désormais|à la place|reporté|déplacé|changé|annulé|"
+    r"ahora|en su lugar|cambi(?:ó|ado|amos)|aplazad[oa]|movid[oa]|pasa a|"
+    r"agora|adiad[oa]|mudou|invece|spostat[oa]|rinviat[oa]|nu|verplaatst|voortaan)\b"
+    # Japanese and Chinese: "changed", "moved (a date)", "from now on", "instead".
+    r"|変更|変わ|延期|振替|これから|代わりに|改为|改成|推迟|取消",
+    re.IGNORECASE,
+)
+
+
+def says_change(text: str) -> bool:
+    """Whether ``text`` says that something changed: "the ride is moving to Thursdays",
+    "free delivery now starts at £35 (was £25)", "bumped the SDK to 24.2", "rebooked for 28
+    April" (English, and the commonest such words of a few other languages). A memory that
+    says so, on the same subject as an older one, is the newer value of that fact."""
+    return _CHANGE_CUES.search(text) is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,36 @@ def test_forget_soft_hides_and_hard_deletes(open_store: Opener) -> None:
         engine.get(hard)
     stats = engine.status().store
     assert (stats.memories, stats.forgotten, stats.with_vectors) == (1, 1, 2)
+
+
+def test_supersede_marks_rank_lower_and_can_be_cleared(open_store: Opener) -> None:
+    engine = open_store()
+    old = engine.add("The staging Redis listens on port 6379.").id
+    new = engine.add("The staging Redis listens on port 6380.").id
+    before = engine.get(old)
+    marked = engine.supersede(old, by=new)
+    assert marked.superseded_by == new and marked.content == before.content
+    hits = engine.search("staging redis port", mode="hybrid", explain=True).hits
+    assert [h.memory.id for h in hits][:2] == [new, old]
+    assert hits[1].trace is not None and hits[1].trace.adjustments["superseded"] == 0.5
+    hidden = engine.search("staging redis port", config=RetrievalConfig(superseded="hide"))
+    assert [h.memory.id for h in hidden.hits] == [new]
+    assert engine.supersede(old, clear=True).superseded_by is None
+    until = engine.supersede(new, until=datetime(2026, 1, 1, tzinfo=UTC))
+    assert until.valid_until == datetime(2026, 1, 1, tzinfo=UTC)
+    # Bad requests change nothing.
+    snapshot = [engine.get(i) for i in (old, new)]
+    with pytest.raises(recalld.InvalidInputError):
+        engine.supersede(old)
+    with pytest.raises(recalld.InvalidInputError):
+        engine.supersede(old, by=old)
+    with pytest.raises(recalld.InvalidInputError):
+        engine.supersede(old, by=new, clear=True)
+    with pytest.raises(recalld.NotFoundError):
+        engine.supersede(old, by="no-such-id")
+    with pytest.raises(recalld.NotFoundError):
+        engine.supersede("no-such-id", by=new)
+    assert [engine.get(i) for i in (old, new)] == snapshot
 
 
 def test_update_reembeds_changed_content_only(open_store: Opener) -> None:

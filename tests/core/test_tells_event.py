@@ -11,7 +11,7 @@ import pytest
 import recalld
 from recalld.stores.sqlite import SQLiteStore
 from recalld.stores.sqlite.migrations import MIGRATIONS
-from recalld.text import only_asks, states_event
+from recalld.text import only_asks, says_change, states_event
 
 Opener = Callable[..., recalld.MemoryEngine]
 
@@ -101,6 +101,23 @@ def test_m005_computes_the_flag_for_stored_memories(tmp_path: Path) -> None:
 )
 def test_only_asks(text: str, expected: bool) -> None:
     assert only_asks(text) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The group ride is moving: from next week it's Thursdays at 18:00.", True),
+        ("Free delivery now starts at £35 (was £25).", True),
+        ("Bumped the Stripe SDK to 24.2.0.", True),
+        ("Resus course cancelled. Rebooked for 28 April.", True),
+        ("Die Fortbildung ist verschoben auf den 18. März.", True),
+        ("レッスンの曜日が変わります。", True),
+        ("The group ride is on Wednesdays at 18:30.", False),
+        ("I like swift-format with 4-space indents.", False),
+    ],
+)
+def test_says_change(text: str, expected: bool) -> None:
+    assert says_change(text) is expected
 
 
 def test_only_asks_trusts_the_flag_it_is_given() -> None:

@@ -117,6 +117,18 @@ def test_unknown_ids_exit_3_and_forget_nothing(run: Run) -> None:
     assert ok(run("--json", "get", kept))["forgotten_at"] is None
 
 
+def test_supersede(run: Run) -> None:
+    old = ok(run("--json", "add", "standup at 9:30"))["id"]
+    new = ok(run("--json", "add", "standup moved to 10:00"))["id"]
+    assert ok(run("--json", "supersede", old, "--by", new))["superseded_by"] == new
+    shown = run("supersede", old, "--until", "2026-05-01")
+    assert shown.exit_code == 0 and f"superseded by {new}" in shown.output
+    assert ok(run("--json", "supersede", old, "--clear"))["superseded_by"] is None
+    failed(run("supersede", old), 2)
+    failed(run("supersede", old, "--until", "soon"), 2)
+    failed(run("supersede", "nope", "--by", new), 3)
+
+
 def test_forget_soft_and_hard(run: Run) -> None:
     ids = [ok(run("--json", "add", f"memory number {i}"))["id"] for i in range(3)]
     assert run("forget", ids[0]).stdout.strip() == "forgot 1 memory"

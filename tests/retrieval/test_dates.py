@@ -13,7 +13,7 @@ from recalld.retrieval.dates import (
     time_order,
     time_phrases,
 )
-from recalld.retrieval.query import asks_advice, classify
+from recalld.retrieval.query import asks_advice, classify, understand
 
 REF = datetime(2024, 5, 15, 12, 0, tzinfo=UTC)  # a Wednesday
 
@@ -34,6 +34,9 @@ def day(text: str) -> datetime:
         ("in December what happened", "2023-12-01", "2024-01-01"),
         ("what happened on May 3rd", "2024-05-02", "2024-05-05"),
         ("the trip in 2021", "2021-01-01", "2022-01-01"),
+        ("what did Ines say in our January 1:1?", "2024-01-01", "2024-02-01"),  # no "January 1"
+        ("notes from the March offsite", "2024-03-01", "2024-04-01"),
+        ("what did we decide in the August review", "2023-08-01", "2023-09-01"),
     ],
 )
 def test_windows(query: str, start: str, end: str) -> None:
@@ -63,6 +66,28 @@ def test_last_week_ends_today_and_spans_two_weeks() -> None:
     window = resolve_time_window("what did I read last week", REF)
     assert window is not None and window.end == day("2024-05-15")
     assert window.start == day("2024-05-01")
+
+
+@pytest.mark.parametrize(
+    ("query", "start"),
+    [
+        ("what changed since March?", "2024-03-01"),
+        ("what have I read since last week", "2024-05-01"),
+        ("anything new since 3 days ago", "2024-05-11"),
+    ],
+)
+def test_since_a_time_is_open_ended(query: str, start: str) -> None:
+    window = resolve_time_window(query, REF)
+    assert window is not None and window.start == day(start) and window.end is None
+    # Without "since" the same time is a closed window.
+    closed = resolve_time_window(query.replace("since", "in"), REF)
+    assert closed is None or closed.end is not None
+
+
+def test_time_words_are_searched_apart_from_the_terms() -> None:
+    plan = understand("what did we ship in January?", "auto", REF)
+    assert plan.terms == ("ship",) and plan.time_terms == ("january",)
+    assert understand("what did we ship?", "auto", REF).time_terms == ()
 
 
 def test_no_time_named() -> None:

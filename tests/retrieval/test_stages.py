@@ -93,7 +93,7 @@ def test_priority_pinned_type_significance_reinforcement() -> None:
     got = factors_for(memory, QueryContext(NOW), cfg)
     assert got["priority"] == 2.0
     assert got["pinned"] == 1.1
-    assert got["type"] == 1.5
+    assert got["type"] == 1.2
     assert abs(got["significance"] - 1.4) < 1e-9
     assert abs(got["reinforcement"] - 1.2) < 1e-9
     assert factors_for(mem("b"), QueryContext(NOW), cfg) == {}
@@ -107,7 +107,7 @@ def test_raw_memories_rank_below_insights() -> None:
 
 
 def test_role_and_window_factors() -> None:
-    cfg = BASE.with_changes(role_boost=1.2, window_boost=1.5)
+    cfg = BASE.with_changes(role_boost=1.2, window_boost=1.5, decay="none")
     window = TimeRange(NOW - timedelta(days=10), NOW)
     ctx = QueryContext(NOW, role="user", window=window)
     inside_user = factors_for(mem("a", days_old=2, metadata={"role": "user"}), ctx, cfg)
@@ -118,9 +118,13 @@ def test_role_and_window_factors() -> None:
 
 def test_memories_that_tell_of_an_event_score_more() -> None:
     cfg = BASE.with_changes(event_boost=1.3)
-    told = mem("a", "I visited the Met today")
-    asked = mem("b", "Which museums open late?")
+    told = mem("a", "I visited the Met today", type="turn")
+    asked = mem("b", "Which museums open late?", type="turn")
     assert event_factor(told, cfg) == 1.3
+    # Only what a person says in a conversation: "we found" in a paper or a note is not
+    # something that happened to a speaker.
+    assert event_factor(replace(told, type="chunk"), cfg) == 1.0
+    assert event_factor(replace(told, type="event", metadata={"role": "user"}), cfg) == 1.3
     assert event_factor(asked, cfg) == 1.0
     assert factors_for(told, QueryContext(NOW), cfg) == {"event_statement": 1.3}
     # The flag a store keeps is what counts; the content is read only when there is none.
@@ -130,9 +134,10 @@ def test_memories_that_tell_of_an_event_score_more() -> None:
 
 
 def test_memories_that_only_ask_score_less_unless_advice_is_asked_for() -> None:
-    asked = mem("q", "Which climbing gyms are open late?")
-    mine = mem("m", "My gym closes at 9, which ones are open late?")
+    asked = mem("q", "Which climbing gyms are open late?", type="turn")
+    mine = mem("m", "My gym closes at 9, which ones are open late?", type="turn")
     assert factors_for(asked, QueryContext(NOW), BASE) == {"only_asks": 0.6}
+    assert factors_for(replace(asked, type="chunk"), QueryContext(NOW), BASE) == {}
     assert factors_for(mine, QueryContext(NOW), BASE) == {}
     assert factors_for(asked, QueryContext(NOW, advice=True), BASE) == {}
     assert factors_for(asked, QueryContext(NOW), BASE.with_changes(asks_penalty=1.0)) == {}
@@ -149,7 +154,10 @@ def test_wanted_role() -> None:
     assert wanted_role("what restaurant do I like?") == "user"
     # A request for something new is informed by what the user said, not by old answers.
     assert wanted_role("Can you suggest a hotel for my trip to Miami?") == "user"
-    assert wanted_role("could you recommend a book?") == "user"
+    assert wanted_role("could you recommend a book for me?") == "user"
+    # Not about the asker: in a team's or a coding agent's store the reply is as likely.
+    assert wanted_role("how did we fix the deploy?") is None
+    assert wanted_role("could you recommend a book?") is None
     assert wanted_role("which book did you recommend?") == "assistant"
 
 
@@ -164,10 +172,58 @@ def test_newer_statement_of_the_same_thing_wins() -> None:
     }
     items = [scored(old, 1.0), scored(new, 0.95), scored(other, 0.5)]
     cfg = BASE.with_changes(kupdate_factor=0.8, kupdate_similarity=0.9)
-    out = knowledge_updates(items, vectors, cfg)
+    out = knowledge_updates(items, vectors, cfg, NOW)
     assert [s.memory.id for s in out] == ["new", "old", "other"]
     assert out[1].factors["superseded"] == 0.8
-    assert knowledge_updates(items, vectors, BASE) == items  # off by default
+    assert knowledge_updates(items, vectors, cfg.with_changes(kupdate_factor=1.0), NOW) == items
+    # Asked about the past ("in March", "the first time"), the older value may be the answer.
+    assert knowledge_updates(items, vectors, cfg, NOW, applies=False) == items
+
+
+def test_a_newer_memory_that_says_it_changed_supersedes_a_paraphrase() -> None:
+    old = mem("old", "Lessons with Ms. Arakawa are Tuesdays at 10:00", days_old=120)
+    new = mem("new", "Arakawa-sensei is changing her timetable: Thursdays at 16:00 instead",
+              days_old=20)  # fmt: skip
+    same_day = mem("peer", "Ms. Arakawa teaches online", days_old=120)
+    vectors = {"old": np.array([1.0, 0.0]), "new": np.array([0.7, 0.714]),  # cosine 0.7
+               "peer": np.array([0.7, -0.714])}  # fmt: skip
+    items = [scored(old, 1.0), scored(new, 0.8), scored(same_day, 0.4)]
+    cfg = BASE.with_changes(kupdate_factor=0.5, kupdate_similarity=0.85,
+                            kupdate_change_similarity=0.6)  # fmt: skip
+    out = knowledge_updates(items, vectors, cfg, NOW)
+    assert [s.memory.id for s in out] == ["new", "old", "peer"]
+    assert out[1].factors == {"superseded": 0.5} and "superseded" not in out[2].factors
+    # Without a word of change the same cosine is only a related memory.
+    calm = replace(new, content="Arakawa-sensei teaches on Thursdays at 16:00")
+    items = [scored(old, 1.0), scored(calm, 0.8)]
+    assert [s.memory.id for s in knowledge_updates(items, vectors, cfg, NOW)] == ["old", "new"]
+    # An evergreen note is older than any dated memory, whatever its stored time.
+    note = replace(old, evergreen=True, event_time=None, created_at=NOW, updated_at=NOW)
+    items = [scored(note, 1.0), scored(new, 0.8)]
+    assert [s.memory.id for s in knowledge_updates(items, vectors, cfg, NOW)] == ["new", "old"]
+
+
+def test_memories_marked_superseded_rank_lower_or_are_hidden() -> None:
+    old = mem("old", "The standup is at 9:30", days_old=30, superseded_by="new")
+    new = mem("new", "The standup is at 10:00", days_old=1)
+    expired = mem("exp", "Office closed this week", days_old=10,
+                  valid_until=NOW - timedelta(days=2))  # fmt: skip
+    later = mem("later", "Parking permit valid", days_old=10, valid_until=NOW + timedelta(days=2))
+    items = [scored(old, 1.0), scored(expired, 0.9), scored(new, 0.8), scored(later, 0.7)]
+    out = knowledge_updates(items, {}, BASE, NOW)
+    assert [s.memory.id for s in out] == ["new", "later", "old", "exp"]
+    assert out[2].factors == {"superseded": BASE.superseded_factor}
+    # Marks hold even for questions about the past, and "hide" leaves them out.
+    assert [s.memory.id for s in knowledge_updates(items, {}, BASE, NOW, applies=False)][:2] == [
+        "new", "later"]  # fmt: skip
+    hidden = knowledge_updates(items, {}, BASE.with_changes(superseded="hide"), NOW)
+    assert [s.memory.id for s in hidden] == ["new", "later"]
+    # Before the memory's end of validity it is current.
+    assert (
+        "superseded" not in knowledge_updates(items, {}, BASE, NOW - timedelta(days=5))[1].factors
+    )
+    with pytest.raises(ValueError, match="superseded"):
+        BASE.with_changes(superseded="drop")
 
 
 def test_session_support_lifts_sessions_with_several_matches() -> None:
@@ -180,6 +236,13 @@ def test_session_support_lifts_sessions_with_several_matches() -> None:
     out = apply_session_support(items, cfg)
     assert out[0].memory.id == "p1"
     assert apply_session_support(items, BASE.with_changes(session_boost=0.0)) == items
+
+
+def test_a_memory_without_a_session_is_never_worse_off_than_a_lone_turn() -> None:
+    note, turn = mem("note"), mem("turn", session_id="s1")
+    items = [scored(turn, 0.8), scored(note, 0.8), scored(mem("x", session_id="s2"), 1.0)]
+    out = {s.memory.id: s for s in apply_session_support(items, BASE)}
+    assert out["note"].score == pytest.approx(out["turn"].score) and out["note"].score > 0.8
 
 
 def test_topic_support_ranks_sessions_by_their_closest_turns() -> None:
@@ -195,15 +258,16 @@ def test_topic_support_ranks_sessions_by_their_closest_turns() -> None:
     assert by_id["p1"].factors["topic_support"] == 2.0  # first session: x(1 + 1/1)
     assert by_id["l1"].factors["topic_support"] == 1.5  # second: x(1 + 1/2)
     assert by_id["p1"].score == pytest.approx(1.6) and by_id["l1"].score == pytest.approx(1.5)
-    assert "topic_support" not in by_id["x"].factors and by_id["x"].score == 0.9
+    # A memory without a session is a session of its own: mean (0.70 + 0) / 2, third.
+    assert by_id["x"].factors["topic_support"] == pytest.approx(1 + 1 / 3)
     # A session named "" is still a session, and a memory without one does not join it.
     blank = topic_support([scored(mem("b", session_id=""), 0.5), scored(loose, 0.9)],
-                          {"b": 0.5, "x": 0.7}, BASE)  # fmt: skip
-    assert {s.memory.id: s.factors.get("topic_support") for s in blank} == {"b": 2.0, "x": None}
+                          {"b": 0.8, "x": 0.7}, BASE)  # fmt: skip
+    assert {s.memory.id: s.factors.get("topic_support") for s in blank} == {"b": 2.0, "x": 1.5}
     assert [s.memory.id for s in out][:2] == ["p1", "l1"]
-    # With one turn a session, the single closest turn decides instead.
-    one = topic_support(items, cosines, BASE.with_changes(topic_turns=1))
-    assert {s.memory.id: s for s in one}["l1"].factors["topic_support"] == 2.0
+    # With one turn a session, the single closest turn decides instead: x (0.70), then l1.
+    one = {s.memory.id: s for s in topic_support(items, cosines, BASE.with_changes(topic_turns=1))}
+    assert one["x"].factors["topic_support"] == 2.0 and one["l1"].factors["topic_support"] == 1.5
 
 
 def test_topic_support_leaves_sessions_the_semantic_channel_missed() -> None:

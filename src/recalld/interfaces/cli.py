@@ -271,6 +271,28 @@ def forget(obj: Ctx, memory_ids: tuple[str, ...], hard: bool) -> None:
         )
 
 
+@cli.command()
+@click.argument("memory_id")
+@click.option("--by", "by", help="The id of the memory that replaces it.")
+@click.option("--until", "until", help="Valid until this time (ISO); superseded after it.")
+@click.option("--clear", is_flag=True, help="Make the memory current again.")
+@pass_ctx
+def supersede(obj: Ctx, memory_id: str, by: str | None, until: str | None, clear: bool) -> None:
+    """Mark a memory as no longer current (it then ranks below current memories)."""
+    when = _parse_time(until, "--until")
+    with errors(), obj.engine() as engine:
+        memory = engine.supersede(memory_id, by=by, until=when, clear=clear)
+    if obj.as_json:
+        emit_json(memory)
+    elif clear:
+        click.echo(f"{memory.id} is current again")
+    else:
+        parts = [f"by {memory.superseded_by}"] if memory.superseded_by else []
+        if memory.valid_until is not None:
+            parts.append(f"after {memory.valid_until.isoformat()}")
+        click.echo(f"{memory.id} superseded {' and '.join(parts)}")
+
+
 IMPORT_FORMATS = ("memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo")
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
-from recalld.text import only_asks, states_event, words
+from recalld.text import only_asks, says_change, states_event, words
 
 
 @dataclass(frozen=True)
@@ -55,10 +55,18 @@ _ABOUT_ASSISTANT = re.compile(
 is not one: it asks for something new, which the user's own turns inform."""
 
 
-def wanted_role(query: str) -> str:
-    """``assistant`` when the query asks what the assistant said, else ``user``: a personal
-    memory question is about what the user told, not what was answered."""
-    return "assistant" if _ABOUT_ASSISTANT.search(query) else "user"
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|i'm|i've|i'd|i'll)\b", re.IGNORECASE)
+"""A question in the first person singular is about the person asking ("where did I ...")."""
+
+
+def wanted_role(query: str) -> str | None:
+    """``assistant`` when the query asks what the assistant said; ``user`` when it asks about
+    the asker in the first person ("what degree did I get?"): a personal memory question is
+    about what the user told, not what was answered. Otherwise (``how did we fix X``) no
+    role: in a team's or a coding agent's store the answer is as often a reply."""
+    if _ABOUT_ASSISTANT.search(query):
+        return "assistant"
+    return "user" if _FIRST_PERSON.search(query) else None
 
 
 @dataclass(frozen=True)
@@ -94,11 +102,21 @@ def speaker_of(memory: Memory) -> str | None:
 GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "human", "ai", "speaker"})
 
 
+def is_turn(memory: Memory) -> bool:
+    """Whether a memory is something a person said in a conversation: a ``turn``, or any
+    memory that names who spoke it (``role`` or ``speaker``). The conversation priors
+    (events told, questions that only ask) hold for these and not for notes or documents,
+    where "we found" opens a paper's result rather than telling what happened."""
+    return memory.type == "turn" or bool(
+        memory.metadata.get("role") or memory.metadata.get("speaker")
+    )
+
+
 def event_factor(memory: Memory, config: RetrievalConfig) -> float:
-    """Memories that tell of an event score ``event_boost`` more: what people ask of their
+    """Turns that tell of an event score ``event_boost`` more: what people ask of their
     memory is mostly what happened (what they did, got, saw), and a turn that says so is
     more often the answer than one that asks or advises."""
-    if config.event_boost == 1.0:
+    if config.event_boost == 1.0 or not is_turn(memory):
         return 1.0
     tells = memory.tells_event
     if tells is None:  # a memory that was not read from a store
@@ -110,7 +128,7 @@ def asks_factor(memory: Memory, advice: bool, config: RetrievalConfig) -> float:
     """Memories that only ask score ``asks_penalty``: a question does not state the fact
     another question is after. Not for a query that asks for advice, whose answer is what
     the user asked for before."""
-    if config.asks_penalty == 1.0 or advice:
+    if config.asks_penalty == 1.0 or advice or not is_turn(memory):
         return 1.0
     return config.asks_penalty if only_asks(memory.content, memory.tells_event) else 1.0
 
@@ -169,34 +187,112 @@ def adjust(
 
 
 def knowledge_updates(
-    scored: list[Scored], vectors: Mapping[str, np.ndarray], config: RetrievalConfig
+    scored: list[Scored],
+    vectors: Mapping[str, np.ndarray],
+    config: RetrievalConfig,
+    reference: datetime,
+    applies: bool = True,
+    cosines: Mapping[str, float] | None = None,
 ) -> list[Scored]:
-    """When two of the top candidates say nearly the same thing (cosine >= the threshold) at
-    different times, the older is taken as superseded and scores ``kupdate_factor`` less, so
-    the newer value ranks first. Memories explicitly marked ``superseded_by`` always are."""
-    window = scored[: config.kupdate_window]
-    older: set[str] = {s.memory.id for s in window if s.memory.superseded_by}
-    if config.kupdate_factor < 1.0:
-        for i, a in enumerate(window):
-            va = vectors.get(a.memory.id)
-            if va is None:
-                continue
-            for b in window[i + 1 :]:
-                vb = vectors.get(b.memory.id)
-                if vb is None or float(va @ vb) < config.kupdate_similarity:
-                    continue
-                if a.memory.reference_time != b.memory.reference_time:
-                    stale = a if a.memory.reference_time < b.memory.reference_time else b
-                    older.add(stale.memory.id)
-    if not older:
+    """Current facts first.
+
+    A memory marked superseded (``superseded_by``, or ``valid_until`` at or before
+    ``reference``) scores ``superseded_factor`` (or is dropped with ``superseded="hide"``).
+    Of two top candidates on the same subject, the older scores ``kupdate_factor`` when
+    the newer restates it (cosine >= ``kupdate_similarity``) or says that it changed
+    ("moved to Thursdays", "now 3.12", "rebooked for the 28th":
+    :func:`recalld.text.says_change`) with a cosine of at least
+    ``kupdate_change_similarity`` (or loosely related and as good an answer to the query,
+    by the query ``cosines``). An evergreen memory (an undated note) states a standing
+    fact, so any dated memory counts as newer. ``applies`` is False for questions about the
+    past (a named time, "the first time"), whose answer may well be the older value; it
+    turns off the detection, not the explicit marks.
+    """
+    marked = {s.memory.id for s in scored if is_superseded(s.memory, reference)}
+    if marked and config.superseded == "hide":
+        scored = [s for s in scored if s.memory.id not in marked]
+        marked = set()
+    found: set[str] = set()
+    if config.kupdate_factor < 1.0 and applies:
+        window = scored[: config.kupdate_window]
+        found = _restated(window, vectors, cosines or {}, config) - marked
+    if not marked and not found:
         return scored
-    out = [
-        replace(s, score=s.score * config.kupdate_factor,
-                factors={**s.factors, "superseded": config.kupdate_factor})
-        if s.memory.id in older else s
-        for s in scored
-    ]  # fmt: skip
+    out = []
+    for item in scored:
+        factor = config.superseded_factor if item.memory.id in marked else (
+            config.kupdate_factor if item.memory.id in found else 1.0)  # fmt: skip
+        if factor != 1.0:
+            item = replace(item, score=item.score * factor,
+                           factors={**item.factors, "superseded": factor})  # fmt: skip
+        out.append(item)
     return sorted(out, key=lambda s: -s.score)
+
+
+def is_superseded(memory: Memory, reference: datetime) -> bool:
+    """Marked as replaced by another memory, or past its ``valid_until``."""
+    return memory.superseded_by is not None or (
+        memory.valid_until is not None and memory.valid_until <= reference
+    )
+
+
+def _restated(
+    window: list[Scored],
+    vectors: Mapping[str, np.ndarray],
+    cosines: Mapping[str, float],
+    config: RetrievalConfig,
+) -> set[str]:
+    """Ids of the memories in ``window`` that a newer one restates or says has changed.
+
+    A newer memory that says something changed is on the old one's subject when the two
+    are close (``kupdate_change_similarity``), or when they are loosely related (cosine at
+    least ``kupdate_related_similarity``) and the newer answers the query about as well as
+    the older (query cosine at least ``kupdate_query_ratio`` x the older's): "she now lands
+    on the 14th" and "Ana is visiting on April 12th" share few words but one question.
+    """
+    stale: set[str] = set()
+    window = [s for s in window if s.memory.id in vectors]
+    if len(window) < 2:
+        return stale
+    matrix = np.stack([vectors[s.memory.id] for s in window])
+    pairs = matrix @ matrix.T  # every pair's cosine in one product
+    changes = {s.memory.id: says_change(s.memory.content) for s in window}
+    for i, a in enumerate(window):
+        for j in range(i + 1, len(window)):
+            b = window[j]
+            old, new = (a, b) if _sooner(a.memory, b.memory) else (b, a)
+            if _sooner(new.memory, old.memory) or _other_projects(a.memory, b.memory):
+                continue  # the same time (neither is newer), or facts of two projects
+            cosine = float(pairs[i, j])
+            if cosine >= config.kupdate_similarity or (
+                changes[new.memory.id] and _same_subject(old, new, cosine, cosines, config)
+            ):
+                stale.add(old.memory.id)
+    return stale
+
+
+def _same_subject(
+    old: Scored, new: Scored, cosine: float, cosines: Mapping[str, float],
+    config: RetrievalConfig,
+) -> bool:  # fmt: skip
+    if cosine >= config.kupdate_change_similarity:
+        return True
+    if cosine < config.kupdate_related_similarity:
+        return False
+    old_q, new_q = cosines.get(old.memory.id), cosines.get(new.memory.id)
+    return old_q is not None and new_q is not None and new_q >= config.kupdate_query_ratio * old_q
+
+
+def _other_projects(a: Memory, b: Memory) -> bool:
+    """Two memories of two named projects: the same words are two projects' facts."""
+    return a.project is not None and b.project is not None and a.project != b.project
+
+
+def _sooner(a: Memory, b: Memory) -> bool:
+    """Whether ``a`` is older than ``b``; an evergreen memory is older than a dated one."""
+    if a.evergreen != b.evergreen:
+        return a.evergreen
+    return a.reference_time < b.reference_time
 
 
 def time_order(scored: list[Scored], order: str | None, config: RetrievalConfig) -> list[Scored]:

@@ -46,6 +46,10 @@ class RetrievalConfig:
     )
     """Per-channel RRF weights (Unforget's "personal assistant" profile, temporal lowered).
     BM25 at 1.5 gained 1 point on LoCoMo but lost 7 of R@1 on LongMemEval_S: kept at 1.0."""
+    time_terms_weight: float = 0.3
+    """RRF weight of a second BM25 list for the query's time words ("January", "Friday"),
+    which the main BM25 list leaves to the time window: "what did we ship in January?"
+    still finds the note that says January. 0 turns it off."""
     original_query_weight: float = 2.0
     """Lists from the user's own query count double against expansions (QMD)."""
     rank_bonus_first: float = 0.05
@@ -58,9 +62,9 @@ class RetrievalConfig:
     """Linear fusion: weight of the BM25 score (OpenClaw)."""
 
     # -- adjustments ----------------------------------------------------------------------
-    decay: str = "none"
+    decay: str = "exponential"
     """``hyperbolic`` (CEMS ``1/(1+days/half_life)``), ``exponential`` (OpenClaw) or ``none``."""
-    half_life_days: float = 60.0
+    half_life_days: float = 180.0
     """Hyperbolic decay half-life (CEMS: 60 days); exponential uses it as the half-life too."""
     use_priority: bool = True
     """Multiply by the memory's priority (1.0-2.0)."""
@@ -72,7 +76,7 @@ class RetrievalConfig:
     """With a project given: same project x1.3, another x0.8, none x0.9 (CEMS)."""
     type_boosts: Mapping[str, float] = field(
         default_factory=lambda: _frozen(
-            {"insight": 1.5, "event": 1.0, "raw": 0.5, "turn": 1.0, "chunk": 1.0}
+            {"insight": 1.2, "event": 1.0, "raw": 0.5, "turn": 1.0, "chunk": 1.0}
         )
     )
     """Unforget's type boosts; turns and chunks are neutral."""
@@ -108,7 +112,7 @@ class RetrievalConfig:
     user's own requests show what they are after. Measured (0.6): LongMemEval_S R@1 0.897
     -> 0.931, LoCoMo turn R@1 0.394 -> 0.413, R@10 0.785 -> 0.793; synth R@1 unchanged.
     0.4-0.7 won the same LongMemEval_S question, 0.8 did not."""
-    window_boost: float = 1.0
+    window_boost: float = 1.3
     """Memories inside the time window the query names score this much more."""
     order_weight: float = 0.0
     """For a query about an end of time ("the first time", "most recently"), memories gain
@@ -121,11 +125,25 @@ class RetrievalConfig:
     and using it as the query's time window (when the query names no time itself)."""
     anchor_min_score: float = 0.5
     """The event's best match must reach this cosine similarity to be trusted as its time."""
-    kupdate_factor: float = 1.0
-    """Knowledge updates: of two near-identical statements, the older scores this much
-    less so the newer value ranks first; 1.0 turns it off."""
+    kupdate_factor: float = 0.4
+    """Knowledge updates: of two statements of the same fact, the older scores this much
+    (x) so the newer value ranks first; 1.0 turns the detection off."""
     kupdate_similarity: float = 0.85
     """Cosine at or above which two statements count as saying the same thing."""
+    kupdate_change_similarity: float = 0.5
+    """Cosine at or above which a newer memory that says something changed ("moved to",
+    "now", "rebooked") supersedes an older one on the same subject."""
+    kupdate_related_similarity: float = 0.35
+    """A newer memory that says something changed and is at least this close to an older
+    one supersedes it when it also answers the query about as well (``kupdate_query_ratio``)."""
+    kupdate_query_ratio: float = 0.9
+    """... its query cosine at least this share of the older memory's."""
+    superseded_factor: float = 0.5
+    """Memories marked superseded (``MemoryEngine.supersede``: replaced by another, or past
+    their ``valid_until``) score this much (x)."""
+    superseded: str = "demote"
+    """``demote`` (score ``superseded_factor``) or ``hide`` (left out of search results)
+    for memories marked superseded."""
     kupdate_window: int = 30
     """How many top candidates are compared pairwise for knowledge updates."""
 
@@ -157,6 +175,9 @@ class RetrievalConfig:
     +3 points session R@1 on LongMemEval_S (at 0.5). 0.3 then gained 1.2 points of turn
     R@10 and evidence@10 on LoCoMo at no cost on LongMemEval (0.2-0.3 measured alike);
     0.7 lost 2 points."""
+    answer_weight: float = 0.8
+    """The turn right after a turn that only asks (a question, ``asks_penalty``) gains this
+    share of the question's score before the penalty: the reply holds the answer."""
     neighbor_radius: int = 1
     """How many turns either side of a hit receive neighbour support."""
     neighbor_depth: int = 20
@@ -189,6 +210,8 @@ class RetrievalConfig:
             raise InvalidInputError(f"fusion must be 'rrf' or 'linear', not {self.fusion!r}")
         if self.decay not in ("none", "hyperbolic", "exponential"):
             raise InvalidInputError(f"unknown decay {self.decay!r}")
+        if self.superseded not in ("demote", "hide"):
+            raise InvalidInputError("superseded must be 'demote' or 'hide'")
         if self.mmr_similarity not in ("cosine", "jaccard"):
             raise InvalidInputError("mmr_similarity must be 'cosine' or 'jaccard'")
         if not 0.0 <= self.mmr_lambda <= 1.0 or not 0.0 <= self.diversity_lambda <= 1.0:
@@ -212,7 +235,8 @@ class RetrievalConfig:
             type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)), significance_weight=0.0,
             reinforcement_weight=0.0, role_boost=1.0, speaker_boost=1.0, event_boost=1.0,
             asks_penalty=1.0, window_boost=1.0, order_weight=0.0, anchor_events=False,
-            kupdate_factor=1.0, session_boost=0.0, topic_weight=0.0, neighbor_weight=0.0,
+            kupdate_factor=1.0, superseded_factor=1.0, session_boost=0.0, topic_weight=0.0,
+            neighbor_weight=0.0, answer_weight=0.0, time_terms_weight=0.0,
             mmr_lambda=1.0, diverse_aggregation=False, min_score=0.0, max_gap=0.0, dedupe=False,
         )  # fmt: skip
 

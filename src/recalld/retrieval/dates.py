@@ -39,9 +39,14 @@ _LAST_UNIT = re.compile(r"\b(last|this|past|previous)\s+(week|weekend|month|year
 _MONTH_NAMES = "|".join(sorted(MONTHS, key=len, reverse=True))
 _IN_MONTH = re.compile(rf"\b(?:in|during|of|since)\s+({_MONTH_NAMES})\b\.?(?:\s+(\d{{4}}))?")
 _MONTH_DAY = re.compile(
-    rf"\b({_MONTH_NAMES})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(\d{{4}}))?"
+    # "January 1:1" is a meeting, not the first of January.
+    rf"\b({_MONTH_NAMES})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?![:/]\d)(?:,?\s+(\d{{4}}))?"
 )
 _YEAR = re.compile(r"\b(?:in|during)\s+((?:19|20)\d{2})\b")
+_NAMED_MONTH = re.compile(
+    r"\b(january|february|march|april|june|july|august|september|october|november|december)\b"
+)
+"""A month's full name anywhere ("May" is left out: it is mostly the verb)."""
 WEEKDAYS = {
     name: i
     for i, names in enumerate(
@@ -143,6 +148,10 @@ def _absolute(text: str, ref: datetime) -> TimeRange | None:
         if not found.group(2) and (year, month) > (ref.year, ref.month):
             year -= 1
         return _month_range(year, month)
+    if found := _NAMED_MONTH.search(text):  # "our January 1:1", "the March release"
+        month = MONTHS[found.group(1)]
+        year = ref.year - 1 if month > ref.month else ref.year
+        return _month_range(year, month)
     if found := _YEAR.search(text):
         year = int(found.group(1))
         return TimeRange(datetime(year, 1, 1), datetime(year + 1, 1, 1))
@@ -152,7 +161,17 @@ def _absolute(text: str, ref: datetime) -> TimeRange | None:
 _VAGUE_NOW = re.compile(
     r"\b(?:these days|nowadays|currently|at the moment|right now|lately|recently)\b"
 )
-_ALL_PATTERNS = (_AGO, _LAST_N, _WEEKDAY, _LAST_UNIT, _IN_MONTH, _MONTH_DAY, _YEAR, _VAGUE_NOW)
+_ALL_PATTERNS = (
+    _AGO,
+    _LAST_N,
+    _WEEKDAY,
+    _LAST_UNIT,
+    _IN_MONTH,
+    _MONTH_DAY,
+    _NAMED_MONTH,
+    _YEAR,
+    _VAGUE_NOW,
+)
 
 
 def time_phrases(query: str) -> list[str]:
@@ -167,7 +186,19 @@ def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:
     """The time window a query names, or ``None``; naive results take ``reference``'s zone."""
     text = query.lower()
     window = _relative(text, reference) or _absolute(text, reference)
-    return None if window is None else _with_tz(window, reference)
+    if window is None:
+        return None
+    if window.start is not None and _SINCE.search(text):
+        window = TimeRange(window.start, None)  # "since March": from then on
+    return _with_tz(window, reference)
+
+
+_SINCE = re.compile(
+    rf"\bsince\s+(?:the\s+(?:start|beginning)\s+of\s+)?(?:{_MONTH_NAMES}|last|the last|"
+    r"\d|a |an |one|two|three|four|five|six|seven|eight|nine|ten|several|few|monday|tuesday|"
+    r"wednesday|thursday|friday|saturday|sunday|yesterday|(?:19|20)\d\d)"
+)
+"""A time named after "since" opens the window to the present ("since March")."""
 
 
 TimeOrder = str  # "earliest" | "latest"

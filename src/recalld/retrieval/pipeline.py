@@ -95,7 +95,6 @@ def search(
     scored = adjust(fused, memories, ctx, config)
     scored = time_order(scored, plan.order, config)
     vectors = _vectors(store, scored, config)
-    scored = knowledge_updates(scored, vectors, config)
     scored = apply_session_support(scored, config)
     if plan.advice:
         scored = topic_support(scored, _cosines(lists), config)
@@ -107,6 +106,8 @@ def search(
             lambda ids: {m.id: m for m in store.get_many(ids)},
             config,
         )
+    past = plan.order == "earliest" or plan.time_window is not None
+    scored = knowledge_updates(scored, vectors, config, reference, not past, _cosines(lists))
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)
@@ -205,11 +206,19 @@ def retrieve(
     )
     found = store.candidates(candidate_request)
     weight = config.original_query_weight
-    return [
+    lists = [
         RankedList(name, found[name], weight * config.channel_weights.get(name, 1.0))
         for name in CHANNEL_ORDER
         if found.get(name)
     ]
+    if plan.time_terms and wanted["bm25"] and config.time_terms_weight > 0:
+        timed = store.candidates(
+            CandidateRequest(filters=request.filters, terms=plan.time_terms,
+                             raw_query=" ".join(plan.time_terms), bm25_limit=wanted["bm25"])
+        ).get("bm25")  # fmt: skip
+        if timed:
+            lists.append(RankedList("bm25_time", timed, weight * config.time_terms_weight, False))
+    return lists
 
 
 def fuse(lists: list[RankedList], config: RetrievalConfig) -> list[Fused]:

@@ -73,6 +73,9 @@ class QueryPlan:
     its time and turns it into ``time_window`` when the query names no time itself."""
     anchor_memory: str | None = None
     """The memory whose time dated ``anchor``, once the pipeline has found one."""
+    time_terms: tuple[str, ...] = ()
+    """The words of the query that only say when ("january", "week"): left out of
+    ``terms``, searched on their own at ``time_terms_weight``."""
     advice: bool = False
     """The query asks for advice for the asker (``ADVICE_REQUEST``): what answers it is
     what they said about their situation and tastes, a conversation's theme more than any
@@ -99,6 +102,8 @@ def understand(query: str, mode: SearchMode, reference: datetime) -> QueryPlan:
     # Words that only say when ("last month", "these days") are the time window's job;
     # as search terms they match every memory that mentions a month or a day.
     terms = tuple(t for t in keywords(query) if t not in timing) or tuple(keywords(query))
+    # ... but a note may say "January" in words: they are searched too, at a low weight.
+    time_terms = tuple(t for t in dict.fromkeys(keywords(query)) if t in timing and t not in terms)
     resolved: SearchMode = mode
     if mode == "auto":
         resolved = "hybrid" if terms else "vector"
@@ -113,6 +118,7 @@ def understand(query: str, mode: SearchMode, reference: datetime) -> QueryPlan:
         order=time_order(query),
         anchor=anchor_event(query),
         advice=asks_advice(query),
+        time_terms=time_terms,
     )
 
 

@@ -20,8 +20,7 @@ def session_support(scored: Sequence[Scored], config: RetrievalConfig) -> dict[s
     """Support per session id: best score + ``session_support`` x the next best ones."""
     by_session: dict[str, list[float]] = {}
     for item in scored:
-        if item.memory.session_id is not None:
-            by_session.setdefault(item.memory.session_id, []).append(item.score)
+        by_session.setdefault(session_key(item.memory), []).append(item.score)
     support: dict[str, float] = {}
     for session, scores in by_session.items():
         scores.sort(reverse=True)
@@ -30,8 +29,15 @@ def session_support(scored: Sequence[Scored], config: RetrievalConfig) -> dict[s
     return support
 
 
+def session_key(memory: Memory) -> str:
+    """The session a memory belongs to; a memory without one is a session of its own, so
+    that it is never worse off than a turn for the support a session lends."""
+    return memory.session_id if memory.session_id is not None else f"memory:{memory.id}"
+
+
 def apply_session_support(scored: list[Scored], config: RetrievalConfig) -> list[Scored]:
-    """Add ``session_boost`` x the session's support to each turn's score; re-sort."""
+    """Multiply each memory by 1 + ``session_boost`` x its session's support (over the best
+    session's); re-sort."""
     if config.session_boost <= 0 or not scored:
         return scored
     support = session_support(scored, config)
@@ -48,17 +54,17 @@ def topic_support(
     A session's topic score is the mean of its ``topic_turns`` best query cosines among
     the candidates (missing ones count as 0); a turn of the k-th session (k = 1, 2, ...)
     scores x(1 + ``topic_weight`` / k). The pipeline runs it for queries that ask for
-    advice, whose answer is the conversation about the matter rather than one turn. Turns
-    without a session, and sessions with no candidate from the semantic channel, keep
-    their score.
+    advice, whose answer is the conversation about the matter rather than one turn. A
+    memory without a session is a session of its own; sessions with no candidate from the
+    semantic channel keep their score.
     """
     if config.topic_weight <= 0:
         return scored
     closest: dict[str, list[float]] = {}
     for item in scored:
-        session, cosine = item.memory.session_id, cosines.get(item.memory.id)
-        if session is not None and cosine is not None:
-            closest.setdefault(session, []).append(cosine)
+        cosine = cosines.get(item.memory.id)
+        if cosine is not None:
+            closest.setdefault(session_key(item.memory), []).append(cosine)
     if not closest:
         return scored
     turns = config.topic_turns
@@ -69,12 +75,11 @@ def topic_support(
 
 
 def _lift_sessions(scored: list[Scored], lift: Mapping[str, float], name: str) -> list[Scored]:
-    """Multiply each turn of a session in ``lift`` by its factor, recorded as ``name``;
-    re-sort. Turns without a session, or of a session not in ``lift``, keep their score."""
+    """Multiply each memory of a session in ``lift`` by its factor, recorded as ``name``;
+    re-sort. Memories of a session not in ``lift`` keep their score."""
     out = []
     for item in scored:
-        session = item.memory.session_id
-        factor = None if session is None else lift.get(session)
+        factor = lift.get(session_key(item.memory))
         if factor is None:
             out.append(item)
             continue
@@ -88,8 +93,7 @@ def group_by_session(scored: Sequence[Scored]) -> list[list[Scored]]:
     session form groups of one)."""
     groups: dict[str, list[Scored]] = {}
     for item in scored:
-        key = item.memory.session_id or f"memory:{item.memory.id}"
-        groups.setdefault(key, []).append(item)
+        groups.setdefault(session_key(item.memory), []).append(item)
     return list(groups.values())
 
 
@@ -101,11 +105,18 @@ def neighbor_support(
 ) -> list[Scored]:
     """A turn next to a strong hit gains ``neighbor_weight`` x that hit's score (halved per
     further step): in a conversation the answer is often the reply to the turn that matched
-    the question's words. Neighbours that were not candidates are loaded and added."""
+    the question's words. The reply to a turn that only asks gains ``answer_weight`` x the
+    question's score before its penalty. Neighbours that were not candidates are loaded and
+    added."""
     lent: dict[str, tuple[float, str]] = {}
     for item in scored[: config.neighbor_depth]:
+        asks = item.factors.get("only_asks")
         for other, offset in neighbors.get(item.memory.id, ()):
             share = config.neighbor_weight * item.score * 0.5 ** (abs(offset) - 1)
+            if asks is not None and offset == 1:
+                # The reply to a question that matched is where its answer is: it gains a
+                # share of the question's score as it was before the only-asks penalty.
+                share = max(share, config.answer_weight * item.score / asks)
             if share > lent.get(other, (0.0, ""))[0]:
                 lent[other] = (share, item.memory.id)
     if not lent:

@@ -45,6 +45,8 @@ LEGACY_BATCH = 32
 GENERATED_WORDS = (120, 320)
 """Word counts of the generated abstracts (BEIR SciFact's abstracts run ~200-300 words)."""
 
+PATHS = ("model", "add_many", "model_input_order")
+"""What every corpus is measured on; conversation turns add ``add_many_reply_context``."""
 Progress = Callable[[int, int, str], None]
 """``progress(advance, total, label)``, as the other benchmarks report."""
 
@@ -134,7 +136,13 @@ def run_ingest(
     model.embed_documents(["warm up the model", "and its sessions"])
     load_before = os.getloadavg()
     started = time.perf_counter()
-    results = [_measure(c, model, rounds, progress) for c in corpora]
+    total = sum(rounds * (len(PATHS) + any(c.contexts)) for c in corpora)
+
+    def advance(label: str) -> None:
+        if progress is not None:
+            progress(1, total, label)
+
+    results = [_measure(c, model, rounds, advance) for c in corpora]
     return {
         "benchmark": "ingest",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -157,7 +165,7 @@ def run_ingest(
 
 
 def _measure(corpus: Corpus, model: Embedder, rounds: int,
-             progress: Progress | None) -> dict[str, Any]:  # fmt: skip
+             advance: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
     costs = model.token_counts(corpus.texts)
     order = sorted(range(len(costs)), key=costs.__getitem__)
     ordered = [corpus.texts[i] for i in order]
@@ -179,8 +187,7 @@ def _measure(corpus: Corpus, model: Embedder, rounds: int,
             wall, cpu = time.perf_counter(), time.process_time()
             run()
             seconds[name].append((time.perf_counter() - wall, time.process_time() - cpu))
-            if progress is not None:
-                progress(1, rounds * len(runs), f"{corpus.name}: {name}")
+            advance(f"{corpus.name}: {name}")
     count = len(corpus.texts)
     rates = {name: _rates(count, tokens[name], s) for name, s in seconds.items()}
     ratios = {name: round(statistics.median(m[0] / s[0] for m, s in zip(seconds["model"], taken,

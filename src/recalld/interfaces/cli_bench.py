@@ -249,8 +249,9 @@ def _log_lines(label: str) -> ProgressCallback:
         nonlocal done
         done += step
         rate = done / max(time.monotonic() - started, 1e-9)
+        pace = f"{rate:.1f}/s" if rate >= 1 else f"{1 / rate:.0f} s each"
         left = f", {(total - done) / rate:.0f} s left" if total >= done else ""
-        click.echo(f"{label}: {done}/{total} ({case}; {rate:.2f}/s{left})", err=True)
+        click.echo(f"{label}: {done}/{total} ({case}; {pace}{left})", err=True)
 
     return advance
 

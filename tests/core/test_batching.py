@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import recalld
 from recalld import engine as engine_module
 from recalld.config import Settings
+from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import (
     Embedder,
     EmbeddingBatch,
@@ -168,3 +169,23 @@ def test_add_many_embeds_a_span_at_once_and_dedupes_across_spans(
     assert [r.created for r in results] == [True] * 20 + [False, False]
     assert results[20].duplicate_of == results[2].id
     assert [stored[r.id] for r in results[:20]] == [t.strip() for t in texts]
+
+
+def test_cache_misses_go_to_the_model_sorted_and_come_back_in_order(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "cache.sqlite")
+    try:
+        recording = RecordingEmbedder(batch_size=3)
+        cached = CachedEmbedder(recording, cache)
+        texts = _texts(9)
+        cached.embed_documents(texts[::2])  # rows 0, 2, 4, 6, 8 are cached now
+        recording.batches.clear()
+        result = cached.embed_documents(texts)
+        assert sorted(t for b in recording.batches for t in b) == sorted(texts[1::2])
+        fed = [t for b in recording.batches for t in b]
+        assert recording.token_counts(fed) == sorted(recording.token_counts(fed))
+        expected = FakeEmbedder(32).embed_documents(texts).vectors
+        np.testing.assert_array_equal(result.vectors, expected)
+        assert cached.token_counts(texts) == recording.token_counts(texts)
+        assert (cached.batch_size, cached.batch_tokens) == (3, 0)
+    finally:
+        cache.close()

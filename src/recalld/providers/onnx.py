@@ -133,8 +133,8 @@ class OnnxEmbedder(Embedder):
     @classmethod
     def packaged(
         cls,
-        int8_queries: bool = True,
         batch_size: int = DEFAULT_BATCH_TEXTS,
+        int8_queries: bool = True,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         threads: int = DEFAULT_EMBED_THREADS,
     ) -> OnnxEmbedder:
@@ -160,8 +160,8 @@ class OnnxEmbedder(Embedder):
     def from_folder(
         cls,
         folder: Path,
-        int8_queries: bool = True,
         batch_size: int = DEFAULT_BATCH_TEXTS,
+        int8_queries: bool = True,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         threads: int = DEFAULT_EMBED_THREADS,
     ) -> OnnxEmbedder:

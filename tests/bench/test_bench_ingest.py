@@ -42,7 +42,7 @@ def test_turns_and_markdown_measured_side_by_side(invoke, tmp_path: Path) -> Non
     assert "| add_many |" in output and f"wrote {out}" in output
     assert "ingest: 14/14 (" in output  # 2 rounds x (4 paths for turns + 3 for chunks)
     report = json.loads(out.read_text())
-    assert report["command"].startswith("recalld bench ingest ")
+    assert report["command"] == f"recalld bench ingest {LOCOMO} {notes} --rounds 2 --json {out}"
     assert report["rounds"] == 2 and len(report["machine"]["load_before"]) == 3
     turns, chunks = report["corpora"]
     assert turns["kind"] == "turns" and chunks["kind"] == "documents"

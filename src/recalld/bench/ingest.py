@@ -134,7 +134,7 @@ def run_ingest(
         raise InvalidInputError("rounds must be at least 1")
     model = embedder or resolve_embedder(settings.embedder, settings)
     model.embed_documents(["warm up the model", "and its sessions"])
-    load_before = os.getloadavg()
+    load_before, date = os.getloadavg(), datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     started = time.perf_counter()
     total = sum(rounds * (len(PATHS) + any(c.contexts)) for c in corpora)
 
@@ -145,7 +145,7 @@ def run_ingest(
     results = [_measure(c, model, rounds, advance) for c in corpora]
     return {
         "benchmark": "ingest",
-        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": date,
         "embedder": model.fingerprint.describe(),
         "batching": {
             "batch_size": model.batch_size,
@@ -229,9 +229,10 @@ def markdown_table(report: dict[str, Any]) -> str:
     lines = [
         "# recalld bench ingest",
         "",
-        f"{report['date']}, {report['embedder']}, {machine['cpus']} CPUs, load average "
-        f"{machine['load_before'][0]} before and {machine['load_after'][0]} after; "
-        f"batching {report['batching']}; median of {report['rounds']} rounds.",
+        f"Started {report['date']}, {report['seconds']} s; {report['embedder']}; "
+        f"{machine['cpus']} CPUs, load average {machine['load_before'][0]} before and "
+        f"{machine['load_after'][0]} after; batching {report['batching']}; medians of "
+        f"{report['rounds']} rounds.",
         "",
         "| corpus | texts | mean tokens | path | texts/s | tokens/s | texts/CPU-s | x model |",
         "|---|---:|---:|---|---:|---:|---:|---:|",

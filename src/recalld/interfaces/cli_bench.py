@@ -262,7 +262,7 @@ def _command_line(ctx: click.Context) -> str:
     for param in ctx.command.params:
         value = ctx.params.get(param.name or "")
         if isinstance(param, click.Argument):
-            parts.append(str(value))
+            parts += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
         elif (
             isinstance(param, click.Option)
             and value not in (None, ())

@@ -3,6 +3,7 @@ turns: the figures of docs/ingest.md ("Length-sorted ..." and "Session options")
 
     .venv/bin/python scripts/embed_options.py sessions LOCOMO.json [--texts 240 --rounds 6]
     .venv/bin/python scripts/embed_options.py batches LOCOMO.json [--texts 240 --rounds 6]
+    .venv/bin/python scripts/embed_options.py batches LOCOMO.json --long --texts 40
 
 Each round draws the same random turns for every variant and runs the variants one after the
 other, in reverse order every other round, so that a busy machine weighs on each alike.
@@ -55,8 +56,10 @@ def session_variants() -> dict[str, OnnxEmbedder]:
     }
 
 
-def batch_variants() -> dict[str, OnnxEmbedder]:
+def batch_variants(long: bool) -> dict[str, OnnxEmbedder]:
     bounds = [(4, 8192), (8, 8192), (16, 8192), (32, 8192), (64, 512), (64, 1024), (64, 2048)]
+    if long:
+        bounds = [(32, 8192), (32, 4096), (32, 2048), (32, 1024), (32, 512)]
     variants = {}
     for texts, tokens in bounds:
         variants[f"{texts} texts / {tokens} tokens"] = OnnxEmbedder.packaged(
@@ -71,9 +74,16 @@ def main() -> None:
     parser.add_argument("locomo", type=Path)
     parser.add_argument("--texts", type=int, default=240)
     parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help="Texts of 10 consecutive turns joined (~350 tokens, 2 windows).",
+    )
     args = parser.parse_args()
     turns = [t.text for t in read_locomo(args.locomo.read_bytes()).turns][:1500]
-    variants = session_variants() if args.what == "sessions" else batch_variants()
+    if args.long:
+        turns = [" ".join(turns[i : i + 10]) for i in range(0, len(turns), 10)]
+    variants = session_variants() if args.what == "sessions" else batch_variants(args.long)
     rng = np.random.default_rng(0)
     taken: dict[str, list[tuple[float, float]]] = {name: [] for name in variants}
     print("load before", os.getloadavg(), time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))

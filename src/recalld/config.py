@@ -20,6 +20,13 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from recalld.errors import InvalidInputError
 
 APP_NAME = "recalld"
+DEFAULT_BATCH_TEXTS = 32
+"""Texts per model call unless ``embed_batch_tokens`` cuts the batch first (docs/ingest.md)."""
+DEFAULT_BATCH_TOKENS = 8192
+"""Padded tokens per model call: 32 windows of 256 tokens, the largest batch recalld fed the
+model before batches were bounded by tokens (docs/ingest.md)."""
+DEFAULT_EMBED_THREADS = 0
+"""0: onnxruntime's own count, one thread per physical core (docs/ingest.md)."""
 
 
 def default_data_dir() -> Path:
@@ -51,7 +58,14 @@ class Settings(BaseSettings):
     """Where the embedding cache lives; ``None`` disables it."""
     max_content_chars: int = Field(default=100_000, gt=0)
     """Content longer than this is refused (split it, or index it as a file)."""
-    embed_batch_size: int = Field(default=32, gt=0)
+    embed_batch_size: int = Field(default=DEFAULT_BATCH_TEXTS, gt=0)
+    """The most texts (or windows of long texts) per model call."""
+    embed_batch_tokens: int = Field(default=DEFAULT_BATCH_TOKENS, gt=0)
+    """The most padded tokens (texts x the longest one's tokens) per model call: batches of
+    short texts grow long, batches of long ones stay within memory."""
+    embed_threads: int = Field(default=DEFAULT_EMBED_THREADS, ge=0)
+    """Threads the local model uses to embed stored texts; 0 lets onnxruntime take one per
+    core. The int8 query session keeps onnxruntime's defaults (docs/ingest.md)."""
     int8_queries: bool = True
     """Embed queries with int8 matrix products (local ONNX models with int8 weights): about
     2.5 ms less a search, at a cosine of ~0.995 to the float32 vector. Stored vectors are

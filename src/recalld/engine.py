@@ -50,8 +50,13 @@ if TYPE_CHECKING:
     from recalld.sources.status import SourceStatus
 
 Progress = Callable[[int], None]
+EMBED_SPAN = 2048
+"""Memories embedded together in bulk adds and reindex: the embedder sorts them by length
+and cuts batches from the sorted list, so the longer the span, the less padding (spans of
+256 ran about 15% slower than one span of 1,500 LoCoMo turns). Each span is then committed
+in transactions of ``WRITE_BATCH``; 2,048 vectors hold 3 MB."""
 WRITE_BATCH = 256
-"""Memories embedded and committed per transaction in bulk adds."""
+"""Memories committed per transaction in bulk adds."""
 CONTEXT_MIN_HITS = 50
 """``context()`` considers at least this many hits, and one more per
 ``CONTEXT_TOKENS_PER_HIT`` tokens of budget, so that a budget is filled even when memories
@@ -183,21 +188,23 @@ class MemoryEngine:
                     raise
                 raise InvalidInputError(f"item {number} of {len(given)}: {exc}") from exc
         results: list[AddResult] = []
-        for start in range(0, len(memories), WRITE_BATCH):
-            batch = memories[start : start + WRITE_BATCH]
-            results.extend(self._add_batch(batch, dedupe))
-            if progress is not None:
-                progress(len(batch))
+        for start in range(0, len(memories), EMBED_SPAN):
+            results.extend(self._add_span(memories[start : start + EMBED_SPAN], dedupe, progress))
         return results
 
-    def _add_batch(self, batch: list[Memory], dedupe: bool) -> list[AddResult]:
-        existing_ids = {m.id: m for m in self.store.get_many([m.id for m in batch])}
-        keys = [(m.content_hash, m.scope, m.project, m.session_id) for m in batch]
+    def _add_span(
+        self, span: list[Memory], dedupe: bool, progress: Progress | None
+    ) -> list[AddResult]:
+        """Classify ``span`` (same id, duplicate or fresh), embed the fresh memories in one
+        call, then commit them ``WRITE_BATCH`` at a time. ``progress`` advances as memories
+        are found already stored and as the model finishes each batch."""
+        existing_ids = {m.id: m for m in self.store.get_many([m.id for m in span])}
+        keys = [(m.content_hash, m.scope, m.project, m.session_id) for m in span]
         duplicates = self.store.find_duplicates(keys) if dedupe else {}
         results: list[AddResult | None] = []
         fresh: list[Memory] = []
         seen: dict[tuple[str, str, str | None, str | None], str] = {}
-        for memory, key in zip(batch, keys, strict=True):
+        for memory, key in zip(span, keys, strict=True):
             if memory.id in existing_ids:
                 results.append(self._same_id(memory, existing_ids[memory.id]))
             elif dedupe and (key in duplicates or key in seen):
@@ -206,15 +213,20 @@ class MemoryEngine:
                 seen[key] = memory.id
                 fresh.append(memory)
                 results.append(None)
+        if progress is not None and len(fresh) < len(span):
+            progress(len(span) - len(fresh))
         if fresh:
             embedder = self.embedder
-            embedded = self._with_cache(embedder).embed_documents([m.embedding_text for m in fresh])
+            texts = [m.embedding_text for m in fresh]
+            embedded = self._with_cache(embedder).embed_documents(texts, progress)
             fp = embedder.fingerprint.to_json()
-            self.store.insert([replace(m, embedding_fingerprint=fp) for m in fresh],
-                              embedded.vectors)  # fmt: skip
+            stamped = [replace(m, embedding_fingerprint=fp) for m in fresh]
+            for start in range(0, len(stamped), WRITE_BATCH):
+                self.store.insert(stamped[start : start + WRITE_BATCH],
+                                  embedded.vectors[start : start + WRITE_BATCH])  # fmt: skip
             windows = dict(zip((m.id for m in fresh), embedded.windows, strict=True))
             results = [r or AddResult(m.id, True, embedding_windows=windows[m.id])
-                       for r, m in zip(results, batch, strict=True)]  # fmt: skip
+                       for r, m in zip(results, span, strict=True)]  # fmt: skip
         return [r for r in results if r is not None]
 
     @staticmethod
@@ -476,11 +488,9 @@ class MemoryEngine:
             self._embedder = self._embedder_factory()
         embedder = self._with_cache(self._embedder)
         vectors: dict[str, Vectors] = {}
-        for batch in self.store.iter_contents(WRITE_BATCH):
-            embedded = embedder.embed_documents([content for _, content in batch])
+        for batch in self.store.iter_contents(EMBED_SPAN):
+            embedded = embedder.embed_documents([content for _, content in batch], progress)
             vectors.update(zip((i for i, _ in batch), embedded.vectors, strict=True))
-            if progress is not None:
-                progress(len(batch))
         self.store.swap_vectors(vectors, self._embedder.fingerprint.to_json())
         return len(vectors)
 
@@ -565,7 +575,7 @@ class MemoryEngine:
 
     def import_transcript(
         self, source: str | os.PathLike[str] | BinaryIO, fmt: str, *,
-        progress: Progress | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> ImportReport:  # fmt: skip
         """Import a conversation transcript turn by turn; re-importing adds nothing.
 
@@ -573,15 +583,24 @@ class MemoryEngine:
             source: a file (``.gz`` is decompressed) or a binary stream.
             fmt: ``jsonl-transcript``, ``claude-code``, ``longmemeval`` or ``locomo``
                 (see :mod:`recalld.sources.transcripts` and :mod:`recalld.sources.datasets`).
-            progress: called with the number of turns stored as batches complete.
+            progress: called with (turns embedded or found stored, turns to store) as the
+                work advances.
         """
         from recalld.sources.importer import ImportDeps, import_transcript
 
-        deps = ImportDeps(
-            validate=self._check_new,
+        def add_turns(items: Sequence[NewMemory]) -> list[AddResult]:
+            done = 0
+
+            def advance(step: int) -> None:
+                nonlocal done
+                done += step
+                if progress is not None:
+                    progress(done, len(items))
+
             # Turns are not deduplicated: the same words said twice are two turns.
-            add_many=lambda items: self.add_many(items, dedupe=False, progress=progress),
-        )
+            return self.add_many(items, dedupe=False, progress=advance)
+
+        deps = ImportDeps(validate=self._check_new, add_many=add_turns)
         return import_transcript(source, fmt, deps)
 
     def _check_new(self, item: NewMemory) -> None:

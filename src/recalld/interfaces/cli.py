@@ -341,8 +341,11 @@ def import_(obj: Ctx, path: str, fmt: str) -> None:
 
 
 def _import_transcript(obj: Ctx, path: str, fmt: str) -> None:
-    with errors(), obj.engine() as engine:
-        report = engine.import_transcript(sys.stdin.buffer if path == "-" else path, fmt)
+    from recalld.interfaces.render import file_progress
+
+    with errors(), obj.engine() as engine, file_progress("importing", obj.as_json, "turns") as bar:
+        report = engine.import_transcript(sys.stdin.buffer if path == "-" else path, fmt,
+                                          progress=bar)  # fmt: skip
     for problem in report.problems:
         click.echo(f"warning: {problem}", err=True)
     if report.undated:

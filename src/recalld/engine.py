@@ -38,7 +38,7 @@ from recalld.records import (
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
 from recalld.retrieval.pipeline import SearchRequest, search
-from recalld.stores.base import Store, StoreStats
+from recalld.stores.base import DedupKey, Store, StoreStats, Tenancy
 from recalld.stores.sqlite import SQLiteStore
 from recalld.text import content_hash, estimate_tokens, normalize_content
 
@@ -131,7 +131,7 @@ class MemoryEngine:
         stored = self.store.get_fingerprint()
         if stored == fingerprint.to_json():
             return
-        if stored is None or self.store.stats().with_vectors == 0:
+        if stored is None or not self.store.any_vectors():
             # No vector exists that the new embedder's could be mixed with: adopt it.
             self.store.set_fingerprint(fingerprint.to_json())
             return
@@ -192,11 +192,12 @@ class MemoryEngine:
 
     def _add_batch(self, batch: list[Memory], dedupe: bool) -> list[AddResult]:
         existing_ids = {m.id: m for m in self.store.get_many([m.id for m in batch])}
-        keys = [(m.content_hash, m.scope, m.project, m.session_id) for m in batch]
+        keys = [(m.content_hash, m.scope, m.project, m.session_id, m.namespace or "")
+                for m in batch]  # fmt: skip
         duplicates = self.store.find_duplicates(keys) if dedupe else {}
         results: list[AddResult | None] = []
         fresh: list[Memory] = []
-        seen: dict[tuple[str, str, str | None, str | None], str] = {}
+        seen: dict[DedupKey, str] = {}
         for memory, key in zip(batch, keys, strict=True):
             if memory.id in existing_ids:
                 results.append(self._same_id(memory, existing_ids[memory.id]))
@@ -258,6 +259,7 @@ class MemoryEngine:
             entities=tuple(dict.fromkeys(e.lower() for e in entities)),
             metadata=dict(item.metadata),
             embed_context=_optional_text(item.embed_context, "embed_context"),
+            namespace=self.store.tenancy.namespace_for(item.namespace),
         )
 
     def _validate_content(self, content: object) -> str:
@@ -314,7 +316,7 @@ class MemoryEngine:
         found = {m.id for m in self.store.get_many(wanted)}
         missing = [i for i in wanted if i not in found]
         if missing:
-            raise NotFoundError(f"no memory with id {', '.join(missing)}")
+            raise NotFoundError(f"unknown id: no memory with id {', '.join(missing)}")
         return self.store.forget(wanted, hard=hard, at=self._clock())
 
     # -- reads ---------------------------------------------------------------------------
@@ -322,7 +324,7 @@ class MemoryEngine:
     def get(self, memory_id: str) -> Memory:
         found = self.store.get_many([memory_id])
         if not found:
-            raise NotFoundError(f"no memory with id {memory_id}")
+            raise NotFoundError(f"unknown id: no memory with id {memory_id}")
         return found[0]
 
     def list(
@@ -641,14 +643,15 @@ def open_engine(
         embedder: an :class:`Embedder`, or a spec such as ``local`` or ``onnx:/folder``.
         settings: fully resolved settings; otherwise they are loaded with ``overrides``.
         config: retrieval settings; default the preset named in settings.
-        **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None.
+        **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None;
+            ``tenant="alice", shared=["team"]`` opens the store for a tenant.
     """
     if settings is None:
         spec = embedder if isinstance(embedder, str) else None
         settings = load_settings({**overrides, "db": db, "embedder": spec})
     elif db is not None:
         settings = settings.model_copy(update={"db": Path(db)})
-    store = SQLiteStore(settings.db)
+    store = SQLiteStore(settings.db, Tenancy(settings.tenant, settings.shared))
     resolved = settings
     if isinstance(embedder, Embedder):
         return MemoryEngine(store, embedder, resolved, config)

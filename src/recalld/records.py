@@ -70,6 +70,9 @@ class Memory:
     """Whether the content tells of something that happened to its speaker
     (:func:`recalld.text.states_event`): set by the store from the content when the memory
     is written; ``None`` on a memory that was not read from a store."""
+    namespace: str | None = None
+    """The namespace the memory belongs to: its tenant's own, or a shared one it was written
+    to (set by the store; ``None`` on a memory that was not read from a store)."""
 
     @property
     def embedding_text(self) -> str:
@@ -105,6 +108,9 @@ class NewMemory:
     """Give an id to make re-imports idempotent; ``None`` generates one."""
     embed_context: str | None = None
     """Embedded with the content, never shown or searched (see :class:`Memory`)."""
+    namespace: str | None = None
+    """A shared namespace the store's tenant is granted, to share the memory there;
+    ``None`` keeps it in the tenant's own namespace."""
 
 
 @dataclass(frozen=True)

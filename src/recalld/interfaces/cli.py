@@ -47,8 +47,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
 class Ctx:
     """What the group resolves once and the commands share."""
 
-    def __init__(self, db: str | None, embedder: str | None, config: str | None, as_json: bool):
-        self.overrides = {"db": db, "embedder": embedder}
+    def __init__(self, db: str | None, embedder: str | None, config: str | None, as_json: bool,
+                 tenant: str | None = None, shared: str | None = None):  # fmt: skip
+        self.overrides = {"db": db, "embedder": embedder, "tenant": tenant, "shared": shared}
         self.config_file = Path(config) if config else None
         self.as_json = as_json
 
@@ -111,14 +112,25 @@ class LazyGroup(click.Group):
     envvar="RECALLD_EMBEDDER",
     help="local | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; default local].",
 )
+@click.option(
+    "--tenant",
+    envvar="RECALLD_TENANT",
+    help="The tenant (user or organisation) whose memories to reach [env RECALLD_TENANT;"
+    " default: default].",
+)
+@click.option(
+    "--shared",
+    envvar="RECALLD_SHARED",
+    help="Shared namespaces the tenant is granted, comma-separated [env RECALLD_SHARED].",
+)
 @click.option("--config", "config", type=click.Path(dir_okay=False), help="A TOML config file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @click.version_option(recalld.__version__, prog_name="recalld")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, embedder: str | None, config: str | None,
-        as_json: bool) -> None:  # fmt: skip
+def cli(ctx: click.Context, db: str | None, embedder: str | None, tenant: str | None,
+        shared: str | None, config: str | None, as_json: bool) -> None:  # fmt: skip
     """recalld: store what an agent learns; get back the few memories that answer a question."""
-    ctx.obj = Ctx(db, embedder, config, as_json)
+    ctx.obj = Ctx(db, embedder, config, as_json, tenant, shared)
 
 
 def _parse_time(value: str | None, name: str) -> datetime | None:

@@ -6,6 +6,7 @@ so a backend can answer all channels at once (one SQL round trip on PostgreSQL).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -14,9 +15,59 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from recalld.errors import InvalidInputError
 from recalld.records import Memory, MemoryFilter, TimeRange
 
 Vector = npt.NDArray[np.float32]
+
+DEFAULT_TENANT = "default"
+"""The tenant a store is opened for when none is named: today's single-user store."""
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
+
+
+@dataclass(frozen=True)
+class Tenancy:
+    """Whose memories a store handle reaches: the tenant's own namespace plus the shared
+    namespaces it is granted. Every store query is confined to :attr:`visible`.
+
+    Grants are given by whoever opens the store (a server's authentication layer, or the
+    user's own settings); a namespace is just a name, so granting another tenant's name
+    shares that tenant's memories on purpose.
+    """
+
+    tenant: str = DEFAULT_TENANT
+    shared: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in (self.tenant, *self.shared):
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise InvalidInputError(
+                    f"invalid tenant or namespace name {name!r}: use 1-128 letters, digits"
+                    " and _ . : @ - (starting with a letter or digit)"
+                )
+
+    @property
+    def visible(self) -> tuple[str, ...]:
+        """The namespaces this handle reads and writes, its own first."""
+        return tuple(dict.fromkeys((self.tenant, *self.shared)))
+
+    def namespace_for(self, requested: str | None) -> str:
+        """The namespace a new memory goes to: the tenant's own unless a granted one is named.
+
+        Raises:
+            InvalidInputError: the namespace is not the tenant's own nor granted to it.
+        """
+        if requested is None or requested == self.tenant:
+            return self.tenant
+        if requested not in self.shared:
+            raise InvalidInputError(
+                f"namespace {requested!r} is not granted to tenant {self.tenant!r}"
+            )
+        return requested
+
+
+DedupKey = tuple[str, str, str | None, str | None, str]
+"""(content_hash, scope, project, session_id, namespace): equal keys are duplicates."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +148,14 @@ class SourceFile:
 
 
 class Store(Protocol):
-    """The persistence and candidate-generation contract of a memory store."""
+    """The persistence and candidate-generation contract of a memory store.
+
+    A store handle is opened for a :class:`Tenancy`, and every method is confined to its
+    visible namespaces: a memory of any other namespace is, to the handle, an unknown id
+    (reads skip it, writes change nothing). The wall is in the store's own queries.
+    """
+
+    tenancy: Tenancy
 
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         """Insert new memories (row i of ``vectors`` is memory i's); atomic."""
@@ -108,10 +166,8 @@ class Store(Protocol):
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         """The memories with these ids, in the given order, unknown ids skipped."""
 
-    def find_duplicates(
-        self, keys: Sequence[tuple[str, str, str | None, str | None]]
-    ) -> dict[tuple[str, str, str | None, str | None], str]:
-        """Ids of live memories by (content_hash, scope, project, session_id)."""
+    def find_duplicates(self, keys: Sequence[DedupKey]) -> dict[DedupKey, str]:
+        """Ids of live memories by :data:`DedupKey`."""
 
     def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:
         """Soft-forget (hide) or hard-delete; returns how many rows changed."""
@@ -133,13 +189,20 @@ class Store(Protocol):
 
     def get_fingerprint(self) -> str | None: ...
 
+    def any_vectors(self) -> bool:
+        """Whether the store holds any vector, of any tenant: one store has one embedder."""
+
     def set_fingerprint(self, fingerprint: str) -> None: ...
 
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
         """All (id, text to embed) pairs, in batches, for re-embedding."""
 
     def swap_vectors(self, vectors: Mapping[str, Vector], fingerprint: str) -> None:
-        """Replace every vector and the fingerprint in one transaction."""
+        """Replace the visible memories' vectors and the fingerprint in one transaction.
+
+        Raises:
+            EmbedderMismatchError: ``fingerprint`` is new and other tenants have vectors.
+        """
 
     def stats(self) -> StoreStats: ...
 

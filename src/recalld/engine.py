@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from recalld.config import Settings, load_settings
 from recalld.entities import extract_entities
-from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError
+from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, Fingerprint, Vectors, resolve_embedder
 from recalld.records import (
@@ -38,9 +38,9 @@ from recalld.records import (
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
 from recalld.retrieval.pipeline import SearchRequest, search
-from recalld.stores.base import DedupKey, Store, StoreStats, Tenancy
+from recalld.stores.base import DedupKey, SourceIndex, Store, StoreStats, Tenancy
 from recalld.stores.sqlite import SQLiteStore
-from recalld.text import content_hash, estimate_tokens, normalize_content
+from recalld.text import content_hash, estimate_tokens, normalize_content, states_event
 
 if TYPE_CHECKING:
     import threading
@@ -260,6 +260,7 @@ class MemoryEngine:
             metadata=dict(item.metadata),
             embed_context=_optional_text(item.embed_context, "embed_context"),
             namespace=self.store.tenancy.namespace_for(item.namespace),
+            tells_event=states_event(content),
         )
 
     def _validate_content(self, content: object) -> str:
@@ -295,7 +296,9 @@ class MemoryEngine:
         # Fields NewMemory does not carry are kept: an update must not un-forget a memory.
         fresh = replace(fresh, created_at=old.created_at, access_count=old.access_count,
                         last_accessed_at=old.last_accessed_at, forgotten_at=old.forgotten_at,
-                        valid_until=old.valid_until, superseded_by=old.superseded_by)  # fmt: skip
+                        valid_until=old.valid_until, superseded_by=old.superseded_by,
+                        position=old.position if fresh.session_id == old.session_id
+                        else None)  # fmt: skip
         vector = None
         if fresh.embedding_text != old.embedding_text:
             embedded = self._with_cache(self.embedder).embed_documents([fresh.embedding_text])
@@ -426,8 +429,8 @@ class MemoryEngine:
             matches = stats.fingerprint == self._embedder.fingerprint.to_json()
         from recalld.sources.status import source_status
 
-        return Status(stats, self.settings.embedder, stats.fingerprint, matches,
-                      source_status(self.store))  # fmt: skip
+        sources = source_status(self.store) if isinstance(self.store, SourceIndex) else None
+        return Status(stats, self.settings.embedder, stats.fingerprint, matches, sources)
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the configured embedder, then swap in one transaction.
@@ -483,6 +486,11 @@ class MemoryEngine:
         )  # fmt: skip
         return index_sources([os.fspath(p) for p in paths], options, self._index_deps(), progress)
 
+    def _source_index(self) -> SourceIndex:
+        if not isinstance(self.store, SourceIndex):
+            raise StoreError("this store's backend does not index files (yet)")
+        return self.store
+
     def _index_deps(self) -> IndexDeps:
         from recalld.sources.indexer import IndexDeps
 
@@ -490,7 +498,7 @@ class MemoryEngine:
             return self._with_cache(self.embedder).embed_documents(texts).vectors
 
         return IndexDeps(
-            store=self.store, embed=embed,
+            store=self._source_index(), embed=embed,
             fingerprint=lambda: self.embedder.fingerprint.to_json(),
             prepare=lambda item: self._prepare(item, self._clock()), clock=self._clock,
         )  # fmt: skip
@@ -516,7 +524,7 @@ class MemoryEngine:
 
         names = [os.fspath(p) for p in paths]
         pattern = None if globs is None else tuple(globs)
-        roots = resolve_roots(names, pattern, self.store)
+        roots = resolve_roots(names, pattern, self._source_index())
         options = watching.WatchOptions(
             interval=interval or watching.POLL_SECONDS,
             debounce=watching.DEBOUNCE_SECONDS if debounce is None else debounce,

@@ -28,7 +28,7 @@ def _store_at(path: Path, applied: int) -> None:
         )
         db.execute("INSERT INTO memory_entities SELECT 'kayak', pk FROM memories WHERE id = ?",
                    (memory_id,))  # fmt: skip
-    db.execute("INSERT INTO source_roots VALUES ('/notes', '[\"*.md\"]', 0, NULL)")
+    db.execute("INSERT INTO source_roots (path, globs, added_at) VALUES ('/notes', '[]', 0)")
     db.execute("INSERT INTO source_files (path, root, size, mtime_ns, status) VALUES"
                " ('/notes/a.md', '/notes', 1, 1, 'indexed')")  # fmt: skip
     db.execute("COMMIT")
@@ -71,3 +71,14 @@ def test_m007_runs_on_an_empty_store_and_twice(tmp_path: Path) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(memories)")}
     db.close()
     assert "namespace" in columns
+
+
+def test_m008_fills_the_session_position_from_storage_order(tmp_path: Path) -> None:
+    path = tmp_path / "v7.db"
+    _store_at(path, 7)
+    store = SQLiteStore(path)
+    try:
+        assert [m.position for m in store.get_many(["a", "b"])] == [0, 1]
+        assert store.session_neighbors(["a"], 1) == {"a": [("b", 1)]}
+    finally:
+        store.close()

@@ -28,6 +28,7 @@ from recalld.retrieval.adjust import (
     wanted_role,
 )
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
+from recalld.retrieval.channels import channel_lists, temporal_channels
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.filters import dedupe, relevance_filter
@@ -203,7 +204,7 @@ def retrieve(
         # query names a time.
         temporal_limit=wanted["temporal"] if plan.time_window is not None else 0,
     )
-    found = store.candidates(candidate_request)
+    found = channel_lists(store.candidates(temporal_channels(candidate_request)), pool)
     weight = config.original_query_weight
     return [
         RankedList(name, found[name], weight * config.channel_weights.get(name, 1.0))

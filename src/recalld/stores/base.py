@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -85,8 +85,10 @@ class CandidateRequest:
     entities: tuple[str, ...] = ()
     entity_limit: int = 0
     time_window: TimeRange | None = None
-    """When set, the temporal channel ranks memories inside it; otherwise by recency."""
+    """Confines the ``temporal`` and ``window_semantic`` channels (not the others)."""
     temporal_limit: int = 0
+    window_semantic_limit: int = 0
+    """Semantic candidates inside ``time_window`` (needs ``query_vector``)."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,21 @@ class Store(Protocol):
         """Soft-forget (hide) or hard-delete; returns how many rows changed."""
 
     def candidates(self, request: CandidateRequest) -> Mapping[str, list[ChannelCandidate]]:
-        """Ranked candidates per channel (``semantic``, ``bm25``, ``entity``, ``temporal``)."""
+        """Raw evidence per channel, best first; a channel whose limit is 0 is absent.
+
+        The score of each channel (ranking decisions on them live in ``retrieval/``):
+
+        - ``semantic``: the cosine similarity of the memory's vector to ``query_vector``;
+        - ``bm25``: the BM25 relevance of ``terms`` in the word index (0 up, higher is
+          better; SQLite's ``bm25()`` negated);
+        - ``trigram``: the BM25 relevance of the query's CJK 3-grams (within ``bm25_limit``);
+        - ``substring``: CJK pieces shorter than 3 characters found in the content; score
+          0, newest first (within ``bm25_limit``);
+        - ``entity``: how many of ``entities`` the memory carries;
+        - ``temporal``: the memory's reference time in UTC epoch seconds, newest first,
+          inside ``time_window`` when one is given;
+        - ``window_semantic``: the cosine, for memories inside ``time_window`` only.
+        """
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of these memories (ids without a vector are absent)."""
@@ -182,7 +198,8 @@ class Store(Protocol):
         self, ids: Sequence[str], radius: int
     ) -> dict[str, list[tuple[str, int]]]:
         """For each memory with a session, the live memories of that session at most
-        ``radius`` places before or after it in storage order, as (id, offset) pairs."""
+        ``radius`` places before or after it (by ``Memory.position``), as (id, offset)
+        pairs."""
 
     def record_access(self, ids: Sequence[str], at: datetime) -> None:
         """Bump access counts and last-accessed times (a cheap write)."""
@@ -206,7 +223,21 @@ class Store(Protocol):
 
     def stats(self) -> StoreStats: ...
 
-    # -- indexed source files --------------------------------------------------------------
+    def close(self) -> None: ...
+
+    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        """Memories passing ``filters`` ordered by reference time."""
+
+
+@runtime_checkable
+class SourceIndex(Protocol):
+    """The bookkeeping of indexed files (roots, files, their chunks), a separate contract
+    so that a backend can implement memories first. Like :class:`Store`, it is confined to
+    the tenant: roots and files belong to the tenant's own namespace, and so do the chunks.
+    """
 
     def save_source_root(self, root: SourceRoot) -> None:
         """Register a root, or update its globs and last-indexed time."""
@@ -230,11 +261,3 @@ class Store(Protocol):
 
     def remove_source_files(self, paths: Sequence[str]) -> int:
         """Delete these files' chunks and records in one transaction; returns chunks deleted."""
-
-    def close(self) -> None: ...
-
-    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
-    def list(
-        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
-    ) -> list[Memory]:
-        """Memories passing ``filters`` ordered by reference time."""

@@ -219,6 +219,8 @@ def _rebuild_memories_with_namespace(db: sqlite3.Connection) -> None:
         return
     body = old_sql[old_sql.index("(") + 1 : old_sql.rindex(")")]
     body = body.replace("id TEXT NOT NULL UNIQUE", "id TEXT NOT NULL", 1)
+    # The event flag is given by the writer now (None: not known, computed when read).
+    body = body.replace("tells_event INTEGER NOT NULL DEFAULT 0", "tells_event INTEGER", 1)
     columns = [row[1] for row in db.execute("PRAGMA table_info(memories)")]
     extras = [
         row[0]
@@ -305,6 +307,25 @@ def m007_tenants(db: sqlite3.Connection) -> None:
     )
 
 
+def m008_session_position(db: sqlite3.Connection) -> None:
+    """Each memory's place in its session as data (``position``, from 0), filled from the
+    storage order that neighbouring turns used to mean; a session is per namespace."""
+    _add_column(db, "position", "INTEGER")
+    run_script(
+        db,
+        """
+        UPDATE memories SET position = r.place FROM (
+            SELECT pk, ROW_NUMBER() OVER (
+                PARTITION BY namespace, session_id ORDER BY pk) - 1 AS place
+            FROM memories WHERE session_id IS NOT NULL
+        ) AS r WHERE r.pk = memories.pk AND memories.position IS NULL;
+        CREATE INDEX IF NOT EXISTS memories_ns_session_position
+            ON memories(namespace, session_id, position);
+        DROP INDEX IF EXISTS memories_ns_session;
+        """,
+    )
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -314,6 +335,7 @@ MIGRATIONS: list[Migration] = [
     (5, "m005_tells_event", m005_tells_event),
     (6, "m006_no_idea_is_no_event", m006_no_idea_is_no_event),
     (7, "m007_tenants", m007_tenants),
+    (8, "m008_session_position", m008_session_position),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -7,8 +7,9 @@ import inspect
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,14 +34,13 @@ from recalld.stores.sqlite import queries as q
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
-from recalld.text import states_event
 
 _COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
     " ref_time, access_count, priority, pinned, evergreen, significance, project, scope,"
     " session_id, source_kind, source_path, source_start, source_end, source_ref, tags,"
     " entities, metadata, valid_until, superseded_by, embedding_fingerprint, forgotten_at,"
-    " embed_context, tells_event, namespace"
+    " embed_context, tells_event, namespace, position"
 )
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
 
@@ -49,7 +49,7 @@ def _dt(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
-def _row(memory: Memory, namespace: str) -> tuple[Any, ...]:
+def _row(memory: Memory, namespace: str, position: int | None) -> tuple[Any, ...]:
     s = memory.source
     return (
         memory.id, memory.content, memory.type, memory.content_hash, q.ts(memory.event_time),
@@ -60,7 +60,8 @@ def _row(memory: Memory, namespace: str) -> tuple[Any, ...]:
         json.dumps(list(memory.tags)), json.dumps(list(memory.entities)),
         json.dumps(dict(memory.metadata), ensure_ascii=False), q.ts(memory.valid_until),
         memory.superseded_by, memory.embedding_fingerprint, q.ts(memory.forgotten_at),
-        memory.embed_context, int(states_event(memory.content)), namespace,
+        memory.embed_context, None if memory.tells_event is None else int(memory.tells_event),
+        namespace, position,
     )  # fmt: skip
 
 
@@ -76,7 +77,7 @@ def _memory(r: sqlite3.Row) -> Memory:
         _ref_time, access_count, priority, pinned, evergreen, significance, project, scope,
         session_id, source_kind, source_path, source_start, source_end, source_ref, tags,
         entities, metadata, valid_until, superseded_by, fingerprint, forgotten_at, embed_context,
-        tells_event, namespace,
+        tells_event, namespace, position,
     ) = r  # fmt: skip
     # Built without the dataclass ``__init__``: a frozen class sets each of its 26 fields
     # through ``object.__setattr__``, which was half the cost of decoding a row. Every field
@@ -95,7 +96,8 @@ def _memory(r: sqlite3.Row) -> Memory:
         metadata={} if metadata == "{}" else json.loads(metadata), valid_until=_dt(valid_until),
         superseded_by=superseded_by, embedding_fingerprint=fingerprint,
         forgotten_at=_dt(forgotten_at), embed_context=embed_context,
-        tells_event=bool(tells_event), namespace=namespace,
+        tells_event=None if tells_event is None else bool(tells_event), namespace=namespace,
+        position=position,
     )  # fmt: skip
     return memory
 
@@ -120,14 +122,14 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(method)
         def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with _sqlite_errors(self.path):
+            with _sqlite_errors(self.path), self._serial:
                 yield from method(self, *args, **kwargs)
 
         return generator
 
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _sqlite_errors(self.path):
+        with _sqlite_errors(self.path), self._serial:
             return method(self, *args, **kwargs)
 
     return call
@@ -166,29 +168,60 @@ class SQLiteStore:
         self._visible = self.tenancy.visible
         if self.path != ":memory:":
             self._check_path(Path(path))
+        # One connection per thread (a server calls the store from many); an in-memory
+        # database exists only in its one connection, so its calls take turns instead.
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._mirror_lock = threading.RLock()
+        self._serial: AbstractContextManager[Any] = (
+            threading.RLock() if self.path == ":memory:" else nullcontext()
+        )
+        first = self._connect(configure=False)
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
-        try:
-            self._db.row_factory = sqlite3.Row
-            self._check_foreign()
-            enable_wal(self._db)
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            migrate(self._db)
+            self._check_foreign(first)
+            enable_wal(first)
+            self._configure(first)
+            migrate(first)
         except StoreError:
-            self._db.close()
+            first.close()
             raise
         except sqlite3.DatabaseError as exc:
-            self._db.close()
+            first.close()
             raise StoreError(
                 f"{self.path} is not a usable recalld store ({exc}); "
                 "point --db at another file, or move this one aside"
             ) from exc
         self._vectors = VectorMirror(None if self.path == ":memory:" else Path(self.path + ".ann"))
+
+    def _connect(self, configure: bool = True) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(
+                self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
+        db.row_factory = sqlite3.Row
+        if configure:
+            self._configure(db)
+        self._local.db = db
+        with self._connections_lock:
+            self._connections.append(db)
+        return db
+
+    @staticmethod
+    def _configure(db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """This thread's connection (opened on its first call)."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connections[0] if self.path == ":memory:" else self._connect()
+            self._local.db = db
+        return db
 
     @staticmethod
     def _check_path(path: Path) -> None:
@@ -202,13 +235,13 @@ class SQLiteStore:
         if not path.exists() and not os.access(folder, os.W_OK):
             raise StoreError(f"cannot create a store in {folder}: the folder is not writable")
 
-    def _check_foreign(self) -> None:
-        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}
+    def _check_foreign(self, db: sqlite3.Connection) -> None:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
         if not tables:
             return
         app = None
         if "meta" in tables:
-            found = self._db.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
+            found = db.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
             app = found[0] if found else None
         if app != APP_ID:
             raise StoreError(
@@ -228,8 +261,9 @@ class SQLiteStore:
             self._insert_rows(memories, vectors)
 
     def _insert_rows(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
-        rows = [_row(m, self.tenancy.namespace_for(m.namespace)) for m in memories]
-        for i, (memory, row) in enumerate(zip(memories, rows, strict=True)):
+        namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]
+        for i, (memory, namespace) in enumerate(zip(memories, namespaces, strict=True)):
+            row = _row(memory, namespace, self._position(memory, namespace))
             cursor = self._db.execute(f"INSERT INTO memories ({_COLUMNS}) VALUES ({_MARKS})", row)
             self._write_children(cursor.lastrowid or 0, memory, None if vectors is None
                                  else vectors[i])  # fmt: skip
@@ -248,13 +282,24 @@ class SQLiteStore:
                 (pk, np.asarray(vector, dtype=np.float32).tobytes()),
             )
 
+    def _position(self, memory: Memory, namespace: str) -> int | None:
+        """The memory's given place in its session, else the place after the session's last."""
+        if memory.position is not None or memory.session_id is None:
+            return memory.position
+        found = self._db.execute(
+            "SELECT MAX(position) FROM memories WHERE namespace = ? AND session_id = ?",
+            (namespace, memory.session_id),
+        ).fetchone()[0]
+        return 0 if found is None else int(found) + 1
+
     def replace(self, memory: Memory, vector: Vector | None) -> None:
         assignments = ", ".join(f"{c.strip()} = ?" for c in _COLUMNS.split(",")[1:])
-        row = _row(memory, self.tenancy.namespace_for(memory.namespace))
+        namespace = self.tenancy.namespace_for(memory.namespace)
         with self._write():
             pk = self._pks([memory.id]).get(memory.id)
             if pk is None:
                 raise NotFoundError(f"unknown id: no memory with id {memory.id}")
+            row = _row(memory, namespace, self._position(memory, namespace))
             self._db.execute(f"UPDATE memories SET {assignments} WHERE pk = ?", (*row[1:], pk))
             self._db.execute("DELETE FROM memory_tags WHERE pk = ?", (pk,))
             self._db.execute("DELETE FROM memory_entities WHERE pk = ?", (pk,))
@@ -390,7 +435,7 @@ class SQLiteStore:
             "SELECT m.id, m.namespace, m.session_id FROM memories m"
             " WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id FROM"
             f" memories s WHERE s.id IN ({marks}) AND {inner})"
-            " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.pk",
+            " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.position, m.pk",
             [*ids, *wall_params],
         ).fetchall()
         order: dict[tuple[str, str], list[str]] = {}
@@ -463,18 +508,33 @@ class SQLiteStore:
         if request.semantic_limit and request.query_vector is not None:
             out["semantic"] = self._semantic(request, where, params)
         if request.bm25_limit:
-            out["bm25"] = self._bm25(request, where, params)
+            out.update(self._lexical(request, where, params))
         if request.entity_limit and request.entities:
             rows = self._db.execute(
                 q.entity_sql(where, len(request.entities)),
                 [*request.entities, *params, request.entity_limit],
             ).fetchall()
             out["entity"] = _ranked((r[0], float(r[1])) for r in rows)
-        if request.temporal_limit:
-            out["temporal"] = self._temporal(request, where, params)
+        if request.temporal_limit or request.window_semantic_limit:
+            window_where, window_params = _within(request, where, params)
+            if request.temporal_limit:
+                rows = self._db.execute(
+                    q.temporal_sql(window_where), [*window_params, request.temporal_limit]
+                ).fetchall()
+                out["temporal"] = _ranked(rows)
+            if request.window_semantic_limit and request.query_vector is not None:
+                out["window_semantic"] = self._semantic_within(
+                    request.query_vector, request.window_semantic_limit, window_where,
+                    window_params)  # fmt: skip
         return out
 
     def _semantic(
+        self, request: CandidateRequest, where: str, params: list[object]
+    ) -> list[ChannelCandidate]:
+        with self._mirror_lock:  # the mirror is shared by the threads' connections
+            return self._semantic_locked(request, where, params)
+
+    def _semantic_locked(
         self, request: CandidateRequest, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
         self._vectors.refresh(self._db)
@@ -501,69 +561,39 @@ class SQLiteStore:
             allowed = mirror.rows_with(keep)
         return _ranked(mirror.search_ids(request.query_vector, request.semantic_limit, allowed))
 
-    def _bm25(
+    def _lexical(
         self, request: CandidateRequest, where: str, params: list[object]
-    ) -> list[ChannelCandidate]:
-        scored: dict[str, float] = {}
+    ) -> dict[str, list[ChannelCandidate]]:
+        """The word index's BM25, the trigram index's, and short CJK substrings."""
+        out: dict[str, list[ChannelCandidate]] = {}
         limit = request.bm25_limit
         if request.terms:
             rows = self._db.execute(
                 q.bm25_sql("memories_fts", where), [q.fts_match(request.terms), *params, limit]
             )
-            for memory_id, raw in rows:
-                scored[memory_id] = abs(raw) / (1.0 + abs(raw))
+            out["bm25"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
         grams, short = q.trigram_terms(request.raw_query)
         if grams:
             rows = self._db.execute(
                 q.bm25_sql("memories_trigram", where), [q.fts_match(tuple(grams)), *params, limit]
             )
-            for memory_id, raw in rows:
-                value = abs(raw) / (1.0 + abs(raw))
-                scored[memory_id] = max(scored.get(memory_id, 0.0), value)
+            out["trigram"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
         if short:
             likes = [f"%{q.escape_like(s)}%" for s in short]
             rows = self._db.execute(q.like_sql(where, len(likes)), [*likes, *params, limit])
-            for (memory_id,) in rows:
-                scored.setdefault(memory_id, 0.5)
-        ordered = sorted(scored.items(), key=lambda kv: -kv[1])[:limit]
-        return _ranked(ordered)
-
-    def _temporal(
-        self, request: CandidateRequest, where: str, params: list[object]
-    ) -> list[ChannelCandidate]:
-        """Memories inside the query's time window, most similar first (or, with no query
-        vector, newest first); with no window, simply the newest memories."""
-        window_where, window_params = where, list(params)
-        window = request.time_window
-        if window is not None:
-            if window.start is not None:
-                window_where += " AND m.ref_time >= ?"
-                window_params.append(window.start.timestamp())
-            if window.end is not None:
-                window_where += " AND m.ref_time < ?"
-                window_params.append(window.end.timestamp())
-            if request.query_vector is not None:
-                return self._semantic_within(request, window_where, window_params)
-        rows = self._db.execute(
-            q.temporal_sql(window_where), [*window_params, request.temporal_limit]
-        ).fetchall()
-        if not rows:
-            return []
-        newest = rows[0][1]
-        # Score: 1 for the newest candidate, halving with each 30 days before it.
-        return _ranked((r[0], 0.5 ** ((newest - r[1]) / (30 * 86400))) for r in rows)
+            out["substring"] = _ranked((memory_id, 0.0) for (memory_id,) in rows)
+        return out
 
     def _semantic_within(
-        self, request: CandidateRequest, where: str, params: list[object]
+        self, query_vector: Vector, limit: int, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
-        assert request.query_vector is not None
-        self._vectors.refresh(self._db)
-        keep = [
-            r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
-        ]
-        allowed = self._vectors.rows_with(np.asarray(keep, dtype=np.int64))
-        return _ranked(self._vectors.search_ids(request.query_vector, request.temporal_limit,
-                                                allowed))  # fmt: skip
+        with self._mirror_lock:
+            self._vectors.refresh(self._db)
+            keep = [
+                r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
+            ]
+            allowed = self._vectors.rows_with(np.asarray(keep, dtype=np.int64))
+            return _ranked(self._vectors.search_ids(query_vector, limit, allowed))
 
     # -- status --------------------------------------------------------------------------
 
@@ -650,7 +680,10 @@ class SQLiteStore:
         return deleted
 
     def close(self) -> None:
-        self._db.close()
+        with self._connections_lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
 
     # Last in the class: a method named ``list`` shadows the builtin in later annotations.
     def list(
@@ -681,6 +714,23 @@ def _source_file(r: sqlite3.Row) -> SourceFile:
         status=r["status"], content_hash=r["content_hash"], chunker=r["chunker"],
         error=r["error"], indexed_at=_dt(r["indexed_at"]), chunks=r["chunks"],
     )  # fmt: skip
+
+
+def _within(
+    request: CandidateRequest, where: str, params: list[object]
+) -> tuple[str, list[object]]:
+    """``where`` narrowed to the request's time window (if any)."""
+    window = request.time_window
+    if window is None:
+        return where, params
+    extra, more = "", list(params)
+    if window.start is not None:
+        extra += " AND m.ref_time >= ?"
+        more.append(window.start.timestamp())
+    if window.end is not None:
+        extra += " AND m.ref_time < ?"
+        more.append(window.end.timestamp())
+    return where + extra, more
 
 
 def _ranked(pairs: Any) -> list[ChannelCandidate]:

@@ -22,6 +22,11 @@ from recalld.errors import InvalidInputError
 APP_NAME = "recalld"
 
 
+def is_dsn(location: object) -> bool:
+    """Whether a store location names a PostgreSQL server rather than an SQLite file."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir(APP_NAME))
 
@@ -39,8 +44,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RECALLD_", frozen=True, extra="forbid")
 
-    db: Path = Field(default_factory=lambda: default_data_dir() / "memory.db")
-    """The SQLite store file."""
+    db: Path | str = Field(default_factory=lambda: default_data_dir() / "memory.db")
+    """The store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``)."""
     embedder: str = "local"
     """``local`` (packaged all-MiniLM-L6-v2), ``onnx:/path/to/folder``,
     ``openai:MODEL`` (OpenAI-compatible HTTP) or ``fake`` (tests only)."""
@@ -64,6 +69,13 @@ class Settings(BaseSettings):
     shared: tuple[str, ...] = ()
     """Shared namespaces the tenant is granted (read and write); a comma-separated list in
     ``RECALLD_SHARED``."""
+
+    @field_validator("db", mode="before")
+    @classmethod
+    def _path_unless_dsn(cls, value: object) -> object:
+        if isinstance(value, str | os.PathLike) and not is_dsn(value):
+            return Path(value)
+        return value
 
     @field_validator("shared", mode="before")
     @classmethod

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from recalld.config import Settings, load_settings
+from recalld.config import Settings, is_dsn, load_settings
 from recalld.entities import extract_entities
 from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
@@ -38,8 +38,8 @@ from recalld.records import (
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
 from recalld.retrieval.pipeline import SearchRequest, search
+from recalld.stores import open_store
 from recalld.stores.base import DedupKey, SourceIndex, Store, StoreStats, Tenancy
-from recalld.stores.sqlite import SQLiteStore
 from recalld.text import content_hash, estimate_tokens, normalize_content, states_event
 
 if TYPE_CHECKING:
@@ -647,7 +647,9 @@ def open_engine(
     """Open (creating if needed) a memory store.
 
     Args:
-        db: the store file; default from settings (``RECALLD_DB``, config file, user data dir).
+        db: the store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``, needs the
+            ``postgres`` extra); default from settings (``RECALLD_DB``, config file, user
+            data dir).
         embedder: an :class:`Embedder`, or a spec such as ``local`` or ``onnx:/folder``.
         settings: fully resolved settings; otherwise they are loaded with ``overrides``.
         config: retrieval settings; default the preset named in settings.
@@ -658,8 +660,8 @@ def open_engine(
         spec = embedder if isinstance(embedder, str) else None
         settings = load_settings({**overrides, "db": db, "embedder": spec})
     elif db is not None:
-        settings = settings.model_copy(update={"db": Path(db)})
-    store = SQLiteStore(settings.db, Tenancy(settings.tenant, settings.shared))
+        settings = settings.model_copy(update={"db": db if is_dsn(db) else Path(db)})
+    store = open_store(settings.db, Tenancy(settings.tenant, settings.shared))
     resolved = settings
     if isinstance(embedder, Embedder):
         return MemoryEngine(store, embedder, resolved, config)

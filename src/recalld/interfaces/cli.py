@@ -74,6 +74,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
     "index": "recalld.interfaces.cli_sources:index",
+    "postgres": "recalld.interfaces.cli_postgres:postgres",
     "watch": "recalld.interfaces.cli_sources:watch",
 }
 """Commands defined in their own modules, imported only when invoked (keeps --help fast)."""
@@ -105,7 +106,9 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.option(
-    "--db", envvar="RECALLD_DB", help="Store file [env RECALLD_DB; default: user data dir]."
+    "--db",
+    envvar="RECALLD_DB",
+    help="Store: an SQLite file or a postgresql:// DSN [env RECALLD_DB; default: user data dir].",
 )
 @click.option(
     "--embedder",

@@ -20,6 +20,22 @@ COLUMNS = (
 COLUMN_NAMES = [c.strip() for c in COLUMNS.split(",")]
 SELECT_COLUMNS = ", ".join(f"m.{c}" for c in COLUMN_NAMES)
 Params = dict[str, Any]
+TIES = {
+    "semantic": "score DESC, pk",
+    "window_semantic": "score DESC, pk",
+    "bm25": "score DESC, pk",
+    "trigram": "score DESC, ref_time DESC, pk",
+    "substring": "ref_time DESC, pk DESC",
+    "entity": "score DESC, ref_time DESC, pk",
+    "temporal": "score DESC, pk DESC",
+}
+"""Each channel's order, ties included, as the SQLite store breaks them (equal cosines in
+insertion order; equal times newest row first), so that both backends rank alike."""
+LIMITS = {name: f"{name}_limit" for name in TIES} | {
+    "trigram": "bm25_limit", "substring": "bm25_limit"}  # fmt: skip
+TIE_MARGIN = 16
+"""Extra nearest neighbours fetched so that equal cosines at the cut are ordered as SQLite
+orders them (the index yields them in no defined order)."""
 
 
 def filter_sql(filters: MemoryFilter, namespaces: Sequence[str]) -> tuple[str, Params]:
@@ -79,32 +95,33 @@ def candidates_sql(
     semantic = "1 - (m.embedding <=> %(qv)s)"
     if request.semantic_limit and request.query_vector is not None:
         ctes.append(
-            f"semantic AS (SELECT m.id, {semantic} AS score, m.ref_time FROM memories m"
+            f"semantic AS (SELECT m.id, {semantic} AS score, m.ref_time, m.pk FROM memories m"
             f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qv)s"
-            " LIMIT %(semantic_limit)s)"
+            " LIMIT %(semantic_fetch)s)"
         )
         params["semantic_limit"] = request.semantic_limit
+        params["semantic_fetch"] = request.semantic_limit + TIE_MARGIN
     if request.bm25_limit and request.terms:
         ctes.append(
-            "bm25 AS (SELECT m.id, ts_rank_cd(m.words, q)::float8 AS score, m.ref_time"
+            "bm25 AS (SELECT m.id, ts_rank_cd(m.words, q)::float8 AS score, m.ref_time, m.pk"
             f" FROM memories m, websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(words)s) q"
             f" WHERE m.words @@ q AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(bm25_limit)s)"
+            " ORDER BY score DESC, m.pk LIMIT %(bm25_limit)s)"
         )
         params["words"] = words_query(request.terms)
     if request.bm25_limit and grams:
         ctes.append(
             "trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
-            " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time FROM memories m"
+            " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
             f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(bm25_limit)s)"
+            " ORDER BY score DESC, m.ref_time DESC, m.pk LIMIT %(bm25_limit)s)"
         )
         params.update(grams=list(grams), gram_likes=like_any(grams))
     if request.bm25_limit and short:
         ctes.append(
-            "substring AS (SELECT m.id, 0::float8 AS score, m.ref_time FROM memories m"
+            "substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
             f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
-            " ORDER BY m.ref_time DESC, m.id LIMIT %(bm25_limit)s)"
+            " ORDER BY m.ref_time DESC, m.pk DESC LIMIT %(bm25_limit)s)"
         )
         params["short_likes"] = like_any(short)
     if request.bm25_limit:
@@ -112,33 +129,33 @@ def candidates_sql(
     if request.entity_limit and request.entities:
         ctes.append(
             "entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
-            " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time FROM memories m"
-            f" WHERE m.entities && %(entities)s::text[] AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(entity_limit)s)"
+            " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
+            f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
+            " ORDER BY score DESC, m.ref_time DESC, m.pk LIMIT %(entity_limit)s)"
         )
         params.update(entities=list(request.entities), entity_limit=request.entity_limit)
     window, window_params = window_sql(request.time_window, "w")
     params.update(window_params)
     if request.temporal_limit:
         ctes.append(
-            "temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time FROM memories m"
-            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.id LIMIT %(temporal_limit)s)"
+            "temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
+            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.pk DESC LIMIT %(temporal_limit)s)"
         )
         params["temporal_limit"] = request.temporal_limit
     if request.window_semantic_limit and request.query_vector is not None:
         ctes.append(
-            f"window_semantic AS (SELECT m.id, {semantic} AS score, m.ref_time FROM memories m"
-            f" WHERE {where}{window} AND m.embedding IS NOT NULL"
-            " ORDER BY m.embedding <=> %(qv)s LIMIT %(window_semantic_limit)s)"
+            f"window_semantic AS (SELECT m.id, {semantic} AS score, m.ref_time, m.pk"
+            f" FROM memories m WHERE {where}{window} AND m.embedding IS NOT NULL"
+            " ORDER BY m.embedding <=> %(qv)s LIMIT %(window_semantic_fetch)s)"
         )
         params["window_semantic_limit"] = request.window_semantic_limit
+        params["window_semantic_fetch"] = request.window_semantic_limit + TIE_MARGIN
     if not ctes:
         return "", params
     names = [cte.split(" AS (", 1)[0] for cte in ctes]
-    # Numbered by the order every channel uses: score, then the newer, then the id.
     union = " UNION ALL ".join(
-        f"SELECT '{name}' AS channel, row_number() OVER"
-        f" (ORDER BY score DESC, ref_time DESC, id) AS n, id, score FROM {name}"
+        f"SELECT * FROM (SELECT '{name}' AS channel, row_number() OVER (ORDER BY {TIES[name]})"
+        f" AS n, id, score FROM {name}) {name}_n WHERE n <= %({LIMITS[name]})s"
         for name in names
     )
     return f"WITH {', '.join(ctes)} {union} ORDER BY channel, n", params

@@ -74,6 +74,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
     "index": "recalld.interfaces.cli_sources:index",
+    "migrate": "recalld.interfaces.cli_postgres:migrate",
     "postgres": "recalld.interfaces.cli_postgres:postgres",
     "watch": "recalld.interfaces.cli_sources:watch",
 }

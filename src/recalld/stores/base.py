@@ -211,6 +211,9 @@ class Store(Protocol):
 
     def set_fingerprint(self, fingerprint: str) -> None: ...
 
+    def export(self, batch: int) -> Iterator[list[tuple[Memory, Vector | None]]]:
+        """Every visible memory (forgotten ones too) with its vector, in storage order."""
+
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
         """All (id, text to embed) pairs, in batches, for re-embedding."""
 

@@ -394,6 +394,21 @@ class PostgresStore:
                 found.setdefault(key, r[0])
         return found
 
+    def export(self, batch: int) -> Iterator[list[tuple[Memory, Vector | None]]]:
+        last = 0
+        while True:
+            with self._conn() as conn:
+                rows = conn.execute(
+                    f"SELECT m.pk, {q.SELECT_COLUMNS}, m.embedding FROM memories m"
+                    " WHERE m.pk > %s AND m.namespace = ANY(%s) ORDER BY m.pk LIMIT %s",
+                    (last, self._visible, batch),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [(_memory(r[1:-1]), None if r[-1] is None
+                    else np.asarray(r[-1].to_numpy(), np.float32)) for r in rows]  # fmt: skip
+
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
         last = 0
         while True:

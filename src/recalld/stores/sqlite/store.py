@@ -69,7 +69,7 @@ def _json_tuple(text: str) -> tuple[Any, ...]:
     return () if text == "[]" else tuple(json.loads(text))
 
 
-def _memory(r: sqlite3.Row) -> Memory:
+def _memory(r: Sequence[Any]) -> Memory:
     # Unpacked by position (in ``_COLUMNS`` order): a search builds a hundred or more of
     # these, and lookups by column name were most of the cost.
     (
@@ -485,6 +485,22 @@ class SQLiteStore:
                 if key in wanted:
                     found.setdefault(key, r[0])
         return found
+
+    def export(self, batch: int) -> Iterator[list[tuple[Memory, Vector | None]]]:
+        last = 0
+        wall, wall_params = q.namespace_sql(self._visible)
+        while True:
+            rows = self._db.execute(
+                f"SELECT m.pk, {_COLUMNS}, v.vector FROM memories m"
+                f" LEFT JOIN vectors v ON v.pk = m.pk WHERE m.pk > ? AND {wall}"
+                " ORDER BY m.pk LIMIT ?",
+                (last, *wall_params, batch),
+            ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [(_memory(tuple(r)[1:-1]), None if r[-1] is None
+                    else np.frombuffer(r[-1], dtype=np.float32)) for r in rows]  # fmt: skip
 
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
         last = 0

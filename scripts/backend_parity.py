@@ -82,7 +82,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("format", choices=["longmemeval", "locomo"])
     parser.add_argument("file", type=Path)
-    parser.add_argument("--questions", type=int, default=3)
+    parser.add_argument("--questions", type=int, default=3,
+                        help="LongMemEval: how many questions' haystacks to store")  # fmt: skip
+    parser.add_argument("--searches", type=int, default=200,
+                        help="search at most this many questions (the first ones)")  # fmt: skip
     parser.add_argument("--dsn")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="recalld-parity-"))
@@ -93,6 +96,7 @@ def main() -> None:
     dsn = urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
     try:
         source, questions = _questions(args.format, args.file, args.questions, folder)
+        questions = questions[: args.searches]
         first, back = str(folder / "first.db"), str(folder / "back.db")
         started = time.perf_counter()
         cache = Path(tempfile.gettempdir()) / "recalld-parity-cache"

@@ -137,3 +137,26 @@ def test_tenancy_reaches_the_pool(pg_database: str) -> None:
         assert store.stats().memories == 0
     finally:
         store.close()
+
+
+def test_postgres_start_and_stop_commands(tmp_path: Path) -> None:
+    import psycopg
+    from click.testing import CliRunner
+
+    from recalld.interfaces.cli import cli
+
+    folder = tmp_path / "pg"
+    started = CliRunner().invoke(cli, ["postgres", "start", "--dir", str(folder)])
+    try:
+        assert started.exit_code == 0, started.output
+        dsn = started.output.strip().splitlines()[-1]
+        assert dsn.startswith("postgresql://")
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        again = CliRunner().invoke(cli, ["postgres", "start", "--dir", str(folder)])
+        assert again.output.strip().splitlines()[-1] == dsn  # a running server is reused
+    finally:
+        stopped = CliRunner().invoke(cli, ["postgres", "stop", "--dir", str(folder)])
+    assert stopped.exit_code == 0 and "stopped" in stopped.output
+    assert "no server" in CliRunner().invoke(cli, ["postgres", "stop", "--dir",
+                                                   str(folder)]).output  # fmt: skip

@@ -174,3 +174,15 @@ def test_the_default_tenant_is_todays_store(open_as: Opener) -> None:
     assert open_as("default").get(memory_id).content == "one store, one user"
     with pytest.raises(NotFoundError):
         open_as("alice").get(memory_id)
+
+
+def test_a_tenant_outnumbered_in_the_word_index_still_finds_its_matches(open_as: Opener) -> None:
+    from recalld.stores.base import CandidateRequest
+
+    bob = open_as("bob")
+    bob.add_many([f"kayak kayak kayak trip number {i}" for i in range(60)], dedupe=False)
+    alice = open_as("alice")
+    mine = {alice.add("a kayak I might buy").id, alice.add("the kayak club meets").id}
+    found = alice.store.candidates(CandidateRequest(terms=("kayak",), bm25_limit=2))
+    assert {c.memory_id for c in found["bm25"]} == mine
+    assert {h.memory.id for h in alice.search("kayak", mode="hybrid").hits} == mine

@@ -104,6 +104,23 @@ def bm25_sql(table: str, where: str, limit_param: bool = True) -> str:
     )
 
 
+BM25_PREFETCH = 4
+"""The winners-first BM25 query ranks this many times the limit inside FTS5 before joining
+them with ``memories`` and the filters."""
+
+
+def bm25_winners_sql(table: str, where: str) -> str:
+    """BM25 ranked inside FTS5 first (parameters: match, inner limit, filter params, limit),
+    then only the winners joined with ``memories`` and filtered: a common word no longer
+    joins every matching row. When the filters leave fewer than the limit of a full inner
+    set, the caller runs :func:`bm25_sql` instead, so the result is the same."""
+    return (
+        f"SELECT m.id, w.score FROM (SELECT rowid, bm25({table}) AS score FROM {table}"
+        f" WHERE {table} MATCH ? ORDER BY score LIMIT ?) w JOIN memories m ON m.pk = w.rowid"
+        f" WHERE {where} ORDER BY w.score LIMIT ?"
+    )
+
+
 def like_sql(where: str, count: int) -> str:
     likes = " OR ".join(["m.content LIKE ? ESCAPE '\\'"] * count)
     return (

@@ -584,21 +584,37 @@ class SQLiteStore:
         out: dict[str, list[ChannelCandidate]] = {}
         limit = request.bm25_limit
         if request.terms:
-            rows = self._db.execute(
-                q.bm25_sql("memories_fts", where), [q.fts_match(request.terms), *params, limit]
-            )
+            rows = self._bm25("memories_fts", q.fts_match(request.terms), where, params, limit)
             out["bm25"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
         grams, short = q.trigram_terms(request.raw_query)
         if grams:
-            rows = self._db.execute(
-                q.bm25_sql("memories_trigram", where), [q.fts_match(tuple(grams)), *params, limit]
-            )
+            rows = self._bm25("memories_trigram", q.fts_match(tuple(grams)), where, params, limit)
             out["trigram"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
         if short:
             likes = [f"%{q.escape_like(s)}%" for s in short]
-            rows = self._db.execute(q.like_sql(where, len(likes)), [*likes, *params, limit])
-            out["substring"] = _ranked((memory_id, 0.0) for (memory_id,) in rows)
+            found = self._db.execute(q.like_sql(where, len(likes)), [*likes, *params, limit])
+            out["substring"] = _ranked((memory_id, 0.0) for (memory_id,) in found)
         return out
+
+    def _bm25(
+        self, table: str, match: str, where: str, params: list[object], limit: int
+    ) -> list[tuple[str, float]]:
+        """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; the
+        full join only when the filters leave too few of them (same result either way)."""
+        inner = limit * q.BM25_PREFETCH
+        rows = self._db.execute(
+            q.bm25_winners_sql(table, where), [match, inner, *params, limit]
+        ).fetchall()
+        if len(rows) < limit:
+            matched = self._db.execute(
+                f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+                [match, inner],
+            ).fetchone()[0]
+            if matched >= inner:  # the filters hid winners: rank every match instead
+                rows = self._db.execute(
+                    q.bm25_sql(table, where), [match, *params, limit]
+                ).fetchall()
+        return [(memory_id, float(raw)) for memory_id, raw in rows]
 
     def _semantic_within(
         self, query_vector: Vector, limit: int, where: str, params: list[object]

@@ -17,6 +17,7 @@ from recalld.errors import (
     RecalldError,
     StoreError,
 )
+from recalld.migration import MigrationReport, migrate_store
 from recalld.records import (
     AddResult,
     ChannelHit,
@@ -46,6 +47,7 @@ __all__ = [
     "Memory",
     "MemoryEngine",
     "MemoryFilter",
+    "MigrationReport",
     "NewMemory",
     "NotFoundError",
     "RecalldError",
@@ -59,5 +61,6 @@ __all__ = [
     "Trace",
     "__version__",
     "load_settings",
+    "migrate_store",
     "open",
 ]

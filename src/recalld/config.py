@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import platformdirs
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from recalld.errors import InvalidInputError
@@ -27,6 +27,11 @@ DEFAULT_BATCH_TOKENS = 8192
 model before batches were bounded by tokens (docs/ingest.md)."""
 DEFAULT_EMBED_THREADS = 0
 """0: onnxruntime's own count, one thread per physical core (docs/ingest.md)."""
+
+
+def is_dsn(location: object) -> bool:
+    """Whether a store location names a PostgreSQL server rather than an SQLite file."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
 
 
 def default_data_dir() -> Path:
@@ -46,8 +51,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RECALLD_", frozen=True, extra="forbid")
 
-    db: Path = Field(default_factory=lambda: default_data_dir() / "memory.db")
-    """The SQLite store file."""
+    db: Path | str = Field(default_factory=lambda: default_data_dir() / "memory.db")
+    """The store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``)."""
     embedder: str = "local"
     """``local`` (packaged all-MiniLM-L6-v2), ``onnx:/path/to/folder``,
     ``openai:MODEL`` (OpenAI-compatible HTTP) or ``fake`` (tests only)."""
@@ -72,6 +77,26 @@ class Settings(BaseSettings):
     always float32 products, so switching this never calls for a reindex."""
     preset: str = "balanced"
     """The retrieval preset searches use unless a call names another."""
+    tenant: str = "default"
+    """The tenant (a user or an organisation) the store is opened for: every call reaches
+    only its memories and the shared namespaces in ``shared``."""
+    shared: tuple[str, ...] = ()
+    """Shared namespaces the tenant is granted (read and write); a comma-separated list in
+    ``RECALLD_SHARED``."""
+
+    @field_validator("db", mode="before")
+    @classmethod
+    def _path_unless_dsn(cls, value: object) -> object:
+        if isinstance(value, str | os.PathLike) and not is_dsn(value):
+            return Path(value)
+        return value
+
+    @field_validator("shared", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
 
     @classmethod
     def settings_customise_sources(

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from recalld.config import Settings, load_settings
+from recalld.config import Settings, is_dsn, load_settings
 from recalld.entities import extract_entities
-from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError
+from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, Fingerprint, Vectors, resolve_embedder
 from recalld.records import (
@@ -38,9 +38,9 @@ from recalld.records import (
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
 from recalld.retrieval.pipeline import SearchRequest, search
-from recalld.stores.base import Store, StoreStats
-from recalld.stores.sqlite import SQLiteStore
-from recalld.text import content_hash, estimate_tokens, normalize_content
+from recalld.stores import open_store
+from recalld.stores.base import DedupKey, SourceIndex, Store, StoreStats, Tenancy
+from recalld.text import content_hash, estimate_tokens, normalize_content, states_event
 
 if TYPE_CHECKING:
     import threading
@@ -136,7 +136,7 @@ class MemoryEngine:
         stored = self.store.get_fingerprint()
         if stored == fingerprint.to_json():
             return
-        if stored is None or self.store.stats().with_vectors == 0:
+        if stored is None or not self.store.any_vectors():
             # No vector exists that the new embedder's could be mixed with: adopt it.
             self.store.set_fingerprint(fingerprint.to_json())
             return
@@ -199,11 +199,12 @@ class MemoryEngine:
         call, then commit them ``WRITE_BATCH`` at a time. ``progress`` advances as memories
         are found already stored and as the model finishes each batch."""
         existing_ids = {m.id: m for m in self.store.get_many([m.id for m in span])}
-        keys = [(m.content_hash, m.scope, m.project, m.session_id) for m in span]
+        keys = [(m.content_hash, m.scope, m.project, m.session_id, m.namespace or "")
+                for m in span]  # fmt: skip
         duplicates = self.store.find_duplicates(keys) if dedupe else {}
         results: list[AddResult | None] = []
         fresh: list[Memory] = []
-        seen: dict[tuple[str, str, str | None, str | None], str] = {}
+        seen: dict[DedupKey, str] = {}
         for memory, key in zip(span, keys, strict=True):
             if memory.id in existing_ids:
                 results.append(self._same_id(memory, existing_ids[memory.id]))
@@ -270,6 +271,8 @@ class MemoryEngine:
             entities=tuple(dict.fromkeys(e.lower() for e in entities)),
             metadata=dict(item.metadata),
             embed_context=_optional_text(item.embed_context, "embed_context"),
+            namespace=self.store.tenancy.namespace_for(item.namespace),
+            tells_event=states_event(content),
         )
 
     def _validate_content(self, content: object) -> str:
@@ -305,7 +308,9 @@ class MemoryEngine:
         # Fields NewMemory does not carry are kept: an update must not un-forget a memory.
         fresh = replace(fresh, created_at=old.created_at, access_count=old.access_count,
                         last_accessed_at=old.last_accessed_at, forgotten_at=old.forgotten_at,
-                        valid_until=old.valid_until, superseded_by=old.superseded_by)  # fmt: skip
+                        valid_until=old.valid_until, superseded_by=old.superseded_by,
+                        position=old.position if fresh.session_id == old.session_id
+                        else None)  # fmt: skip
         vector = None
         if fresh.embedding_text != old.embedding_text:
             embedded = self._with_cache(self.embedder).embed_documents([fresh.embedding_text])
@@ -364,7 +369,7 @@ class MemoryEngine:
         found = {m.id for m in self.store.get_many(wanted)}
         missing = [i for i in wanted if i not in found]
         if missing:
-            raise NotFoundError(f"no memory with id {', '.join(missing)}")
+            raise NotFoundError(f"unknown id: no memory with id {', '.join(missing)}")
         return self.store.forget(wanted, hard=hard, at=self._clock())
 
     # -- reads ---------------------------------------------------------------------------
@@ -372,7 +377,7 @@ class MemoryEngine:
     def get(self, memory_id: str) -> Memory:
         found = self.store.get_many([memory_id])
         if not found:
-            raise NotFoundError(f"no memory with id {memory_id}")
+            raise NotFoundError(f"unknown id: no memory with id {memory_id}")
         return found[0]
 
     def list(
@@ -474,8 +479,8 @@ class MemoryEngine:
             matches = stats.fingerprint == self._embedder.fingerprint.to_json()
         from recalld.sources.status import source_status
 
-        return Status(stats, self.settings.embedder, stats.fingerprint, matches,
-                      source_status(self.store))  # fmt: skip
+        sources = source_status(self.store) if isinstance(self.store, SourceIndex) else None
+        return Status(stats, self.settings.embedder, stats.fingerprint, matches, sources)
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the configured embedder, then swap in one transaction.
@@ -529,6 +534,11 @@ class MemoryEngine:
         )  # fmt: skip
         return index_sources([os.fspath(p) for p in paths], options, self._index_deps(), progress)
 
+    def _source_index(self) -> SourceIndex:
+        if not isinstance(self.store, SourceIndex):
+            raise StoreError("this store's backend does not index files (yet)")
+        return self.store
+
     def _index_deps(self) -> IndexDeps:
         from recalld.sources.indexer import IndexDeps
 
@@ -536,7 +546,7 @@ class MemoryEngine:
             return self._with_cache(self.embedder).embed_documents(texts).vectors
 
         return IndexDeps(
-            store=self.store, embed=embed,
+            store=self._source_index(), embed=embed,
             fingerprint=lambda: self.embedder.fingerprint.to_json(),
             prepare=lambda item: self._prepare(item, self._clock()), clock=self._clock,
         )  # fmt: skip
@@ -562,7 +572,7 @@ class MemoryEngine:
 
         names = [os.fspath(p) for p in paths]
         pattern = None if globs is None else tuple(globs)
-        roots = resolve_roots(names, pattern, self.store)
+        roots = resolve_roots(names, pattern, self._source_index())
         options = watching.WatchOptions(
             interval=interval or watching.POLL_SECONDS,
             debounce=watching.DEBOUNCE_SECONDS if debounce is None else debounce,
@@ -694,18 +704,21 @@ def open_engine(
     """Open (creating if needed) a memory store.
 
     Args:
-        db: the store file; default from settings (``RECALLD_DB``, config file, user data dir).
+        db: the store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``, needs the
+            ``postgres`` extra); default from settings (``RECALLD_DB``, config file, user
+            data dir).
         embedder: an :class:`Embedder`, or a spec such as ``local`` or ``onnx:/folder``.
         settings: fully resolved settings; otherwise they are loaded with ``overrides``.
         config: retrieval settings; default the preset named in settings.
-        **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None.
+        **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None;
+            ``tenant="alice", shared=["team"]`` opens the store for a tenant.
     """
     if settings is None:
         spec = embedder if isinstance(embedder, str) else None
         settings = load_settings({**overrides, "db": db, "embedder": spec})
     elif db is not None:
-        settings = settings.model_copy(update={"db": Path(db)})
-    store = SQLiteStore(settings.db)
+        settings = settings.model_copy(update={"db": db if is_dsn(db) else Path(db)})
+    store = open_store(settings.db, Tenancy(settings.tenant, settings.shared))
     resolved = settings
     if isinstance(embedder, Embedder):
         return MemoryEngine(store, embedder, resolved, config)

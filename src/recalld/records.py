@@ -68,8 +68,15 @@ class Memory:
     (e.g. the turn a reply answers): it gives the vector what an anaphoric turn lacks."""
     tells_event: bool | None = None
     """Whether the content tells of something that happened to its speaker
-    (:func:`recalld.text.states_event`): set by the store from the content when the memory
-    is written; ``None`` on a memory that was not read from a store."""
+    (:func:`recalld.text.states_event`): computed from the content by the facade when the
+    memory is written, and kept by the store; ``None`` when not known (it is then computed
+    where it is needed)."""
+    namespace: str | None = None
+    """The namespace the memory belongs to: its tenant's own, or a shared one it was written
+    to (set by the store; ``None`` on a memory that was not read from a store)."""
+    position: int | None = None
+    """The memory's place in its session, from 0 (the store gives a new memory of a session
+    the place after the session's last when none is set); ``None`` without a session."""
 
     @property
     def embedding_text(self) -> str:
@@ -105,6 +112,9 @@ class NewMemory:
     """Give an id to make re-imports idempotent; ``None`` generates one."""
     embed_context: str | None = None
     """Embedded with the content, never shown or searched (see :class:`Memory`)."""
+    namespace: str | None = None
+    """A shared namespace the store's tenant is granted, to share the memory there;
+    ``None`` keeps it in the tenant's own namespace."""
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,9 @@ def fail(message: str, code: int = 1) -> NoReturn:
 class Ctx:
     """What the group resolves once and the commands share."""
 
-    def __init__(self, db: str | None, embedder: str | None, config: str | None, as_json: bool):
-        self.overrides = {"db": db, "embedder": embedder}
+    def __init__(self, db: str | None, embedder: str | None, config: str | None, as_json: bool,
+                 tenant: str | None = None, shared: str | None = None):  # fmt: skip
+        self.overrides = {"db": db, "embedder": embedder, "tenant": tenant, "shared": shared}
         self.config_file = Path(config) if config else None
         self.as_json = as_json
 
@@ -73,6 +74,8 @@ pass_ctx = click.make_pass_decorator(Ctx)
 LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
     "index": "recalld.interfaces.cli_sources:index",
+    "migrate": "recalld.interfaces.cli_postgres:migrate",
+    "postgres": "recalld.interfaces.cli_postgres:postgres",
     "watch": "recalld.interfaces.cli_sources:watch",
 }
 """Commands defined in their own modules, imported only when invoked (keeps --help fast)."""
@@ -104,21 +107,34 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.option(
-    "--db", envvar="RECALLD_DB", help="Store file [env RECALLD_DB; default: user data dir]."
+    "--db",
+    envvar="RECALLD_DB",
+    help="Store: an SQLite file or a postgresql:// DSN [env RECALLD_DB; default: user data dir].",
 )
 @click.option(
     "--embedder",
     envvar="RECALLD_EMBEDDER",
     help="local | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; default local].",
 )
+@click.option(
+    "--tenant",
+    envvar="RECALLD_TENANT",
+    help="The tenant (user or organisation) whose memories to reach [env RECALLD_TENANT;"
+    " default: default].",
+)
+@click.option(
+    "--shared",
+    envvar="RECALLD_SHARED",
+    help="Shared namespaces the tenant is granted, comma-separated [env RECALLD_SHARED].",
+)
 @click.option("--config", "config", type=click.Path(dir_okay=False), help="A TOML config file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @click.version_option(recalld.__version__, prog_name="recalld")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, embedder: str | None, config: str | None,
-        as_json: bool) -> None:  # fmt: skip
+def cli(ctx: click.Context, db: str | None, embedder: str | None, tenant: str | None,
+        shared: str | None, config: str | None, as_json: bool) -> None:  # fmt: skip
     """recalld: store what an agent learns; get back the few memories that answer a question."""
-    ctx.obj = Ctx(db, embedder, config, as_json)
+    ctx.obj = Ctx(db, embedder, config, as_json, tenant, shared)
 
 
 def _parse_time(value: str | None, name: str) -> datetime | None:

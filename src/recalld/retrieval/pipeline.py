@@ -28,6 +28,7 @@ from recalld.retrieval.adjust import (
     wanted_role,
 )
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
+from recalld.retrieval.channels import channel_lists, temporal_channels
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.filters import dedupe, relevance_filter
@@ -204,7 +205,7 @@ def retrieve(
         # query names a time.
         temporal_limit=wanted["temporal"] if plan.time_window is not None else 0,
     )
-    found = store.candidates(candidate_request)
+    found = channel_lists(store.candidates(temporal_channels(candidate_request)), pool)
     weight = config.original_query_weight
     lists = [
         RankedList(name, found[name], weight * config.channel_weights.get(name, 1.0))
@@ -212,10 +213,10 @@ def retrieve(
         if found.get(name)
     ]
     if plan.time_terms and wanted["bm25"] and config.time_terms_weight > 0:
-        timed = store.candidates(
-            CandidateRequest(filters=request.filters, terms=plan.time_terms,
-                             raw_query=" ".join(plan.time_terms), bm25_limit=wanted["bm25"])
-        ).get("bm25")  # fmt: skip
+        timed_request = CandidateRequest(filters=request.filters, terms=plan.time_terms,
+                                         raw_query=" ".join(plan.time_terms),
+                                         bm25_limit=wanted["bm25"])  # fmt: skip
+        timed = channel_lists(store.candidates(timed_request), pool).get("bm25")
         if timed:
             lists.append(RankedList("bm25_time", timed, weight * config.time_terms_weight, False))
     return lists

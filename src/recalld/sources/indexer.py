@@ -38,7 +38,7 @@ from recalld.sources.discover import (
     scan_root,
 )
 from recalld.sources.reading import MAX_FILE_BYTES, FileText, SourceReadError, read_text
-from recalld.stores.base import SourceFile, SourceRoot, Store
+from recalld.stores.base import SourceFile, SourceIndex, SourceRoot
 
 EMBED_GROUP_CHUNKS = 64
 """Chunks embedded together across small files (batching speeds the model up); files are
@@ -66,7 +66,7 @@ class IndexOptions:
 class IndexDeps:
     """What the indexer needs from the engine (given by :meth:`MemoryEngine.index`)."""
 
-    store: Store
+    store: SourceIndex
     embed: Callable[[Sequence[str]], Vectors]
     """Document embeddings, one row per text."""
     fingerprint: Callable[[], str]
@@ -169,13 +169,15 @@ def index_sources(
 # -- 1. roots ----------------------------------------------------------------------------
 
 
-def resolve_roots(paths: Sequence[str], globs: tuple[str, ...] | None, store: Store
+def resolve_roots(paths: Sequence[str], globs: tuple[str, ...] | None, store: SourceIndex
                   ) -> list[SourceRoot]:  # fmt: skip
     """The roots a run or a watch covers; bad paths or globs raise before any change."""
     return _resolve_roots(paths, IndexOptions(globs=globs), store)
 
 
-def _resolve_roots(paths: Sequence[str], options: IndexOptions, store: Store) -> list[SourceRoot]:
+def _resolve_roots(
+    paths: Sequence[str], options: IndexOptions, store: SourceIndex
+) -> list[SourceRoot]:
     if options.globs is not None:
         try:
             check_globs(options.globs)

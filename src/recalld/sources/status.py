@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from recalld.sources.discover import Problem, scan_root
-from recalld.stores.base import Store
+from recalld.stores.base import SourceIndex
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ class SourceStatus:
         return bool(self.roots) and self.chunks == 0
 
 
-def source_status(store: Store) -> SourceStatus | None:
+def source_status(store: SourceIndex) -> SourceStatus | None:
     """Compare the index with the disk; None when no workspace was ever indexed."""
     roots = store.source_roots()
     files = store.source_files()

@@ -6,17 +6,68 @@ so a backend can answer all channels at once (one SQL round trip on PostgreSQL).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from recalld.errors import InvalidInputError
 from recalld.records import Memory, MemoryFilter, TimeRange
 
 Vector = npt.NDArray[np.float32]
+
+DEFAULT_TENANT = "default"
+"""The tenant a store is opened for when none is named: today's single-user store."""
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
+
+
+@dataclass(frozen=True)
+class Tenancy:
+    """Whose memories a store handle reaches: the tenant's own namespace plus the shared
+    namespaces it is granted. Every store query is confined to :attr:`visible`.
+
+    Grants are given by whoever opens the store (a server's authentication layer, or the
+    user's own settings); a namespace is just a name, so granting another tenant's name
+    shares that tenant's memories on purpose.
+    """
+
+    tenant: str = DEFAULT_TENANT
+    shared: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in (self.tenant, *self.shared):
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
+                raise InvalidInputError(
+                    f"invalid tenant or namespace name {name!r}: use 1-128 letters, digits"
+                    " and _ . : @ - (starting with a letter or digit)"
+                )
+
+    @property
+    def visible(self) -> tuple[str, ...]:
+        """The namespaces this handle reads and writes, its own first."""
+        return tuple(dict.fromkeys((self.tenant, *self.shared)))
+
+    def namespace_for(self, requested: str | None) -> str:
+        """The namespace a new memory goes to: the tenant's own unless a granted one is named.
+
+        Raises:
+            InvalidInputError: the namespace is not the tenant's own nor granted to it.
+        """
+        if requested is None or requested == self.tenant:
+            return self.tenant
+        if requested not in self.shared:
+            raise InvalidInputError(
+                f"namespace {requested!r} is not granted to tenant {self.tenant!r}"
+            )
+        return requested
+
+
+DedupKey = tuple[str, str, str | None, str | None, str]
+"""(content_hash, scope, project, session_id, namespace): equal keys are duplicates."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +85,10 @@ class CandidateRequest:
     entities: tuple[str, ...] = ()
     entity_limit: int = 0
     time_window: TimeRange | None = None
-    """When set, the temporal channel ranks memories inside it; otherwise by recency."""
+    """Confines the ``temporal`` and ``window_semantic`` channels (not the others)."""
     temporal_limit: int = 0
+    window_semantic_limit: int = 0
+    """Semantic candidates inside ``time_window`` (needs ``query_vector``)."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +150,14 @@ class SourceFile:
 
 
 class Store(Protocol):
-    """The persistence and candidate-generation contract of a memory store."""
+    """The persistence and candidate-generation contract of a memory store.
+
+    A store handle is opened for a :class:`Tenancy`, and every method is confined to its
+    visible namespaces: a memory of any other namespace is, to the handle, an unknown id
+    (reads skip it, writes change nothing). The wall is in the store's own queries.
+    """
+
+    tenancy: Tenancy
 
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         """Insert new memories (row i of ``vectors`` is memory i's); atomic."""
@@ -108,16 +168,28 @@ class Store(Protocol):
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         """The memories with these ids, in the given order, unknown ids skipped."""
 
-    def find_duplicates(
-        self, keys: Sequence[tuple[str, str, str | None, str | None]]
-    ) -> dict[tuple[str, str, str | None, str | None], str]:
-        """Ids of live memories by (content_hash, scope, project, session_id)."""
+    def find_duplicates(self, keys: Sequence[DedupKey]) -> dict[DedupKey, str]:
+        """Ids of live memories by :data:`DedupKey`."""
 
     def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:
         """Soft-forget (hide) or hard-delete; returns how many rows changed."""
 
     def candidates(self, request: CandidateRequest) -> Mapping[str, list[ChannelCandidate]]:
-        """Ranked candidates per channel (``semantic``, ``bm25``, ``entity``, ``temporal``)."""
+        """Raw evidence per channel, best first; a channel whose limit is 0 is absent.
+
+        The score of each channel (ranking decisions on them live in ``retrieval/``):
+
+        - ``semantic``: the cosine similarity of the memory's vector to ``query_vector``;
+        - ``bm25``: the BM25 relevance of ``terms`` in the word index (0 up, higher is
+          better; SQLite's ``bm25()`` negated);
+        - ``trigram``: the BM25 relevance of the query's CJK 3-grams (within ``bm25_limit``);
+        - ``substring``: CJK pieces shorter than 3 characters found in the content; score
+          0, newest first (within ``bm25_limit``);
+        - ``entity``: how many of ``entities`` the memory carries;
+        - ``temporal``: the memory's reference time in UTC epoch seconds, newest first,
+          inside ``time_window`` when one is given;
+        - ``window_semantic``: the cosine, for memories inside ``time_window`` only.
+        """
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of these memories (ids without a vector are absent)."""
@@ -126,24 +198,49 @@ class Store(Protocol):
         self, ids: Sequence[str], radius: int
     ) -> dict[str, list[tuple[str, int]]]:
         """For each memory with a session, the live memories of that session at most
-        ``radius`` places before or after it in storage order, as (id, offset) pairs."""
+        ``radius`` places before or after it (by ``Memory.position``), as (id, offset)
+        pairs."""
 
     def record_access(self, ids: Sequence[str], at: datetime) -> None:
         """Bump access counts and last-accessed times (a cheap write)."""
 
     def get_fingerprint(self) -> str | None: ...
 
+    def any_vectors(self) -> bool:
+        """Whether the store holds any vector, of any tenant: one store has one embedder."""
+
     def set_fingerprint(self, fingerprint: str) -> None: ...
+
+    def export(self, batch: int) -> Iterator[list[tuple[Memory, Vector | None]]]:
+        """Every visible memory (forgotten ones too) with its vector, in storage order."""
 
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
         """All (id, text to embed) pairs, in batches, for re-embedding."""
 
     def swap_vectors(self, vectors: Mapping[str, Vector], fingerprint: str) -> None:
-        """Replace every vector and the fingerprint in one transaction."""
+        """Replace the visible memories' vectors and the fingerprint in one transaction.
+
+        Raises:
+            EmbedderMismatchError: ``fingerprint`` is new and other tenants have vectors.
+        """
 
     def stats(self) -> StoreStats: ...
 
-    # -- indexed source files --------------------------------------------------------------
+    def close(self) -> None: ...
+
+    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        """Memories passing ``filters`` ordered by reference time."""
+
+
+@runtime_checkable
+class SourceIndex(Protocol):
+    """The bookkeeping of indexed files (roots, files, their chunks), a separate contract
+    so that a backend can implement memories first. Like :class:`Store`, it is confined to
+    the tenant: roots and files belong to the tenant's own namespace, and so do the chunks.
+    """
 
     def save_source_root(self, root: SourceRoot) -> None:
         """Register a root, or update its globs and last-indexed time."""
@@ -167,11 +264,3 @@ class Store(Protocol):
 
     def remove_source_files(self, paths: Sequence[str]) -> int:
         """Delete these files' chunks and records in one transaction; returns chunks deleted."""
-
-    def close(self) -> None: ...
-
-    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
-    def list(
-        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
-    ) -> list[Memory]:
-        """Memories passing ``filters`` ordered by reference time."""

@@ -204,6 +204,128 @@ def m006_no_idea_is_no_event(db: sqlite3.Connection) -> None:
     _compute_tells_event(db, "WHERE content LIKE '%no idea%'")
 
 
+def _rebuild_memories_with_namespace(db: sqlite3.Connection) -> None:
+    """Copy ``memories`` into a table whose ids are unique per namespace, keeping every pk
+    (the full-text indexes, tags, entities and vectors refer to rows by pk).
+
+    The new table's definition is the old one's, read from the schema, with the namespace
+    added: columns that other migrations added survive, and so do its indexes and triggers.
+    """
+    found = db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'memories'"
+    ).fetchone()
+    old_sql: str = found[0]
+    if "UNIQUE (namespace, id)" in old_sql:
+        return
+    body = old_sql[old_sql.index("(") + 1 : old_sql.rindex(")")]
+    body = body.replace("id TEXT NOT NULL UNIQUE", "id TEXT NOT NULL", 1)
+    # The event flag is given by the writer now (None: not known, computed when read).
+    body = body.replace("tells_event INTEGER NOT NULL DEFAULT 0", "tells_event INTEGER", 1)
+    columns = [row[1] for row in db.execute("PRAGMA table_info(memories)")]
+    extras = [
+        row[0]
+        for row in db.execute(
+            "SELECT sql FROM sqlite_master WHERE tbl_name = 'memories'"
+            " AND type IN ('index', 'trigger') AND sql IS NOT NULL"
+        )
+    ]
+    db.execute(
+        f"CREATE TABLE memories_new ({body}, namespace TEXT NOT NULL DEFAULT 'default',"
+        " UNIQUE (namespace, id))"
+    )
+    names = ", ".join(columns)
+    db.execute(f"INSERT INTO memories_new ({names}) SELECT {names} FROM memories")
+    db.execute("DROP TABLE memories")  # no trigger fires: the FTS rows keep their pks
+    db.execute("ALTER TABLE memories_new RENAME TO memories")
+    for statement in extras:
+        db.execute(statement)
+
+
+def _rebuild_sources_with_namespace(db: sqlite3.Connection) -> None:
+    """Key indexed roots and files by (namespace, path): two tenants may index one path."""
+    have = {row[1] for row in db.execute("PRAGMA table_info(source_files)")}
+    if "namespace" in have:
+        return
+    run_script(
+        db,
+        """
+        ALTER TABLE source_roots RENAME TO source_roots_old;
+        ALTER TABLE source_files RENAME TO source_files_old;
+        DROP INDEX IF EXISTS source_files_root;
+        CREATE TABLE source_roots (
+            namespace TEXT NOT NULL DEFAULT 'default',
+            path TEXT NOT NULL,
+            globs TEXT NOT NULL,
+            added_at REAL NOT NULL,
+            indexed_at REAL,
+            PRIMARY KEY (namespace, path)
+        );
+        CREATE TABLE source_files (
+            namespace TEXT NOT NULL DEFAULT 'default',
+            path TEXT NOT NULL,
+            root TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('pending', 'indexed', 'error')),
+            content_hash TEXT,
+            chunker TEXT,
+            error TEXT,
+            indexed_at REAL,
+            PRIMARY KEY (namespace, path)
+        );
+        CREATE INDEX source_files_root ON source_files(namespace, root);
+        INSERT INTO source_roots (path, globs, added_at, indexed_at)
+            SELECT path, globs, added_at, indexed_at FROM source_roots_old;
+        INSERT INTO source_files
+            (path, root, size, mtime_ns, status, content_hash, chunker, error, indexed_at)
+            SELECT path, root, size, mtime_ns, status, content_hash, chunker, error, indexed_at
+            FROM source_files_old;
+        DROP TABLE source_roots_old;
+        DROP TABLE source_files_old;
+        """,
+    )
+
+
+def m007_tenants(db: sqlite3.Connection) -> None:
+    """Every memory, indexed root and file belongs to a namespace (a tenant's own, or a
+    shared one); existing rows go to the default tenant's. Ids are unique per namespace,
+    so a guessed or re-used id never collides with another tenant's memory.
+
+    The indexes that serve one tenant's search lead with the namespace.
+    """
+    _rebuild_memories_with_namespace(db)
+    _rebuild_sources_with_namespace(db)
+    run_script(
+        db,
+        """
+        CREATE INDEX IF NOT EXISTS memories_ns_ref_time ON memories(namespace, ref_time);
+        CREATE INDEX IF NOT EXISTS memories_ns_session ON memories(namespace, session_id);
+        CREATE INDEX IF NOT EXISTS memories_ns_hash ON memories(namespace, content_hash);
+        CREATE INDEX IF NOT EXISTS memories_ns_source
+            ON memories(namespace, source_kind, source_path);
+        """,
+    )
+
+
+def m008_session_position(db: sqlite3.Connection) -> None:
+    """Each memory's place in its session as data (``position``, from 0), filled from the
+    storage order that neighbouring turns used to mean; a session is per namespace."""
+    _add_column(db, "position", "INTEGER")
+    run_script(
+        db,
+        """
+        UPDATE memories SET position = r.place FROM (
+            SELECT pk, ROW_NUMBER() OVER (
+                PARTITION BY namespace, session_id ORDER BY pk) - 1 AS place
+            FROM memories WHERE session_id IS NOT NULL
+        ) AS r WHERE r.pk = memories.pk AND memories.position IS NULL;
+        CREATE INDEX IF NOT EXISTS memories_ns_session_position
+            ON memories(namespace, session_id, position);
+        DROP INDEX IF EXISTS memories_ns_session;
+        """,
+    )
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -212,6 +334,8 @@ MIGRATIONS: list[Migration] = [
     (4, "m004_forgotten_index", m004_forgotten_index),
     (5, "m005_tells_event", m005_tells_event),
     (6, "m006_no_idea_is_no_event", m006_no_idea_is_no_event),
+    (7, "m007_tenants", m007_tenants),
+    (8, "m008_session_position", m008_session_position),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

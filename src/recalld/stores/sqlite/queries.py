@@ -15,10 +15,32 @@ def ts(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
 
 
-def filter_sql(filters: MemoryFilter, alias: str = "m") -> tuple[str, Params]:
-    """A WHERE clause (without ``WHERE``) over ``memories AS alias``; never empty."""
-    clauses: list[str] = []
-    params: Params = []
+def namespace_sql(namespaces: Sequence[str], alias: str = "m") -> tuple[str, Params]:
+    """The tenant wall: rows of these namespaces only (never empty: no namespace, no row)."""
+    return f"{alias}.namespace IN ({','.join('?' * len(namespaces))})", Params(namespaces)
+
+
+def outside_sql(namespaces: Sequence[str]) -> tuple[str, Params]:
+    """Rows of every other namespace, as ranges an index on ``namespace`` answers at once
+    (``NOT IN`` would scan the table)."""
+    names = sorted(namespaces)
+    ranges = ["namespace < ?"]
+    params = Params([names[0]])
+    for low, high in zip(names, names[1:], strict=False):
+        ranges.append("(namespace > ? AND namespace < ?)")
+        params.extend([low, high])
+    ranges.append("namespace > ?")
+    params.append(names[-1])
+    return "(" + " OR ".join(ranges) + ")", params
+
+
+def filter_sql(
+    filters: MemoryFilter, namespaces: Sequence[str], alias: str = "m"
+) -> tuple[str, Params]:
+    """A WHERE clause (without ``WHERE``) over ``memories AS alias``, confined to
+    ``namespaces``; never empty."""
+    wall, params = namespace_sql(namespaces, alias)
+    clauses: list[str] = [wall]
     if not filters.include_forgotten:
         clauses.append(f"{alias}.forgotten_at IS NULL")
     if not filters.include_superseded:
@@ -82,6 +104,23 @@ def bm25_sql(table: str, where: str, limit_param: bool = True) -> str:
     )
 
 
+BM25_PREFETCH = 4
+"""The winners-first BM25 query ranks this many times the limit inside FTS5 before joining
+them with ``memories`` and the filters."""
+
+
+def bm25_winners_sql(table: str, where: str) -> str:
+    """BM25 ranked inside FTS5 first (parameters: match, inner limit, filter params, limit),
+    then only the winners joined with ``memories`` and filtered: a common word no longer
+    joins every matching row. When the filters leave fewer than the limit of a full inner
+    set, the caller runs :func:`bm25_sql` instead, so the result is the same."""
+    return (
+        f"SELECT m.id, w.score FROM (SELECT rowid, bm25({table}) AS score FROM {table}"
+        f" WHERE {table} MATCH ? ORDER BY score LIMIT ?) w JOIN memories m ON m.pk = w.rowid"
+        f" WHERE {where} ORDER BY w.score LIMIT ?"
+    )
+
+
 def like_sql(where: str, count: int) -> str:
     likes = " OR ".join(["m.content LIKE ? ESCAPE '\\'"] * count)
     return (
@@ -109,29 +148,32 @@ def escape_like(text: str) -> str:
 # -- indexed source files ----------------------------------------------------------------
 
 UPSERT_ROOT_SQL = (
-    "INSERT INTO source_roots (path, globs, added_at, indexed_at) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT(path) DO UPDATE SET globs = excluded.globs,"
+    "INSERT INTO source_roots (namespace, path, globs, added_at, indexed_at)"
+    " VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT(namespace, path) DO UPDATE SET globs = excluded.globs,"
     " indexed_at = COALESCE(excluded.indexed_at, source_roots.indexed_at)"
 )
 UPSERT_FILE_SQL = (
     "INSERT OR REPLACE INTO source_files"
-    " (path, root, size, mtime_ns, status, content_hash, chunker, error, indexed_at)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " (namespace, path, root, size, mtime_ns, status, content_hash, chunker, error, indexed_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 DELETE_FILE_CHUNKS_SQL = (
-    "DELETE FROM memories WHERE source_kind = 'file' AND type = 'chunk' AND source_path = ?"
+    "DELETE FROM memories WHERE namespace = ? AND source_kind = 'file' AND type = 'chunk'"
+    " AND source_path = ?"
 )
 
 
-def source_files_sql(roots: Sequence[str] | None) -> tuple[str, Params]:
-    """Tracked files with their live chunk counts, ordered by path."""
-    where, params = "1", Params()
+def source_files_sql(namespace: str, roots: Sequence[str] | None) -> tuple[str, Params]:
+    """One namespace's tracked files with their live chunk counts, ordered by path."""
+    where, params = "f.namespace = ?", Params([namespace])
     if roots is not None:
-        where = f"f.root IN ({','.join('?' * len(roots))})" if roots else "0"
-        params = Params(roots)
+        where += f" AND f.root IN ({','.join('?' * len(roots))})" if roots else " AND 0"
+        params.extend(roots)
     return (
-        "SELECT f.*, (SELECT COUNT(*) FROM memories m WHERE m.source_kind = 'file'"
-        " AND m.type = 'chunk' AND m.source_path = f.path AND m.forgotten_at IS NULL) AS chunks"
+        "SELECT f.*, (SELECT COUNT(*) FROM memories m WHERE m.namespace = f.namespace"
+        " AND m.source_kind = 'file' AND m.type = 'chunk' AND m.source_path = f.path"
+        " AND m.forgotten_at IS NULL) AS chunks"
         f" FROM source_files f WHERE {where} ORDER BY f.path",
         params,
     )

@@ -7,8 +7,10 @@ import inspect
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,28 +18,29 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from recalld.errors import EmbedderMismatchError, StoreError
+from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
 from recalld.records import Memory, MemoryFilter, Source
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
+    DedupKey,
     SourceFile,
     SourceRoot,
     StoreStats,
+    Tenancy,
     Vector,
 )
 from recalld.stores.sqlite import queries as q
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
-from recalld.text import states_event
 
 _COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
     " ref_time, access_count, priority, pinned, evergreen, significance, project, scope,"
     " session_id, source_kind, source_path, source_start, source_end, source_ref, tags,"
     " entities, metadata, valid_until, superseded_by, embedding_fingerprint, forgotten_at,"
-    " embed_context, tells_event"
+    " embed_context, tells_event, namespace, position"
 )
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
 
@@ -46,7 +49,7 @@ def _dt(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
-def _row(memory: Memory) -> tuple[Any, ...]:
+def _row(memory: Memory, namespace: str, position: int | None) -> tuple[Any, ...]:
     s = memory.source
     return (
         memory.id, memory.content, memory.type, memory.content_hash, q.ts(memory.event_time),
@@ -57,7 +60,8 @@ def _row(memory: Memory) -> tuple[Any, ...]:
         json.dumps(list(memory.tags)), json.dumps(list(memory.entities)),
         json.dumps(dict(memory.metadata), ensure_ascii=False), q.ts(memory.valid_until),
         memory.superseded_by, memory.embedding_fingerprint, q.ts(memory.forgotten_at),
-        memory.embed_context, int(states_event(memory.content)),
+        memory.embed_context, None if memory.tells_event is None else int(memory.tells_event),
+        namespace, position,
     )  # fmt: skip
 
 
@@ -65,7 +69,7 @@ def _json_tuple(text: str) -> tuple[Any, ...]:
     return () if text == "[]" else tuple(json.loads(text))
 
 
-def _memory(r: sqlite3.Row) -> Memory:
+def _memory(r: Sequence[Any]) -> Memory:
     # Unpacked by position (in ``_COLUMNS`` order): a search builds a hundred or more of
     # these, and lookups by column name were most of the cost.
     (
@@ -73,7 +77,7 @@ def _memory(r: sqlite3.Row) -> Memory:
         _ref_time, access_count, priority, pinned, evergreen, significance, project, scope,
         session_id, source_kind, source_path, source_start, source_end, source_ref, tags,
         entities, metadata, valid_until, superseded_by, fingerprint, forgotten_at, embed_context,
-        tells_event,
+        tells_event, namespace, position,
     ) = r  # fmt: skip
     # Built without the dataclass ``__init__``: a frozen class sets each of its 26 fields
     # through ``object.__setattr__``, which was half the cost of decoding a row. Every field
@@ -92,7 +96,8 @@ def _memory(r: sqlite3.Row) -> Memory:
         metadata={} if metadata == "{}" else json.loads(metadata), valid_until=_dt(valid_until),
         superseded_by=superseded_by, embedding_fingerprint=fingerprint,
         forgotten_at=_dt(forgotten_at), embed_context=embed_context,
-        tells_event=bool(tells_event),
+        tells_event=None if tells_event is None else bool(tells_event), namespace=namespace,
+        position=position,
     )  # fmt: skip
     return memory
 
@@ -117,14 +122,14 @@ def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(method)
         def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with _sqlite_errors(self.path):
+            with _sqlite_errors(self.path), self._serial:
                 yield from method(self, *args, **kwargs)
 
         return generator
 
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _sqlite_errors(self.path):
+        with _sqlite_errors(self.path), self._serial:
             return method(self, *args, **kwargs)
 
     return call
@@ -149,37 +154,74 @@ def _sqlite_errors(path: str) -> Iterator[None]:
 class SQLiteStore:
     """A :class:`~recalld.stores.base.Store` in one SQLite file.
 
+    Every query is confined to the namespaces of ``tenancy`` (the tenant's own and the
+    shared ones it is granted): another tenant's memory is, to this handle, an unknown id.
+
     Args:
         path: the database file, or ``":memory:"``; parent folders are created.
+        tenancy: whose memories this handle reaches (default: the default tenant alone).
     """
 
-    def __init__(self, path: Path | str) -> None:
+    def __init__(self, path: Path | str, tenancy: Tenancy | None = None) -> None:
         self.path = str(path)
+        self.tenancy = tenancy or Tenancy()
+        self._visible = self.tenancy.visible
         if self.path != ":memory:":
             self._check_path(Path(path))
+        # One connection per thread (a server calls the store from many); an in-memory
+        # database exists only in its one connection, so its calls take turns instead.
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._mirror_lock = threading.RLock()
+        self._serial: AbstractContextManager[Any] = (
+            threading.RLock() if self.path == ":memory:" else nullcontext()
+        )
+        first = self._connect(configure=False)
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
-            )
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
-        try:
-            self._db.row_factory = sqlite3.Row
-            self._check_foreign()
-            enable_wal(self._db)
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-            migrate(self._db)
+            self._check_foreign(first)
+            enable_wal(first)
+            self._configure(first)
+            migrate(first)
         except StoreError:
-            self._db.close()
+            first.close()
             raise
         except sqlite3.DatabaseError as exc:
-            self._db.close()
+            first.close()
             raise StoreError(
                 f"{self.path} is not a usable recalld store ({exc}); "
                 "point --db at another file, or move this one aside"
             ) from exc
         self._vectors = VectorMirror(None if self.path == ":memory:" else Path(self.path + ".ann"))
+
+    def _connect(self, configure: bool = True) -> sqlite3.Connection:
+        try:
+            db = sqlite3.connect(
+                self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
+        db.row_factory = sqlite3.Row
+        if configure:
+            self._configure(db)
+        self._local.db = db
+        with self._connections_lock:
+            self._connections.append(db)
+        return db
+
+    @staticmethod
+    def _configure(db: sqlite3.Connection) -> None:
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """This thread's connection (opened on its first call)."""
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = self._connections[0] if self.path == ":memory:" else self._connect()
+            self._local.db = db
+        return db
 
     @staticmethod
     def _check_path(path: Path) -> None:
@@ -193,13 +235,13 @@ class SQLiteStore:
         if not path.exists() and not os.access(folder, os.W_OK):
             raise StoreError(f"cannot create a store in {folder}: the folder is not writable")
 
-    def _check_foreign(self) -> None:
-        tables = {r[0] for r in self._db.execute("SELECT name FROM sqlite_master")}
+    def _check_foreign(self, db: sqlite3.Connection) -> None:
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
         if not tables:
             return
         app = None
         if "meta" in tables:
-            found = self._db.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
+            found = db.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
             app = found[0] if found else None
         if app != APP_ID:
             raise StoreError(
@@ -219,10 +261,10 @@ class SQLiteStore:
             self._insert_rows(memories, vectors)
 
     def _insert_rows(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
-        for i, memory in enumerate(memories):
-            cursor = self._db.execute(
-                f"INSERT INTO memories ({_COLUMNS}) VALUES ({_MARKS})", _row(memory)
-            )
+        namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]
+        for i, (memory, namespace) in enumerate(zip(memories, namespaces, strict=True)):
+            row = _row(memory, namespace, self._position(memory, namespace))
+            cursor = self._db.execute(f"INSERT INTO memories ({_COLUMNS}) VALUES ({_MARKS})", row)
             self._write_children(cursor.lastrowid or 0, memory, None if vectors is None
                                  else vectors[i])  # fmt: skip
 
@@ -240,45 +282,71 @@ class SQLiteStore:
                 (pk, np.asarray(vector, dtype=np.float32).tobytes()),
             )
 
+    def _position(self, memory: Memory, namespace: str) -> int | None:
+        """The memory's given place in its session, else the place after the session's last."""
+        if memory.position is not None or memory.session_id is None:
+            return memory.position
+        found = self._db.execute(
+            "SELECT MAX(position) FROM memories WHERE namespace = ? AND session_id = ?",
+            (namespace, memory.session_id),
+        ).fetchone()[0]
+        return 0 if found is None else int(found) + 1
+
     def replace(self, memory: Memory, vector: Vector | None) -> None:
         assignments = ", ".join(f"{c.strip()} = ?" for c in _COLUMNS.split(",")[1:])
+        namespace = self.tenancy.namespace_for(memory.namespace)
         with self._write():
-            found = self._db.execute("SELECT pk FROM memories WHERE id = ?", (memory.id,))
-            row = found.fetchone()
-            if row is None:
-                raise StoreError(f"no memory {memory.id} to replace")
-            pk = row[0]
-            self._db.execute(
-                f"UPDATE memories SET {assignments} WHERE pk = ?", (*_row(memory)[1:], pk)
-            )
+            pk = self._pks([memory.id]).get(memory.id)
+            if pk is None:
+                raise NotFoundError(f"unknown id: no memory with id {memory.id}")
+            row = _row(memory, namespace, self._position(memory, namespace))
+            self._db.execute(f"UPDATE memories SET {assignments} WHERE pk = ?", (*row[1:], pk))
             self._db.execute("DELETE FROM memory_tags WHERE pk = ?", (pk,))
             self._db.execute("DELETE FROM memory_entities WHERE pk = ?", (pk,))
             if vector is not None:
                 self._db.execute("DELETE FROM vectors WHERE pk = ?", (pk,))
             self._write_children(pk, memory, vector)
 
+    def _pks(self, ids: Sequence[str]) -> dict[str, int]:
+        """Row keys of the visible memories with these ids (the tenant's own namespace wins
+        when a shared one holds the same id)."""
+        found: dict[str, int] = {}
+        wall, wall_params = q.namespace_sql(self._visible)
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for memory_id, pk, _own in self._db.execute(
+                f"SELECT m.id, m.pk, m.namespace = ? AS own FROM memories m"
+                f" WHERE m.id IN ({marks}) AND {wall} ORDER BY own",
+                [self.tenancy.tenant, *chunk, *wall_params],
+            ):
+                found[memory_id] = pk
+        return found
+
     def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:
-        marks = ",".join("?" * len(ids))
         with self._write():
+            pks = list(self._pks(ids).values())
+            marks = ",".join("?" * len(pks))
             if hard:
-                cursor = self._db.execute(f"DELETE FROM memories WHERE id IN ({marks})", list(ids))
+                cursor = self._db.execute(f"DELETE FROM memories WHERE pk IN ({marks})", pks)
             else:
                 cursor = self._db.execute(
-                    f"UPDATE memories SET forgotten_at = ? WHERE id IN ({marks})"
+                    f"UPDATE memories SET forgotten_at = ? WHERE pk IN ({marks})"
                     " AND forgotten_at IS NULL",
-                    [at.timestamp(), *ids],
+                    [at.timestamp(), *pks],
                 )
             return cursor.rowcount
 
     def record_access(self, ids: Sequence[str], at: datetime) -> None:
         if not ids:
             return
-        marks = ",".join("?" * len(ids))
         with self._write():
+            pks = list(self._pks(ids).values())
+            marks = ",".join("?" * len(pks))
             self._db.execute(
                 f"UPDATE memories SET access_count = access_count + 1, last_accessed_at = ?"
-                f" WHERE id IN ({marks})",
-                [at.timestamp(), *ids],
+                f" WHERE pk IN ({marks})",
+                [at.timestamp(), *pks],
             )
 
     def set_fingerprint(self, fingerprint: str) -> None:
@@ -287,10 +355,33 @@ class SQLiteStore:
                 "INSERT OR REPLACE INTO meta VALUES ('embedding_fingerprint', ?)", (fingerprint,)
             )
 
+    def any_vectors(self) -> bool:
+        return self._db.execute("SELECT 1 FROM vectors LIMIT 1").fetchone() is not None
+
     def swap_vectors(self, vectors: Mapping[str, Vector], fingerprint: str) -> None:
+        outside, outside_params = q.outside_sql(self._visible)
+        wall, wall_params = q.namespace_sql(self._visible)
         with self._write():
-            self._db.execute("DELETE FROM vectors")
-            pks = dict(self._db.execute("SELECT id, pk FROM memories").fetchall())
+            if (
+                fingerprint != self.get_fingerprint()
+                and self._db.execute(
+                    "SELECT 1 FROM vectors v JOIN memories m ON m.pk = v.pk"
+                    f" WHERE {outside} LIMIT 1",
+                    outside_params,
+                ).fetchone()
+            ):
+                raise EmbedderMismatchError(
+                    "other tenants' memories in this store have vectors of the current "
+                    "embedder; one store has one embedder, so a reindex with another one "
+                    "must be run for every tenant of the store at once"
+                )
+            self._db.execute(
+                f"DELETE FROM vectors WHERE pk IN (SELECT m.pk FROM memories m WHERE {wall})",
+                wall_params,
+            )
+            pks = dict(self._db.execute(
+                f"SELECT m.id, m.pk FROM memories m WHERE {wall} ORDER BY m.namespace = ?",
+                [*wall_params, self.tenancy.tenant]).fetchall())  # fmt: skip
             self._db.executemany(
                 "INSERT INTO vectors (pk, vector) VALUES (?, ?)",
                 [
@@ -299,7 +390,10 @@ class SQLiteStore:
                     if i in pks
                 ],  # fmt: skip
             )
-            self._db.execute("UPDATE memories SET embedding_fingerprint = ?", (fingerprint,))
+            self._db.execute(
+                f"UPDATE memories SET embedding_fingerprint = ? WHERE {wall.replace('m.', '')}",
+                [fingerprint, *wall_params],
+            )
             self._db.execute(
                 "INSERT OR REPLACE INTO meta VALUES ('embedding_fingerprint', ?)", (fingerprint,)
             )
@@ -313,11 +407,15 @@ class SQLiteStore:
 
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         found: dict[str, Memory] = {}
+        wall, wall_params = q.namespace_sql(self._visible)
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
+            # The tenant's own namespace last, so that it wins over a shared one's same id.
             for r in self._db.execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE id IN ({marks})", chunk
+                f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {wall}"
+                " ORDER BY m.namespace = ?",
+                [*chunk, *wall_params, self.tenancy.tenant],
             ):
                 memory = _memory(r)
                 found[memory.id] = memory
@@ -329,17 +427,20 @@ class SQLiteStore:
         if not ids or radius < 1:
             return {}
         marks = ",".join("?" * len(ids))
+        wall, wall_params = q.namespace_sql(self._visible)
+        inner = wall.replace("m.", "s.")
         # The sessions of the given memories, each read whole in storage order (sessions are
         # conversations: tens of turns, so this stays a small read).
         rows = self._db.execute(
-            "SELECT m.id, m.session_id FROM memories m WHERE m.session_id IN"
-            f" (SELECT session_id FROM memories WHERE id IN ({marks}))"
-            " AND m.forgotten_at IS NULL ORDER BY m.session_id, m.pk",
-            list(ids),
+            "SELECT m.id, m.namespace, m.session_id FROM memories m"
+            " WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id FROM"
+            f" memories s WHERE s.id IN ({marks}) AND {inner})"
+            " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.position, m.pk",
+            [*ids, *wall_params],
         ).fetchall()
-        order: dict[str, list[str]] = {}
-        for memory_id, session in rows:
-            order.setdefault(session, []).append(memory_id)
+        order: dict[tuple[str, str], list[str]] = {}
+        for memory_id, namespace, session in rows:
+            order.setdefault((namespace, session), []).append(memory_id)
         wanted = set(ids)
         out: dict[str, list[tuple[str, int]]] = {}
         for members in order.values():
@@ -354,43 +455,61 @@ class SQLiteStore:
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
+        wall, wall_params = q.namespace_sql(self._visible)
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(
                 "SELECT m.id, v.vector FROM vectors v JOIN memories m ON m.pk = v.pk"
-                f" WHERE m.id IN ({marks})",
-                chunk,
+                f" WHERE m.id IN ({marks}) AND {wall} ORDER BY m.namespace = ?",
+                [*chunk, *wall_params, self.tenancy.tenant],
             )
             found.update({i: np.frombuffer(blob, dtype=np.float32) for i, blob in rows})
         return found
 
-    def find_duplicates(
-        self, keys: Sequence[tuple[str, str, str | None, str | None]]
-    ) -> dict[tuple[str, str, str | None, str | None], str]:
+    def find_duplicates(self, keys: Sequence[DedupKey]) -> dict[DedupKey, str]:
         wanted = set(keys)
-        found: dict[tuple[str, str, str | None, str | None], str] = {}
+        found: dict[DedupKey, str] = {}
         hashes = sorted({k[0] for k in keys})
+        wall, wall_params = q.namespace_sql(self._visible)
         for start in range(0, len(hashes), 500):
             chunk = hashes[start : start + 500]
             marks = ",".join("?" * len(chunk))
             for r in self._db.execute(
-                "SELECT id, content_hash, scope, project, session_id FROM memories"
-                f" WHERE content_hash IN ({marks}) AND forgotten_at IS NULL",
-                chunk,
+                "SELECT m.id, m.content_hash, m.scope, m.project, m.session_id, m.namespace"
+                f" FROM memories m WHERE m.content_hash IN ({marks}) AND {wall}"
+                " AND m.forgotten_at IS NULL",
+                [*chunk, *wall_params],
             ):
-                key = (r[1], r[2], r[3], r[4])
+                key = (r[1], r[2], r[3], r[4], r[5])
                 if key in wanted:
                     found.setdefault(key, r[0])
         return found
 
-    def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
+    def export(self, batch: int) -> Iterator[list[tuple[Memory, Vector | None]]]:
         last = 0
+        wall, wall_params = q.namespace_sql(self._visible)
         while True:
             rows = self._db.execute(
-                "SELECT pk, id, content, embed_context FROM memories WHERE pk > ?"
-                " ORDER BY pk LIMIT ?",
-                (last, batch),
+                f"SELECT m.pk, {_COLUMNS}, v.vector FROM memories m"
+                f" LEFT JOIN vectors v ON v.pk = m.pk WHERE m.pk > ? AND {wall}"
+                " ORDER BY m.pk LIMIT ?",
+                (last, *wall_params, batch),
+            ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [(_memory(tuple(r)[1:-1]), None if r[-1] is None
+                    else np.frombuffer(r[-1], dtype=np.float32)) for r in rows]  # fmt: skip
+
+    def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
+        last = 0
+        wall, wall_params = q.namespace_sql(self._visible)
+        while True:
+            rows = self._db.execute(
+                "SELECT m.pk, m.id, m.content, m.embed_context FROM memories m"
+                f" WHERE m.pk > ? AND {wall} ORDER BY m.pk LIMIT ?",
+                (last, *wall_params, batch),
             ).fetchall()
             if not rows:
                 return
@@ -400,23 +519,38 @@ class SQLiteStore:
     # -- candidates ----------------------------------------------------------------------
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
-        where, params = q.filter_sql(request.filters)
+        where, params = q.filter_sql(request.filters, self._visible)
         out: dict[str, list[ChannelCandidate]] = {}
         if request.semantic_limit and request.query_vector is not None:
             out["semantic"] = self._semantic(request, where, params)
         if request.bm25_limit:
-            out["bm25"] = self._bm25(request, where, params)
+            out.update(self._lexical(request, where, params))
         if request.entity_limit and request.entities:
             rows = self._db.execute(
                 q.entity_sql(where, len(request.entities)),
                 [*request.entities, *params, request.entity_limit],
             ).fetchall()
             out["entity"] = _ranked((r[0], float(r[1])) for r in rows)
-        if request.temporal_limit:
-            out["temporal"] = self._temporal(request, where, params)
+        if request.temporal_limit or request.window_semantic_limit:
+            window_where, window_params = _within(request, where, params)
+            if request.temporal_limit:
+                rows = self._db.execute(
+                    q.temporal_sql(window_where), [*window_params, request.temporal_limit]
+                ).fetchall()
+                out["temporal"] = _ranked(rows)
+            if request.window_semantic_limit and request.query_vector is not None:
+                out["window_semantic"] = self._semantic_within(
+                    request.query_vector, request.window_semantic_limit, window_where,
+                    window_params)  # fmt: skip
         return out
 
     def _semantic(
+        self, request: CandidateRequest, where: str, params: list[object]
+    ) -> list[ChannelCandidate]:
+        with self._mirror_lock:  # the mirror is shared by the threads' connections
+            return self._semantic_locked(request, where, params)
+
+    def _semantic_locked(
         self, request: CandidateRequest, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
         self._vectors.refresh(self._db)
@@ -429,8 +563,12 @@ class SQLiteStore:
             )
         allowed: npt.NDArray[np.bool_] | None = None
         if q.is_trivial(request.filters):
+            # Hidden: forgotten memories and other namespaces' (both usually few or none).
+            outside, outside_params = q.outside_sql(self._visible)
             hidden = np.fromiter((r[0] for r in self._db.execute(
-                "SELECT pk FROM memories WHERE forgotten_at IS NOT NULL")), np.int64)  # fmt: skip
+                "SELECT pk FROM memories WHERE forgotten_at IS NOT NULL UNION ALL"
+                f" SELECT pk FROM memories WHERE {outside}", outside_params)),
+                np.int64)  # fmt: skip
             if len(hidden):
                 allowed = ~mirror.rows_with(hidden)
         else:
@@ -439,83 +577,76 @@ class SQLiteStore:
             allowed = mirror.rows_with(keep)
         return _ranked(mirror.search_ids(request.query_vector, request.semantic_limit, allowed))
 
-    def _bm25(
+    def _lexical(
         self, request: CandidateRequest, where: str, params: list[object]
-    ) -> list[ChannelCandidate]:
-        scored: dict[str, float] = {}
+    ) -> dict[str, list[ChannelCandidate]]:
+        """The word index's BM25, the trigram index's, and short CJK substrings."""
+        out: dict[str, list[ChannelCandidate]] = {}
         limit = request.bm25_limit
         if request.terms:
-            rows = self._db.execute(
-                q.bm25_sql("memories_fts", where), [q.fts_match(request.terms), *params, limit]
-            )
-            for memory_id, raw in rows:
-                scored[memory_id] = abs(raw) / (1.0 + abs(raw))
+            rows = self._bm25("memories_fts", q.fts_match(request.terms), where, params, limit)
+            out["bm25"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
         grams, short = q.trigram_terms(request.raw_query)
         if grams:
-            rows = self._db.execute(
-                q.bm25_sql("memories_trigram", where), [q.fts_match(tuple(grams)), *params, limit]
-            )
-            for memory_id, raw in rows:
-                value = abs(raw) / (1.0 + abs(raw))
-                scored[memory_id] = max(scored.get(memory_id, 0.0), value)
+            rows = self._bm25("memories_trigram", q.fts_match(tuple(grams)), where, params, limit)
+            out["trigram"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
         if short:
             likes = [f"%{q.escape_like(s)}%" for s in short]
-            rows = self._db.execute(q.like_sql(where, len(likes)), [*likes, *params, limit])
-            for (memory_id,) in rows:
-                scored.setdefault(memory_id, 0.5)
-        ordered = sorted(scored.items(), key=lambda kv: -kv[1])[:limit]
-        return _ranked(ordered)
+            found = self._db.execute(q.like_sql(where, len(likes)), [*likes, *params, limit])
+            out["substring"] = _ranked((memory_id, 0.0) for (memory_id,) in found)
+        return out
 
-    def _temporal(
-        self, request: CandidateRequest, where: str, params: list[object]
-    ) -> list[ChannelCandidate]:
-        """Memories inside the query's time window, most similar first (or, with no query
-        vector, newest first); with no window, simply the newest memories."""
-        window_where, window_params = where, list(params)
-        window = request.time_window
-        if window is not None:
-            if window.start is not None:
-                window_where += " AND m.ref_time >= ?"
-                window_params.append(window.start.timestamp())
-            if window.end is not None:
-                window_where += " AND m.ref_time < ?"
-                window_params.append(window.end.timestamp())
-            if request.query_vector is not None:
-                return self._semantic_within(request, window_where, window_params)
+    def _bm25(
+        self, table: str, match: str, where: str, params: list[object], limit: int
+    ) -> list[tuple[str, float]]:
+        """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; the
+        full join only when the filters leave too few of them (same result either way)."""
+        inner = limit * q.BM25_PREFETCH
         rows = self._db.execute(
-            q.temporal_sql(window_where), [*window_params, request.temporal_limit]
+            q.bm25_winners_sql(table, where), [match, inner, *params, limit]
         ).fetchall()
-        if not rows:
-            return []
-        newest = rows[0][1]
-        # Score: 1 for the newest candidate, halving with each 30 days before it.
-        return _ranked((r[0], 0.5 ** ((newest - r[1]) / (30 * 86400))) for r in rows)
+        if len(rows) < limit:
+            matched = self._db.execute(
+                f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+                [match, inner],
+            ).fetchone()[0]
+            if matched >= inner:  # the filters hid winners: rank every match instead
+                rows = self._db.execute(
+                    q.bm25_sql(table, where), [match, *params, limit]
+                ).fetchall()
+        return [(memory_id, float(raw)) for memory_id, raw in rows]
 
     def _semantic_within(
-        self, request: CandidateRequest, where: str, params: list[object]
+        self, query_vector: Vector, limit: int, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
-        assert request.query_vector is not None
-        self._vectors.refresh(self._db)
-        keep = [
-            r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
-        ]
-        allowed = self._vectors.rows_with(np.asarray(keep, dtype=np.int64))
-        return _ranked(self._vectors.search_ids(request.query_vector, request.temporal_limit,
-                                                allowed))  # fmt: skip
+        with self._mirror_lock:
+            self._vectors.refresh(self._db)
+            keep = [
+                r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
+            ]
+            allowed = self._vectors.rows_with(np.asarray(keep, dtype=np.int64))
+            return _ranked(self._vectors.search_ids(query_vector, limit, allowed))
 
     # -- status --------------------------------------------------------------------------
 
     def stats(self) -> StoreStats:
+        wall, wall_params = q.namespace_sql(self._visible)
         one = self._db.execute(
-            "SELECT COUNT(*), SUM(forgotten_at IS NOT NULL), COUNT(DISTINCT session_id),"
-            " MIN(ref_time), MAX(ref_time) FROM memories"
+            "SELECT COUNT(*), SUM(m.forgotten_at IS NOT NULL), COUNT(DISTINCT m.session_id),"
+            f" MIN(m.ref_time), MAX(m.ref_time) FROM memories m WHERE {wall}",
+            wall_params,
         ).fetchone()
         by_type = dict(
             self._db.execute(
-                "SELECT type, COUNT(*) FROM memories WHERE forgotten_at IS NULL GROUP BY type"
+                f"SELECT m.type, COUNT(*) FROM memories m WHERE {wall}"
+                " AND m.forgotten_at IS NULL GROUP BY m.type",
+                wall_params,
             ).fetchall()
         )
-        vectors = self._db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        vectors = self._db.execute(
+            f"SELECT COUNT(*) FROM vectors v JOIN memories m ON m.pk = v.pk WHERE {wall}",
+            wall_params,
+        ).fetchone()[0]
         size = 0
         if self.path != ":memory:":
             size = sum(
@@ -539,45 +670,58 @@ class SQLiteStore:
 
     def save_source_root(self, root: SourceRoot) -> None:
         with self._write():
-            self._db.execute(q.UPSERT_ROOT_SQL, (root.path, json.dumps(list(root.globs)),
-                                                 _now(), q.ts(root.indexed_at)))  # fmt: skip
+            self._db.execute(q.UPSERT_ROOT_SQL, (self.tenancy.tenant, root.path,
+                             json.dumps(list(root.globs)), _now(),
+                             q.ts(root.indexed_at)))  # fmt: skip
 
     def source_roots(self) -> list[SourceRoot]:
-        rows = self._db.execute("SELECT path, globs, indexed_at FROM source_roots ORDER BY path")
+        rows = self._db.execute(
+            "SELECT path, globs, indexed_at FROM source_roots WHERE namespace = ? ORDER BY path",
+            (self.tenancy.tenant,),
+        )
         return [SourceRoot(r[0], tuple(json.loads(r[1])), _dt(r[2])) for r in rows]
 
     def source_files(self, roots: Sequence[str] | None = None) -> list[SourceFile]:
-        rows = self._db.execute(*q.source_files_sql(roots))
+        rows = self._db.execute(*q.source_files_sql(self.tenancy.tenant, roots))
         return [_source_file(r) for r in rows]
 
     def save_source_files(self, files: Sequence[SourceFile]) -> None:
+        own = self.tenancy.tenant
         with self._write():
-            self._db.executemany(q.UPSERT_FILE_SQL, [_file_row(f) for f in files])
+            self._db.executemany(q.UPSERT_FILE_SQL, [_file_row(own, f) for f in files])
 
     def replace_file_chunks(
         self, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
     ) -> None:
+        own = self.tenancy.tenant
         with self._write():
-            self._db.execute(q.DELETE_FILE_CHUNKS_SQL, (file.path,))
-            self._insert_rows(memories, vectors)
-            self._db.execute(q.UPSERT_FILE_SQL, _file_row(file))
+            self._db.execute(q.DELETE_FILE_CHUNKS_SQL, (own, file.path))
+            # A file's chunks live in the tenant's own namespace, like its record.
+            self._insert_rows([replace(m, namespace=own) for m in memories], vectors)
+            self._db.execute(q.UPSERT_FILE_SQL, _file_row(own, file))
 
     def remove_source_files(self, paths: Sequence[str]) -> int:
         deleted = 0
+        own = self.tenancy.tenant
         with self._write():
             for path in paths:
-                deleted += self._db.execute(q.DELETE_FILE_CHUNKS_SQL, (path,)).rowcount
-                self._db.execute("DELETE FROM source_files WHERE path = ?", (path,))
+                deleted += self._db.execute(q.DELETE_FILE_CHUNKS_SQL, (own, path)).rowcount
+                self._db.execute(
+                    "DELETE FROM source_files WHERE namespace = ? AND path = ?", (own, path)
+                )
         return deleted
 
     def close(self) -> None:
-        self._db.close()
+        with self._connections_lock:
+            for db in self._connections:
+                db.close()
+            self._connections.clear()
 
     # Last in the class: a method named ``list`` shadows the builtin in later annotations.
     def list(
         self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
     ) -> list[Memory]:
-        where, params = q.filter_sql(filters)
+        where, params = q.filter_sql(filters, self._visible)
         order = "DESC" if newest_first else "ASC"
         rows = self._db.execute(
             f"SELECT {_COLUMNS} FROM memories m WHERE {where}"
@@ -591,9 +735,9 @@ def _now() -> float:
     return datetime.now(UTC).timestamp()
 
 
-def _file_row(f: SourceFile) -> tuple[Any, ...]:
-    return (f.path, f.root, f.size, f.mtime_ns, f.status, f.content_hash, f.chunker, f.error,
-            q.ts(f.indexed_at))  # fmt: skip
+def _file_row(namespace: str, f: SourceFile) -> tuple[Any, ...]:
+    return (namespace, f.path, f.root, f.size, f.mtime_ns, f.status, f.content_hash, f.chunker,
+            f.error, q.ts(f.indexed_at))  # fmt: skip
 
 
 def _source_file(r: sqlite3.Row) -> SourceFile:
@@ -602,6 +746,23 @@ def _source_file(r: sqlite3.Row) -> SourceFile:
         status=r["status"], content_hash=r["content_hash"], chunker=r["chunker"],
         error=r["error"], indexed_at=_dt(r["indexed_at"]), chunks=r["chunks"],
     )  # fmt: skip
+
+
+def _within(
+    request: CandidateRequest, where: str, params: list[object]
+) -> tuple[str, list[object]]:
+    """``where`` narrowed to the request's time window (if any)."""
+    window = request.time_window
+    if window is None:
+        return where, params
+    extra, more = "", list(params)
+    if window.start is not None:
+        extra += " AND m.ref_time >= ?"
+        more.append(window.start.timestamp())
+    if window.end is not None:
+        extra += " AND m.ref_time < ?"
+        more.append(window.end.timestamp())
+    return where + extra, more
 
 
 def _ranked(pairs: Any) -> list[ChannelCandidate]:

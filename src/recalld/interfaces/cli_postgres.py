@@ -1,0 +1,66 @@
+"""``recalld postgres start|stop`` (a local PostgreSQL server for trying recalld out) and
+``recalld migrate`` (copy a store between backends)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from recalld import local_postgres
+from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
+from recalld.migration import migrate_store
+
+
+@click.group()
+def postgres() -> None:
+    """A local PostgreSQL + pgvector server (needs the postgres extra)."""
+
+
+@postgres.command()
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+              default=local_postgres.DEFAULT_DIR, show_default=True,
+              help="The server's data folder (keep it out of home folders).")  # fmt: skip
+def start(folder: Path) -> None:
+    """Start the server (creating it on first use); prints its DSN as the last line.
+
+    Use it with: recalld --db "$(recalld postgres start | tail -1)" ...
+    """
+    with errors():
+        dsn = local_postgres.start(folder)
+    click.echo(f"PostgreSQL with pgvector is running from {folder}; its DSN:", err=True)
+    click.echo(dsn)
+
+
+@postgres.command()
+@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
+              default=local_postgres.DEFAULT_DIR, show_default=True,
+              help="The server's data folder.")  # fmt: skip
+def stop(folder: Path) -> None:
+    """Stop the server started with `recalld postgres start`."""
+    with errors():
+        stopped = local_postgres.stop(folder)
+    click.echo(f"stopped the server in {folder}" if stopped else f"no server runs in {folder}")
+
+
+@click.command()
+@click.argument("source")
+@click.argument("destination")
+@pass_ctx
+def migrate(obj: Ctx, source: str, destination: str) -> None:
+    """Copy the tenant's memories from SOURCE to DESTINATION without re-embedding.
+
+    Each is an SQLite file or a postgresql:// DSN; the destination's tenant must be empty
+    and may not hold another embedder's vectors. The copy is verified by counts and a
+    content + vector checksum. The tenant is --tenant (RECALLD_TENANT); a shared namespace
+    is copied by naming it as the tenant.
+    """
+    tenant = obj.overrides.get("tenant") or "default"
+    with errors():
+        report = migrate_store(source, destination, tenant=tenant)
+    if obj.as_json:
+        emit_json(report)
+        return
+    click.echo(f"copied {report.memories} memories ({report.with_vectors} with vectors) and "
+               f"{report.source_files} indexed files of tenant {report.tenant}; "
+               f"checksum {report.checksum} matches")  # fmt: skip

@@ -1,0 +1,170 @@
+"""Numbered, named schema migrations of the PostgreSQL store, recorded in
+``recalld_migrations``; each runs in its own transaction and is idempotent.
+
+The tenant column (``namespace``) leads every index that serves a tenant's search, and
+Row-Level Security confines every row to the namespaces the session declares
+(``recalld.namespaces``): a second wall behind the store's own ``WHERE`` clauses. RLS does
+not bind superusers (nor roles with ``BYPASSRLS``); connect as an ordinary role for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+APP_ID = "recalld"
+TEXT_SEARCH_CONFIG = "english"
+"""Stems like the SQLite store's porter tokenizer ("running" finds "runs")."""
+
+
+def m001_initial(cur: Any) -> None:
+    """Memories (vectors, words and entities in the row) and the store's key/value facts."""
+    cur.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    cur.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS recalld_meta (key text PRIMARY KEY, value text NOT NULL)"
+    )
+    cur.execute(
+        f"""
+        CREATE TABLE IF NOT EXISTS memories (
+            pk bigserial PRIMARY KEY,
+            namespace text NOT NULL,
+            id text NOT NULL,
+            content text NOT NULL,
+            type text NOT NULL,
+            content_hash text NOT NULL,
+            event_time double precision,
+            created_at double precision NOT NULL,
+            updated_at double precision NOT NULL,
+            last_accessed_at double precision,
+            ref_time double precision NOT NULL,
+            access_count integer NOT NULL DEFAULT 0,
+            priority double precision NOT NULL DEFAULT 1.0,
+            pinned boolean NOT NULL DEFAULT false,
+            evergreen boolean NOT NULL DEFAULT false,
+            significance double precision NOT NULL DEFAULT 0.5,
+            project text,
+            scope text NOT NULL DEFAULT 'user',
+            session_id text,
+            position integer,
+            source_kind text NOT NULL DEFAULT 'direct',
+            source_path text,
+            source_start integer,
+            source_end integer,
+            source_ref text,
+            tags text[] NOT NULL DEFAULT '{{}}',
+            entities text[] NOT NULL DEFAULT '{{}}',
+            metadata jsonb NOT NULL DEFAULT '{{}}',
+            valid_until double precision,
+            superseded_by text,
+            embedding_fingerprint text,
+            forgotten_at double precision,
+            embed_context text,
+            tells_event boolean,
+            embedding vector,
+            words tsvector GENERATED ALWAYS AS
+                (to_tsvector('{TEXT_SEARCH_CONFIG}', content)) STORED,
+            UNIQUE (namespace, id)
+        )
+        """
+    )
+    for statement in (
+        "CREATE INDEX IF NOT EXISTS memories_words ON memories USING gin (words)",
+        "CREATE INDEX IF NOT EXISTS memories_trigram ON memories USING gin (content gin_trgm_ops)",
+        "CREATE INDEX IF NOT EXISTS memories_entities ON memories USING gin (entities)",
+        "CREATE INDEX IF NOT EXISTS memories_ns_ref_time ON memories (namespace, ref_time)",
+        "CREATE INDEX IF NOT EXISTS memories_ns_accessed ON memories (namespace, last_accessed_at)",
+        "CREATE INDEX IF NOT EXISTS memories_ns_session"
+        " ON memories (namespace, session_id, position)",
+        "CREATE INDEX IF NOT EXISTS memories_ns_hash ON memories (namespace, content_hash)",
+        "CREATE INDEX IF NOT EXISTS memories_forgotten ON memories (namespace)"
+        " WHERE forgotten_at IS NOT NULL",
+        "ALTER TABLE memories ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE memories FORCE ROW LEVEL SECURITY",
+        "DROP POLICY IF EXISTS tenant_wall ON memories",
+        "CREATE POLICY tenant_wall ON memories USING (namespace = ANY (string_to_array("
+        "current_setting('recalld.namespaces', true), ','))) WITH CHECK (namespace = ANY ("
+        "string_to_array(current_setting('recalld.namespaces', true), ',')))",
+    ):
+        cur.execute(statement)
+
+
+def m002_sources(cur: Any) -> None:
+    """Indexed roots and files, per namespace, behind the same wall."""
+    cur.execute(
+        """
+        CREATE TABLE IF NOT EXISTS source_roots (
+            namespace text NOT NULL,
+            path text NOT NULL,
+            globs text NOT NULL,
+            added_at double precision NOT NULL,
+            indexed_at double precision,
+            PRIMARY KEY (namespace, path)
+        )
+        """
+    )
+    cur.execute(
+        """
+        CREATE TABLE IF NOT EXISTS source_files (
+            namespace text NOT NULL,
+            path text NOT NULL,
+            root text NOT NULL,
+            size bigint NOT NULL,
+            mtime_ns bigint NOT NULL,
+            status text NOT NULL CHECK (status IN ('pending', 'indexed', 'error')),
+            content_hash text,
+            chunker text,
+            error text,
+            indexed_at double precision,
+            PRIMARY KEY (namespace, path)
+        )
+        """
+    )
+    cur.execute("CREATE INDEX IF NOT EXISTS source_files_root ON source_files (namespace, root)")
+    cur.execute(
+        "CREATE INDEX IF NOT EXISTS memories_ns_source"
+        " ON memories (namespace, source_kind, source_path)"
+    )
+    for table in ("source_roots", "source_files"):
+        cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        cur.execute(f"DROP POLICY IF EXISTS tenant_wall ON {table}")
+        cur.execute(
+            f"CREATE POLICY tenant_wall ON {table} USING (namespace = ANY (string_to_array("
+            "current_setting('recalld.namespaces', true), ',')))"
+        )
+
+
+Migration = tuple[int, str, Callable[[Any], None]]
+MIGRATIONS: list[Migration] = [
+    (1, "m001_initial", m001_initial),
+    (2, "m002_sources", m002_sources),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def migrate(conn: Any, upto: int | None = None) -> list[str]:
+    """Apply pending migrations (up to ``upto``) in order, one transaction each, under an
+    advisory lock so that two processes opening a new store do not race."""
+    done: list[str] = []
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute("SELECT pg_advisory_xact_lock(hashtext('recalld_migrations'))")
+        cur.execute(
+            "CREATE TABLE IF NOT EXISTS recalld_migrations (id integer PRIMARY KEY,"
+            " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        cur.execute("SELECT id FROM recalld_migrations")
+        have = {row[0] for row in cur.fetchall()}
+        for number, name, step in MIGRATIONS:
+            if number in have or (upto is not None and number > upto):
+                continue
+            with conn.transaction():
+                step(cur)
+                cur.execute(
+                    "INSERT INTO recalld_migrations (id, name) VALUES (%s, %s)", (number, name)
+                )
+            done.append(name)
+        cur.execute(
+            "INSERT INTO recalld_meta VALUES ('app', %s) ON CONFLICT (key) DO NOTHING", (APP_ID,)
+        )
+    return done

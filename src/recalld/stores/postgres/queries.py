@@ -1,0 +1,161 @@
+"""SQL builders for the PostgreSQL store (named ``%(name)s`` parameters): building a query
+is separate from running it, so a query can be printed and snapshot-tested."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from recalld.records import MemoryFilter, TimeRange
+from recalld.stores.base import CandidateRequest
+from recalld.stores.postgres.migrations import TEXT_SEARCH_CONFIG
+
+COLUMNS = (
+    "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
+    " ref_time, access_count, priority, pinned, evergreen, significance, project, scope,"
+    " session_id, source_kind, source_path, source_start, source_end, source_ref, tags,"
+    " entities, metadata, valid_until, superseded_by, embedding_fingerprint, forgotten_at,"
+    " embed_context, tells_event, namespace, position"
+)
+COLUMN_NAMES = [c.strip() for c in COLUMNS.split(",")]
+SELECT_COLUMNS = ", ".join(f"m.{c}" for c in COLUMN_NAMES)
+Params = dict[str, Any]
+TIES = {
+    "semantic": "score DESC, pk",
+    "window_semantic": "score DESC, pk",
+    "bm25": "score DESC, pk",
+    "trigram": "score DESC, ref_time DESC, pk",
+    "substring": "ref_time DESC, pk DESC",
+    "entity": "score DESC, ref_time DESC, pk",
+    "temporal": "score DESC, pk DESC",
+}
+"""Each channel's order, ties included, as the SQLite store breaks them (equal cosines in
+insertion order; equal times newest row first), so that both backends rank alike."""
+LIMITS = {name: f"{name}_limit" for name in TIES} | {
+    "trigram": "bm25_limit", "substring": "bm25_limit"}  # fmt: skip
+TIE_MARGIN = 16
+"""Extra nearest neighbours fetched so that equal cosines at the cut are ordered as SQLite
+orders them (the index yields them in no defined order)."""
+
+
+def filter_sql(filters: MemoryFilter, namespaces: Sequence[str]) -> tuple[str, Params]:
+    """A WHERE clause over ``memories m`` confined to ``namespaces``; never empty."""
+    clauses = ["m.namespace = ANY(%(namespaces)s)"]
+    params: Params = {"namespaces": list(namespaces)}
+    if not filters.include_forgotten:
+        clauses.append("m.forgotten_at IS NULL")
+    if not filters.include_superseded:
+        clauses.append("m.superseded_by IS NULL")
+    for column in ("project", "scope", "session_id"):
+        value = getattr(filters, column)
+        if value is not None:
+            clauses.append(f"m.{column} = %(f_{column})s")
+            params[f"f_{column}"] = value
+    if filters.types:
+        clauses.append("m.type = ANY(%(f_types)s)")
+        params["f_types"] = list(filters.types)
+    if filters.tags:
+        clauses.append("m.tags @> %(f_tags)s::text[]")
+        params["f_tags"] = list(filters.tags)
+    time_sql, time_params = window_sql(filters.time_range, "f")
+    return " AND ".join(clauses) + time_sql, {**params, **time_params}
+
+
+def window_sql(window: TimeRange | None, prefix: str) -> tuple[str, Params]:
+    """`` AND`` conditions on the reference time (empty without a window)."""
+    if window is None:
+        return "", {}
+    sql, params = "", Params()
+    if window.start is not None:
+        sql += f" AND m.ref_time >= %({prefix}_start)s"
+        params[f"{prefix}_start"] = window.start.timestamp()
+    if window.end is not None:
+        sql += f" AND m.ref_time < %({prefix}_end)s"
+        params[f"{prefix}_end"] = window.end.timestamp()
+    return sql, params
+
+
+def words_query(terms: Sequence[str]) -> str:
+    """A ``websearch_to_tsquery`` text OR-ing the quoted terms."""
+    return " or ".join('"' + t.replace('"', " ") + '"' for t in terms)
+
+
+def like_any(pieces: Sequence[str]) -> list[str]:
+    return ["%" + p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            for p in pieces]  # fmt: skip
+
+
+def candidates_sql(
+    request: CandidateRequest, where: str, grams: Sequence[str], short: Sequence[str]
+) -> tuple[str, Params]:
+    """Every requested channel in ONE statement (a CTE per channel), rows of
+    (channel, id, score) in each channel's order."""
+    ctes: list[str] = []
+    params: Params = {}
+    semantic = "1 - (m.embedding <=> %(qv)s)"
+    if request.semantic_limit and request.query_vector is not None:
+        ctes.append(
+            f"semantic AS (SELECT m.id, {semantic} AS score, m.ref_time, m.pk FROM memories m"
+            f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qv)s"
+            " LIMIT %(semantic_fetch)s)"
+        )
+        params["semantic_limit"] = request.semantic_limit
+        params["semantic_fetch"] = request.semantic_limit + TIE_MARGIN
+    if request.bm25_limit and request.terms:
+        ctes.append(
+            "bm25 AS (SELECT m.id, ts_rank_cd(m.words, q)::float8 AS score, m.ref_time, m.pk"
+            f" FROM memories m, websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(words)s) q"
+            f" WHERE m.words @@ q AND {where}"
+            " ORDER BY score DESC, m.pk LIMIT %(bm25_limit)s)"
+        )
+        params["words"] = words_query(request.terms)
+    if request.bm25_limit and grams:
+        ctes.append(
+            "trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
+            " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
+            f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
+            " ORDER BY score DESC, m.ref_time DESC, m.pk LIMIT %(bm25_limit)s)"
+        )
+        params.update(grams=list(grams), gram_likes=like_any(grams))
+    if request.bm25_limit and short:
+        ctes.append(
+            "substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
+            f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
+            " ORDER BY m.ref_time DESC, m.pk DESC LIMIT %(bm25_limit)s)"
+        )
+        params["short_likes"] = like_any(short)
+    if request.bm25_limit:
+        params["bm25_limit"] = request.bm25_limit
+    if request.entity_limit and request.entities:
+        ctes.append(
+            "entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
+            " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
+            f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
+            " ORDER BY score DESC, m.ref_time DESC, m.pk LIMIT %(entity_limit)s)"
+        )
+        params.update(entities=list(request.entities), entity_limit=request.entity_limit)
+    window, window_params = window_sql(request.time_window, "w")
+    params.update(window_params)
+    if request.temporal_limit:
+        ctes.append(
+            "temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
+            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.pk DESC LIMIT %(temporal_limit)s)"
+        )
+        params["temporal_limit"] = request.temporal_limit
+    if request.window_semantic_limit and request.query_vector is not None:
+        ctes.append(
+            f"window_semantic AS (SELECT m.id, {semantic} AS score, m.ref_time, m.pk"
+            f" FROM memories m WHERE {where}{window} AND m.embedding IS NOT NULL"
+            " ORDER BY m.embedding <=> %(qv)s LIMIT %(window_semantic_fetch)s)"
+        )
+        params["window_semantic_limit"] = request.window_semantic_limit
+        params["window_semantic_fetch"] = request.window_semantic_limit + TIE_MARGIN
+    if not ctes:
+        return "", params
+    names = [cte.split(" AS (", 1)[0] for cte in ctes]
+    union = " UNION ALL ".join(
+        f"SELECT * FROM (SELECT '{name}' AS channel, row_number() OVER (ORDER BY {TIES[name]})"
+        f" AS n, id, score FROM {name}) {name}_n WHERE n <= %({LIMITS[name]})s"
+        for name in names
+    )
+    return f"WITH {', '.join(ctes)} {union} ORDER BY channel, n", params

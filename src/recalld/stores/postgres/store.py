@@ -1,0 +1,648 @@
+"""The PostgreSQL store: pgvector (HNSW, cosine), tsvector + GIN, pg_trgm, an entity array;
+a connection pool, every channel in one SQL statement, tenants walled in twice (the
+store's ``WHERE`` clauses and Row-Level Security)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
+from recalld.records import Memory, MemoryFilter, Source
+from recalld.stores.base import (
+    CandidateRequest,
+    ChannelCandidate,
+    DedupKey,
+    SourceFile,
+    SourceRoot,
+    StoreStats,
+    Tenancy,
+    Vector,
+)
+from recalld.stores.postgres import queries as q
+from recalld.stores.postgres.migrations import APP_ID, SCHEMA_VERSION, migrate
+from recalld.text import has_cjk
+
+POOL_MAX = 8
+"""Connections a store handle keeps at most (one per concurrently busy thread)."""
+EF_SEARCH = 100
+"""HNSW candidates examined per vector search (pgvector's default is 40); see
+docs/architecture.md for the recall measured against exact search."""
+
+_T = TypeVar("_T")
+
+
+def _ts(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def _dt(value: float | None) -> datetime | None:
+    return None if value is None else datetime.fromtimestamp(value, UTC)
+
+
+def _raising_store_errors(cls: type[_T]) -> type[_T]:
+    """Public methods report database failures as :class:`StoreError`."""
+    for name, method in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(method):
+            setattr(cls, name, _guarded(method))
+    return cls
+
+
+def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(method):
+
+        @functools.wraps(method)
+        def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _pg_errors(self.path):
+                yield from method(self, *args, **kwargs)
+
+        return generator
+
+    @functools.wraps(method)
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _pg_errors(self.path):
+            return method(self, *args, **kwargs)
+
+    return call
+
+
+@contextmanager
+def _pg_errors(where: str) -> Iterator[None]:
+    try:
+        yield
+    except psycopg.errors.DataException as exc:
+        if "dimensions" in str(exc):
+            raise EmbedderMismatchError(f"the store {where} refused a vector: {exc}") from exc
+        raise StoreError(f"the store {where} failed ({exc})") from exc
+    except (psycopg.Error, TimeoutError) as exc:
+        raise StoreError(f"the store {where} failed ({exc}); check the server") from exc
+
+
+def _redacted(dsn: str) -> str:
+    """The DSN without a password, for messages."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    info.pop("password", None)
+    return " ".join(f"{k}={v}" for k, v in info.items())
+
+
+@_raising_store_errors
+class PostgresStore:
+    """A :class:`~recalld.stores.base.Store` and
+    :class:`~recalld.stores.base.SourceIndex` in a PostgreSQL database with pgvector.
+
+    Args:
+        dsn: ``postgresql://...``; the role needs the privileges listed in
+            docs/architecture.md (and the ``vector`` and ``pg_trgm`` extensions, which the
+            first migration creates if it may).
+        tenancy: whose memories this handle reaches (default: the default tenant alone).
+    """
+
+    def __init__(self, dsn: str, tenancy: Tenancy | None = None) -> None:
+        self.tenancy = tenancy or Tenancy()
+        self._visible = list(self.tenancy.visible)
+        try:
+            self.path = _redacted(dsn)
+        except psycopg.ProgrammingError as exc:
+            raise StoreError(f"invalid PostgreSQL DSN: {exc}") from exc
+        try:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                self._check_foreign(conn)
+                migrate(conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
+        self._pool = ConnectionPool(
+            dsn, min_size=1, max_size=POOL_MAX, configure=self._configure, open=True,
+            timeout=30.0,
+        )  # fmt: skip
+
+    def _check_foreign(self, conn: psycopg.Connection[Any]) -> None:
+        """Refuse a database whose ``memories`` table is not recalld's."""
+        found = conn.execute(
+            "SELECT to_regclass('memories') IS NOT NULL, to_regclass('recalld_meta') IS NOT NULL"
+        ).fetchone()
+        assert found is not None
+        if found[0] and not found[1]:
+            raise StoreError(
+                f"{self.path} has a memories table of another program; refusing to touch it"
+            )
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        register_vector(conn)
+        # The second wall: Row-Level Security admits only these namespaces' rows.
+        conn.execute(
+            "SELECT set_config('recalld.namespaces', %s, false),"
+            " set_config('hnsw.ef_search', %s, false),"
+            " set_config('hnsw.iterative_scan', 'strict_order', false)",
+            (",".join(self._visible), str(EF_SEARCH)),
+        )
+        conn.commit()
+
+    @contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection; its work commits as one transaction when the block ends."""
+        with self._pool.connection() as conn:
+            yield conn
+
+    # -- writes --------------------------------------------------------------------------
+
+    def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
+        with self._conn() as conn:
+            self._insert_rows(conn, memories, vectors)
+
+    def _insert_rows(
+        self, conn: psycopg.Connection[Any], memories: Sequence[Memory], vectors: Vector | None
+    ) -> None:
+        if not memories:
+            return
+        namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]
+        positions = self._positions(conn, memories, namespaces)
+        if vectors is not None:
+            self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
+        rows = [
+            (*_row(m, ns, pos), None if vectors is None else np.asarray(vectors[i], np.float32))
+            for i, (m, ns, pos) in enumerate(zip(memories, namespaces, positions, strict=True))
+        ]
+        marks = ", ".join(["%s"] * (len(q.COLUMN_NAMES) + 1))
+        with conn.cursor() as cur:
+            cur.executemany(f"INSERT INTO memories ({q.COLUMNS}, embedding) VALUES ({marks})", rows)
+        if vectors is not None:
+            self._mark_vectors(conn, set(namespaces))
+
+    def _positions(
+        self, conn: psycopg.Connection[Any], memories: Sequence[Memory], namespaces: list[str]
+    ) -> list[int | None]:
+        """Given positions, else the places after each session's last (sessions locked)."""
+        sessions = sorted({(ns, m.session_id) for m, ns in zip(memories, namespaces, strict=True)
+                           if m.session_id is not None and m.position is None})  # fmt: skip
+        nxt: dict[tuple[str, str], int] = {}
+        for ns, session in sessions:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"{ns}\x1f{session}",))
+            found = conn.execute(
+                "SELECT max(position) FROM memories WHERE namespace = %s AND session_id = %s",
+                (ns, session),
+            ).fetchone()
+            nxt[(ns, session)] = 0 if found is None or found[0] is None else found[0] + 1
+        out: list[int | None] = []
+        for memory, ns in zip(memories, namespaces, strict=True):
+            if memory.position is not None or memory.session_id is None:
+                out.append(memory.position)
+                continue
+            key = (ns, memory.session_id)
+            out.append(nxt[key])
+            nxt[key] += 1
+        return out
+
+    def _dimension(self, conn: psycopg.Connection[Any]) -> int | None:
+        found = conn.execute(
+            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass"
+            " AND attname = 'embedding'"
+        ).fetchone()
+        return None if found is None or found[0] < 0 else int(found[0])
+
+    def _ensure_dimension(self, conn: psycopg.Connection[Any], dimension: int) -> None:
+        """Give the vector column its dimension (and the HNSW index) on first use."""
+        have = self._dimension(conn)
+        if have == dimension:
+            return
+        if have is not None:
+            raise EmbedderMismatchError(
+                f"vectors of {dimension} dimensions, the store's have {have}; run a reindex"
+            )
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('recalld_dimension'))")
+        if self._dimension(conn) is None:
+            conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dimension})")
+            conn.execute(
+                "CREATE INDEX IF NOT EXISTS memories_embedding ON memories"
+                " USING hnsw (embedding vector_cosine_ops)"
+            )
+
+    def replace(self, memory: Memory, vector: Vector | None) -> None:
+        namespace = self.tenancy.namespace_for(memory.namespace)
+        assignments = ", ".join(f"{c} = %s" for c in q.COLUMN_NAMES[1:])
+        with self._conn() as conn:
+            pk = self._pks(conn, [memory.id]).get(memory.id)
+            if pk is None:
+                raise NotFoundError(f"unknown id: no memory with id {memory.id}")
+            position = self._positions(conn, [memory], [namespace])[0]
+            row = _row(memory, namespace, position)
+            conn.execute(f"UPDATE memories SET {assignments} WHERE pk = %s", (*row[1:], pk))
+            if vector is not None:
+                self._ensure_dimension(conn, int(np.asarray(vector).shape[-1]))
+                conn.execute("UPDATE memories SET embedding = %s WHERE pk = %s",
+                             (np.asarray(vector, np.float32), pk))  # fmt: skip
+                self._mark_vectors(conn, {namespace})
+
+    def _pks(self, conn: psycopg.Connection[Any], ids: Sequence[str]) -> dict[str, int]:
+        """Row keys of the visible memories with these ids (the tenant's own wins)."""
+        rows = conn.execute(
+            "SELECT id, pk FROM memories WHERE id = ANY(%s) AND namespace = ANY(%s)"
+            " ORDER BY namespace = %s",
+            (list(ids), self._visible, self.tenancy.tenant),
+        ).fetchall()
+        return {memory_id: pk for memory_id, pk in rows}
+
+    def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:
+        with self._conn() as conn:
+            pks = list(self._pks(conn, ids).values())
+            if hard:
+                cur = conn.execute("DELETE FROM memories WHERE pk = ANY(%s)", (pks,))
+            else:
+                cur = conn.execute(
+                    "UPDATE memories SET forgotten_at = %s WHERE pk = ANY(%s)"
+                    " AND forgotten_at IS NULL",
+                    (at.timestamp(), pks),
+                )
+            return cur.rowcount
+
+    def record_access(self, ids: Sequence[str], at: datetime) -> None:
+        if not ids:
+            return
+        with self._conn() as conn:
+            conn.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = %s"
+                " WHERE pk = ANY(%s)",
+                (at.timestamp(), list(self._pks(conn, ids).values())),
+            )
+
+    def set_fingerprint(self, fingerprint: str) -> None:
+        with self._conn() as conn:
+            _set_meta(conn, "embedding_fingerprint", fingerprint)
+
+    def any_vectors(self) -> bool:
+        # Asked of the store's facts, not the rows: Row-Level Security hides other
+        # tenants' rows from this handle, but one store has one embedder.
+        with self._conn() as conn:
+            return bool(conn.execute(_VECTOR_NAMESPACES).fetchall())
+
+    def _mark_vectors(self, conn: psycopg.Connection[Any], namespaces: set[str]) -> None:
+        """Record that these namespaces hold vectors (the fact behind :meth:`any_vectors`)."""
+        for namespace in sorted(namespaces):
+            _set_meta(conn, f"vectors:{namespace}", "1")
+
+    def swap_vectors(self, vectors: Mapping[str, Vector], fingerprint: str) -> None:
+        with self._conn() as conn:
+            stored = _get_meta(conn, "embedding_fingerprint")
+            holders = {str(r[0]).removeprefix("vectors:")
+                       for r in conn.execute(_VECTOR_NAMESPACES).fetchall()}  # fmt: skip
+            if fingerprint != stored and holders - set(self._visible):
+                raise EmbedderMismatchError(
+                    "other tenants' memories in this store have vectors of the current "
+                    "embedder; one store has one embedder, so a reindex with another one "
+                    "must be run for every tenant of the store at once"
+                )
+            pks = self._pks(conn, list(vectors))
+            dimension = next((int(np.asarray(v).shape[-1]) for v in vectors.values()), None)
+            if dimension is not None and self._dimension(conn) not in (None, dimension):
+                conn.execute("UPDATE memories SET embedding = NULL WHERE namespace = ANY(%s)",
+                             (self._visible,))  # fmt: skip
+                conn.execute("DROP INDEX IF EXISTS memories_embedding")
+                conn.execute("ALTER TABLE memories ALTER COLUMN embedding TYPE vector")
+            if dimension is not None:
+                self._ensure_dimension(conn, dimension)
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "UPDATE memories SET embedding = %s, embedding_fingerprint = %s"
+                    " WHERE pk = %s",
+                    [(np.asarray(v, np.float32), fingerprint, pks[i])
+                     for i, v in vectors.items() if i in pks],
+                )  # fmt: skip
+            _set_meta(conn, "embedding_fingerprint", fingerprint)
+            self._mark_vectors(conn, set(self._visible))
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get_fingerprint(self) -> str | None:
+        with self._conn() as conn:
+            return _get_meta(conn, "embedding_fingerprint")
+
+    def get_many(self, ids: Sequence[str]) -> list[Memory]:
+        if not ids:
+            return []
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {q.SELECT_COLUMNS} FROM memories m WHERE m.id = ANY(%s)"
+                " AND m.namespace = ANY(%s) ORDER BY m.namespace = %s",
+                (list(ids), self._visible, self.tenancy.tenant),
+            ).fetchall()
+        found = {r[0]: _memory(r) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    def session_neighbors(
+        self, ids: Sequence[str], radius: int
+    ) -> dict[str, list[tuple[str, int]]]:
+        if not ids or radius < 1:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT m.id, m.namespace, m.session_id FROM memories m"
+                " WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id"
+                " FROM memories s WHERE s.id = ANY(%s) AND s.namespace = ANY(%s))"
+                " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.position, m.pk",
+                (list(ids), self._visible),
+            ).fetchall()
+        order: dict[tuple[str, str], list[str]] = {}
+        for memory_id, namespace, session in rows:
+            order.setdefault((namespace, session), []).append(memory_id)
+        wanted = set(ids)
+        out: dict[str, list[tuple[str, int]]] = {}
+        for members in order.values():
+            for position, memory_id in enumerate(members):
+                if memory_id not in wanted:
+                    continue
+                low, high = max(0, position - radius), min(len(members), position + radius + 1)
+                out[memory_id] = [
+                    (members[i], i - position) for i in range(low, high) if i != position
+                ]
+        return out
+
+    def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
+        if not ids:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND namespace = ANY(%s)"
+                " AND embedding IS NOT NULL ORDER BY namespace = %s",
+                (list(ids), self._visible, self.tenancy.tenant),
+            ).fetchall()
+        return {i: np.asarray(v.to_numpy(), dtype=np.float32) for i, v in rows}
+
+    def find_duplicates(self, keys: Sequence[DedupKey]) -> dict[DedupKey, str]:
+        wanted = set(keys)
+        found: dict[DedupKey, str] = {}
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT id, content_hash, scope, project, session_id, namespace FROM memories"
+                " WHERE content_hash = ANY(%s) AND namespace = ANY(%s) AND forgotten_at IS NULL"
+                " ORDER BY pk",
+                (sorted({k[0] for k in keys}), self._visible),
+            ).fetchall()
+        for r in rows:
+            key = (r[1], r[2], r[3], r[4], r[5])
+            if key in wanted:
+                found.setdefault(key, r[0])
+        return found
+
+    def export(self, batch: int) -> Iterator[list[tuple[Memory, Vector | None]]]:
+        last = 0
+        while True:
+            with self._conn() as conn:
+                rows = conn.execute(
+                    f"SELECT m.pk, {q.SELECT_COLUMNS}, m.embedding FROM memories m"
+                    " WHERE m.pk > %s AND m.namespace = ANY(%s) ORDER BY m.pk LIMIT %s",
+                    (last, self._visible, batch),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [(_memory(r[1:-1]), None if r[-1] is None
+                    else np.asarray(r[-1].to_numpy(), np.float32)) for r in rows]  # fmt: skip
+
+    def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
+        last = 0
+        while True:
+            with self._conn() as conn:
+                rows = conn.execute(
+                    "SELECT pk, id, content, embed_context FROM memories WHERE pk > %s"
+                    " AND namespace = ANY(%s) ORDER BY pk LIMIT %s",
+                    (last, self._visible, batch),
+                ).fetchall()
+            if not rows:
+                return
+            last = rows[-1][0]
+            yield [(r[1], f"{r[3]}\n{r[2]}" if r[3] else r[2]) for r in rows]
+
+    def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
+        where, params = q.filter_sql(request.filters, self._visible)
+        grams, short = _trigram_terms(request.raw_query) if request.bm25_limit else ([], [])
+        sql, more = q.candidates_sql(request, where, grams, short)
+        out: dict[str, list[ChannelCandidate]] = {}
+        if request.semantic_limit and request.query_vector is not None:
+            out["semantic"] = []
+        if request.window_semantic_limit and request.query_vector is not None:
+            out["window_semantic"] = []
+        if request.bm25_limit and request.terms:
+            out["bm25"] = []
+        if request.entity_limit and request.entities:
+            out["entity"] = []
+        if request.temporal_limit:
+            out["temporal"] = []
+        if not sql:
+            return out
+        values: dict[str, Any] = {**params, **more}
+        if request.query_vector is not None:
+            values["qv"] = np.asarray(request.query_vector, np.float32)
+        with self._conn() as conn:
+            if request.query_vector is not None:
+                have = self._dimension(conn)
+                if have is not None and have != request.query_vector.shape[-1]:
+                    raise EmbedderMismatchError(
+                        f"query vector has {request.query_vector.shape[-1]} dimensions, the "
+                        f"store's vectors have {have}"
+                    )
+            rows = conn.execute(sql, values).fetchall()
+        for channel, rank, memory_id, score in rows:
+            out.setdefault(channel, []).append(ChannelCandidate(memory_id, rank, float(score)))
+        return out
+
+    def stats(self) -> StoreStats:
+        with self._conn() as conn:
+            one = conn.execute(
+                "SELECT count(*), count(forgotten_at), count(DISTINCT session_id),"
+                " min(ref_time), max(ref_time), count(embedding) FROM memories"
+                " WHERE namespace = ANY(%s)",
+                (self._visible,),
+            ).fetchone()
+            assert one is not None
+            types = conn.execute(
+                "SELECT type, count(*) FROM memories WHERE namespace = ANY(%s)"
+                " AND forgotten_at IS NULL GROUP BY type",
+                (self._visible,),
+            ).fetchall()
+            by_type = {str(t): int(n) for t, n in types}
+            size = conn.execute("SELECT pg_total_relation_size('memories')").fetchone()
+            fingerprint = _get_meta(conn, "embedding_fingerprint")
+        return StoreStats(
+            path=self.path, memories=one[0] - one[1], forgotten=one[1], with_vectors=one[5],
+            fingerprint=fingerprint, schema_version=SCHEMA_VERSION,
+            size_bytes=int(size[0]) if size else 0, by_type=by_type, sessions=one[2],
+            oldest=_dt(one[3]), newest=_dt(one[4]),
+        )  # fmt: skip
+
+    # -- indexed source files --------------------------------------------------------------
+
+    def save_source_root(self, root: SourceRoot) -> None:
+        with self._conn() as conn:
+            conn.execute(
+                "INSERT INTO source_roots (namespace, path, globs, added_at, indexed_at)"
+                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, path) DO UPDATE SET"
+                " globs = excluded.globs,"
+                " indexed_at = COALESCE(excluded.indexed_at, source_roots.indexed_at)",
+                (self.tenancy.tenant, root.path, json.dumps(list(root.globs)),
+                 datetime.now(UTC).timestamp(), _ts(root.indexed_at)),
+            )  # fmt: skip
+
+    def source_roots(self) -> list[SourceRoot]:
+        with self._conn() as conn:
+            rows = conn.execute(
+                "SELECT path, globs, indexed_at FROM source_roots WHERE namespace = %s"
+                " ORDER BY path",
+                (self.tenancy.tenant,),
+            ).fetchall()
+        return [SourceRoot(r[0], tuple(json.loads(r[1])), _dt(r[2])) for r in rows]
+
+    def source_files(self, roots: Sequence[str] | None = None) -> list[SourceFile]:
+        sql = (
+            "SELECT f.path, f.root, f.size, f.mtime_ns, f.status, f.content_hash, f.chunker,"
+            " f.error, f.indexed_at, (SELECT count(*) FROM memories m WHERE"
+            " m.namespace = f.namespace AND m.source_kind = 'file' AND m.type = 'chunk'"
+            " AND m.source_path = f.path AND m.forgotten_at IS NULL)"
+            " FROM source_files f WHERE f.namespace = %s"
+        )
+        params: list[Any] = [self.tenancy.tenant]
+        if roots is not None:
+            sql += " AND f.root = ANY(%s)"
+            params.append(list(roots))
+        with self._conn() as conn:
+            rows = conn.execute(sql + " ORDER BY f.path", params).fetchall()
+        return [SourceFile(path=r[0], root=r[1], size=r[2], mtime_ns=r[3], status=r[4],
+                           content_hash=r[5], chunker=r[6], error=r[7], indexed_at=_dt(r[8]),
+                           chunks=r[9]) for r in rows]  # fmt: skip
+
+    def save_source_files(self, files: Sequence[SourceFile]) -> None:
+        with self._conn() as conn, conn.cursor() as cur:
+            cur.executemany(_UPSERT_FILE, [self._file_row(f) for f in files])
+
+    def _file_row(self, f: SourceFile) -> tuple[Any, ...]:
+        return (self.tenancy.tenant, f.path, f.root, f.size, f.mtime_ns, f.status,
+                f.content_hash, f.chunker, f.error, _ts(f.indexed_at))  # fmt: skip
+
+    def replace_file_chunks(
+        self, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
+    ) -> None:
+        own = self.tenancy.tenant
+        with self._conn() as conn:
+            conn.execute(_DELETE_CHUNKS, (own, file.path))
+            self._insert_rows(conn, [replace(m, namespace=own) for m in memories], vectors)
+            conn.execute(_UPSERT_FILE, self._file_row(file))
+
+    def remove_source_files(self, paths: Sequence[str]) -> int:
+        deleted = 0
+        own = self.tenancy.tenant
+        with self._conn() as conn:
+            for path in paths:
+                deleted += conn.execute(_DELETE_CHUNKS, (own, path)).rowcount
+                conn.execute(
+                    "DELETE FROM source_files WHERE namespace = %s AND path = %s", (own, path)
+                )
+        return deleted
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # Last in the class: a method named ``list`` shadows the builtin in later annotations.
+    def list(
+        self, filters: MemoryFilter, *, limit: int, offset: int = 0, newest_first: bool = True
+    ) -> list[Memory]:
+        where, params = q.filter_sql(filters, self._visible)
+        order = "DESC" if newest_first else "ASC"
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT {q.SELECT_COLUMNS} FROM memories m WHERE {where}"
+                f" ORDER BY m.ref_time {order}, m.pk {order} LIMIT %(limit)s OFFSET %(offset)s",
+                {**params, "limit": limit, "offset": offset},
+            ).fetchall()
+        return [_memory(r) for r in rows]
+
+
+_UPSERT_FILE = (
+    "INSERT INTO source_files (namespace, path, root, size, mtime_ns, status, content_hash,"
+    " chunker, error, indexed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    " ON CONFLICT (namespace, path) DO UPDATE SET root = excluded.root, size = excluded.size,"
+    " mtime_ns = excluded.mtime_ns, status = excluded.status,"
+    " content_hash = excluded.content_hash, chunker = excluded.chunker,"
+    " error = excluded.error, indexed_at = excluded.indexed_at"
+)
+_VECTOR_NAMESPACES = "SELECT key FROM recalld_meta WHERE key LIKE 'vectors:%'"
+_DELETE_CHUNKS = (
+    "DELETE FROM memories WHERE namespace = %s AND source_kind = 'file' AND type = 'chunk'"
+    " AND source_path = %s"
+)
+
+
+def _get_meta(conn: psycopg.Connection[Any], key: str) -> str | None:
+    found = conn.execute("SELECT value FROM recalld_meta WHERE key = %s", (key,)).fetchone()
+    return None if found is None else str(found[0])
+
+
+def _set_meta(conn: psycopg.Connection[Any], key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO recalld_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE"
+        " SET value = excluded.value",
+        (key, value),
+    )
+
+
+def _trigram_terms(query: str) -> tuple[list[str], list[str]]:
+    """CJK 3-grams of the query, and CJK pieces shorter than 3 characters (as SQLite's)."""
+    grams: list[str] = []
+    short: list[str] = []
+    for piece in query.split():
+        if not has_cjk(piece):
+            continue
+        if len(piece) < 3:
+            short.append(piece)
+        else:
+            grams.extend(piece[i : i + 3] for i in range(len(piece) - 2))
+    return list(dict.fromkeys(grams)), list(dict.fromkeys(short))
+
+
+def _row(memory: Memory, namespace: str, position: int | None) -> tuple[Any, ...]:
+    s = memory.source
+    return (
+        memory.id, memory.content, memory.type, memory.content_hash, _ts(memory.event_time),
+        _ts(memory.created_at), _ts(memory.updated_at), _ts(memory.last_accessed_at),
+        _ts(memory.reference_time), memory.access_count, memory.priority, memory.pinned,
+        memory.evergreen, memory.significance, memory.project, memory.scope,
+        memory.session_id, s.kind, s.path, s.line_start, s.line_end, s.ref,
+        list(memory.tags), list(memory.entities), Jsonb(dict(memory.metadata)),
+        _ts(memory.valid_until), memory.superseded_by, memory.embedding_fingerprint,
+        _ts(memory.forgotten_at), memory.embed_context, memory.tells_event, namespace, position,
+    )  # fmt: skip
+
+
+def _memory(r: Sequence[Any]) -> Memory:
+    (
+        id_, content, type_, content_hash, event_time, created_at, updated_at, last_accessed,
+        _ref_time, access_count, priority, pinned, evergreen, significance, project, scope,
+        session_id, source_kind, source_path, source_start, source_end, source_ref, tags,
+        entities, metadata, valid_until, superseded_by, fingerprint, forgotten_at, embed_context,
+        tells_event, namespace, position,
+    ) = r  # fmt: skip
+    return Memory(
+        id=id_, content=content, type=type_, content_hash=content_hash,
+        event_time=_dt(event_time), created_at=_dt(created_at) or datetime.now(UTC),
+        updated_at=_dt(updated_at) or datetime.now(UTC), last_accessed_at=_dt(last_accessed),
+        access_count=access_count, priority=priority, pinned=pinned, evergreen=evergreen,
+        significance=significance, project=project, scope=scope, session_id=session_id,
+        source=Source(source_kind, source_path, source_start, source_end, source_ref),
+        tags=tuple(tags), entities=tuple(entities), metadata=metadata,
+        valid_until=_dt(valid_until), superseded_by=superseded_by,
+        embedding_fingerprint=fingerprint, forgotten_at=_dt(forgotten_at),
+        embed_context=embed_context, tells_event=tells_event, namespace=namespace,
+        position=position,
+    )  # fmt: skip
+
+
+__all__ = ["APP_ID", "PostgresStore"]

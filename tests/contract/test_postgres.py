@@ -1,0 +1,162 @@
+"""What only the PostgreSQL backend has: Row-Level Security as the second tenant wall,
+its migrations, and search parity with the SQLite store on the same memories."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import recalld
+from recalld.config import Settings
+from recalld.providers.embedders import Embedder
+from recalld.records import TimeRange
+from recalld.stores.base import CandidateRequest, Tenancy
+
+from ..retrieval.golden import load_corpus
+
+pytestmark = pytest.mark.postgres
+
+
+def test_row_level_security_is_a_second_wall(pg_database: str, pg_admin_dsn: str) -> None:
+    import psycopg
+
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="alice"),
+                      embedder="fake") as alice:  # fmt: skip
+        alice.add("alice's secret")
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS recalld_probe")
+        conn.execute("CREATE ROLE recalld_probe")
+        conn.execute("GRANT SELECT, UPDATE, DELETE ON memories TO recalld_probe")
+        conn.execute("SET ROLE recalld_probe")  # an ordinary role: RLS binds it
+
+        def visible(namespaces: str | None) -> int:
+            if namespaces is not None:
+                conn.execute("SELECT set_config('recalld.namespaces', %s, false)", (namespaces,))
+            found = conn.execute("SELECT count(*) FROM memories").fetchone()
+            return int(found[0]) if found else -1
+
+        try:
+            assert visible(None) == 0  # no namespace declared: no row
+            assert visible("bob") == 0
+            # Even a query without the store's WHERE clause changes nothing of Alice's.
+            assert conn.execute("DELETE FROM memories").rowcount == 0
+            assert visible("bob,team") == 0
+            assert visible("alice") == 1
+        finally:
+            conn.execute("RESET ROLE")
+            conn.execute("DROP OWNED BY recalld_probe")
+            conn.execute("DROP ROLE recalld_probe")
+
+
+def test_migrations_from_empty_and_from_the_previous_version(pg_database: str) -> None:
+    import psycopg
+
+    from recalld.stores.postgres import PostgresStore
+    from recalld.stores.postgres.migrations import MIGRATIONS, migrate
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        assert migrate(conn, upto=MIGRATIONS[-2][0]) == [m[1] for m in MIGRATIONS[:-1]]
+        conn.execute(
+            "INSERT INTO memories (namespace, id, content, type, content_hash, created_at,"
+            " updated_at, ref_time) VALUES ('default', 'old', 'kept across', 'event', 'h', 0,"
+            " 0, 0)"
+        )
+    store = PostgresStore(pg_database)  # applies the rest
+    try:
+        assert store.stats().schema_version == MIGRATIONS[-1][0]
+        assert [m.content for m in store.get_many(["old"])] == ["kept across"]
+        assert store.source_roots() == []
+    finally:
+        store.close()
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        assert migrate(conn) == []  # nothing left to do, and running again is harmless
+        names = [r[0] for r in conn.execute("SELECT name FROM recalld_migrations ORDER BY id")]
+    assert names == [m[1] for m in MIGRATIONS]
+
+
+def test_a_foreign_memories_table_is_refused(pg_database: str) -> None:
+    import psycopg
+
+    from recalld.stores.postgres import PostgresStore
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("CREATE TABLE memories (x int)")
+    with pytest.raises(recalld.StoreError, match="another program"):
+        PostgresStore(pg_database)
+
+
+def test_same_search_same_results_on_both_backends(
+    pg_database: str, tmp_path: Path, local_embedder: Embedder
+) -> None:
+    """The same memories (same insertion order) give the same candidates per channel and
+    the same vector-mode results on SQLite and PostgreSQL, scores within float tolerance.
+
+    Hybrid results differ where the lexical channel differs: SQLite ranks words by FTS5's
+    BM25 (porter), PostgreSQL by ``ts_rank_cd`` (english); see docs/architecture.md.
+    """
+    engines = [
+        recalld.open(settings=Settings(db=location, cache_dir=None), embedder=local_embedder)
+        for location in (tmp_path / "m.db", pg_database)
+    ]
+    try:
+        queries, as_of = load_corpus(engines[0])
+        load_corpus(engines[1])
+        window = TimeRange(datetime(2023, 5, 5, tzinfo=UTC), datetime(2025, 6, 1, tzinfo=UTC))
+        for query in queries:
+            vector = local_embedder.embed_query(query)
+            request = CandidateRequest(
+                query_vector=vector, semantic_limit=40, entities=("ana", "lisbon", "porto"),
+                entity_limit=40, time_window=window, temporal_limit=40,
+                window_semantic_limit=40,
+            )  # fmt: skip
+            sqlite, postgres = (e.store.candidates(request) for e in engines)
+            assert sqlite.keys() == postgres.keys()
+            for channel in sqlite:
+                assert [c.memory_id for c in sqlite[channel]] == [
+                    c.memory_id for c in postgres[channel]], (query, channel)  # fmt: skip
+                assert [c.score for c in sqlite[channel]] == pytest.approx(
+                    [c.score for c in postgres[channel]], abs=1e-6)  # fmt: skip
+            for granularity in ("memory", "session"):
+                a, b = (e.search(query, limit=10, as_of=as_of, mode="vector",
+                                 granularity=granularity).hits for e in engines)  # type: ignore[arg-type]  # fmt: skip
+                assert [h.memory.id for h in a] == [h.memory.id for h in b], query
+                assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
+    finally:
+        for engine in engines:
+            engine.close()
+
+
+def test_tenancy_reaches_the_pool(pg_database: str) -> None:
+    from recalld.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_database, Tenancy("alice", ("team",)))
+    try:
+        assert store.tenancy.visible == ("alice", "team")
+        assert store.stats().memories == 0
+    finally:
+        store.close()
+
+
+def test_postgres_start_and_stop_commands(tmp_path: Path) -> None:
+    import psycopg
+    from click.testing import CliRunner
+
+    from recalld.interfaces.cli import cli
+
+    folder = tmp_path / "pg"
+    started = CliRunner().invoke(cli, ["postgres", "start", "--dir", str(folder)])
+    try:
+        assert started.exit_code == 0, started.output
+        dsn = started.output.strip().splitlines()[-1]
+        assert dsn.startswith("postgresql://")
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        again = CliRunner().invoke(cli, ["postgres", "start", "--dir", str(folder)])
+        assert again.output.strip().splitlines()[-1] == dsn  # a running server is reused
+    finally:
+        stopped = CliRunner().invoke(cli, ["postgres", "stop", "--dir", str(folder)])
+    assert stopped.exit_code == 0 and "stopped" in stopped.output
+    assert "no server" in CliRunner().invoke(cli, ["postgres", "stop", "--dir",
+                                                   str(folder)]).output  # fmt: skip

@@ -1,0 +1,151 @@
+"""Every store behaviour on each backend: round trips, filters, forget, dedup, fingerprints,
+reindex, source files. The same test, the same expectations, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import recalld
+from recalld import EmbedderMismatchError, Source
+from recalld.providers.embedders import FakeEmbedder
+
+from .conftest import Opener
+
+WHEN = datetime(2025, 3, 14, 9, 30, 15, 123456, tzinfo=UTC)
+
+
+def test_every_field_round_trips(open_as: Opener) -> None:
+    engine = open_as()
+    given = dict(
+        type="insight", event_time=WHEN, priority=1.5, pinned=True, evergreen=True,
+        significance=0.9, project="recalld", scope="work", session_id="s9",
+        source=Source("file", "/notes/a.md", 3, 7, "ref-1"), tags=["b", "a"],
+        entities=["Lisbon", "ana"], metadata={"role": "user", "n": [1, 2.5, None], "é": "ü"},
+        id="m-1", embed_context="the question it answers",
+    )  # fmt: skip
+    engine.add("Ana moved to Lisbon — 東京 too", **given)
+    memory = engine.get("m-1")
+    assert (memory.content, memory.type, memory.event_time) == (
+        "Ana moved to Lisbon — 東京 too", "insight", WHEN)  # fmt: skip
+    assert (memory.priority, memory.pinned, memory.evergreen, memory.significance) == (
+        1.5, True, True, 0.9)  # fmt: skip
+    assert (memory.project, memory.scope, memory.session_id, memory.source) == (
+        "recalld", "work", "s9", Source("file", "/notes/a.md", 3, 7, "ref-1"))  # fmt: skip
+    assert memory.tags == ("b", "a") and memory.entities == ("lisbon", "ana")
+    assert memory.metadata == {"role": "user", "n": [1, 2.5, None], "é": "ü"}
+    assert memory.embed_context == "the question it answers"
+    assert (memory.namespace, memory.position, memory.tells_event) == ("default", 0, False)
+    assert memory.embedding_fingerprint == FakeEmbedder().fingerprint.to_json()
+    assert memory.reference_time == WHEN and memory.forgotten_at is None
+    vector = engine.store.vectors_for(["m-1"])["m-1"]
+    assert vector.dtype == np.float32 and vector.shape == (64,)
+    expected = engine.embedder.embed_documents([memory.embedding_text]).vectors[0]
+    assert np.allclose(vector, expected, atol=1e-6)
+    # Every dataclass field was compared or is a store-set time.
+    assert {f.name for f in dataclasses.fields(memory)} <= set(given) | {
+        "content", "created_at", "updated_at", "content_hash", "last_accessed_at",
+        "access_count", "valid_until", "superseded_by", "embedding_fingerprint",
+        "forgotten_at", "tells_event", "namespace", "position"}  # fmt: skip
+
+
+def test_filters(open_as: Opener) -> None:
+    engine = open_as()
+    january, february = datetime(2025, 1, 5, tzinfo=UTC), datetime(2025, 2, 5, tzinfo=UTC)
+    engine.add("kayak on the river", project="p1", scope="user", tags=["sport", "water"],
+               type="event", event_time=january, session_id="a")  # fmt: skip
+    engine.add("kayak repair shop", project="p2", scope="team", tags=["sport"],
+               type="insight", event_time=february, session_id="b")  # fmt: skip
+
+    def contents(**filters: object) -> set[str]:
+        listed = {m.content for m in engine.list(**filters)}
+        found = {h.memory.content for h in engine.search("kayak", mode="hybrid", **filters).hits}
+        assert found <= listed
+        return listed
+
+    assert contents(project="p1") == {"kayak on the river"}
+    assert contents(scope="team") == {"kayak repair shop"}
+    assert contents(types=["insight"]) == {"kayak repair shop"}
+    assert contents(tags=["sport", "water"]) == {"kayak on the river"}
+    assert contents(session_id="b") == {"kayak repair shop"}
+    assert contents(since=datetime(2025, 2, 1), until=datetime(2025, 3, 1)) == {
+        "kayak repair shop"}  # fmt: skip
+    assert [m.content for m in engine.list(newest_first=False)] == [
+        "kayak on the river", "kayak repair shop"]  # fmt: skip
+    assert [m.content for m in engine.list(limit=1, offset=1)] == ["kayak on the river"]
+
+
+def test_forget_soft_and_hard(open_as: Opener) -> None:
+    engine = open_as()
+    soft = engine.add("the soft one about kayaks").id
+    hard = engine.add("the hard one about kayaks").id
+    assert engine.forget(soft) == 1
+    assert engine.forget(soft) == 0  # already forgotten: nothing changes
+    assert engine.forget(hard, hard=True) == 1
+    assert engine.get(soft).forgotten_at is not None
+    with pytest.raises(recalld.NotFoundError):
+        engine.get(hard)
+    assert engine.search("kayaks", mode="hybrid").hits == ()
+    assert engine.store.vectors_for([hard]) == {}
+    stats = engine.status().store
+    assert (stats.memories, stats.forgotten, stats.with_vectors) == (0, 1, 1)
+    assert [m.id for m in engine.list(include_forgotten=True)] == [soft]
+
+
+def test_dedup_and_access(open_as: Opener) -> None:
+    engine = open_as()
+    first = engine.add("same words", session_id="s")
+    again = engine.add("same words", session_id="s")
+    other_scope = engine.add("same words", session_id="s", scope="team")
+    assert first.created and not again.created and again.duplicate_of == first.id
+    assert other_scope.created
+    seen = engine.add("a kayak seen once").id
+    engine.search("kayak", record_access=True, limit=1)
+    assert engine.get(seen).access_count == 1
+    assert engine.get(seen).last_accessed_at is not None
+
+
+def test_fingerprints_and_reindex(open_as: Opener) -> None:
+    engine = open_as()
+    memory_id = engine.add("a memory to re-embed").id
+    other = open_as(embedder=FakeEmbedder(dimension=32, model_id="other"))
+    with pytest.raises(EmbedderMismatchError):
+        other.search("anything")
+    assert other.reindex() == 1
+    assert other.store.vectors_for([memory_id])[memory_id].shape == (32,)
+    assert other.get(memory_id).embedding_fingerprint == other.embedder.fingerprint.to_json()
+    assert [h.memory.id for h in other.search("re-embed", mode="vector").hits] == [memory_id]
+
+
+def test_session_neighbours_follow_positions(open_as: Opener) -> None:
+    engine = open_as()
+    ids = [engine.add(f"turn {i} of the chat", session_id="chat").id for i in range(5)]
+    engine.add("a turn of another chat", session_id="other")
+    assert [engine.get(i).position for i in ids] == [0, 1, 2, 3, 4]
+    engine.forget(ids[1])
+    found = engine.store.session_neighbors([ids[2]], 2)
+    assert found == {ids[2]: [(ids[0], -1), (ids[3], 1), (ids[4], 2)]}
+
+
+def test_source_files(open_as: Opener, tmp_path: Path) -> None:
+    engine = open_as()
+    notes = tmp_path / "notes"
+    (notes / "memory").mkdir(parents=True)
+    (notes / "MEMORY.md").write_text("# Me\n\n- I prefer green tea.\n", encoding="utf-8")
+    daily = notes / "memory" / "2026-03-10.md"
+    daily.write_text("# 2026-03-10\n\n- Fixed the sync bug with Dana.\n", encoding="utf-8")
+    first = engine.index([notes])
+    assert len(first.indexed) == 2
+    assert engine.index([notes]).indexed == ()
+    daily.write_text("# 2026-03-10\n\n- Fixed the export bug with Eve.\n", encoding="utf-8")
+    assert [Path(p).name for p in engine.index([notes]).indexed] == ["2026-03-10.md"]
+    assert {h.memory.source.path for h in engine.search("export bug Eve", mode="hybrid").hits}
+    daily.unlink()
+    assert len(engine.index([notes]).removed) == 1
+    status = engine.status().sources
+    assert status is not None
+    assert [m.source.path for m in engine.list(types=["chunk"])] == [str(notes / "MEMORY.md")]

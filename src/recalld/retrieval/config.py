@@ -64,7 +64,7 @@ class RetrievalConfig:
     # -- adjustments ----------------------------------------------------------------------
     decay: str = "exponential"
     """``hyperbolic`` (CEMS ``1/(1+days/half_life)``), ``exponential`` (OpenClaw) or ``none``."""
-    half_life_days: float = 180.0
+    half_life_days: float = 365.0
     """Hyperbolic decay half-life (CEMS: 60 days); exponential uses it as the half-life too."""
     use_priority: bool = True
     """Multiply by the memory's priority (1.0-2.0)."""

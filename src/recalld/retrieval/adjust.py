@@ -81,6 +81,8 @@ class QueryContext:
     """The query's lower-cased words, for matching the names of speakers."""
     advice: bool = False
     """The query asks for advice (``QueryPlan.advice``)."""
+    decay_from: datetime | None = None
+    """The moment age is counted from (default ``now``): see :func:`adjust`."""
 
 
 def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> float:
@@ -153,7 +155,7 @@ def factors_for(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> d
     """Every factor that is not 1.0, by name."""
     now, project = ctx.now, ctx.project
     factors = {
-        "decay": decay_factor(memory, now, config),
+        "decay": decay_factor(memory, ctx.decay_from or now, config),
         "priority": memory.priority if config.use_priority else 1.0,
         "pinned": config.pinned_boost if memory.pinned else 1.0,
         "project": project_factor(memory, project, config),
@@ -175,7 +177,14 @@ def adjust(
     ctx: QueryContext,
     config: RetrievalConfig,
 ) -> list[Scored]:
-    """Apply the factors and re-sort (ties keep the fused order)."""
+    """Apply the factors and re-sort (ties keep the fused order).
+
+    Age is counted from the newest dated candidate (or ``now``, if that is sooner): the
+    freshest memory that matches decays not at all, like a pinned or evergreen one, so an
+    old store's dated notes are not all outranked by its undated ones."""
+    dated = [m.reference_time for m in memories.values() if not (m.pinned or m.evergreen)]
+    if dated and config.decay != "none":
+        ctx = replace(ctx, decay_from=min(ctx.now, max(dated)))
     out: list[Scored] = []
     for item in fused:
         memory = memories.get(item.memory_id)

@@ -106,6 +106,8 @@ class MemoryEngine:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._cache: EmbeddingCache | None = None
         self._models = models
+        self._owns_models = False
+        """Whether the models were built here (from settings), so closing is ours to do."""
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -120,8 +122,9 @@ class MemoryEngine:
         if self._cache is not None:
             self._cache.close()
             self._cache = None
-        if self._models is not None and self._models.cache is not None:
+        if self._owns_models and self._models is not None and self._models.cache is not None:
             self._models.cache.close()
+            self._models = None
 
     @property
     def models(self) -> Models | None:
@@ -129,6 +132,7 @@ class MemoryEngine:
         when neither is configured (then no search calls a model)."""
         if self._models is None and (self.settings.llm or self.settings.reranker):
             self._models = build_models(self.settings)
+            self._owns_models = True
         return self._models
 
     @property

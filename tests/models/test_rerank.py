@@ -3,6 +3,7 @@ the ``/v1/rerank`` client against the loopback server, MaxSim on the packaged Mi
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime
 from pathlib import Path
@@ -346,3 +347,35 @@ def test_maxsim_prefers_the_passage_that_shares_meaning() -> None:
                             ["My sister Ana lands on Friday.", "Green tea is good."])  # fmt: skip
     assert scores[0] > scores[1]
     assert all(-1.0 <= s <= 1.0 for s in scores)
+    # Passages come back from the in-memory cache, scored the same.
+    assert reranker.score("when does my sister arrive?", ["Green tea is good."]) == pytest.approx(
+        [scores[1]], abs=1e-5)  # fmt: skip
+
+
+# -- recalld bench with the model stages --------------------------------------------------
+
+
+def test_bench_runs_with_an_llm_and_a_reranker(server: ModelServer, tmp_path: Path) -> None:
+    def answer(path: str, body: dict[str, object]) -> Reply:
+        if path == RERANK:
+            documents = body["documents"]
+            assert isinstance(documents, list)
+            return Reply({"results": [{"index": i, "relevance_score": 0.5}
+                                      for i in range(len(documents))]})  # fmt: skip
+        return chat({"lex": ["iguana"], "vec": ["what pet lizard"], "hyde": None})
+
+    server.answer = answer
+    (tmp_path / "empty.toml").write_text("")
+    out = tmp_path / "lme.json"
+    lme = Path(__file__).parent.parent / "fixtures" / "longmemeval_tiny.json"
+    done = CliRunner().invoke(cli, [
+        "bench", "longmemeval", str(lme), "--cache-dir", str(tmp_path / "c"), "--budget", "1000",
+        "--llm", "openai:tiny", "--llm-base-url", server.url + "/v1",
+        "--reranker", f"http:{server.url}{RERANK}", "--json", str(out),
+    ], env={"RECALLD_CONFIG": str(tmp_path / "empty.toml"),
+            "RECALLD_EMBEDDER": "fake"})  # fmt: skip
+    assert done.exit_code == 0, done.output
+    report = json.loads(out.read_text())
+    assert "--llm openai:tiny" in report["command"] and "--reranker" in report["command"]
+    assert server.paths(RERANK) >= 2 and server.paths("/v1/chat/completions") >= 2
+    assert set(report["systems"]) == {"recalld", "bm25", "vector"}

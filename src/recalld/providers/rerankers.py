@@ -7,10 +7,13 @@ whose scores only order passages (MaxSim), and the rerank stage min-max scales t
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
+import threading
 from abc import ABC, abstractmethod
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +30,9 @@ CROSS_ENCODER_MAX_TOKENS = 512
 """ms-marco-MiniLM-L-6-v2's window: query and passage together, special tokens included."""
 MAXSIM_MAX_TOKENS = 256
 """The packaged MiniLM's window; a memory's best chunk fits it."""
+MAXSIM_CACHE_TOKENS = 100_000
+"""Token vectors of recently scored passages kept in memory (~150 MB at 384-d): the same
+candidates come back query after query, and encoding them is nearly all of MaxSim's cost."""
 
 
 class Reranker(ABC):
@@ -222,6 +228,9 @@ class MaxSimReranker(Reranker):
         self._tokenizer.enable_truncation(MAXSIM_MAX_TOKENS)
         self._inputs = {i.name for i in self._session.get_inputs()}
         self.model_id = "maxsim:all-MiniLM-L6-v2"
+        self._known: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._known_tokens = 0
+        self._lock = threading.Lock()
 
     def _tokens(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Each text's L2-normalised token vectors, special tokens left out."""
@@ -241,10 +250,36 @@ class MaxSimReranker(Reranker):
             return []
         try:
             query_tokens = self._tokens([query])[0]
-            passage_tokens = self._tokens(passages)
+            passage_tokens = self._passages(passages)
         except Exception as exc:  # onnxruntime raises its own plain errors
             raise ModelError(f"the MaxSim reranker failed: {exc}") from exc
         return [float((query_tokens @ p.T).max(axis=1).mean()) for p in passage_tokens]
+
+    def _passages(self, passages: Sequence[str]) -> list[np.ndarray]:
+        """Token vectors of each passage, from the in-memory LRU where it has them."""
+        with self._lock:
+            found = {p: self._known[p] for p in set(passages) if p in self._known}
+            for p in found:
+                self._known.move_to_end(p)
+        fresh = [p for p in dict.fromkeys(passages) if p not in found]
+        if fresh:
+            encoded = dict(zip(fresh, self._tokens(fresh), strict=True))
+            found.update(encoded)
+            with self._lock:
+                for p, vectors in encoded.items():
+                    if p not in self._known:
+                        self._known[p] = vectors
+                        self._known_tokens += len(vectors)
+                while self._known_tokens > MAXSIM_CACHE_TOKENS and self._known:
+                    self._known_tokens -= len(self._known.popitem(last=False)[1])
+        return [found[p] for p in passages]
+
+
+@functools.cache
+def packaged_maxsim() -> MaxSimReranker:
+    """One MaxSim reranker per process: the packaged model never changes, and loading it
+    for every store opened (a benchmark opens one per question) would cost ~0.3 s each."""
+    return MaxSimReranker()
 
 
 def resolve_reranker(settings: Settings, llm: LLM | None) -> Reranker | None:
@@ -259,7 +294,7 @@ def resolve_reranker(settings: Settings, llm: LLM | None) -> Reranker | None:
         url, _, model = spec.partition(":")[2].partition("#")
         return HttpReranker(url, model or None, settings.reranker_api_key, settings.llm_timeout)
     if kind == "maxsim" and not arg:
-        return MaxSimReranker()
+        return packaged_maxsim()
     if kind == "llm" and not arg:
         if llm is None:
             raise InvalidInputError("reranker 'llm' needs an LLM: set llm = 'openai:MODEL'")

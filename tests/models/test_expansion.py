@@ -236,3 +236,24 @@ def test_routing_applies_to_auto_only_and_fails_soft(server: ModelServer, tmp_pa
     assert fallback.mode == "hybrid"  # the offline rule: the query has lexical terms
     assert fallback.details["stages"][0]["reason"] == "malformed routing answer"
     engine.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        chat(""),
+        chat({"complexity": 3, "domains": "two"}),
+        Reply({"error": "down"}, 500),
+        Reply(chat({"complexity": "simple", "domains": 1}).body, delay_s=1.5),
+    ],
+    ids=["empty", "wrong-types", "500", "slow"],
+)
+def test_routing_failures_keep_the_offline_mode(server: ModelServer, tmp_path: Path,
+                                                reply: Reply) -> None:  # fmt: skip
+    server.queue(CHAT, reply)
+    engine = open_corpus(tmp_path, **llm_settings(server, cache_dir=None))
+    result = engine.search("who is my sibling?", config=engine.config.with_changes(expand=False))
+    assert result.mode == "hybrid" and result.hits
+    note = result.details["stages"][0]
+    assert note["stage"] == "route" and note["status"] == "skipped"
+    engine.close()

@@ -379,3 +379,41 @@ def test_bench_runs_with_an_llm_and_a_reranker(server: ModelServer, tmp_path: Pa
     assert "--llm openai:tiny" in report["command"] and "--reranker" in report["command"]
     assert server.paths(RERANK) >= 2 and server.paths("/v1/chat/completions") >= 2
     assert set(report["systems"]) == {"recalld", "bm25", "vector"}
+
+
+def test_bench_runs_with_a_local_onnx_reranker(tmp_path: Path) -> None:
+    folder = tiny_cross_encoder(tmp_path / "ce")
+    (tmp_path / "empty.toml").write_text("")
+    out = tmp_path / "lme.json"
+    lme = Path(__file__).parent.parent / "fixtures" / "longmemeval_tiny.json"
+    done = CliRunner().invoke(cli, [
+        "bench", "longmemeval", str(lme), "--cache-dir", str(tmp_path / "c"), "--budget", "1000",
+        "--reranker", f"onnx:{folder}", "--json", str(out),
+    ], env={"RECALLD_CONFIG": str(tmp_path / "empty.toml"),
+            "RECALLD_EMBEDDER": "fake"})  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert f"--reranker onnx:{folder}" in json.loads(out.read_text())["command"]
+    assert (tmp_path / "c" / "models.sqlite").is_file()  # scores cached beside the embeddings
+
+
+def test_the_llm_reranker_in_the_pipeline(server: ModelServer, tmp_path: Path) -> None:
+    def answer(path: str, body: dict[str, object]) -> Reply:
+        messages = body["messages"]
+        assert isinstance(messages, list)
+        prompt = messages[-1]["content"]
+        if "Rate how well" in prompt:
+            count = prompt.count("\n[")
+            return chat({"scores": [10 if "Ana arrives" in line else 0
+                                    for line in prompt.split("\n[")[1:]][:count]})  # fmt: skip
+        return chat("no expansion today")
+
+    server.answer = answer
+    engine = open_corpus(tmp_path, llm="openai:tiny", llm_base_url=server.url + "/v1",
+                         reranker="llm")  # fmt: skip
+    result = engine.search(QUERY, explain=True, as_of=NOW)
+    stages = {n["stage"]: n for n in result.details["stages"]}
+    assert stages["expand"]["reason"] == "malformed expansion answer"
+    assert stages["rerank"]["status"] == "ran" and stages["rerank"]["calls"] == 1
+    sister = next(h for h in result.hits if h.memory.id == "sister")
+    assert sister.trace is not None and sister.trace.rerank["reranker"] == 1.0
+    engine.close()

@@ -26,7 +26,7 @@ from recalld.retrieval.config import BALANCED
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("benchmark", choices=["longmemeval", "locomo"])
+    parser.add_argument("benchmark", choices=["longmemeval", "locomo", "workloads"])
     parser.add_argument("file", type=Path)
     parser.add_argument("--reranker", default="maxsim")
     parser.add_argument("--limit", type=int, help="first N questions / conversations")
@@ -35,7 +35,12 @@ def main() -> None:
     settings = load_settings({"reranker": args.reranker})
     configs = {"recalld": BALANCED.with_changes(rerank_depth=0),
                f"recalld+{args.reranker.split(':')[0]}": BALANCED}  # fmt: skip
-    runner = run_longmemeval if args.benchmark == "longmemeval" else run_locomo
+    runner = {"longmemeval": run_longmemeval, "locomo": run_locomo}.get(args.benchmark)
+    extra: dict[str, object] = {"budgets": ()}
+    if runner is None:  # recalld bench workloads: its runner takes no budgets
+        from recalld.bench.workloads_run import run_workloads
+
+        runner, extra = run_workloads, {}
     done = [0]
 
     def progress(step: int, total: int, label: str) -> None:
@@ -44,8 +49,8 @@ def main() -> None:
             print(f"{args.benchmark}: {done[0]}/{total}", file=sys.stderr, flush=True)
 
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    report = runner(args.file, configs=configs, baselines=False, budgets=(), limit=args.limit,
-                    settings=settings, progress=progress)  # fmt: skip
+    report = runner(args.file, configs=configs, baselines=False, limit=args.limit,
+                    settings=settings, progress=progress, **extra)  # fmt: skip
     report = {"command": " ".join(["python", *sys.argv]), "started": started,
               "load_average": os.getloadavg(), **report}  # fmt: skip
     write_json(report, args.out)

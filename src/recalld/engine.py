@@ -122,8 +122,8 @@ class MemoryEngine:
         if self._cache is not None:
             self._cache.close()
             self._cache = None
-        if self._owns_models and self._models is not None and self._models.cache is not None:
-            self._models.cache.close()
+        if self._owns_models and self._models is not None:
+            self._models.close()
             self._models = None
 
     @property

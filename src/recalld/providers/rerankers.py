@@ -204,6 +204,9 @@ class HttpReranker(Reranker):
             return scores
         return [1.0 / (1.0 + math.exp(-max(-60.0, min(60.0, s)))) for s in scores]  # raw logits
 
+    def close(self) -> None:
+        self._client.close()
+
 
 class MaxSimReranker(Reranker):
     """Late interaction on the packaged MiniLM's token outputs: a passage scores the mean,

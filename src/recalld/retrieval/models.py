@@ -23,6 +23,13 @@ class Models:
     cache: ModelCache | None = None
     """Answers and scores already computed, keyed by (model, prompt version, input hash)."""
 
+    def close(self) -> None:
+        """Close the HTTP clients and the cache (the packaged MaxSim model stays loaded)."""
+        for part in (self.llm, self.reranker, self.cache):
+            close = getattr(part, "close", None)
+            if callable(close):
+                close()
+
 
 @dataclass(frozen=True)
 class StageNote:

@@ -98,6 +98,20 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    llm: str | None = None
+    """``openai:MODEL`` switches on the LLM stages (query expansion, ``auto`` routing) against
+    any OpenAI-compatible chat endpoint; unset (the default), no LLM is ever called."""
+    llm_base_url: str = "https://api.openai.com/v1"
+    llm_api_key: str | None = None
+    llm_timeout: float = Field(default=10.0, gt=0)
+    """Seconds one LLM or reranker request may take before its stage is skipped."""
+    reranker: str | None = None
+    """``onnx:/folder`` (a cross-encoder), ``llm`` (the configured LLM), ``http:URL`` (a
+    ``/v1/rerank`` endpoint) or ``maxsim`` (late interaction on the packaged MiniLM);
+    unset (the default), the rerank stage is skipped."""
+    reranker_api_key: str | None = None
+    """Bearer token for an ``http:`` reranker."""
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -37,6 +37,7 @@ from recalld.records import (
 )
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
+from recalld.retrieval.models import Models, build_models
 from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores import open_store
 from recalld.stores.base import DedupKey, SourceIndex, Store, StoreStats, Tenancy
@@ -99,6 +100,7 @@ class MemoryEngine:
         settings: Settings,
         config: RetrievalConfig | None = None,
         clock: Callable[[], datetime] | None = None,
+        models: Models | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
@@ -108,6 +110,9 @@ class MemoryEngine:
         self._embedder: Embedder | None = embedder if isinstance(embedder, Embedder) else None
         self._clock = clock or (lambda: datetime.now(UTC))
         self._cache: EmbeddingCache | None = None
+        self._models = models
+        self._owns_models = False
+        """Whether the models were built here (from settings), so closing is ours to do."""
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -122,6 +127,18 @@ class MemoryEngine:
         if self._cache is not None:
             self._cache.close()
             self._cache = None
+        if self._owns_models and self._models is not None:
+            self._models.close()
+            self._models = None
+
+    @property
+    def models(self) -> Models | None:
+        """The optional LLM and reranker the settings name, built on first use; ``None``
+        when neither is configured (then no search calls a model)."""
+        if self._models is None and (self.settings.llm or self.settings.reranker):
+            self._models = build_models(self.settings)
+            self._owns_models = True
+        return self._models
 
     @property
     def embedder(self) -> Embedder:
@@ -455,7 +472,7 @@ class MemoryEngine:
             granularity=granularity,
         )
         chosen = config or (get_preset(preset) if preset else self.config)
-        result = search(self.store, self.embedder, request, chosen, self._clock())
+        result = search(self.store, self.embedder, request, chosen, self._clock(), self.models)
         if record_access and result.hits:
             self.store.record_access([h.memory.id for h in result.hits], self._clock())
         return result
@@ -699,6 +716,7 @@ def open_engine(
     embedder: Embedder | str | None = None,
     settings: Settings | None = None,
     config: RetrievalConfig | None = None,
+    models: Models | None = None,
     **overrides: Any,
 ) -> MemoryEngine:
     """Open (creating if needed) a memory store.
@@ -710,6 +728,7 @@ def open_engine(
         embedder: an :class:`Embedder`, or a spec such as ``local`` or ``onnx:/folder``.
         settings: fully resolved settings; otherwise they are loaded with ``overrides``.
         config: retrieval settings; default the preset named in settings.
+        models: an LLM and / or reranker to use instead of those the settings name.
         **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None;
             ``tenant="alice", shared=["team"]`` opens the store for a tenant.
     """
@@ -721,7 +740,11 @@ def open_engine(
     store = open_store(settings.db, Tenancy(settings.tenant, settings.shared))
     resolved = settings
     if isinstance(embedder, Embedder):
-        return MemoryEngine(store, embedder, resolved, config)
+        return MemoryEngine(store, embedder, resolved, config, models=models)
     return MemoryEngine(
-        store, lambda: resolve_embedder(resolved.embedder, resolved), resolved, config
+        store,
+        lambda: resolve_embedder(resolved.embedder, resolved),
+        resolved,
+        config,
+        models=models,
     )

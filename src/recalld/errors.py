@@ -40,3 +40,13 @@ class EmbedderError(RecalldError):
     """The embedding model could not be loaded or did not answer."""
 
     exit_code = 6
+
+
+class ModelError(RecalldError):
+    """An optional LLM or reranker failed (unreachable, timed out, or answered nonsense).
+
+    The search pipeline catches it and skips the stage; it reaches callers only when they
+    call a provider directly.
+    """
+
+    exit_code = 7

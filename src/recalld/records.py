@@ -177,6 +177,9 @@ class Trace:
     fusion: Mapping[str, float] = field(default_factory=dict)
     """Each fused list's contribution to the fused score, bonus included."""
     fused_score: float = 0.0
+    rerank: Mapping[str, float] = field(default_factory=dict)
+    """The rerank blend when a reranker ran (``fused_score`` is then the blend): fused
+    position, retrieval weight, ``1 / position``, the reranker's score, the blend."""
     adjustments: Mapping[str, float] = field(default_factory=dict)
     """Each score adjustment's multiplicative factor (1.0 = no effect)."""
     filters: tuple[str, ...] = ()

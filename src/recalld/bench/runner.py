@@ -51,6 +51,7 @@ from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, resolve_embedder
 from recalld.records import SEARCH_MODES, SearchMode
 from recalld.retrieval.config import RetrievalConfig, get_preset
+from recalld.retrieval.models import Models, build_models
 
 DEFAULT_BUDGETS = (1000, 2000, 4000)
 """Context budgets (estimated tokens, as ``engine.context`` counts them) the issue names."""
@@ -141,8 +142,11 @@ def run_cases(
     budgets: Sequence[int] = DEFAULT_BUDGETS,
     depth: int = SEARCH_DEPTH,
     progress: Progress | None = None,
+    models: Models | None = None,
 ) -> dict[str, Any]:
-    """Run every case and return the aggregated report (see the module docstring)."""
+    """Run every case and return the aggregated report (see the module docstring).
+
+    ``models``: the optional LLM / reranker every case's engine uses (one for the run)."""
     if not systems:
         raise InvalidInputError("no system to evaluate")
     if any(b < 1 for b in budgets):
@@ -156,7 +160,8 @@ def run_cases(
             if progress is not None:
                 progress(step, total_probes, label)
 
-        _run_case(case, systems, scorer, embedder, cache_dir, budgets, depth, tally, advance)
+        _run_case(case, systems, scorer, embedder, cache_dir, budgets, depth, tally, advance,
+                  models)  # fmt: skip
     hits, misses = (a - b for a, b in zip(_cache_counts(embedder), (hits_before, misses_before),
                                           strict=True))  # fmt: skip
     return {
@@ -182,12 +187,13 @@ def _run_case(
     depth: int,
     tally: _Tally,
     advance: Callable[[int], None],
+    models: Models | None = None,
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="recalld-bench-") as folder:
         # model_construct: explicit values and defaults only, no RECALLD_* variables read.
         settings = Settings.model_construct(db=Path(folder) / "bench.db", cache_dir=cache_dir,
                                             max_content_chars=MAX_CONTENT_CHARS)  # fmt: skip
-        with recalld.open(settings=settings, embedder=embedder) as engine:
+        with recalld.open(settings=settings, embedder=embedder, models=models) as engine:
             clock = time.perf_counter()
             engine.add_many([d.memory for d in case.docs], dedupe=False)
             tally.ingest_s += time.perf_counter() - clock
@@ -407,7 +413,7 @@ def run_longmemeval(
     report = run_cases(
         cases, len(chosen), systems, scorer,
         embedder=model, cache_dir=resolved_cache, budgets=budgets, depth=depth,
-        progress=progress,
+        progress=progress, models=_models(settings, resolved_cache),
     )  # fmt: skip
     abstention = sum(q.abstention for q in questions)
     report["options"].update({"mode": mode, "granularity": granularity,
@@ -464,7 +470,7 @@ def run_locomo(
     total = sum(len(c.probes) for c in cases)
     report = run_cases(
         cases, total, systems, scorer, embedder=model, cache_dir=resolved_cache,
-        budgets=budgets, depth=depth, progress=progress,
+        budgets=budgets, depth=depth, progress=progress, models=_models(settings, resolved_cache),
     )  # fmt: skip
     report["options"].update({"mode": mode, "categories": list(categories), "limit": limit,
                               "conversation_ids": list(conversation_ids)})  # fmt: skip
@@ -498,6 +504,14 @@ def _check_run(limit: int | None, depth: int) -> None:
         raise InvalidInputError("limit must be at least 1")
     if not 1 <= depth <= 1000:
         raise InvalidInputError("depth must be between 1 and 1000")
+
+
+def _models(settings: Settings | None, cache_dir: Path) -> Models | None:
+    """The LLM and reranker the settings name (``--llm``, ``--reranker``), if any, their
+    answers cached beside the run's embeddings."""
+    if settings is None or not (settings.llm or settings.reranker):
+        return None
+    return build_models(settings.model_copy(update={"cache_dir": cache_dir}))
 
 
 def resources(

@@ -49,7 +49,8 @@ class Ctx:
 
     def __init__(self, db: str | None, embedder: str | None, config: str | None, as_json: bool,
                  tenant: str | None = None, shared: str | None = None):  # fmt: skip
-        self.overrides = {"db": db, "embedder": embedder, "tenant": tenant, "shared": shared}
+        self.overrides: dict[str, str | None] = {
+            "db": db, "embedder": embedder, "tenant": tenant, "shared": shared}  # fmt: skip
         self.config_file = Path(config) if config else None
         self.as_json = as_json
 
@@ -129,12 +130,19 @@ class LazyGroup(click.Group):
 )
 @click.option("--config", "config", type=click.Path(dir_okay=False), help="A TOML config file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+@click.option("--llm", help="openai:MODEL switches on query expansion and auto routing "
+              "[env RECALLD_LLM; default: none].")  # fmt: skip
+@click.option("--llm-base-url", help="Any OpenAI-compatible endpoint [env RECALLD_LLM_BASE_URL].")
+@click.option("--reranker", help="onnx:/folder | llm | http:URL[#model] | maxsim "
+              "[env RECALLD_RERANKER; default: none].")  # fmt: skip
 @click.version_option(recalld.__version__, prog_name="recalld")
 @click.pass_context
 def cli(ctx: click.Context, db: str | None, embedder: str | None, tenant: str | None,
-        shared: str | None, config: str | None, as_json: bool) -> None:  # fmt: skip
+        shared: str | None, config: str | None, as_json: bool, llm: str | None,
+        llm_base_url: str | None, reranker: str | None) -> None:  # fmt: skip
     """recalld: store what an agent learns; get back the few memories that answer a question."""
     ctx.obj = Ctx(db, embedder, config, as_json, tenant, shared)
+    ctx.obj.overrides.update(llm=llm, llm_base_url=llm_base_url, reranker=reranker)
 
 
 def _parse_time(value: str | None, name: str) -> datetime | None:

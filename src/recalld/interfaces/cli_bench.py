@@ -37,6 +37,11 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Context budget in tokens (repeatable) [default: 1000 2000 4000]."),
         click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
                      help="Write the full report (every question) as JSON to this file."),
+        click.option("--llm", help="openai:MODEL: run the LLM stages (expansion, auto "
+                     "routing) against this model [default: none]."),
+        click.option("--llm-base-url", help="The LLM's OpenAI-compatible endpoint."),
+        click.option("--reranker", help="onnx:/folder | llm | http:URL[#model] | maxsim: "
+                     "run the rerank stage [default: none]."),
         click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
                      help="Write report.md, chart.png and results.json into this folder."),
     ]  # fmt: skip
@@ -264,7 +269,9 @@ def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
     root = ctx.find_object(Ctx)
     quiet = bool(root and root.as_json)
     with errors():
-        overrides = root.overrides if root else {}
+        models = {k: shared.pop(k) for k in ("llm", "llm_base_url", "reranker")}
+        overrides = {**(root.overrides if root else {}),
+                     **{k: v for k, v in models.items() if v is not None}}  # fmt: skip
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
         json_path, report_dir = shared.pop("json_path"), shared.pop("report_dir")
         if "budgets" in shared:

@@ -42,6 +42,12 @@ def print_search(result: SearchResult, explain: bool) -> None:
         f"{result.took_ms:.1f} ms)"
     )
     if explain:
+        for note in result.details.get("stages", ()):
+            console.print(
+                f"[cyan]{note['stage']}[/] {note['status']}: {escape(note['reason'])} "
+                f"({note['calls']} calls, {note['cache_hits']} cache hits, "
+                f"{note['latency_ms']:.1f} ms)"
+            )
         for hit in result.hits:
             _print_explained(hit)
         return
@@ -108,7 +114,18 @@ def _print_explained(hit: Hit) -> None:
     fusion = " + ".join(f"{name} {value:.4f}" for name, value in trace.fusion.items())
     factors = " ".join(f"x{value:.3f} {name}" for name, value in trace.adjustments.items())
     console.print(f"    [cyan]channels[/]     {channels or 'none'}")
-    console.print(f"    [cyan]fusion[/]       {fusion} = {trace.fused_score:.4f}")
+    if trace.rerank:
+        blend = trace.rerank
+        console.print(f"    [cyan]fusion[/]       {fusion}")
+        console.print(
+            f"    [cyan]rerank[/]       fused #{blend['position']:.0f}: "
+            f"{blend['retrieval_weight']:.2f} x {blend['retrieval']:.4f} + "
+            f"{1 - blend['retrieval_weight']:.2f} x reranker "
+            + (f"{blend['reranker']:.4f}" if "reranker" in blend else "(not scored: 0)")
+            + f" = {trace.fused_score:.4f}"
+        )
+    else:
+        console.print(f"    [cyan]fusion[/]       {fusion} = {trace.fused_score:.4f}")
     console.print(f"    [cyan]adjustments[/]  {factors or 'none'} -> {trace.final_score:.4f}")
     console.print(f"    [cyan]kept because[/] {'; '.join(trace.filters)}")
     if hit.related:

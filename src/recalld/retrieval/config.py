@@ -205,6 +205,34 @@ class RetrievalConfig:
     max_tokens: int = 2000
     """Default token budget of :meth:`MemoryEngine.context` (CEMS)."""
 
+    # -- optional model stages (run only with ``llm`` / ``reranker`` configured) ------------
+    expand: bool = True
+    """Stage 2: expand queries with the configured LLM (typed lex / vec / hyde lines)."""
+    llm_routing: bool = True
+    """``auto`` mode asks the configured LLM how complex the query is (CEMS): simple ->
+    vector, complex / reasoning / more than two domains -> hybrid."""
+    expansion_weight: float = 1.0
+    """RRF weight of an expansion's list; the original query's lists weigh
+    ``original_query_weight`` (2.0), so the user's own words count double (QMD)."""
+    strong_signal_score: float = 0.85
+    """Expansion is skipped when the BM25 top hit's 0-1 score (``|bm25| / (1 + |bm25|)``)
+    reaches this (QMD's strong-signal probe) ..."""
+    strong_signal_gap: float = 0.15
+    """... and leads the second hit by at least this much."""
+    rerank_depth: int = 40
+    """Stage 5 scores only the top this-many fused candidates (QMD: 30-40): deeper ones
+    rarely reach the results, and each costs the reranker a passage."""
+    rerank_chunk_words: int = 200
+    """A memory longer than this many words is represented by its window of this size with
+    the most query-term hits (the reranker's input window is ~256-512 tokens)."""
+    rerank_weight_top3: float = 0.75
+    """Share of the retrieval position (``1 / position``) in the blend at fused positions
+    1-3; the reranker's score gets the rest (QMD: trust the top of a good fusion) ..."""
+    rerank_weight_top10: float = 0.60
+    """... at positions 4-10 ..."""
+    rerank_weight_rest: float = 0.40
+    """... and from position 11 on."""
+
     def __post_init__(self) -> None:
         if self.fusion not in ("rrf", "linear"):
             raise InvalidInputError(f"fusion must be 'rrf' or 'linear', not {self.fusion!r}")
@@ -222,13 +250,21 @@ class RetrievalConfig:
             raise InvalidInputError("asks_penalty must be above 0 and at most 1")
         if self.topic_weight < 0 or self.topic_turns < 1:
             raise InvalidInputError("topic_weight must be >= 0 and topic_turns >= 1")
+        blend = (self.rerank_weight_top3, self.rerank_weight_top10, self.rerank_weight_rest)
+        if not all(0.0 <= w <= 1.0 for w in blend):
+            raise InvalidInputError("rerank blend weights must be between 0 and 1")
+        if self.rerank_depth < 0 or self.rerank_chunk_words < 1 or self.expansion_weight < 0:
+            raise InvalidInputError(
+                "rerank_depth and expansion_weight must be >= 0, rerank_chunk_words >= 1"
+            )
         unknown = set(self.channels) - {"semantic", "bm25", "entity", "temporal"}
         if unknown:
             raise InvalidInputError(f"unknown channel(s): {', '.join(sorted(unknown))}")
 
     def plain(self) -> RetrievalConfig:
         """A copy that only fuses the channels: every adjustment, support and diversity
-        stage off. With one channel this is that channel's own ranking (a baseline)."""
+        stage off, and the optional model stages too. With one channel this is that
+        channel's own ranking (a baseline)."""
         return replace(
             self, decay="none", use_priority=False, pinned_boost=1.0, project_boost=1.0,
             project_penalty=1.0, no_project_penalty=1.0,
@@ -238,6 +274,7 @@ class RetrievalConfig:
             kupdate_factor=1.0, superseded_factor=1.0, session_boost=0.0, topic_weight=0.0,
             neighbor_weight=0.0, answer_weight=0.0, time_terms_weight=0.0,
             mmr_lambda=1.0, diverse_aggregation=False, min_score=0.0, max_gap=0.0, dedupe=False,
+            expand=False, llm_routing=False, rerank_depth=0,
         )  # fmt: skip
 
     def with_changes(self, **changes: Any) -> RetrievalConfig:

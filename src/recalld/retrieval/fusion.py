@@ -28,6 +28,9 @@ class Fused:
     memory_id: str
     score: float
     contributions: Mapping[str, float] = field(default_factory=dict)
+    rerank: Mapping[str, float] = field(default_factory=dict)
+    """Set by the rerank stage: position, retrieval weight and score, reranker score, blend
+    (then ``score`` is the blend)."""
 
 
 def rrf(

@@ -31,16 +31,20 @@ from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mm
 from recalld.retrieval.channels import channel_lists, temporal_channels
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.dates import anchor_window
+from recalld.retrieval.expand import expand
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
+from recalld.retrieval.models import Models, StageNote
 from recalld.retrieval.query import QueryPlan, understand
+from recalld.retrieval.rerank import rerank
+from recalld.retrieval.routing import route
 from recalld.retrieval.sessions import (
     apply_session_support,
     group_by_session,
     neighbor_support,
     topic_support,
 )
-from recalld.stores.base import CandidateRequest, ChannelCandidate, Store
+from recalld.stores.base import CandidateRequest, ChannelCandidate, Store, Vector
 from recalld.text import keywords, words
 
 CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
@@ -63,17 +67,26 @@ class SearchRequest:
 
 
 def search(
-    store: Store, embedder: Embedder, request: SearchRequest, config: RetrievalConfig, now: datetime
+    store: Store,
+    embedder: Embedder,
+    request: SearchRequest,
+    config: RetrievalConfig,
+    now: datetime,
+    models: Models | None = None,
 ) -> SearchResult:
     """Run the pipeline of SPEC.md.
 
     1. understand the query (type, terms, entities, time window, ordering, whether it asks
        for advice, mode); an event it is relative to ("before I moved") is found with a
        small search and becomes the time window;
-    2. expand it (only with an LLM configured: none yet, so skipped);
-    3. retrieve candidates per channel, all channels in one store call;
+       with an LLM configured, ``auto`` mode is routed by the query's complexity;
+    2. expand it (only with an LLM configured: typed lex / vec / hyde expansions, skipped
+       on a strong BM25 signal);
+    3. retrieve candidates per channel, all channels in one store call (and one call per
+       expansion);
     4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
-    5. rerank (only with a reranker configured: none yet, so skipped);
+    5. rerank the top ``rerank_depth`` (only with a reranker configured), blended with the
+       fused position;
     6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
        role, event statements, memories that only ask, time window, earliest/latest
        ordering), then knowledge updates, session evidence, the session's topic for
@@ -87,10 +100,24 @@ def search(
     reference = request.as_of or now
     plan = understand(request.query, request.mode, reference)
     plan = place_anchor(store, embedder, plan, request, config)
-    lists = retrieve(store, embedder, plan, request, config)
+    notes: list[StageNote] = []
+    expanded = None
+    if models is not None:
+        if request.mode == "auto":
+            mode, note = route(request.query, plan.mode, models, config.llm_routing)
+            plan, notes = replace(plan, mode=mode), [note]
+        expanded = expand(store, embedder, plan, request.filters, config, models,
+                          pool_size(request, config))  # fmt: skip
+        notes.append(expanded.note)
+    lists = retrieve(store, embedder, plan, request, config,
+                     expanded.query_vector if expanded else None)  # fmt: skip
+    lists += expanded.lists if expanded else ()
     fused = fuse(lists, config)
     fused = fused[: max(config.min_adjust, request.limit * config.adjust_depth)]
     memories = {m.id: m for m in store.get_many([f.memory_id for f in fused])}
+    if models is not None:
+        fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
+        notes.append(note)
     ctx = QueryContext(reference, request.project, wanted_role(request.query), plan.time_window,
                        frozenset(words(request.query)), plan.advice)  # fmt: skip
     scored = adjust(fused, memories, ctx, config)
@@ -143,6 +170,7 @@ def search(
             "advice": plan.advice,
             "deduplicated": folded,
             "filtered": len(scored) - len(kept),
+            **({"stages": [n.as_dict() for n in notes]} if models is not None else {}),
         },
     )
 
@@ -186,14 +214,18 @@ def retrieve(
     plan: QueryPlan,
     request: SearchRequest,
     config: RetrievalConfig,
+    query_vector: Vector | None = None,
 ) -> list[RankedList]:
-    """Stage 3: one store call answers every channel the mode asks for."""
-    pool = max(config.min_candidates, request.limit * config.candidate_multiplier)
+    """Stage 3: one store call answers every channel the mode asks for (``query_vector``:
+    the query's, when stage 2 embedded it already)."""
+    pool = pool_size(request, config)
     channels = ("semantic",) if plan.mode == "vector" else config.channels
     wanted = {c: pool if c in channels else 0 for c in CHANNEL_ORDER}
     candidate_request = CandidateRequest(
         filters=request.filters,
-        query_vector=embedder.embed_query(plan.text) if wanted["semantic"] else None,
+        query_vector=(embedder.embed_query(plan.text) if query_vector is None else query_vector)
+        if wanted["semantic"]
+        else None,
         semantic_limit=wanted["semantic"],
         terms=plan.terms,
         raw_query=plan.text,
@@ -220,6 +252,11 @@ def retrieve(
         if timed:
             lists.append(RankedList("bm25_time", timed, weight * config.time_terms_weight, False))
     return lists
+
+
+def pool_size(request: SearchRequest, config: RetrievalConfig) -> int:
+    """How many candidates each channel proposes."""
+    return max(config.min_candidates, request.limit * config.candidate_multiplier)
 
 
 def fuse(lists: list[RankedList], config: RetrievalConfig) -> list[Fused]:
@@ -285,6 +322,7 @@ def build_hits(
                 channels=tuple(places.get(item.memory.id, ())),
                 fusion=dict(item.fused.contributions),
                 fused_score=item.fused.score,
+                rerank=dict(item.fused.rerank),
                 adjustments=dict(item.factors),
                 filters=(reasons.get(item.memory.id, "kept"),),
                 final_score=item.score,

@@ -269,7 +269,7 @@ def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
     root = ctx.find_object(Ctx)
     quiet = bool(root and root.as_json)
     with errors():
-        models = {k: shared.pop(k) for k in ("llm", "llm_base_url", "reranker")}
+        models = {k: shared.pop(k, None) for k in ("llm", "llm_base_url", "reranker")}
         overrides = {**(root.overrides if root else {}),
                      **{k: v for k, v in models.items() if v is not None}}  # fmt: skip
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)

@@ -20,6 +20,7 @@ import numpy as np
 from recalld.providers.embedders import Embedder
 from recalld.providers.llm import CallFailed, Usage, ask
 from recalld.records import MemoryFilter
+from recalld.retrieval.channels import channel_lists
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import RankedList
 from recalld.retrieval.models import Models, StageNote
@@ -111,11 +112,12 @@ def strong_signal(store: Store, plan: QueryPlan, request_filters: MemoryFilter,
     ``strong_signal_gap``); else ``None``."""
     if not plan.terms:
         return None
-    found = store.candidates(
+    raw = store.candidates(
         CandidateRequest(
             filters=request_filters, terms=plan.terms, raw_query=plan.text, bm25_limit=2
         )  # fmt: skip
-    ).get("bm25", [])
+    )
+    found = channel_lists(raw, 2).get("bm25", [])  # the store's raw BM25, made 0-1
     if not found:
         return None
     top = found[0].score
@@ -190,7 +192,7 @@ def _lists(store: Store, plan: QueryPlan, filters: MemoryFilter, config: Retriev
                 filters=filters, query_vector=vector, semantic_limit=pool)))  # fmt: skip
     lists = []
     for name, request in requests:
-        found = store.candidates(request).get(name.split(":")[0], [])
+        found = channel_lists(store.candidates(request), pool).get(name.split(":")[0], [])
         if found:
             channel = config.channel_weights.get(name.split(":")[0], 1.0)
             lists.append(RankedList(name, found, weight * channel, original=False))

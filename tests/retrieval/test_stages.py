@@ -458,3 +458,23 @@ def test_speaker_boost_off_by_setting() -> None:
     memory = mem("a", metadata={"speaker": "Melanie"})
     off = BASE.with_changes(speaker_boost=1.0)
     assert speaker_factor(memory, frozenset({"melanie"}), off) == 1.0
+
+
+def test_turns_do_not_decay_unless_asked() -> None:
+    cfg = BASE.with_changes(decay="exponential", half_life_days=365.0)
+    turn = mem("t", days_old=365, type="turn")
+    note = mem("n", days_old=365, type="chunk")
+    assert "decay" not in factors_for(turn, QueryContext(NOW), cfg)
+    assert factors_for(note, QueryContext(NOW), cfg)["decay"] == pytest.approx(0.5)
+    assert factors_for(turn, QueryContext(NOW), cfg.with_changes(decay_turns=True))[
+        "decay"
+    ] == pytest.approx(0.5)
+
+
+def test_a_question_in_the_past_tense_asks_what_happened() -> None:
+    from recalld.retrieval.pipeline import asks_past
+
+    assert asks_past("When did Caroline go to the support group?")
+    assert asks_past("what was the plan for the offsite")
+    assert not asks_past("when is my qualifying exam?")
+    assert not asks_past("which Python version is the ingest repo pinned to?")

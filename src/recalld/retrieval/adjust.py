@@ -30,6 +30,8 @@ def decay_factor(memory: Memory, now: datetime, config: RetrievalConfig) -> floa
     """Time decay by age of the memory's reference time; pinned and evergreen are exempt."""
     if config.decay == "none" or memory.pinned or memory.evergreen:
         return 1.0
+    if not config.decay_turns and is_turn(memory):
+        return 1.0
     days = max(0.0, (now - memory.reference_time).total_seconds() / 86400)
     if config.decay == "hyperbolic":
         return 1.0 / (1.0 + days / config.half_life_days)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -134,7 +135,7 @@ def search(
             lambda ids: {m.id: m for m in store.get_many(ids)},
             config,
         )
-    past = plan.order == "earliest" or plan.time_window is not None
+    past = plan.order == "earliest" or plan.time_window is not None or asks_past(plan.text)
     scored = knowledge_updates(scored, vectors, config, reference, not past, _cosines(lists))
     folded = 0
     if config.dedupe:
@@ -173,6 +174,15 @@ def search(
             **({"stages": [n.as_dict() for n in notes]} if models is not None else {}),
         },
     )
+
+
+_PAST = re.compile(r"\b(?:did|was|were|had|used to)\b", re.IGNORECASE)
+
+
+def asks_past(query: str) -> bool:
+    """A question in the past tense ("when did she go", "what was the plan") asks what
+    happened, not what holds now: current facts first does not apply to it."""
+    return _PAST.search(query) is not None
 
 
 def place_anchor(

@@ -264,3 +264,24 @@ class SourceIndex(Protocol):
 
     def remove_source_files(self, paths: Sequence[str]) -> int:
         """Delete these files' chunks and records in one transaction; returns chunks deleted."""
+
+
+def neighbors_in_sessions(
+    rows: Sequence[tuple[str, str, str]], ids: Sequence[str], radius: int
+) -> dict[str, list[tuple[str, int]]]:
+    """The ``session_neighbors`` answer from ``(id, namespace, session)`` rows ordered by
+    namespace, session and position: for each of ``ids``, the members up to ``radius`` places
+    either side, with their offset (negative before, positive after). Both backends share it,
+    so they agree on what a neighbour is."""
+    order: dict[tuple[str, str], list[str]] = {}
+    for memory_id, namespace, session in rows:
+        order.setdefault((namespace, session), []).append(memory_id)
+    wanted = set(ids)
+    out: dict[str, list[tuple[str, int]]] = {}
+    for members in order.values():
+        for position, memory_id in enumerate(members):
+            if memory_id not in wanted:
+                continue
+            low, high = max(0, position - radius), min(len(members), position + radius + 1)
+            out[memory_id] = [(members[i], i - position) for i in range(low, high) if i != position]
+    return out

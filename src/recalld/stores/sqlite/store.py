@@ -29,6 +29,7 @@ from recalld.stores.base import (
     StoreStats,
     Tenancy,
     Vector,
+    neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
@@ -438,20 +439,7 @@ class SQLiteStore:
             " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.position, m.pk",
             [*ids, *wall_params],
         ).fetchall()
-        order: dict[tuple[str, str], list[str]] = {}
-        for memory_id, namespace, session in rows:
-            order.setdefault((namespace, session), []).append(memory_id)
-        wanted = set(ids)
-        out: dict[str, list[tuple[str, int]]] = {}
-        for members in order.values():
-            for position, memory_id in enumerate(members):
-                if memory_id not in wanted:
-                    continue
-                low, high = max(0, position - radius), min(len(members), position + radius + 1)
-                out[memory_id] = [
-                    (members[i], i - position) for i in range(low, high) if i != position
-                ]
-        return out
+        return neighbors_in_sessions(rows, ids, radius)
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}

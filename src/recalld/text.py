@@ -129,6 +129,16 @@ _CHANGE_CUES = re.compile(
 )
 
 
+_VALUE = re.compile(r"\d|[〇一二三四五六七八九十百千]")
+
+
+def states_value(text: str) -> bool:
+    """Whether ``text`` gives a value: a digit of any script, or a CJK numeral (a date, a
+    time, a price, a version, an id). An update that moves a fact to a new value names it:
+    "now lands on April 14th", "bumped to 24.2", "五月七日から"."""
+    return _VALUE.search(text) is not None
+
+
 def says_change(text: str) -> bool:
     """Whether ``text`` says that something changed: "the ride is moving to Thursdays",
     "free delivery now starts at £35 (was £25)", "bumped the SDK to 24.2", "rebooked for 28

@@ -348,6 +348,8 @@ def test_config_is_frozen_and_validated() -> None:
         replace(BASE, fusion="max")
     with pytest.raises(ValueError, match="topic_turns"):
         BASE.with_changes(topic_turns=0)
+    with pytest.raises(ValueError, match="kupdate_follow"):
+        BASE.with_changes(kupdate_follow=-1)
 
 
 def test_neighbor_support_lifts_and_adds_adjacent_turns() -> None:
@@ -478,3 +480,42 @@ def test_a_question_in_the_past_tense_asks_what_happened() -> None:
     assert asks_past("what was the plan for the offsite")
     assert not asks_past("when is my qualifying exam?")
     assert not asks_past("which Python version is the ingest repo pinned to?")
+
+
+def test_a_newer_memory_that_replaces_a_top_hit_joins_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from recalld.records import MemoryFilter
+    from recalld.retrieval.updates import follow_updates
+    from recalld.stores import open_store
+
+    old = mem("old", "My sister Ana is visiting on April 12th", days_old=40)
+    moved = mem("moved", "Ana's flight got moved, she now lands on April 14th", days_old=10)
+    calm = mem("calm", "Ana likes the tram in Lisbon", days_old=5)  # no word of change
+    earlier = mem("earlier", "Ana's visit got moved to April", days_old=60)  # older: not newer
+    other = mem("other", "The boiler was serviced", days_old=1)
+    vectors = {
+        "old": [1.0, 0.0, 0.0],
+        "moved": [0.8, 0.6, 0.0],  # cosine 0.8 with old
+        "calm": [0.8, 0.0, 0.6],
+        "earlier": [0.8, -0.6, 0.0],
+        "other": [0.0, 0.0, 1.0],
+    }
+    store = open_store(tmp_path / "m.db")
+    try:
+        store.insert([old, moved, calm, earlier, other], np.array(list(vectors.values())))
+        items = [scored(old, 1.0), scored(other, 0.5)]
+        found = {"old": np.array(vectors["old"]), "other": np.array(vectors["other"])}
+        cfg = BASE.with_changes(kupdate_follow=2, kupdate_change_similarity=0.5)
+        out = follow_updates(items, found, store, MemoryFilter(), cfg, {})
+        by_id = {s.memory.id: s for s in out}
+        assert set(by_id) == {"old", "other", "moved"}  # calm and earlier do not replace it
+        assert by_id["moved"].score == 1.0 and by_id["moved"].fused.contributions == {
+            "update_of:old": 1.0}  # fmt: skip
+        assert "moved" in found  # its vector is there for the knowledge-update stage
+        assert [s.memory.id for s in knowledge_updates(out, found, cfg, NOW)][0] == "moved"
+        # Off, or filtered out of the request (another project), it changes nothing.
+        off = cfg.with_changes(kupdate_follow=0)
+        assert follow_updates(items, dict(found), store, MemoryFilter(), off, {}) == items
+        elsewhere = MemoryFilter(project="elsewhere")
+        assert follow_updates(items, dict(found), store, elsewhere, cfg, {}) == items
+    finally:
+        store.close()

@@ -210,7 +210,8 @@ def knowledge_updates(
     A memory marked superseded (``superseded_by``, or ``valid_until`` at or before
     ``reference``) scores ``superseded_factor`` (or is dropped with ``superseded="hide"``).
     Of two top candidates on the same subject, the older scores ``kupdate_factor`` when
-    the newer restates it (cosine >= ``kupdate_similarity``) or says that it changed
+    the newer restates it (cosine >= ``kupdate_similarity``; not a conversation turn,
+    which retells or confirms rather than replaces) or says that it changed
     ("moved to Thursdays", "now 3.12", "rebooked for the 28th":
     :func:`recalld.text.says_change`) with a cosine of at least
     ``kupdate_change_similarity`` (or loosely related and as good an answer to the query,
@@ -271,35 +272,40 @@ def _restated(
     for i, a in enumerate(window):
         for j in range(i + 1, len(window)):
             b = window[j]
-            old, new = (a, b) if _sooner(a.memory, b.memory) else (b, a)
-            if _sooner(new.memory, old.memory) or _other_projects(a.memory, b.memory):
+            old, new = (a, b) if sooner(a.memory, b.memory) else (b, a)
+            if sooner(new.memory, old.memory) or other_projects(a.memory, b.memory):
                 continue  # the same time (neither is newer), or facts of two projects
             cosine = float(pairs[i, j])
-            if cosine >= config.kupdate_similarity or (
-                changes[new.memory.id] and _same_subject(old, new, cosine, cosines, config)
+            # A turn that repeats an older one retells or confirms it ("Noted: the move is
+            # on May 30th"); a note or a fact restated later is its newer version.
+            restates = cosine >= config.kupdate_similarity and not is_turn(new.memory)
+            if restates or (
+                changes[new.memory.id]
+                and same_subject(old.memory.id, new.memory.id, cosine, cosines, config)
             ):
                 stale.add(old.memory.id)
     return stale
 
 
-def _same_subject(
-    old: Scored, new: Scored, cosine: float, cosines: Mapping[str, float],
-    config: RetrievalConfig,
-) -> bool:  # fmt: skip
+def same_subject(
+    old: str, new: str, cosine: float, cosines: Mapping[str, float], config: RetrievalConfig
+) -> bool:
+    """Whether a newer memory (id ``new``) that says something changed is on the subject of
+    ``old``, given their ``cosine`` and the query ``cosines`` (see :func:`knowledge_updates`)."""
     if cosine >= config.kupdate_change_similarity:
         return True
     if cosine < config.kupdate_related_similarity:
         return False
-    old_q, new_q = cosines.get(old.memory.id), cosines.get(new.memory.id)
+    old_q, new_q = cosines.get(old), cosines.get(new)
     return old_q is not None and new_q is not None and new_q >= config.kupdate_query_ratio * old_q
 
 
-def _other_projects(a: Memory, b: Memory) -> bool:
+def other_projects(a: Memory, b: Memory) -> bool:
     """Two memories of two named projects: the same words are two projects' facts."""
     return a.project is not None and b.project is not None and a.project != b.project
 
 
-def _sooner(a: Memory, b: Memory) -> bool:
+def sooner(a: Memory, b: Memory) -> bool:
     """Whether ``a`` is older than ``b``; an evergreen memory is older than a dated one."""
     if a.evergreen != b.evergreen:
         return a.evergreen

@@ -133,7 +133,9 @@ class RetrievalConfig:
     """Knowledge updates: of two statements of the same fact, the older scores this much
     (x) so the newer value ranks first; 1.0 turns the detection off."""
     kupdate_similarity: float = 0.85
-    """Cosine at or above which two statements count as saying the same thing."""
+    """Cosine at or above which two statements count as saying the same thing (a note or a
+    fact restated later is its newer version; a conversation turn that repeats an older
+    one retells or confirms it, and supersedes nothing by that alone)."""
     kupdate_change_similarity: float = 0.5
     """Cosine at or above which a newer memory that says something changed ("moved to",
     "now", "rebooked") supersedes an older one on the same subject."""
@@ -150,6 +152,14 @@ class RetrievalConfig:
     for memories marked superseded."""
     kupdate_window: int = 30
     """How many top candidates are compared pairwise for knowledge updates."""
+    kupdate_follow: int = 1
+    """How many top hits look for a newer memory that replaces them, outside the
+    candidates: a vector search with the hit's own vector, ``kupdate_follow_pool`` deep.
+    A memory found that says the hit's fact changed and gives the new value (a number, a
+    date, a version) scores at least as much as the hit, and knowledge updates then put it
+    first. An update often shares few words with the question. 0 turns it off."""
+    kupdate_follow_pool: int = 10
+    """How many memories near each such hit are examined."""
 
     # -- sessions -------------------------------------------------------------------------
     session_boost: float = 0.5
@@ -252,6 +262,8 @@ class RetrievalConfig:
             raise InvalidInputError("candidate_multiplier and rrf_k must be >= 1")
         if not 0.0 < self.asks_penalty <= 1.0:
             raise InvalidInputError("asks_penalty must be above 0 and at most 1")
+        if self.kupdate_follow < 0 or self.kupdate_follow_pool < 1:
+            raise InvalidInputError("kupdate_follow must be >= 0 and kupdate_follow_pool >= 1")
         if self.topic_weight < 0 or self.topic_turns < 1:
             raise InvalidInputError("topic_weight must be >= 0 and topic_turns >= 1")
         blend = (self.rerank_weight_top3, self.rerank_weight_top10, self.rerank_weight_rest)

@@ -45,6 +45,7 @@ from recalld.retrieval.sessions import (
     neighbor_support,
     topic_support,
 )
+from recalld.retrieval.updates import follow_updates
 from recalld.stores.base import CandidateRequest, ChannelCandidate, Store, Vector
 from recalld.text import keywords, words
 
@@ -127,6 +128,9 @@ def search(
     scored = apply_session_support(scored, config)
     if plan.advice:
         scored = topic_support(scored, _cosines(lists), config)
+    past = plan.order == "earliest" or plan.time_window is not None or asks_past(plan.text)
+    if config.kupdate_follow > 0 and not past:
+        scored = follow_updates(scored, vectors, store, request.filters, config, _cosines(lists))
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
         scored = neighbor_support(
@@ -135,7 +139,6 @@ def search(
             lambda ids: {m.id: m for m in store.get_many(ids)},
             config,
         )
-    past = plan.order == "earliest" or plan.time_window is not None or asks_past(plan.text)
     scored = knowledge_updates(scored, vectors, config, reference, not past, _cosines(lists))
     folded = 0
     if config.dedupe:
@@ -285,7 +288,7 @@ def _cosines(lists: Sequence[RankedList]) -> dict[str, float]:
 
 def _vectors(
     store: Store, scored: Sequence[Scored], config: RetrievalConfig
-) -> Mapping[str, np.ndarray]:
+) -> dict[str, np.ndarray]:
     """Vectors of the top candidates, fetched only when a stage compares memories."""
     needs = config.kupdate_factor < 1.0 or (
         config.mmr_similarity == "cosine"

@@ -1,0 +1,92 @@
+"""Follow a fact forward: the newer memory that replaces a top hit joins the candidates.
+
+Knowledge updates (:func:`recalld.retrieval.adjust.knowledge_updates`) can only put the
+current value of a fact first when that value is among the top candidates. An update often
+shares few words with the question ("the cake on order 1043": "switch the sponge to
+lemon drizzle") while it is close to the fact it replaces. So each of the top
+``kupdate_follow`` hits looks for newer memories near itself (a vector search with its own
+vector, under the request's filters) that say it changed, by the rules of knowledge updates;
+such a memory scores at least as much as the hit it replaces, and the knowledge-update stage
+then demotes the older one below it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from recalld.records import Memory, MemoryFilter
+from recalld.retrieval.adjust import Scored, other_projects, same_subject, sooner
+from recalld.retrieval.config import RetrievalConfig
+from recalld.retrieval.fusion import Fused
+from recalld.stores.base import CandidateRequest, Store
+from recalld.text import says_change, states_value
+
+
+def follow_updates(
+    scored: list[Scored],
+    vectors: dict[str, np.ndarray],
+    store: Store,
+    filters: MemoryFilter,
+    config: RetrievalConfig,
+    cosines: Mapping[str, float],
+) -> list[Scored]:
+    """``scored`` with the memories that replace its top hits lifted to their scores (or
+    added). ``cosines`` are the candidates' query cosines; the vectors of the memories
+    added go into ``vectors``, for the knowledge-update stage."""
+    if config.kupdate_factor >= 1.0:
+        return scored
+    leaders = [s for s in scored[: config.kupdate_follow] if s.memory.id in vectors]
+    offers: dict[str, list[tuple[Scored, float]]] = {}
+    for old in leaders:
+        request = CandidateRequest(filters=filters, query_vector=vectors[old.memory.id],
+                                   semantic_limit=config.kupdate_follow_pool)  # fmt: skip
+        for near in store.candidates(request).get("semantic", ()):
+            if near.memory_id != old.memory.id and near.score >= config.kupdate_related_similarity:
+                offers.setdefault(near.memory_id, []).append((old, near.score))
+    if not offers:
+        return scored
+    present = {s.memory.id: s for s in scored}
+    memories = {i: present[i].memory for i in offers if i in present}
+    memories.update({m.id: m for m in store.get_many([i for i in offers if i not in present])})
+    chosen: dict[str, Scored] = {}
+    for memory_id, pairs in offers.items():
+        new = memories.get(memory_id)
+        if new is None:
+            continue
+        replaced = [old for old, cos in pairs if _replaces(new, old.memory, cos, cosines, config)]
+        if replaced:
+            chosen[memory_id] = max(replaced, key=lambda old: old.score)
+    if not chosen:
+        return scored
+    missing = [i for i in chosen if i not in vectors]
+    vectors.update({i: np.asarray(v) for i, v in store.vectors_for(missing).items()})
+    out = []
+    for item in scored:
+        lender = chosen.get(item.memory.id)
+        if lender is not None and lender.score > item.score:
+            lift = lender.score / item.score if item.score else 1.0
+            item = Scored(item.memory, item.fused, lender.score,
+                          {**item.factors, "update_of_top_hit": lift})  # fmt: skip
+        out.append(item)
+    for memory_id, lender in chosen.items():
+        if memory_id not in present:
+            fused = Fused(memory_id, 0.0, {f"update_of:{lender.memory.id}": lender.score})
+            out.append(Scored(memories[memory_id], fused, lender.score, {}))
+    return sorted(out, key=lambda s: -s.score)
+
+
+def _replaces(
+    new: Memory, old: Memory, cosine: float, cosines: Mapping[str, float],
+    config: RetrievalConfig,
+) -> bool:  # fmt: skip
+    """Whether ``new`` is a newer value of ``old``'s fact: later, not another project's,
+    and it says that something changed on ``old``'s subject, giving the new value (a
+    number, a date, a time, a version: :func:`recalld.text.states_value`). A restatement
+    is not followed, nor a change without a value ("you're now helping others"): in a
+    conversation those are more often the same story told again than a fact that changed.
+    """
+    if not sooner(old, new) or other_projects(old, new) or not states_value(new.content):
+        return False
+    return says_change(new.content) and same_subject(old.id, new.id, cosine, cosines, config)

@@ -178,6 +178,17 @@ def test_newer_statement_of_the_same_thing_wins() -> None:
     assert knowledge_updates(items, vectors, cfg.with_changes(kupdate_factor=1.0), NOW) == items
     # Asked about the past ("in March", "the first time"), the older value may be the answer.
     assert knowledge_updates(items, vectors, cfg, NOW, applies=False) == items
+    # A conversation turn that repeats an older one retells it: no update by that alone.
+    retold = [scored(replace(old, type="turn"), 1.0), scored(replace(new, type="turn"), 0.95)]
+    assert knowledge_updates(retold, vectors, cfg, NOW) == retold
+
+
+def test_states_value() -> None:
+    from recalld.text import states_value
+
+    assert states_value("she now lands on April 14th")
+    assert states_value("五月七日から木曜日")
+    assert not states_value("you're now helping others, so inspiring")
 
 
 def test_a_newer_memory_that_says_it_changed_supersedes_a_paraphrase() -> None:

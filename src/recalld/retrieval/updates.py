@@ -2,8 +2,8 @@
 
 Knowledge updates (:func:`recalld.retrieval.adjust.knowledge_updates`) can only put the
 current value of a fact first when that value is among the top candidates. An update often
-shares few words with the question ("the cake on order 1043": "switch the sponge to
-lemon drizzle") while it is close to the fact it replaces. So each of the top
+shares few words with the question ("when does my sister arrive?": "her flight got moved,
+she now lands on the 14th") while it is close to the fact it replaces. So each of the top
 ``kupdate_follow`` hits looks for newer memories near itself (a vector search with its own
 vector, under the request's filters) that say it changed, by the rules of knowledge updates;
 such a memory scores at least as much as the hit it replaces, and the knowledge-update stage

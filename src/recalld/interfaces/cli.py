@@ -76,8 +76,10 @@ pass_ctx = click.make_pass_decorator(Ctx)
 LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
     "index": "recalld.interfaces.cli_sources:index",
+    "keys": "recalld.interfaces.cli_serve:keys",
     "migrate": "recalld.interfaces.cli_postgres:migrate",
     "postgres": "recalld.interfaces.cli_postgres:postgres",
+    "serve": "recalld.interfaces.cli_serve:serve",
     "watch": "recalld.interfaces.cli_sources:watch",
 }
 """Commands defined in their own modules, imported only when invoked (keeps --help fast)."""

@@ -13,7 +13,7 @@ import json
 import os
 import secrets
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -785,6 +785,11 @@ def _text(content: object) -> str:
 
 def _check_field_types(item: NewMemory) -> None:
     """Clear errors for wrongly typed fields a Python caller may pass (the CLI parses its own)."""
+    if item.tags is None:
+        raise InvalidInputError("tags must be a list of strings")
+    for name in ("pinned", "evergreen"):
+        if not isinstance(getattr(item, name), bool):
+            raise InvalidInputError(f"{name} must be true or false")
     for name in ("tags", "entities"):
         value = getattr(item, name)
         if value is not None and not (
@@ -802,6 +807,8 @@ def _check_field_types(item: NewMemory) -> None:
         value = getattr(item, name)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise InvalidInputError(f"{name} must be a number")
+    if not isinstance(item.metadata, Mapping):
+        raise InvalidInputError("metadata must be a JSON-serialisable mapping")
     try:
         json.dumps(dict(item.metadata))
     except (TypeError, ValueError) as exc:

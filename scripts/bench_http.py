@@ -197,6 +197,13 @@ def main() -> None:
         timings = timed_passes(db, base, queries, args.limit, args.passes)
         report.update({name: stats(ms) for name, ms in timings.items()})
         report["load_between"] = load()
+        with httpx.Client(base_url=base, timeout=60) as client:
+            ticks = []
+            for _ in range(200):
+                started = time.perf_counter()
+                client.get("/healthz").raise_for_status()
+                ticks.append((time.perf_counter() - started) * 1000)
+        report["http_round_trip_healthz"] = stats(ticks)
         report["concurrent"] = concurrent(base, queries * args.passes, args.limit, args.clients)
         report["load_after"] = load()
     finally:
@@ -208,6 +215,9 @@ def main() -> None:
             s = report[f"{where}_{mode}"]
             rows.append(f"| {where.replace('_', ' ')} | {mode} | {s['p50_ms']} | {s['p95_ms']}"
                         f" | {s['mean_ms']} |")  # fmt: skip
+    t = report["http_round_trip_healthz"]
+    rows.append(f"| http round trip (/healthz, no search) | - | {t['p50_ms']} | {t['p95_ms']}"
+                f" | {t['mean_ms']} |")  # fmt: skip
     c = report["concurrent"]
     rows.append(
         f"\n{c['clients']} concurrent HTTP clients (auto mode): {c['per_second']} "

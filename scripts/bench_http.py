@@ -183,6 +183,7 @@ def main() -> None:
     del records  # the haystacks are millions of objects: every GC pass would walk them
     gc.collect()
     report: dict[str, Any] = {
+        "command": " ".join(sys.argv),
         "date": datetime.now(UTC).isoformat(timespec="seconds"), "file": str(args.file),
         "question": args.question, "memories": stored, "queries": len(queries),
         "passes": args.passes,

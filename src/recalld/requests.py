@@ -262,6 +262,8 @@ class ContextQuery(_Ranked):
     """The budget in tokens (default: the retrieval config's, 2000)."""
     limit: int | None = None
     """How many hits to consider (default: enough to fill the budget)."""
+    explain: bool = False
+    """Attach a trace to each hit of the block (as for a search)."""
 
     _limit = field_validator("limit", mode="before")(_check_limit)
 

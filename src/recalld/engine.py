@@ -7,33 +7,49 @@ vectors to an :class:`~recalld.providers.embedders.Embedder`, ranking to
 
 from __future__ import annotations
 
-import json
+import builtins
+import io
 import os
-import secrets
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from pydantic import BaseModel
+
 from recalld.config import Settings, is_dsn, load_settings
-from recalld.entities import extract_entities
-from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
+from recalld.errors import (
+    ConflictError,
+    EmbedderMismatchError,
+    InvalidInputError,
+    NotFoundError,
+    StoreError,
+)
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, Fingerprint, Vectors, resolve_embedder
 from recalld.records import (
-    MEMORY_TYPES,
-    SEARCH_MODES,
     AddResult,
     Context,
     Granularity,
     Memory,
-    MemoryFilter,
     NewMemory,
     SearchMode,
     SearchResult,
-    TimeRange,
+)
+from recalld.requests import (
+    MAX_LIMIT,
+    AddMemories,
+    ContextQuery,
+    ForgetMemories,
+    GetMemory,
+    ImportRequest,
+    ListQuery,
+    Request,
+    SearchQuery,
+    UpdateMemory,
+    as_utc,
+    parse,
 )
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
@@ -41,7 +57,9 @@ from recalld.retrieval.models import Models, build_models
 from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores import open_store
 from recalld.stores.base import DedupKey, SourceIndex, Store, StoreStats, Tenancy
-from recalld.text import content_hash, estimate_tokens, normalize_content, states_event
+from recalld.text import estimate_tokens
+from recalld.validation import prepare_memory
+from recalld.validation import text_of as _text
 
 if TYPE_CHECKING:
     import threading
@@ -63,18 +81,6 @@ CONTEXT_MIN_HITS = 50
 ``CONTEXT_TOKENS_PER_HIT`` tokens of budget, so that a budget is filled even when memories
 are short (a chat turn is 20-40 tokens): 2000 tokens draw on 125 hits."""
 CONTEXT_TOKENS_PER_HIT = 16
-
-
-def new_id() -> str:
-    """Time-ordered id: 12 hex digits of milliseconds, then 8 random hex digits."""
-    return f"{int(time.time() * 1000):012x}{secrets.token_hex(4)}"
-
-
-def as_utc(moment: datetime | None) -> datetime | None:
-    """Naive datetimes are taken as UTC."""
-    if moment is None:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -250,64 +256,16 @@ class MemoryEngine:
     @staticmethod
     def _same_id(new: Memory, old: Memory) -> AddResult:
         if new.content_hash != old.content_hash:
-            raise InvalidInputError(
+            raise ConflictError(
                 f"a memory with id {new.id} already exists with other content; "
                 "use update() to change it"
             )
         return AddResult(old.id, False, old.id)
 
     def _prepare(self, item: NewMemory, now: datetime) -> Memory:
-        content = self._validate_content(item.content)
-        _check_field_types(item)
-        if item.type not in MEMORY_TYPES:
-            raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}")
-        if not 1.0 <= item.priority <= 2.0:
-            raise InvalidInputError("priority must be between 1.0 and 2.0")
-        if not 0.0 <= item.significance <= 1.0:
-            raise InvalidInputError("significance must be between 0.0 and 1.0")
-        if item.id is not None and not item.id.strip():
-            raise InvalidInputError("an explicit id must not be blank")
-        entities = item.entities if item.entities is not None else extract_entities(content)
-        return Memory(
-            id=item.id or new_id(),
-            content=content,
-            type=item.type,
-            created_at=now,
-            updated_at=now,
-            content_hash=content_hash(content),
-            event_time=as_utc(item.event_time),
-            priority=item.priority,
-            pinned=item.pinned,
-            evergreen=item.evergreen,
-            significance=item.significance,
-            project=item.project,
-            scope=item.scope,
-            session_id=item.session_id,
-            source=item.source,
-            tags=tuple(dict.fromkeys(t.strip() for t in item.tags if t.strip())),
-            entities=tuple(dict.fromkeys(e.lower() for e in entities)),
-            metadata=dict(item.metadata),
-            embed_context=_optional_text(item.embed_context, "embed_context"),
-            namespace=self.store.tenancy.namespace_for(item.namespace),
-            tells_event=states_event(content),
-        )
-
-    def _validate_content(self, content: object) -> str:
-        if not isinstance(content, str):
-            raise InvalidInputError(f"content must be text, not {type(content).__name__}")
-        text = normalize_content(content)
-        if not text:
-            raise InvalidInputError("content is empty or only whitespace")
-        if len(text) > self.settings.max_content_chars:
-            raise InvalidInputError(
-                f"content has {len(text)} characters, over the limit of "
-                f"{self.settings.max_content_chars}; split it, or index it as a file"
-            )
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInputError(f"content is not valid Unicode text: {exc.reason}") from exc
-        return text
+        """``item`` checked and made a :class:`Memory` (see :func:`prepare_memory`)."""
+        return prepare_memory(item, now, max_content_chars=self.settings.max_content_chars,
+                              namespace_for=self.store.tenancy.namespace_for)  # fmt: skip
 
     def update(self, memory_id: str, **changes: Any) -> Memory:
         """Change fields of a memory; new content is re-embedded."""
@@ -389,6 +347,36 @@ class MemoryEngine:
             raise NotFoundError(f"unknown id: no memory with id {', '.join(missing)}")
         return self.store.forget(wanted, hard=hard, at=self._clock())
 
+    def run_forget(self, request: ForgetMemories) -> int:
+        request = parse(ForgetMemories, request)
+        return self.forget(list(request.ids), hard=request.hard)
+
+    def run_add(self, request: AddMemories) -> builtins.list[AddResult]:
+        """Store the request's memories (all or none: one refused item stores nothing)."""
+        request = parse(AddMemories, request)
+        return self.add_many([m.to_new() for m in request.memories], dedupe=request.dedupe)
+
+    def run_update(self, request: UpdateMemory) -> Memory:
+        request = parse(UpdateMemory, request)
+        return self.update(request.id, **request.changes.changes())
+
+    def execute(self, request: Request) -> Any:
+        """Run any request object: the one method an adapter needs.
+
+        Returns what the matching ``run_*`` method returns (:meth:`get` for
+        :class:`~recalld.requests.GetMemory`).
+        """
+        handlers: dict[type[BaseModel], Callable[[Any], Any]] = {
+            SearchQuery: self.run_search, ContextQuery: self.run_context,
+            ListQuery: self.run_list, AddMemories: self.run_add, UpdateMemory: self.run_update,
+            ForgetMemories: self.run_forget, ImportRequest: self.run_import,
+            GetMemory: lambda r: self.get(r.id),
+        }  # fmt: skip
+        handler = handlers.get(type(request))
+        if handler is None:
+            raise InvalidInputError(f"not a request object: {type(request).__name__}")
+        return handler(request)
+
     # -- reads ---------------------------------------------------------------------------
 
     def get(self, memory_id: str) -> Memory:
@@ -403,11 +391,24 @@ class MemoryEngine:
         limit: int = 50,
         offset: int = 0,
         newest_first: bool = True,
+        include_forgotten: bool = False,
         **filters: Any,
     ) -> list[Memory]:
-        """Memories passing the filters (see :meth:`search` for their names)."""
+        """Memories passing the filters (see :meth:`search` for their names); keyword form
+        of :meth:`run_list`."""
+        request = parse(ListQuery, dict(
+            limit=limit, offset=offset, newest_first=newest_first,
+            include_forgotten=include_forgotten, filters=_filter_args(**filters),
+        ))  # fmt: skip
+        return self.run_list(request)
+
+    def run_list(self, request: ListQuery) -> builtins.list[Memory]:
+        request = parse(ListQuery, request)
         return self.store.list(
-            _filters(**filters), limit=limit, offset=offset, newest_first=newest_first
+            request.filters.to_memory_filter(request.include_forgotten),
+            limit=request.limit,
+            offset=request.offset,
+            newest_first=request.newest_first,
         )
 
     def search(
@@ -431,7 +432,7 @@ class MemoryEngine:
         record_access: bool = False,
         granularity: Granularity = "memory",
     ) -> SearchResult:
-        """Ranked memories for a question.
+        """Ranked memories for a question (keyword form of :meth:`run_search`).
 
         Args:
             query: the question or keywords.
@@ -453,37 +454,68 @@ class MemoryEngine:
             granularity: ``memory`` (each hit a memory) or ``session`` (one hit per session:
                 its best memory, with the session's other matches in ``Hit.related``).
         """
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("the query is empty")
-        if mode not in SEARCH_MODES:
-            raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}")
-        if not 1 <= limit <= 1000:
-            raise InvalidInputError("limit must be between 1 and 1000")
-        if granularity not in ("memory", "session"):
-            raise InvalidInputError("granularity must be 'memory' or 'session'")
-        request = SearchRequest(
-            query=query.strip(),
-            limit=limit,
-            mode=mode,
-            filters=_filters(project, scope, types, tags, session_id, since, until),
-            as_of=as_utc(as_of),
-            project=boost_project or project,
-            explain=explain,
-            granularity=granularity,
+        filters = _filter_args(project=project, scope=scope, types=types, tags=tags,
+                               session_id=session_id, since=since, until=until)  # fmt: skip
+        request = parse(SearchQuery, dict(
+            query=query, limit=limit, mode=mode, filters=filters, as_of=as_of,
+            boost_project=boost_project, preset=preset, explain=explain,
+            record_access=record_access, granularity=granularity,
+        ))  # fmt: skip
+        return self.run_search(request, config=config)
+
+    def run_search(
+        self, request: SearchQuery, *, config: RetrievalConfig | None = None
+    ) -> SearchResult:
+        """Ranked memories for ``request``; ``config`` overrides the request's preset."""
+        request = parse(SearchQuery, request)
+        pipeline_request = SearchRequest(
+            query=request.query,
+            limit=request.limit,
+            mode=request.mode,
+            filters=request.filters.to_memory_filter(),
+            as_of=as_utc(request.as_of),
+            project=request.boost_project or request.filters.project,
+            explain=request.explain,
+            granularity=request.granularity,
         )
-        chosen = config or (get_preset(preset) if preset else self.config)
-        result = search(self.store, self.embedder, request, chosen, self._clock(), self.models)
-        if record_access and result.hits:
+        chosen = config or (get_preset(request.preset) if request.preset else self.config)
+        result = search(self.store, self.embedder, pipeline_request, chosen, self._clock(),
+                        self.models)  # fmt: skip
+        if request.record_access and result.hits:
             self.store.record_access([h.memory.id for h in result.hits], self._clock())
         return result
 
-    def context(self, query: str, *, max_tokens: int | None = None, **search_args: Any) -> Context:
-        """Prompt-ready text of the best memories that fit ``max_tokens`` (default 2000)."""
-        budget = self.config.max_tokens if max_tokens is None else max_tokens
+    def context(
+        self,
+        query: str,
+        *,
+        max_tokens: int | None = None,
+        config: RetrievalConfig | None = None,
+        **search_args: Any,
+    ) -> Context:
+        """Prompt-ready text of the best memories that fit ``max_tokens`` (default 2000);
+        ``search_args`` are those of :meth:`search` (keyword form of :meth:`run_context`)."""
+        filters = _filter_args(**{k: search_args.pop(k) for k in list(search_args)
+                                  if k in FILTER_ARGS})  # fmt: skip
+        request = parse(ContextQuery, dict(query=query, max_tokens=max_tokens, filters=filters,
+                                           **search_args))  # fmt: skip
+        return self.run_context(request, config=config)
+
+    def run_context(
+        self, request: ContextQuery, *, config: RetrievalConfig | None = None
+    ) -> Context:
+        """The best memories for ``request`` that fit its token budget, as prompt text."""
+        request = parse(ContextQuery, request)
+        budget = self.config.max_tokens if request.max_tokens is None else request.max_tokens
         if budget < 1:
             raise InvalidInputError("max_tokens must be positive")
-        search_args.setdefault("limit", max(CONTEXT_MIN_HITS, budget // CONTEXT_TOKENS_PER_HIT))
-        result = self.search(query, **search_args)
+        limit = request.limit or min(
+            MAX_LIMIT, max(CONTEXT_MIN_HITS, budget // CONTEXT_TOKENS_PER_HIT)
+        )
+        fields = request.model_dump(exclude={"max_tokens", "limit"})
+        query = SearchQuery.model_validate({**fields, "filters": request.filters,
+                                            "limit": limit})  # fmt: skip
+        result = self.run_search(query, config=config)
         chosen = fit_budget(result.hits, lambda h: estimate_tokens(format_hit(h.memory)), budget)
         lines = [format_hit(h.memory) for h in chosen]
         text = "\n".join(["[Memory Context]", *lines]) if lines else ""
@@ -600,6 +632,41 @@ class MemoryEngine:
             lambda: watching.snapshot(roots), on_report or (lambda report: None), options, stop,
         )  # fmt: skip
 
+    def run_import(
+        self, request: ImportRequest, *, progress: Callable[[int, int], None] | None = None
+    ) -> ImportReport:
+        """Import a file in any format (:data:`~recalld.requests.IMPORT_FORMATS`).
+
+        ``memories`` (JSONL, one memory object a line): malformed lines are reported in
+        ``problems`` and skipped, the others stored with deduplication (``turns`` counts
+        the memories read, ``already_present`` the duplicates). Transcripts: see
+        :meth:`import_transcript`. ``progress`` is called with (done, total).
+        """
+        from recalld.sources.importer import ImportReport
+
+        request = parse(ImportRequest, request)
+        source: str | BinaryIO = (request.path if request.path is not None
+                                  else io.BytesIO(request.content or b""))  # fmt: skip
+        if request.format != "memories":
+            return self.import_transcript(source, request.format, progress=progress)
+        from recalld.io import read_memories_jsonl
+        from recalld.sources.importer import read_source
+
+        data, _, _ = read_source(source)
+        items, problems = read_memories_jsonl(data.splitlines(keepends=True))
+        done = 0
+
+        def advance(step: int) -> None:
+            nonlocal done
+            done += step
+            if progress is not None:
+                progress(done, len(items))
+
+        results = self.add_many(items, progress=advance)
+        created = sum(r.created for r in results)
+        return ImportReport("memories", len(items), created, len(results) - created, 0, 0,
+                            tuple(problems))  # fmt: skip
+
     def import_transcript(
         self, source: str | os.PathLike[str] | BinaryIO, fmt: str, *,
         progress: Callable[[int, int], None] | None = None,
@@ -641,73 +708,16 @@ def format_hit(memory: Memory) -> str:
     return f"- ({when}) {memory.content}" if when else f"- {memory.content}"
 
 
-def _optional_text(value: object, name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{name} must be text, not {type(value).__name__}")
-    return value.strip() or None
+FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "since", "until")
+"""The keyword arguments of :meth:`MemoryEngine.search` that are :class:`Filters`."""
 
 
-def _text(content: object) -> str:
-    if isinstance(content, bytes):
-        try:
-            return content.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"content is not valid UTF-8: {exc}") from exc
-    if not isinstance(content, str):
-        raise InvalidInputError(f"content must be text, not {type(content).__name__}")
-    return content
-
-
-def _check_field_types(item: NewMemory) -> None:
-    """Clear errors for wrongly typed fields a Python caller may pass (the CLI parses its own)."""
-    for name in ("tags", "entities"):
-        value = getattr(item, name)
-        if value is not None and not (
-            isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-        ):
-            raise InvalidInputError(f"{name} must be a list of strings")
-    for name in ("id", "project", "session_id"):
-        if getattr(item, name) is not None and not isinstance(getattr(item, name), str):
-            raise InvalidInputError(f"{name} must be a string")
-    if not isinstance(item.scope, str):
-        raise InvalidInputError("scope must be a string")
-    if item.event_time is not None and not isinstance(item.event_time, datetime):
-        raise InvalidInputError("event_time must be a datetime")
-    for name in ("priority", "significance"):
-        value = getattr(item, name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidInputError(f"{name} must be a number")
-    try:
-        json.dumps(dict(item.metadata))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"metadata must be a JSON-serialisable mapping: {exc}") from exc
-
-
-def _filters(
-    project: str | None = None,
-    scope: str | None = None,
-    types: Sequence[str] = (),
-    tags: Sequence[str] = (),
-    session_id: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    include_forgotten: bool = False,
-) -> MemoryFilter:
-    bad = [t for t in types if t not in MEMORY_TYPES]
-    if bad:
-        raise InvalidInputError(f"unknown type(s) {', '.join(bad)}; use {', '.join(MEMORY_TYPES)}")
-    window = TimeRange(as_utc(since), as_utc(until)) if since or until else None
-    return MemoryFilter(
-        project=project,
-        scope=scope,
-        types=tuple(types),  # type: ignore[arg-type]
-        tags=tuple(tags),
-        session_id=session_id,
-        time_range=window,
-        include_forgotten=include_forgotten,
-    )
+def _filter_args(**given: Any) -> dict[str, Any]:
+    """The filter keywords given, as :class:`~recalld.requests.Filters` input."""
+    unknown = sorted(set(given) - set(FILTER_ARGS))
+    if unknown:
+        raise InvalidInputError(f"unknown filter(s) {', '.join(unknown)}")
+    return {k: v for k, v in given.items() if v is not None and v != () and v != []}
 
 
 def open_engine(

@@ -16,6 +16,8 @@ from recalld.providers.embedders import Embedder, FakeEmbedder
 
 Opener = Callable[..., recalld.MemoryEngine]
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
 def database_dsn(admin_dsn: str, name: str) -> str:
     """The admin DSN pointed at another database of the same server."""
     parts = urlsplit(admin_dsn)

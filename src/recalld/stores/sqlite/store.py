@@ -32,6 +32,7 @@ from recalld.stores.base import (
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
@@ -194,6 +195,9 @@ class SQLiteStore:
                 "point --db at another file, or move this one aside"
             ) from exc
         self._vectors = VectorMirror(None if self.path == ":memory:" else Path(self.path + ".ann"))
+        self._lazy: LazyAnn | None = None
+        """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
+        self._lazy_tried = False
 
     def _connect(self, configure: bool = True) -> sqlite3.Connection:
         try:
@@ -541,15 +545,9 @@ class SQLiteStore:
     def _semantic_locked(
         self, request: CandidateRequest, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
-        self._vectors.refresh(self._db)
         assert request.query_vector is not None
-        mirror = self._vectors
-        if mirror.dimension is not None and request.query_vector.shape[-1] != mirror.dimension:
-            raise EmbedderMismatchError(
-                f"query vector has {request.query_vector.shape[-1]} dimensions, the store's "
-                f"vectors have {mirror.dimension}"
-            )
-        allowed: npt.NDArray[np.bool_] | None = None
+        hidden: npt.NDArray[np.int64] | None = None
+        keep: npt.NDArray[np.int64] | None = None
         if q.is_trivial(request.filters):
             # Hidden: forgotten memories and other namespaces' (both usually few or none).
             outside, outside_params = q.outside_sql(self._visible)
@@ -557,13 +555,61 @@ class SQLiteStore:
                 "SELECT pk FROM memories WHERE forgotten_at IS NOT NULL UNION ALL"
                 f" SELECT pk FROM memories WHERE {outside}", outside_params)),
                 np.int64)  # fmt: skip
-            if len(hidden):
-                allowed = ~mirror.rows_with(hidden)
         else:
             keep = np.fromiter((r[0] for r in self._db.execute(
                 f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
+        return self._nearest(request.query_vector, request.semantic_limit, hidden, keep)
+
+    def _nearest(
+        self,
+        query: Vector,
+        limit: int,
+        hidden: npt.NDArray[np.int64] | None,
+        keep: npt.NDArray[np.int64] | None,
+    ) -> list[ChannelCandidate]:
+        """The ``limit`` nearest vectors among rows not ``hidden`` (or only ``keep`` ones):
+        from the saved ANN index alone while it can answer, else from the mirror."""
+        lazy = self._lazy_index()
+        if lazy is not None:
+            self._check_dimension(query, lazy.dimension)
+            found = lazy.search(self._db, query, limit, hidden, keep)
+            if found is not None:
+                return _ranked(found)
+            self._lazy = None  # the mirror answers from now on in this process
+        mirror = self._vectors
+        mirror.refresh(self._db)
+        if mirror.dimension is not None:
+            self._check_dimension(query, mirror.dimension)
+        allowed: npt.NDArray[np.bool_] | None = None
+        if keep is not None:
             allowed = mirror.rows_with(keep)
-        return _ranked(mirror.search_ids(request.query_vector, request.semantic_limit, allowed))
+        elif hidden is not None and len(hidden):
+            allowed = ~mirror.rows_with(hidden)
+        return _ranked(mirror.search_ids(query, limit, allowed))
+
+    def _lazy_index(self) -> LazyAnn | None:
+        """The saved ANN index, opened on the first vector search of a process whose mirror
+        is still empty, while the store is past the mirror's ANN size."""
+        if not self._lazy_tried and self._vectors.size == 0:
+            self._lazy_tried = True
+            self._lazy = LazyAnn.open(self._db, self._vectors.index_path,
+                                      self._vectors.subset_exact_rows,
+                                      self._vectors.build_threads)  # fmt: skip
+        lazy = self._lazy
+        if lazy is None:
+            return None
+        if not lazy.catch_up(self._db) or lazy.size < self._vectors.ann_min_rows:
+            self._lazy = None
+            return None
+        return lazy
+
+    @staticmethod
+    def _check_dimension(query: Vector, dimension: int) -> None:
+        if query.shape[-1] != dimension:
+            raise EmbedderMismatchError(
+                f"query vector has {query.shape[-1]} dimensions, the store's "
+                f"vectors have {dimension}"
+            )
 
     def _lexical(
         self, request: CandidateRequest, where: str, params: list[object]
@@ -608,12 +654,9 @@ class SQLiteStore:
         self, query_vector: Vector, limit: int, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
         with self._mirror_lock:
-            self._vectors.refresh(self._db)
-            keep = [
-                r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
-            ]
-            allowed = self._vectors.rows_with(np.asarray(keep, dtype=np.int64))
-            return _ranked(self._vectors.search_ids(query_vector, limit, allowed))
+            keep = np.fromiter((r[0] for r in self._db.execute(
+                f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
+            return self._nearest(query_vector, limit, None, keep)
 
     # -- status --------------------------------------------------------------------------
 

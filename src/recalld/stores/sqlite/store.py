@@ -24,11 +24,13 @@ from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
     DedupKey,
+    SearchRows,
     SourceFile,
     SourceRoot,
     StoreStats,
     Tenancy,
     Vector,
+    compose_search_rows,
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
@@ -425,6 +427,17 @@ class SQLiteStore:
                 memory = _memory(r)
                 found[memory.id] = memory
         return [found[i] for i in ids if i in found]
+
+    def search_rows(
+        self,
+        requests: Sequence[CandidateRequest],
+        *,
+        vectors: bool = False,
+        neighbor_radius: int = 0,
+        neighbor_depth: int = 0,
+    ) -> SearchRows:
+        # In process a call costs no round trip: the other reads, composed.
+        return compose_search_rows(self, requests, vectors, neighbor_radius, neighbor_depth)
 
     def session_neighbors(
         self, ids: Sequence[str], radius: int

@@ -47,8 +47,11 @@ READ_CHUNK = 900
 class LazyAnn:
     """The saved ANN index of a store, searched with exact re-scoring from the table."""
 
-    def __init__(self, ann: AnnIndex, dimension: int, subset_exact_rows: int) -> None:
+    def __init__(
+        self, ann: AnnIndex, dimension: int, subset_exact_rows: int, threads: int | None = None
+    ) -> None:
         self.ann = ann
+        self.threads = threads
         self.dimension = dimension
         self.subset_exact_rows = subset_exact_rows
         self._seq = ann.covered_seq
@@ -75,10 +78,10 @@ class LazyAnn:
             return None
         dimension = int(found[0]) // 4
         started = time.perf_counter()
-        ann = AnnIndex._load(folder, dimension, threads)
+        ann = AnnIndex._load(folder, dimension, threads, view=True)
         if ann is None:
             return None
-        lazy = cls(ann, dimension, subset_exact_rows)
+        lazy = cls(ann, dimension, subset_exact_rows, threads)
         if not lazy._spot_check(db) or not lazy.catch_up(db):
             return None
         log.info(
@@ -107,6 +110,8 @@ class LazyAnn:
         newest = db.execute("SELECT MAX(seq) FROM vectors").fetchone()[0] or 0
         if newest == self._seq and generation == self._generation:
             return True
+        if self.ann.is_view and not self._writable(db, newest, generation):
+            return False
         fresh = db.execute(
             "SELECT pk, vector FROM vectors WHERE seq > ? AND seq <= ? ORDER BY seq",
             (self._seq, newest),
@@ -128,6 +133,20 @@ class LazyAnn:
         if self.ann.stale:
             return False
         self._seq, self._generation = newest, generation
+        return True
+
+    def _writable(self, db: sqlite3.Connection, newest: int, generation: int) -> bool:
+        """Swap the mapped file for an in-memory copy when the table changed since it was
+        saved (reading it costs about 2.6 s at 1M; only a changed store pays it)."""
+        total = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        if newest == self._seq and total == self.size:
+            self._generation = generation  # only the counter moved (rows added, then gone)
+            return True
+        copy = AnnIndex._load(self.ann._folder, self.dimension, self.threads,
+                              seq=self.ann.covered_seq)  # fmt: skip
+        if copy is None:
+            return False
+        self.ann = copy
         return True
 
     def search(

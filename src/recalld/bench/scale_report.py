@@ -86,7 +86,8 @@ def markdown(report: ScaleReport) -> str:
     reused = [f"{r.size:,}" for r in report.results if r.reused_build]
     if reused:
         lines.append(f"Build figures for {', '.join(reused)} come from an earlier run's build.")
-    loaded = [f"{r.size:,}" for r in report.results if r.index.get("index_was_saved")]
+    loaded = [f"{r.size:,}" for r in report.results
+              if r.backend == "sqlite" and r.index.get("index_was_saved")]  # fmt: skip
     if loaded:
         lines.append(f"At {', '.join(loaded)} the fresh first search loaded an ANN index saved "
                      "by an earlier run instead of building it.")  # fmt: skip

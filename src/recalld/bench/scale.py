@@ -8,6 +8,11 @@ latency of ``vector`` and ``hybrid`` searches through the facade with the query 
 by the real model inside each timed call, the same queries through plain FTS5 and plain
 exact numpy cosine as floors, and peak memory of the build and of the search process.
 How the corpus is made: :mod:`recalld.bench.scale_corpus`.
+
+With ``postgres`` (an admin DSN), every size is also built and searched on PostgreSQL, in
+one database per size on that server (``recalld_scale_<size>``), through
+``PostgresStore.insert`` and the same facade calls: the two backends side by side in one
+run, under the same load.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from recalld.stores.sqlite.vector_index import ann_available
 from recalld.stores.sqlite.vectors import ANN_MIN_ROWS
 
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+BACKENDS = ("sqlite", "postgres")
 FIDELITY_SAMPLE = 200
 """Synthetic memories whose real embedding is compared with their derived vector."""
 CHILD_POLL_S = 0.5
@@ -57,6 +63,11 @@ class ScaleOptions:
     limit: int = 10
     rebuild: bool = False
     """Rebuild stores that a previous run left in ``workdir`` for the same corpus."""
+    backends: tuple[str, ...] = ("sqlite",)
+    """Which backends to build and search at every size (``sqlite``, ``postgres``)."""
+    postgres: str | None = None
+    """Admin DSN of the PostgreSQL server that holds one database per size (a role that
+    may create databases); needed when ``backends`` names ``postgres``."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +82,7 @@ class SizeResult:
     index_bytes: int
     ann: bool
     reused_build: bool
+    backend: str = "sqlite"
 
 
 @dataclass(frozen=True)
@@ -114,10 +126,15 @@ def run_scale(
               "fidelity": sc.fidelity(pool, embedder, FIDELITY_SAMPLE, options.seed)}  # fmt: skip
     machine = _machine()
     results = tuple(
-        _one_size(options, size, pool, pool_path, questions, note) for size in sorted(options.sizes)
+        _one_size(options, size, pool, pool_path, questions, note)
+        if backend == "sqlite"
+        else _one_size_postgres(options, size, pool, pool_path, questions, note)
+        for size in sorted(options.sizes)
+        for backend in options.backends
     )
     machine["load_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    opts = {**asdict(options), "workdir": str(options.workdir)}
+    opts = {**asdict(options), "workdir": str(options.workdir),
+            "postgres": _redacted(options.postgres)}  # fmt: skip
     return ScaleReport(opts, corpus, machine, results)
 
 
@@ -128,6 +145,13 @@ def _validate(options: ScaleOptions, source: sc.SourceText) -> None:
         raise InvalidInputError(f"--queries must be 1 to {len(source.questions)}")
     if options.pool_size < 2:
         raise InvalidInputError("the pool needs at least 2 snippets")
+    unknown = set(options.backends) - set(BACKENDS)
+    if unknown or not options.backends:
+        raise InvalidInputError(f"--backends takes {', '.join(BACKENDS)}, not "
+                                f"{', '.join(sorted(unknown)) or 'nothing'}")  # fmt: skip
+    if "postgres" in options.backends and not options.postgres:
+        raise InvalidInputError("the postgres backend needs --postgres DSN (an admin DSN; "
+                                "`recalld postgres start` prints one)")  # fmt: skip
 
 
 def _machine() -> dict[str, Any]:
@@ -171,6 +195,55 @@ def _one_size(
         ann=size >= ANN_MIN_ROWS and ann_available(),
         reused_build=reused,
     )
+
+
+def _one_size_postgres(
+    options: ScaleOptions,
+    size: int,
+    pool: sc.Pool,
+    pool_path: Path,
+    questions: list[str],
+    note: Progress,
+) -> SizeResult:
+    """The same three steps on PostgreSQL, in the database ``recalld_scale_<size>``."""
+    from recalld.bench import scale_postgres as sp
+
+    assert options.postgres is not None
+    name = f"recalld_scale_{size}"
+    dsn = sp.database_dsn(options.postgres, name)
+    marker = options.workdir / f"scale-pg-{size}.build.json"
+    stamp = f"{pool.digest}-{options.seed}-{size}"
+    reused = False
+    if not options.rebuild and marker.is_file() and sp.exists(options.postgres, name):
+        saved = _read_marker(marker)
+        reused = saved.get("stamp") == stamp
+    if reused:
+        build = saved["build"]
+    else:
+        sp.recreate(options.postgres, name)
+        build = _child("build", note, db=dsn, pool_path=str(pool_path), size=size,
+                       seed=options.seed)  # fmt: skip
+        _write_marker(marker, {"stamp": stamp, "build": build})
+    indexed = _child("index", note, db=dsn, pool_path=str(pool_path))
+    searched = _child("search", note, db=dsn, embedder=options.embedder,
+                      questions=questions, limit=options.limit)  # fmt: skip
+    table, index = sp.sizes(dsn)
+    return SizeResult(size=size, build=build, index=indexed, search=searched,
+                      file_bytes=table, index_bytes=index, ann=True, reused_build=reused,
+                      backend="postgres")  # fmt: skip
+
+
+def _redacted(dsn: str | None) -> str | None:
+    """A DSN without its password, for the report."""
+    if dsn is None:
+        return None
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
 
 
 def _child(target: str, note: Progress, **kwargs: Any) -> dict[str, Any]:
@@ -254,7 +327,8 @@ def parse_sizes(text: str) -> tuple[int, ...]:
 
 
 def growth(results: Sequence[SizeResult], key: str) -> list[float]:
-    """Latency (p50) ratio from each size to the next, per 10x more memories."""
+    """Latency (p50) ratio from each size to the next, per 10x more memories (give the
+    results of one backend)."""
     out = []
     for small, big in zip(results, results[1:], strict=False):
         ratio = big.search[key]["p50_ms"] / max(small.search[key]["p50_ms"], 1e-9)

@@ -16,11 +16,24 @@ SERIES = (
     ("embed", "query embedding alone"),
 )
 """Latency series: key in each size's search results, and its label."""
+FLOORS = {"sqlite": ("numpy", "fts5"), "postgres": ("vector_floor", "text_floor")}
+"""Each backend's floors: its plain vector query and its plain text query (see
+``scale_worker``): exact numpy cosine and FTS5 alone; the HNSW index and the word index
+alone."""
 
 
 def _ms(result: SizeResult, key: str) -> str:
-    found = result.search[key]
-    return f"{found['p50_ms']:.1f} / {found['p95_ms']:.1f}"
+    found = result.search.get(key)
+    return "-" if found is None else f"{found['p50_ms']:.1f} / {found['p95_ms']:.1f}"
+
+
+def _floors(result: SizeResult) -> str:
+    vector, text = FLOORS.get(result.backend, FLOORS["sqlite"])
+    return f"{_ms(result, vector)} | {_ms(result, text)}"
+
+
+def _backends(report: ScaleReport) -> list[str]:
+    return list(dict.fromkeys(r.backend for r in report.results))
 
 
 def _mb(value: float | None) -> str:
@@ -30,28 +43,31 @@ def _mb(value: float | None) -> str:
 def markdown(report: ScaleReport) -> str:
     """The report as Markdown: one row per size, then growth per 10x, then the setup."""
     lines = [
-        "| memories | build s (insert/s) | file MB | ANN index MB |"
+        "| memories | backend | build s (insert/s) | store MB | ANN index MB |"
         " first search s: fresh / saved index | peak MB build / index / search |"
-        " vector p50 / p95 ms | hybrid p50 / p95 ms | numpy floor ms | FTS5 floor ms |"
+        " vector p50 / p95 ms | hybrid p50 / p95 ms | vector floor ms | text floor ms |"
         " embed ms |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report.results:
         rate = r.size / max(r.build["insert_s"], 1e-9)
         peaks = (r.build.get("peak_build_mb"), r.index.get("peak_index_mb"),
                  r.search.get("peak_search_mb"))  # fmt: skip
         lines.append(
-            f"| {r.size:,} | {r.build['build_s']:.1f} ({rate:,.0f}/s) "
+            f"| {r.size:,} | {r.backend} | {r.build['build_s']:.1f} ({rate:,.0f}/s) "
             f"| {r.file_bytes / 2**20:,.0f} | {r.index_bytes / 2**20:,.0f} "
             f"| {r.index['first_search_s']:.2f} / {r.search['cold_start_s']:.2f} "
             f"| {' / '.join(_mb(p) for p in peaks)} "
-            f"| {_ms(r, 'vector')} | {_ms(r, 'hybrid')} | {_ms(r, 'numpy')} "
-            f"| {_ms(r, 'fts5')} | {_ms(r, 'embed')} |"
+            f"| {_ms(r, 'vector')} | {_ms(r, 'hybrid')} | {_floors(r)} | {_ms(r, 'embed')} |"
         )
-    if len(report.results) > 1:
-        lines += ["", "p50 latency growth per 10x memories (1.0 = flat, 10.0 = linear):", ""]
-        for key, label in SERIES[:4]:
-            ratios = ", ".join(f"x{g:.2f}" for g in growth(report.results, key))
+    for backend in _backends(report):
+        results = [r for r in report.results if r.backend == backend]
+        if len(results) < 2:
+            continue
+        lines += ["", f"p50 latency growth per 10x memories, {backend} (1.0 = flat, 10.0 ="
+                  " linear):", ""]  # fmt: skip
+        for key, label in (("vector", "recalld vector"), ("hybrid", "recalld hybrid")):
+            ratios = ", ".join(f"x{g:.2f}" for g in growth(results, key))
             lines.append(f"- {label}: {ratios}")
     fidelity = report.corpus["fidelity"]
     lines += [
@@ -59,7 +75,10 @@ def markdown(report: ScaleReport) -> str:
         f"Corpus: {report.corpus['pool']} embedded snippets from {report.corpus['turns']:,} "
         f"real turns; derived vectors have mean cosine {fidelity['mean_cosine']:.3f} "
         f"(5th percentile {fidelity['p05_cosine']:.3f}) to the real embedding of their text. "
-        f"{report.corpus['questions']} real questions, limit {report.options['limit']}.",
+        f"{report.corpus['questions']} real questions, limit {report.options['limit']}. "
+        "Floors: SQLite exact numpy cosine and plain FTS5; PostgreSQL the HNSW index alone "
+        "and the word index alone. PostgreSQL peaks are the client process's (the server's "
+        "memory is not counted).",
         f"Machine: {report.machine['cpus']} CPUs, {report.machine['platform']}, Python "
         f"{report.machine['python']}, load average before {_load(report.machine['load_before'])}"
         f" and after {_load(report.machine.get('load_after'))}; {report.machine['date']}.",
@@ -67,7 +86,8 @@ def markdown(report: ScaleReport) -> str:
     reused = [f"{r.size:,}" for r in report.results if r.reused_build]
     if reused:
         lines.append(f"Build figures for {', '.join(reused)} come from an earlier run's build.")
-    loaded = [f"{r.size:,}" for r in report.results if r.index.get("index_was_saved")]
+    loaded = [f"{r.size:,}" for r in report.results
+              if r.backend == "sqlite" and r.index.get("index_was_saved")]  # fmt: skip
     if loaded:
         lines.append(f"At {', '.join(loaded)} the fresh first search loaded an ANN index saved "
                      "by an earlier run instead of building it.")  # fmt: skip
@@ -89,13 +109,24 @@ def chart(report: ScaleReport, path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise InvalidInputError("the chart needs matplotlib: pip install 'recalld[bench]'") from exc
-    sizes = [r.size for r in report.results]
     figure, axes = plt.subplots(figsize=(7, 4.5), dpi=120)
-    for key, label in SERIES:
-        p50 = [r.search[key]["p50_ms"] for r in report.results]
-        p95 = [r.search[key]["p95_ms"] for r in report.results]
-        axes.plot(sizes, p50, marker="o", label=label)
-        axes.fill_between(sizes, p50, p95, alpha=0.15)
+    backends = _backends(report)
+    for backend in backends:
+        results = [r for r in report.results if r.backend == backend]
+        sizes = [r.size for r in results]
+        vector, text = FLOORS.get(backend, FLOORS["sqlite"])
+        labels = {"numpy": "floor: exact numpy cosine", "fts5": "floor: plain FTS5",
+                  "vector_floor": "floor: HNSW index alone",
+                  "text_floor": "floor: word index alone"}  # fmt: skip
+        for key, label in (*SERIES[:2], (vector, labels[vector]), (text, labels[text]),
+                           SERIES[4]):  # fmt: skip
+            if any(key not in r.search for r in results):
+                continue
+            p50 = [r.search[key]["p50_ms"] for r in results]
+            p95 = [r.search[key]["p95_ms"] for r in results]
+            name = f"{backend}: {label}" if len(backends) > 1 else label
+            axes.plot(sizes, p50, marker="o", label=name)
+            axes.fill_between(sizes, p50, p95, alpha=0.15)
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_xlabel("memories in the store")

@@ -4,6 +4,9 @@ Each runs in a fresh process so its peak memory (``ru_maxrss``) is its own, and 
 search side starts cold, as a new ``recalld`` process would. They report over a queue:
 ``("total", n)``, ``("advance", n)``, ``("phase", text)``, then ``("done", dict)`` or
 ``("error", text)``.
+
+``db`` is an SQLite file or, for the PostgreSQL side, a ``postgresql://`` DSN; the store is
+opened through :func:`recalld.stores.open_store` either way.
 """
 
 from __future__ import annotations
@@ -63,11 +66,13 @@ def run_child(target: str, queue: Queue[tuple[str, Any]], kwargs: dict[str, Any]
 
 
 def build(report: Report, db: str, pool_path: str, size: int, seed: int) -> dict[str, Any]:
-    """Insert ``size`` synthetic memories with vectors, then load the store once to search."""
-    from recalld.stores.sqlite import SQLiteStore
+    """Insert ``size`` synthetic memories with vectors, then settle the store (SQLite: a WAL
+    checkpoint; PostgreSQL: ``VACUUM ANALYZE``, as autovacuum would soon do)."""
+    from recalld.config import is_dsn
+    from recalld.stores import open_store
 
     pool = sc.Pool.load(Path(pool_path))
-    store = SQLiteStore(db)
+    store = open_store(db)
     store.set_fingerprint(pool.fingerprint)
     report("phase", f"{size:,}: inserting")
     report("total", size)
@@ -84,7 +89,7 @@ def build(report: Report, db: str, pool_path: str, size: int, seed: int) -> dict
         generate += generated - block_start
         report("advance", stop - start)
     store.close()
-    _checkpoint(db)
+    _vacuum(db) if is_dsn(db) else _checkpoint(db)
     total = time.perf_counter() - started
     return {"insert_s": insert, "generate_s": generate, "build_s": total,
             "peak_build_mb": peak_rss_mb()}  # fmt: skip
@@ -95,19 +100,27 @@ def _checkpoint(db: str) -> None:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
+def _vacuum(dsn: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE memories")
+
+
 def index(report: Report, db: str, pool_path: str) -> dict[str, Any]:
     """Time the first vector search of a new process on the built store.
 
     It loads the vectors and, for stores of ``ANN_MIN_ROWS`` vectors or more, loads the
     saved ANN index or, when there is none yet, builds and saves it.
     """
+    from recalld.config import is_dsn
+    from recalld.stores import open_store
     from recalld.stores.base import CandidateRequest
-    from recalld.stores.sqlite import SQLiteStore
 
     query = sc.Pool.load(Path(pool_path)).vectors[0]
-    saved = any(Path(f"{db}.ann").glob("*.usearch"))
+    saved = not is_dsn(db) and any(Path(f"{db}.ann").glob("*.usearch"))
     report("phase", "loading vectors, building or loading the ANN index")
-    store = SQLiteStore(db)
+    store = open_store(db)
     started = time.perf_counter()
     store.candidates(CandidateRequest(query_vector=query, semantic_limit=FLOOR_LIMIT))
     elapsed = time.perf_counter() - started
@@ -120,12 +133,12 @@ def search(
 ) -> dict[str, Any]:
     """Time searches of a built store: each mode through the facade, then the two floors."""
     import recalld
-    from recalld.config import Settings
+    from recalld.config import Settings, is_dsn
     from recalld.providers.embedders import resolve_embedder
 
     model = resolve_embedder(embedder)
     model.embed_query("warm up the model")  # loading the model is not the store's cost
-    settings = Settings(db=Path(db), cache_dir=None, embedder=embedder)
+    settings = Settings(db=db if is_dsn(db) else Path(db), cache_dir=None, embedder=embedder)
     out: dict[str, Any] = {}
     with recalld.open(settings=settings, embedder=model) as engine:
         started = time.perf_counter()
@@ -138,6 +151,9 @@ def search(
     out["peak_search_mb"] = peak_rss_mb()
     report("phase", "searching (floors)")
     del engine  # free the mirror before the floors load their own matrix
+    if is_dsn(db):
+        out.update(_postgres_floors(db, model, questions))
+        return out
     out["fts5"] = _fts5_floor(db, questions)
     out["numpy"] = _numpy_floor(db, model, questions)
     return out
@@ -187,3 +203,36 @@ def _numpy_floor(db: str, model: Any, questions: list[str]) -> dict[str, float]:
         return top[np.argsort(-scores[top])]
 
     return _timed(questions, one)
+
+
+def _postgres_floors(dsn: str, model: Any, questions: list[str]) -> dict[str, Any]:
+    """PostgreSQL's plain queries over the same table: the HNSW index alone (embedding
+    included, ``hnsw.ef_search`` as the store sets it) and the word index alone (the OR-ed
+    keywords, ``ts_rank_cd`` order, no embedding)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    from recalld.stores.postgres.migrations import TEXT_SEARCH_CONFIG
+    from recalld.stores.postgres.queries import words_query
+    from recalld.stores.postgres.store import EF_SEARCH
+    from recalld.text import keywords
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(EF_SEARCH),))
+        conn.execute("SELECT set_config('recalld.namespaces', 'default', false)")
+
+        def vector(question: str) -> list[Any]:
+            return conn.execute(
+                "SELECT id FROM memories ORDER BY embedding <=> %s LIMIT %s",
+                (model.embed_query(question), FLOOR_LIMIT),
+            ).fetchall()
+
+        def text(question: str) -> list[Any]:
+            return conn.execute(
+                f"SELECT id FROM memories, websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %s) q"
+                " WHERE words @@ q ORDER BY ts_rank_cd(words, q) DESC LIMIT %s",
+                (words_query(tuple(keywords(question))) or '""', FLOOR_LIMIT),
+            ).fetchall()
+
+        return {"vector_floor": _timed(questions, vector), "text_floor": _timed(questions, text)}

@@ -26,12 +26,20 @@ from recalld.errors import RecalldError
 @click.option("--pool", "pool_size", default=3000, show_default=True,
               help="Real snippets embedded; memories are pairs of them.")  # fmt: skip
 @click.option("--seed", default=7, show_default=True)
+@click.option("--backends", default="sqlite", show_default=True,
+              help="Backends to build and search at every size: sqlite, postgres or both "
+                   "(comma separated).")  # fmt: skip
+@click.option("--postgres", "postgres_dsn", metavar="DSN",
+              help="Admin DSN of the PostgreSQL server for the postgres backend (one "
+                   "database recalld_scale_<size> per size); `recalld postgres start` prints "
+                   "one.")  # fmt: skip
 @click.option("--rebuild", is_flag=True, help="Rebuild stores a previous run left in --workdir.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False),
               help="Write scale.md, scale.png (latency vs size) and scale.json here.")  # fmt: skip
 def scale(sizes: str, queries: int, workdir: str, data: str, embedder: str, pool_size: int,
-          seed: int, rebuild: bool, as_json: bool, report_dir: str | None) -> None:  # fmt: skip
+          seed: int, backends: str, postgres_dsn: str | None, rebuild: bool, as_json: bool,
+          report_dir: str | None) -> None:  # fmt: skip
     """Time builds and searches on synthetic stores of growing size (from real turns)."""
     from recalld.bench import scale_corpus, scale_report
     from recalld.bench.scale import ScaleOptions, parse_sizes, run_scale
@@ -39,7 +47,9 @@ def scale(sizes: str, queries: int, workdir: str, data: str, embedder: str, pool
     try:
         options = ScaleOptions(sizes=parse_sizes(sizes), queries=queries, workdir=Path(workdir),
                                embedder=embedder, pool_size=pool_size, seed=seed,
-                               rebuild=rebuild)  # fmt: skip
+                               rebuild=rebuild, postgres=postgres_dsn,
+                               backends=tuple(b.strip() for b in backends.split(",")
+                                              if b.strip()))  # fmt: skip
         source = scale_corpus.read_sources(Path(data))
         with _progress_bar(enabled=not as_json) as progress:
             report = run_scale(options, source, progress)

@@ -15,6 +15,7 @@ from recalld.records import (
     ChannelHit,
     Granularity,
     Hit,
+    Memory,
     MemoryFilter,
     SearchMode,
     SearchResult,
@@ -46,7 +47,7 @@ from recalld.retrieval.sessions import (
     topic_support,
 )
 from recalld.retrieval.updates import follow_updates
-from recalld.stores.base import CandidateRequest, ChannelCandidate, Store, Vector
+from recalld.stores.base import CandidateRequest, ChannelCandidate, SearchRows, Store, Vector
 from recalld.text import keywords, words
 
 CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
@@ -84,8 +85,8 @@ def search(
        with an LLM configured, ``auto`` mode is routed by the query's complexity;
     2. expand it (only with an LLM configured: typed lex / vec / hyde expansions, skipped
        on a strong BM25 signal);
-    3. retrieve candidates per channel, all channels in one store call (and one call per
-       expansion);
+    3. retrieve candidates per channel, all channels in one store call that also returns
+       their rows, vectors and session neighbours (and one call per expansion);
     4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
     5. rerank the top ``rerank_depth`` (only with a reranker configured), blended with the
        fused position;
@@ -111,12 +112,12 @@ def search(
         expanded = expand(store, embedder, plan, request.filters, config, models,
                           pool_size(request, config))  # fmt: skip
         notes.append(expanded.note)
-    lists = retrieve(store, embedder, plan, request, config,
-                     expanded.query_vector if expanded else None)  # fmt: skip
+    lists, rows = retrieve(store, embedder, plan, request, config,
+                           expanded.query_vector if expanded else None)  # fmt: skip
     lists += expanded.lists if expanded else ()
     fused = fuse(lists, config)
     fused = fused[: max(config.min_adjust, request.limit * config.adjust_depth)]
-    memories = {m.id: m for m in store.get_many([f.memory_id for f in fused])}
+    memories = _rows(store, rows, [f.memory_id for f in fused])
     if models is not None:
         fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
         notes.append(note)
@@ -124,7 +125,7 @@ def search(
                        frozenset(words(request.query)), plan.advice)  # fmt: skip
     scored = adjust(fused, memories, ctx, config)
     scored = time_order(scored, plan.order, config)
-    vectors = _vectors(store, scored, config)
+    vectors = _vectors(store, rows, scored, config)
     scored = apply_session_support(scored, config)
     if plan.advice:
         scored = topic_support(scored, _cosines(lists), config)
@@ -135,8 +136,8 @@ def search(
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
         scored = neighbor_support(
             scored,
-            store.session_neighbors(top, config.neighbor_radius),
-            lambda ids: {m.id: m for m in store.get_many(ids)},
+            _neighbors(store, rows, top, config.neighbor_radius),
+            lambda ids: _rows(store, rows, ids),
             config,
         )
     scored = knowledge_updates(scored, vectors, config, reference, not past, _cosines(lists))
@@ -228,9 +229,9 @@ def retrieve(
     request: SearchRequest,
     config: RetrievalConfig,
     query_vector: Vector | None = None,
-) -> list[RankedList]:
-    """Stage 3: one store call answers every channel the mode asks for (``query_vector``:
-    the query's, when stage 2 embedded it already)."""
+) -> tuple[list[RankedList], SearchRows]:
+    """Stage 3: one store call answers every channel the mode asks for, with the rows the
+    later stages read (``query_vector``: the query's, when stage 2 embedded it already)."""
     pool = pool_size(request, config)
     channels = ("semantic",) if plan.mode == "vector" else config.channels
     wanted = {c: pool if c in channels else 0 for c in CHANNEL_ORDER}
@@ -250,21 +251,29 @@ def retrieve(
         # query names a time.
         temporal_limit=wanted["temporal"] if plan.time_window is not None else 0,
     )
-    found = channel_lists(store.candidates(temporal_channels(candidate_request)), pool)
+    requests = [temporal_channels(candidate_request)]
+    if plan.time_terms and wanted["bm25"] and config.time_terms_weight > 0:
+        requests.append(CandidateRequest(filters=request.filters, terms=plan.time_terms,
+                                         raw_query=" ".join(plan.time_terms),
+                                         bm25_limit=wanted["bm25"]))  # fmt: skip
+    rows = store.search_rows(
+        requests,
+        vectors=_needs_vectors(config),
+        neighbor_radius=config.neighbor_radius if config.neighbor_weight > 0 else 0,
+        neighbor_depth=config.neighbor_depth,
+    )
+    found = channel_lists(rows.channels[0], pool)
     weight = config.original_query_weight
     lists = [
         RankedList(name, found[name], weight * config.channel_weights.get(name, 1.0))
         for name in CHANNEL_ORDER
         if found.get(name)
     ]
-    if plan.time_terms and wanted["bm25"] and config.time_terms_weight > 0:
-        timed_request = CandidateRequest(filters=request.filters, terms=plan.time_terms,
-                                         raw_query=" ".join(plan.time_terms),
-                                         bm25_limit=wanted["bm25"])  # fmt: skip
-        timed = channel_lists(store.candidates(timed_request), pool).get("bm25")
+    if len(rows.channels) > 1:
+        timed = channel_lists(rows.channels[1], pool).get("bm25")
         if timed:
             lists.append(RankedList("bm25_time", timed, weight * config.time_terms_weight, False))
-    return lists
+    return lists, rows
 
 
 def pool_size(request: SearchRequest, config: RetrievalConfig) -> int:
@@ -286,18 +295,44 @@ def _cosines(lists: Sequence[RankedList]) -> dict[str, float]:
             for c in ranked.candidates}  # fmt: skip
 
 
-def _vectors(
-    store: Store, scored: Sequence[Scored], config: RetrievalConfig
-) -> dict[str, np.ndarray]:
-    """Vectors of the top candidates, fetched only when a stage compares memories."""
-    needs = config.kupdate_factor < 1.0 or (
+def _needs_vectors(config: RetrievalConfig) -> bool:
+    """Whether a stage compares memories by their vectors."""
+    return config.kupdate_factor < 1.0 or (
         config.mmr_similarity == "cosine"
         and (config.mmr_lambda < 1.0 or config.diverse_aggregation)
     )
-    if not needs:
+
+
+def _vectors(
+    store: Store, rows: SearchRows, scored: Sequence[Scored], config: RetrievalConfig
+) -> dict[str, np.ndarray]:
+    """Vectors of the top candidates, only when a stage compares memories (read with the
+    candidates; an expansion's candidates are fetched here)."""
+    if not _needs_vectors(config):
         return {}
-    depth = max(config.kupdate_window, 100)
-    return store.vectors_for([s.memory.id for s in scored[:depth]])
+    ids = [s.memory.id for s in scored[: max(config.kupdate_window, 100)]]
+    read = rows.candidate_ids
+    found = {i: rows.vectors[i] for i in ids if i in rows.vectors}
+    missing = [i for i in ids if i not in read]
+    return {**found, **store.vectors_for(missing)} if missing else found
+
+
+def _rows(store: Store, rows: SearchRows, ids: Sequence[str]) -> dict[str, Memory]:
+    """The memories of ``ids`` in that order (those read with the candidates, the others,
+    an expansion's candidates, fetched here); unknown ids skipped."""
+    missing = [i for i in ids if i not in rows.memories]
+    fetched = {m.id: m for m in store.get_many(missing)} if missing else {}
+    known = {**rows.memories, **fetched}
+    return {i: known[i] for i in ids if i in known}
+
+
+def _neighbors(
+    store: Store, rows: SearchRows, ids: Sequence[str], radius: int
+) -> Mapping[str, list[tuple[str, int]]]:
+    """Session neighbours of ``ids``: those read with the candidates, the rest asked for."""
+    found = {i: rows.neighbors[i] for i in ids if i in rows.neighbors}
+    missing = [i for i in ids if i not in rows.neighbors_of]
+    return {**found, **store.session_neighbors(missing, radius)} if missing else found
 
 
 def assemble(

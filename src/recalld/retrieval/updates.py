@@ -39,29 +39,29 @@ def follow_updates(
         return scored
     leaders = [s for s in scored[: config.kupdate_follow] if s.memory.id in vectors]
     offers: dict[str, list[tuple[Scored, float]]] = {}
+    rows: dict[str, Memory] = {}
+    near_vectors: dict[str, np.ndarray] = {}
     for old in leaders:
         request = CandidateRequest(filters=filters, query_vector=vectors[old.memory.id],
                                    semantic_limit=config.kupdate_follow_pool)  # fmt: skip
-        for near in store.candidates(request).get("semantic", ()):
+        found = store.search_rows([request], vectors=True)  # one call: rows and vectors too
+        rows.update(found.memories)
+        near_vectors.update(found.vectors)
+        for near in found.channels[0].get("semantic", ()):
             if near.memory_id != old.memory.id and near.score >= config.kupdate_related_similarity:
                 offers.setdefault(near.memory_id, []).append((old, near.score))
-    if not offers:
-        return scored
     present = {s.memory.id: s for s in scored}
-    memories = {i: present[i].memory for i in offers if i in present}
-    memories.update({m.id: m for m in store.get_many([i for i in offers if i not in present])})
     chosen: dict[str, Scored] = {}
     for memory_id, pairs in offers.items():
-        new = memories.get(memory_id)
+        new = present[memory_id].memory if memory_id in present else rows.get(memory_id)
         if new is None:
             continue
         replaced = [old for old, cos in pairs if _replaces(new, old.memory, cos, cosines, config)]
-        if replaced:
+        if replaced and memory_id in near_vectors:
             chosen[memory_id] = max(replaced, key=lambda old: old.score)
+            vectors.setdefault(memory_id, np.asarray(near_vectors[memory_id]))
     if not chosen:
         return scored
-    missing = [i for i in chosen if i not in vectors]
-    vectors.update({i: np.asarray(v) for i, v in store.vectors_for(missing).items()})
     out = []
     for item in scored:
         lender = chosen.get(item.memory.id)
@@ -73,7 +73,7 @@ def follow_updates(
     for memory_id, lender in chosen.items():
         if memory_id not in present:
             fused = Fused(memory_id, 0.0, {f"update_of:{lender.memory.id}": lender.score})
-            out.append(Scored(memories[memory_id], fused, lender.score, {}))
+            out.append(Scored(rows[memory_id], fused, lender.score, {}))
     return sorted(out, key=lambda s: -s.score)
 
 

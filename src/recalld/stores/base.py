@@ -101,6 +101,31 @@ class ChannelCandidate:
 
 
 @dataclass(frozen=True)
+class SearchRows:
+    """What one search reads, in one store call (:meth:`Store.search_rows`).
+
+    ``channels[i]`` answers ``requests[i]`` as :meth:`Store.candidates` would; ``memories``
+    holds the row of every candidate and of every neighbour in ``neighbors``; ``vectors``
+    the vector of every candidate that has one (when asked); ``neighbors`` is
+    :meth:`Store.session_neighbors` for the ids in ``neighbors_of``: at least the
+    candidates ranked within ``neighbor_depth`` in a channel of the first request (a backend
+    may cover more of its candidates, where that saves a later call).
+    """
+
+    channels: tuple[Mapping[str, list[ChannelCandidate]], ...]
+    memories: Mapping[str, Memory]
+    vectors: Mapping[str, Vector] = field(default_factory=dict)
+    neighbors: Mapping[str, list[tuple[str, int]]] = field(default_factory=dict)
+    neighbors_of: frozenset[str] = frozenset()
+
+    @property
+    def candidate_ids(self) -> frozenset[str]:
+        """Every id some channel proposed (their rows, and vectors when asked, are here)."""
+        return frozenset(c.memory_id for found in self.channels for lst in found.values()
+                         for c in lst)  # fmt: skip
+
+
+@dataclass(frozen=True)
 class StoreStats:
     """Counts and facts ``recalld status`` shows."""
 
@@ -190,6 +215,19 @@ class Store(Protocol):
           inside ``time_window`` when one is given;
         - ``window_semantic``: the cosine, for memories inside ``time_window`` only.
         """
+
+    def search_rows(
+        self,
+        requests: Sequence[CandidateRequest],
+        *,
+        vectors: bool = False,
+        neighbor_radius: int = 0,
+        neighbor_depth: int = 0,
+    ) -> SearchRows:
+        """Every request's candidates with their memory rows, and when asked their vectors
+        and the session neighbours (radius ``neighbor_radius``) of the first request's
+        candidates ranked within ``neighbor_depth``, with the neighbours' rows: everything
+        a search reads, in one call (one round trip on PostgreSQL)."""
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of these memories (ids without a vector are absent)."""
@@ -285,6 +323,33 @@ def neighbors_in_sessions(
             low, high = max(0, position - radius), min(len(members), position + radius + 1)
             out[memory_id] = [(members[i], i - position) for i in range(low, high) if i != position]
     return out
+
+
+def near_ids(found: Mapping[str, list[ChannelCandidate]], depth: int) -> list[str]:
+    """Ids ranked within ``depth`` in any channel, in channel then rank order, once each."""
+    return list(dict.fromkeys(c.memory_id for lst in found.values() for c in lst
+                              if c.rank <= depth))  # fmt: skip
+
+
+def compose_search_rows(
+    store: Store,
+    requests: Sequence[CandidateRequest],
+    vectors: bool,
+    neighbor_radius: int,
+    neighbor_depth: int,
+) -> SearchRows:
+    """:meth:`Store.search_rows` from the store's other reads (a store in the same process,
+    where a call costs no round trip, answers with this)."""
+    channels = tuple(store.candidates(r) for r in requests)
+    ids = list(dict.fromkeys(c.memory_id for found in channels for lst in found.values()
+                             for c in lst))  # fmt: skip
+    memories = {m.id: m for m in store.get_many(ids)}
+    near = near_ids(channels[0], neighbor_depth) if channels and neighbor_radius > 0 else []
+    neighbors = store.session_neighbors(near, neighbor_radius) if near else {}
+    more = [i for pairs in neighbors.values() for i, _ in pairs if i not in memories]
+    memories.update((m.id, m) for m in store.get_many(list(dict.fromkeys(more))))
+    return SearchRows(channels, memories, store.vectors_for(ids) if vectors else {},
+                      neighbors, frozenset(near))  # fmt: skip
 
 
 @runtime_checkable

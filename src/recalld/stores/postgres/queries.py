@@ -3,6 +3,7 @@ is separate from running it, so a query can be printed and snapshot-tested."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -159,3 +160,56 @@ def candidates_sql(
         for name in names
     )
     return f"WITH {', '.join(ctes)} {union} ORDER BY channel, n", params
+
+
+_PARAM = re.compile(r"%\((\w+)\)s")
+
+
+def search_rows_sql(
+    blocks: Sequence[tuple[str, Params]], *, vectors: bool, radius: int, depth: int
+) -> tuple[str, Params]:
+    """ONE statement for :meth:`Store.search_rows`: each request's :func:`candidates_sql`
+    (``blocks``, parameters renamed apart) as ``hit`` rows, the session neighbours of the
+    first request's candidates ranked within ``depth`` as ``near`` rows (``channel`` = whose
+    neighbour, ``n`` = offset), and the memory row of every candidate and neighbour as
+    ``row`` rows (with the vector when asked). Needs ``%(namespaces)s``.
+
+    Columns: kind, req, channel, n, id, score, then :data:`SELECT_COLUMNS` and the vector.
+    """
+    parts, params = [], Params()
+    for i, (sql, values) in enumerate(blocks):
+        parts.append(f"SELECT {i} AS req, h.* FROM ("
+                     + _PARAM.sub(lambda m, i=i: f"%(r{i}_{m.group(1)})s", sql) + ") h")  # type: ignore[misc]  # fmt: skip
+        params.update({f"r{i}_{k}": v for k, v in values.items()})
+    hits = " UNION ALL ".join(parts) or (
+        "SELECT 0 AS req, ''::text AS channel, 0::bigint AS n, ''::text AS id,"
+        " 0::float8 AS score WHERE false"
+    )
+    nulls = ", ".join(["NULL"] * len(COLUMN_NAMES))
+    embedding = "m.embedding" if vectors else "NULL::vector"
+    params.update(radius=radius, depth=depth)
+    sql = f"""
+WITH hits AS ({hits}),
+near AS (SELECT DISTINCT id FROM hits WHERE req = 0 AND n <= %(depth)s AND %(radius)s > 0),
+members AS (
+    SELECT m.id, m.namespace, m.session_id, row_number() OVER (
+        PARTITION BY m.namespace, m.session_id ORDER BY m.position, m.pk) AS rn
+    FROM memories m
+    WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id FROM memories s
+        WHERE s.id IN (SELECT id FROM near) AND s.namespace = ANY(%(namespaces)s))
+    AND m.forgotten_at IS NULL),
+pairs AS (
+    SELECT c.id AS of_id, o.id AS other, o.rn - c.rn AS off FROM members c
+    JOIN members o ON o.namespace = c.namespace AND o.session_id = c.session_id
+        AND o.rn <> c.rn AND abs(o.rn - c.rn) <= %(radius)s
+    WHERE c.id IN (SELECT id FROM near)),
+wanted AS (SELECT id FROM hits UNION SELECT other FROM pairs)
+SELECT 'row' AS kind, NULL::int AS req, NULL::text AS channel, (m.namespace = %(tenant)s)::int
+    AS n, m.id, NULL::float8 AS score, {SELECT_COLUMNS}, {embedding}
+    FROM memories m WHERE m.id IN (SELECT id FROM wanted) AND m.namespace = ANY(%(namespaces)s)
+UNION ALL
+SELECT 'hit', req, channel, n, id, score, {nulls}, NULL FROM hits
+UNION ALL
+SELECT 'near', NULL, of_id, off, other, NULL, {nulls}, NULL FROM pairs
+ORDER BY kind, req, channel, n"""
+    return sql, params

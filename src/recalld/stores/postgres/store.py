@@ -25,11 +25,13 @@ from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
     DedupKey,
+    SearchRows,
     SourceFile,
     SourceRoot,
     StoreStats,
     Tenancy,
     Vector,
+    near_ids,
     neighbors_in_sessions,
 )
 from recalld.stores.postgres import queries as q
@@ -155,6 +157,17 @@ class PostgresStore:
         """A pooled connection; its work commits as one transaction when the block ends."""
         with self._pool.connection() as conn:
             yield conn
+
+    @contextmanager
+    def _read(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection in autocommit, for a read of ONE statement: it is sent in
+        one round trip, with no BEGIN or COMMIT around it."""
+        with self._pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                yield conn
+            finally:
+                conn.autocommit = False
 
     # -- writes --------------------------------------------------------------------------
 
@@ -325,7 +338,7 @@ class PostgresStore:
     # -- reads ---------------------------------------------------------------------------
 
     def get_fingerprint(self) -> str | None:
-        with self._conn() as conn:
+        with self._read() as conn:  # checked before every search: one round trip
             return _get_meta(conn, "embedding_fingerprint")
 
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
@@ -411,26 +424,20 @@ class PostgresStore:
             last = rows[-1][0]
             yield [(r[1], f"{r[3]}\n{r[2]}" if r[3] else r[2]) for r in rows]
 
-    def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
+    def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
         where, params = q.filter_sql(request.filters, self._visible)
         grams, short = _trigram_terms(request.raw_query) if request.bm25_limit else ([], [])
         sql, more = q.candidates_sql(request, where, grams, short)
-        out: dict[str, list[ChannelCandidate]] = {}
-        if request.semantic_limit and request.query_vector is not None:
-            out["semantic"] = []
-        if request.window_semantic_limit and request.query_vector is not None:
-            out["window_semantic"] = []
-        if request.bm25_limit and request.terms:
-            out["bm25"] = []
-        if request.entity_limit and request.entities:
-            out["entity"] = []
-        if request.temporal_limit:
-            out["temporal"] = []
-        if not sql:
-            return out
         values: dict[str, Any] = {**params, **more}
         if request.query_vector is not None:
             values["qv"] = np.asarray(request.query_vector, np.float32)
+        return sql, values
+
+    def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
+        sql, values = self._candidates_sql(request)
+        out = _channels(request)
+        if not sql:
+            return out
         with self._conn() as conn:
             if request.query_vector is not None:
                 have = self._dimension(conn)
@@ -443,6 +450,35 @@ class PostgresStore:
         for channel, rank, memory_id, score in rows:
             out.setdefault(channel, []).append(ChannelCandidate(memory_id, rank, float(score)))
         return out
+
+    def search_rows(
+        self,
+        requests: Sequence[CandidateRequest],
+        *,
+        vectors: bool = False,
+        neighbor_radius: int = 0,
+        neighbor_depth: int = 0,
+    ) -> SearchRows:
+        """One statement, sent in one round trip (autocommit: no BEGIN / COMMIT)."""
+        blocks = [self._candidates_sql(r) for r in requests]
+        # Neighbours of every candidate of the first request, not only those within the
+        # depth: in the database they cost little, and no later round trip is needed.
+        depth = max([neighbor_depth, *(_limit(r) for r in requests[:1])])
+        sql, values = q.search_rows_sql([b for b in blocks if b[0]], vectors=vectors,
+                                        radius=max(neighbor_radius, 0),
+                                        depth=depth)  # fmt: skip
+        values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
+        with self._read() as conn:
+            try:
+                rows = conn.execute(sql, values).fetchall()
+            except psycopg.errors.DataException as exc:
+                if "different vector dimensions" not in str(exc):
+                    raise
+                raise EmbedderMismatchError(
+                    f"the query vector's dimensions differ from the store's vectors ({exc})"
+                ) from exc
+        return _search_rows(requests, [bool(b[0]) for b in blocks], rows, vectors,
+                            neighbor_radius, depth)  # fmt: skip
 
     def stats(self) -> StoreStats:
         with self._conn() as conn:
@@ -624,6 +660,63 @@ def _set_meta(conn: psycopg.Connection[Any], key: str, value: str) -> None:
         " SET value = excluded.value",
         (key, value),
     )
+
+
+def _limit(request: CandidateRequest) -> int:
+    """The largest rank a request's channels can give."""
+    return max(request.semantic_limit, request.window_semantic_limit, request.bm25_limit,
+               request.entity_limit, request.temporal_limit)  # fmt: skip
+
+
+def _channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
+    """The channels a request runs, empty: each is present in the answer even unmatched."""
+    out: dict[str, list[ChannelCandidate]] = {}
+    vector = request.query_vector is not None
+    for name, asked in (
+        ("semantic", request.semantic_limit and vector),
+        ("window_semantic", request.window_semantic_limit and vector),
+        ("bm25", request.bm25_limit and request.terms),
+        ("entity", request.entity_limit and request.entities),
+        ("temporal", request.temporal_limit),
+    ):
+        if asked:
+            out[name] = []
+    return out
+
+
+def _search_rows(
+    requests: Sequence[CandidateRequest],
+    ran: Sequence[bool],
+    rows: Sequence[Sequence[Any]],
+    vectors: bool,
+    radius: int,
+    depth: int,
+) -> SearchRows:
+    """Sort the statement's ``hit`` / ``near`` / ``row`` rows into :class:`SearchRows`."""
+    sent = [i for i, r in enumerate(ran) if r]  # the statement numbers only requests with SQL
+    channels = [_channels(r) for r in requests]
+    memories: dict[str, Memory] = {}
+    found: dict[str, Vector] = {}
+    neighbors: dict[str, list[tuple[str, int]]] = {}
+    for kind, req, channel, n, memory_id, score, *rest in rows:
+        if kind == "hit":
+            channels[sent[req]].setdefault(channel, []).append(
+                ChannelCandidate(memory_id, n, float(score))
+            )
+        elif kind == "near":
+            neighbors.setdefault(channel, []).append((memory_id, int(n)))
+        else:
+            memories[memory_id] = _memory(rest[:-1])
+            if vectors and rest[-1] is not None:
+                found[memory_id] = np.asarray(rest[-1].to_numpy(), dtype=np.float32)
+    near = near_ids(channels[0], depth) if channels and radius > 0 else []
+    for memory_id in near:  # in a session with no other live member: no neighbours
+        memory = memories.get(memory_id)
+        if memory is not None and memory.session_id is not None and memory.forgotten_at is None:
+            neighbors.setdefault(memory_id, [])
+    result = SearchRows(tuple(channels), memories, {}, neighbors, frozenset(near))
+    asked = result.candidate_ids  # a neighbour's vector came along in its row: not asked for
+    return replace(result, vectors={i: v for i, v in found.items() if i in asked})
 
 
 def _trigram_terms(query: str) -> tuple[list[str], list[str]]:

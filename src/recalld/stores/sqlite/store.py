@@ -24,14 +24,17 @@ from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
     DedupKey,
+    SearchRows,
     SourceFile,
     SourceRoot,
     StoreStats,
     Tenancy,
     Vector,
+    compose_search_rows,
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
@@ -194,6 +197,9 @@ class SQLiteStore:
                 "point --db at another file, or move this one aside"
             ) from exc
         self._vectors = VectorMirror(None if self.path == ":memory:" else Path(self.path + ".ann"))
+        self._lazy: LazyAnn | None = None
+        """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
+        self._lazy_tried = False
 
     def _connect(self, configure: bool = True) -> sqlite3.Connection:
         try:
@@ -422,23 +428,51 @@ class SQLiteStore:
                 found[memory.id] = memory
         return [found[i] for i in ids if i in found]
 
+    def search_rows(
+        self,
+        requests: Sequence[CandidateRequest],
+        *,
+        vectors: bool = False,
+        neighbor_radius: int = 0,
+        neighbor_depth: int = 0,
+    ) -> SearchRows:
+        # In process a call costs no round trip: the other reads, composed.
+        return compose_search_rows(self, requests, vectors, neighbor_radius, neighbor_depth)
+
     def session_neighbors(
         self, ids: Sequence[str], radius: int
     ) -> dict[str, list[tuple[str, int]]]:
         if not ids or radius < 1:
             return {}
-        marks = ",".join("?" * len(ids))
         wall, wall_params = q.namespace_sql(self._visible)
-        inner = wall.replace("m.", "s.")
-        # The sessions of the given memories, each read whole in storage order (sessions are
-        # conversations: tens of turns, so this stays a small read).
-        rows = self._db.execute(
-            "SELECT m.id, m.namespace, m.session_id FROM memories m"
-            " WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id FROM"
-            f" memories s WHERE s.id IN ({marks}) AND {inner})"
-            " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.position, m.pk",
-            [*ids, *wall_params],
-        ).fetchall()
+        # Two steps, each served by an index: the sessions of the given memories (the
+        # (namespace, id) key), then each session read whole in storage order (the
+        # (namespace, session_id, position) index). One query with a row-value ``IN``
+        # subquery scanned the table: 9 s per search at 1M memories.
+        sessions: dict[tuple[str, str], None] = {}
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            for namespace, session in self._db.execute(
+                f"SELECT m.namespace, m.session_id FROM memories m WHERE m.id IN ({marks})"
+                f" AND {wall}",
+                [*chunk, *wall_params],
+            ):
+                if session is not None:
+                    sessions[(namespace, session)] = None
+        pairs = sorted(sessions)
+        rows: list[tuple[str, str, str]] = []
+        for start in range(0, len(pairs), 400):
+            chunk_pairs = pairs[start : start + 400]
+            values = ",".join(["(?, ?)"] * len(chunk_pairs))
+            rows += self._db.execute(
+                f"WITH x(namespace, session_id) AS (VALUES {values})"
+                " SELECT m.id, m.namespace, m.session_id FROM x CROSS JOIN memories m"
+                " ON m.namespace = x.namespace AND m.session_id = x.session_id"
+                " WHERE m.forgotten_at IS NULL"
+                " ORDER BY m.namespace, m.session_id, m.position, m.pk",
+                [v for pair in chunk_pairs for v in pair],
+            ).fetchall()
         return neighbors_in_sessions(rows, ids, radius)
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
@@ -541,15 +575,9 @@ class SQLiteStore:
     def _semantic_locked(
         self, request: CandidateRequest, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
-        self._vectors.refresh(self._db)
         assert request.query_vector is not None
-        mirror = self._vectors
-        if mirror.dimension is not None and request.query_vector.shape[-1] != mirror.dimension:
-            raise EmbedderMismatchError(
-                f"query vector has {request.query_vector.shape[-1]} dimensions, the store's "
-                f"vectors have {mirror.dimension}"
-            )
-        allowed: npt.NDArray[np.bool_] | None = None
+        hidden: npt.NDArray[np.int64] | None = None
+        keep: npt.NDArray[np.int64] | None = None
         if q.is_trivial(request.filters):
             # Hidden: forgotten memories and other namespaces' (both usually few or none).
             outside, outside_params = q.outside_sql(self._visible)
@@ -557,13 +585,61 @@ class SQLiteStore:
                 "SELECT pk FROM memories WHERE forgotten_at IS NOT NULL UNION ALL"
                 f" SELECT pk FROM memories WHERE {outside}", outside_params)),
                 np.int64)  # fmt: skip
-            if len(hidden):
-                allowed = ~mirror.rows_with(hidden)
         else:
             keep = np.fromiter((r[0] for r in self._db.execute(
                 f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
+        return self._nearest(request.query_vector, request.semantic_limit, hidden, keep)
+
+    def _nearest(
+        self,
+        query: Vector,
+        limit: int,
+        hidden: npt.NDArray[np.int64] | None,
+        keep: npt.NDArray[np.int64] | None,
+    ) -> list[ChannelCandidate]:
+        """The ``limit`` nearest vectors among rows not ``hidden`` (or only ``keep`` ones):
+        from the saved ANN index alone while it can answer, else from the mirror."""
+        lazy = self._lazy_index()
+        if lazy is not None:
+            self._check_dimension(query, lazy.dimension)
+            found = lazy.search(self._db, query, limit, hidden, keep)
+            if found is not None:
+                return _ranked(found)
+            self._lazy = None  # the mirror answers from now on in this process
+        mirror = self._vectors
+        mirror.refresh(self._db)
+        if mirror.dimension is not None:
+            self._check_dimension(query, mirror.dimension)
+        allowed: npt.NDArray[np.bool_] | None = None
+        if keep is not None:
             allowed = mirror.rows_with(keep)
-        return _ranked(mirror.search_ids(request.query_vector, request.semantic_limit, allowed))
+        elif hidden is not None and len(hidden):
+            allowed = ~mirror.rows_with(hidden)
+        return _ranked(mirror.search_ids(query, limit, allowed))
+
+    def _lazy_index(self) -> LazyAnn | None:
+        """The saved ANN index, opened on the first vector search of a process whose mirror
+        is still empty, while the store is past the mirror's ANN size."""
+        if not self._lazy_tried and self._vectors.size == 0:
+            self._lazy_tried = True
+            self._lazy = LazyAnn.open(self._db, self._vectors.index_path,
+                                      self._vectors.subset_exact_rows,
+                                      self._vectors.build_threads)  # fmt: skip
+        lazy = self._lazy
+        if lazy is None:
+            return None
+        if not lazy.catch_up(self._db) or lazy.size < self._vectors.ann_min_rows:
+            self._lazy = None
+            return None
+        return lazy
+
+    @staticmethod
+    def _check_dimension(query: Vector, dimension: int) -> None:
+        if query.shape[-1] != dimension:
+            raise EmbedderMismatchError(
+                f"query vector has {query.shape[-1]} dimensions, the store's "
+                f"vectors have {dimension}"
+            )
 
     def _lexical(
         self, request: CandidateRequest, where: str, params: list[object]
@@ -608,12 +684,9 @@ class SQLiteStore:
         self, query_vector: Vector, limit: int, where: str, params: list[object]
     ) -> list[ChannelCandidate]:
         with self._mirror_lock:
-            self._vectors.refresh(self._db)
-            keep = [
-                r[0] for r in self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
-            ]
-            allowed = self._vectors.rows_with(np.asarray(keep, dtype=np.int64))
-            return _ranked(self._vectors.search_ids(query_vector, limit, allowed))
+            keep = np.fromiter((r[0] for r in self._db.execute(
+                f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
+            return self._nearest(query_vector, limit, None, keep)
 
     # -- status --------------------------------------------------------------------------
 

@@ -87,6 +87,8 @@ class AnnIndex:
         self.covered_seq = covered_seq
         self._removed = 0
         self._unsaved = 0
+        self.is_view = False
+        """A memory-mapped saved file: it answers searches but cannot be changed."""
 
     @classmethod
     def open(
@@ -118,19 +120,30 @@ class AnnIndex:
 
     @classmethod
     def _load(
-        cls, folder: Path | None, dimension: int, threads: int | None = None
+        cls,
+        folder: Path | None,
+        dimension: int,
+        threads: int | None = None,
+        view: bool = False,
+        seq: int | None = None,
     ) -> AnnIndex | None:
+        """The newest saved index (or the one covering ``seq``); ``view`` maps the file
+        instead of reading it (instant at 1M, read-only: :attr:`is_view`)."""
         if folder is None or not folder.is_dir():
             return None
         Index = _usearch_index()
 
-        for seq, path in sorted(_saved(folder), reverse=True):
+        for covered, path in sorted(_saved(folder), reverse=True):
+            if seq is not None and covered != seq:
+                continue
             try:
-                index = Index.restore(str(path))
+                index = Index.restore(str(path), view=view)
             except (OSError, RuntimeError, ValueError):
                 continue  # deleted by a concurrent save, or unreadable: try the next one
             if index is not None and index.ndim == dimension:
-                return cls(index, folder, seq, threads)
+                loaded = cls(index, folder, covered, threads)
+                loaded.is_view = view
+                return loaded
         return None
 
     def _reconcile(self, rows: MirrorRows) -> bool:

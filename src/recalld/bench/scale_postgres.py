@@ -1,0 +1,54 @@
+"""The PostgreSQL side of ``bench scale``: one database per corpus size on one server."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from recalld.errors import InvalidInputError
+
+
+def database_dsn(admin_dsn: str, name: str) -> str:
+    """The admin DSN pointed at the database ``name`` of the same server."""
+    return urlunsplit(urlsplit(admin_dsn)._replace(path=f"/{name}"))
+
+
+def _admin(admin_dsn: str):  # type: ignore[no-untyped-def]
+    try:
+        import psycopg
+    except ImportError as exc:
+        raise InvalidInputError(
+            "the postgres backend needs the postgres extra: pip install 'recalld[postgres]'"
+        ) from exc
+    try:
+        return psycopg.connect(admin_dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise InvalidInputError(f"cannot connect to --postgres: {exc}") from exc
+
+
+def exists(admin_dsn: str, name: str) -> bool:
+    with _admin(admin_dsn) as conn:
+        return (
+            conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+            is not None
+        )
+
+
+def recreate(admin_dsn: str, name: str) -> None:
+    """Drop the database ``name`` if it exists (only a ``recalld_scale_`` one), then create it
+    empty."""
+    if not name.startswith("recalld_scale_") or not name.replace("_", "").isalnum():
+        raise InvalidInputError(f"refusing to recreate the database {name!r}")
+    with _admin(admin_dsn) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+
+
+def sizes(dsn: str) -> tuple[int, int]:
+    """Bytes of the whole database, and of its HNSW vector index."""
+    with _admin(dsn) as conn:
+        row = conn.execute(
+            "SELECT pg_database_size(current_database()),"
+            " coalesce(pg_relation_size(to_regclass('memories_embedding')), 0)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])

@@ -1,0 +1,225 @@
+"""Vector search from the saved ANN index alone, without loading every vector first.
+
+Why: at 1M vectors the mirror (:mod:`recalld.stores.sqlite.vectors`) reads 1.5 GB of
+vectors out of SQLite before a new process can answer its first search (7-17 s on 2 busy
+cores, docs/benchmarks-scale.md). With a saved HNSW index that read is not needed: the
+index proposes candidate pks, and only those rows' vectors (a few hundred) are read back
+to score them exactly, so the scores are the same exact cosines the mirror computes.
+
+:class:`LazyAnn` serves a store that has a saved index and is past ``ann_min_rows``. It
+keeps the index in step with the ``vectors`` table the way the mirror does (rows with a
+newer ``seq`` re-added; when ``vector_generation`` moved and the index holds more keys than
+the table has rows, the pks gone are removed). A search it cannot answer well (too few
+candidates pass the filters, or a filter too selective for the index) returns ``None``,
+and the store falls back to the mirror for the rest of the process.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from recalld.stores.base import Vector
+from recalld.stores.sqlite.vector_index import (
+    SPOT_CHECKS,
+    SPOT_COSINE,
+    AnnIndex,
+    _cosine,
+    _saved,
+    ann_available,
+)
+from recalld.stores.sqlite.vectors import MAX_ANN_CANDIDATES, RESCORE_FACTOR
+
+log = logging.getLogger("recalld")
+
+Pks = npt.NDArray[np.int64]
+READ_CHUNK = 900
+"""Pks per ``IN (...)`` when reading rows back (under SQLite's oldest variable limit)."""
+
+
+class LazyAnn:
+    """The saved ANN index of a store, searched with exact re-scoring from the table."""
+
+    def __init__(
+        self, ann: AnnIndex, dimension: int, subset_exact_rows: int, threads: int | None = None
+    ) -> None:
+        self.ann = ann
+        self.threads = threads
+        self.dimension = dimension
+        self.subset_exact_rows = subset_exact_rows
+        self._seq = ann.covered_seq
+        self._generation = -1
+
+    @property
+    def size(self) -> int:
+        return len(self.ann._index)
+
+    @classmethod
+    def open(
+        cls,
+        db: sqlite3.Connection,
+        folder: Path | None,
+        subset_exact_rows: int,
+        threads: int | None = None,
+    ) -> LazyAnn | None:
+        """The saved index, checked against the table and caught up; None without one (or
+        when it does not belong to this table)."""
+        if folder is None or not folder.is_dir() or not _saved(folder) or not ann_available():
+            return None
+        found = db.execute("SELECT length(vector) FROM vectors LIMIT 1").fetchone()
+        if found is None:
+            return None
+        dimension = int(found[0]) // 4
+        started = time.perf_counter()
+        ann = AnnIndex._load(folder, dimension, threads, view=True)
+        if ann is None:
+            return None
+        lazy = cls(ann, dimension, subset_exact_rows, threads)
+        if not lazy._spot_check(db) or not lazy.catch_up(db):
+            return None
+        log.info(
+            "ANN index opened without loading vectors in %.2f s", time.perf_counter() - started
+        )
+        return lazy
+
+    def _spot_check(self, db: sqlite3.Connection) -> bool:
+        """Stored vectors of random rows the index covers match the table's."""
+        top = db.execute("SELECT MAX(pk) FROM vectors").fetchone()[0] or 0
+        guesses = np.random.default_rng(top).integers(1, top + 1, SPOT_CHECKS * 4)
+        rows = _read(db, "SELECT pk, vector FROM vectors WHERE seq <= ? AND pk IN ({})",
+                     [self._seq], np.unique(guesses))  # fmt: skip
+        for pk, blob in rows[:SPOT_CHECKS]:
+            stored = self.ann._index.get(int(pk), dtype=np.float32)
+            if stored is None or _cosine(stored, _vector(blob)) < SPOT_COSINE:
+                return False
+        return True
+
+    def catch_up(self, db: sqlite3.Connection) -> bool:
+        """Apply the table's changes since the index's ``seq``; False if the two disagree in
+        a way only a rebuild fixes (the caller then uses the mirror)."""
+        generation = int(
+            db.execute("SELECT value FROM meta WHERE key = 'vector_generation'").fetchone()[0]
+        )
+        newest = db.execute("SELECT MAX(seq) FROM vectors").fetchone()[0] or 0
+        if newest == self._seq and generation == self._generation:
+            return True
+        if self.ann.is_view and not self._writable(db, newest, generation):
+            return False
+        fresh = db.execute(
+            "SELECT pk, vector FROM vectors WHERE seq > ? AND seq <= ? ORDER BY seq",
+            (self._seq, newest),
+        ).fetchall()
+        if fresh:
+            pks = np.array([r[0] for r in fresh], dtype=np.int64)
+            vectors = np.vstack([_vector(r[1]) for r in fresh])
+            self.ann.apply(np.zeros(0, dtype=np.int64), pks, vectors, newest)
+        if generation != self._generation:
+            total = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+            if self.size > total:  # rows deleted since: find them among the keys
+                current = np.fromiter((r[0] for r in db.execute("SELECT pk FROM vectors")),
+                                      np.int64)  # fmt: skip
+                keys = np.asarray(self.ann._index.keys, dtype=np.int64)
+                self.ann.apply(keys[~np.isin(keys, current)], np.zeros(0, dtype=np.int64),
+                               np.zeros((0, self.dimension), np.float32), newest)  # fmt: skip
+            if self.size != total:
+                return False
+        if self.ann.stale:
+            return False
+        self._seq, self._generation = newest, generation
+        return True
+
+    def _writable(self, db: sqlite3.Connection, newest: int, generation: int) -> bool:
+        """Swap the mapped file for an in-memory copy when the table changed since it was
+        saved (reading it costs about 2.6 s at 1M; only a changed store pays it)."""
+        total = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+        if newest == self._seq and total == self.size:
+            self._generation = generation  # only the counter moved (rows added, then gone)
+            return True
+        copy = AnnIndex._load(self.ann._folder, self.dimension, self.threads,
+                              seq=self.ann.covered_seq)  # fmt: skip
+        if copy is None:
+            return False
+        self.ann = copy
+        return True
+
+    def search(
+        self,
+        db: sqlite3.Connection,
+        query: Vector,
+        limit: int,
+        hidden: Pks | None = None,
+        keep: Pks | None = None,
+    ) -> list[tuple[str, float]] | None:
+        """Top ``limit`` (memory id, exact cosine), best first, among rows not ``hidden``
+        (or only ``keep`` ones); None when the mirror should answer instead."""
+        query = np.asarray(query, dtype=np.float32)
+        allowed = self._allowed_count(hidden, keep)
+        if allowed == 0 or limit <= 0:
+            return []
+        if allowed <= self.subset_exact_rows:
+            if keep is None:
+                return None
+            return self._top(_read(db, _ROWS, [], keep), query, limit)
+        fetch = math.ceil(limit * RESCORE_FACTOR * self.size / allowed)
+        if fetch > MAX_ANN_CANDIDATES:
+            return None
+        pks = self.ann.candidates(query, min(fetch, self.size))
+        if hidden is not None and len(hidden):
+            pks = pks[~np.isin(pks, hidden)]
+        if keep is not None:
+            pks = pks[np.isin(pks, keep)]
+        rows = _read(db, _ROWS, [], pks)
+        if len(rows) < min(limit, allowed):
+            return None
+        return self._top(rows, query, limit)
+
+    def _allowed_count(self, hidden: Pks | None, keep: Pks | None) -> int:
+        """Rows with a vector a search may return (as the mirror counts its mask)."""
+        if keep is not None:
+            return int(np.count_nonzero(self._contains(keep)))
+        if hidden is None or not len(hidden):
+            return self.size
+        return self.size - int(np.count_nonzero(self._contains(hidden)))
+
+    def _contains(self, pks: Pks) -> npt.NDArray[np.bool_]:
+        if not len(pks):
+            return np.zeros(0, dtype=np.bool_)
+        return np.asarray(self.ann._index.contains(np.unique(pks)), dtype=np.bool_)
+
+    def _top(self, rows: list[Any], query: Vector, limit: int) -> list[tuple[str, float]]:
+        """Exact cosines of the rows, best first; equal ones in ``seq`` order, as the
+        mirror (loaded in ``seq`` order) breaks them."""
+        if not rows:
+            return []
+        seqs = np.array([r[1] for r in rows], dtype=np.int64)
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+        scores = matrix.reshape(len(rows), -1) @ query
+        order = np.lexsort((seqs, -scores))[:limit]
+        return [(str(rows[i][3]), float(scores[i])) for i in order]
+
+
+_ROWS = (
+    "SELECT v.pk, v.seq, v.vector, m.id FROM vectors v JOIN memories m ON m.pk = v.pk"
+    " WHERE v.pk IN ({})"
+)
+
+
+def _read(db: sqlite3.Connection, sql: str, params: list[object], pks: Pks) -> list[Any]:
+    """Rows of ``sql`` (whose ``IN ({})`` takes the pks) for every pk, in chunks."""
+    out: list[Any] = []
+    values = [int(p) for p in pks]
+    for start in range(0, len(values), READ_CHUNK):
+        chunk = values[start : start + READ_CHUNK]
+        out += db.execute(sql.format(", ".join("?" * len(chunk))), [*params, *chunk]).fetchall()
+    return out
+
+
+def _vector(blob: bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(blob, dtype=np.float32)

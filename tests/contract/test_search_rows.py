@@ -1,0 +1,145 @@
+"""``search_rows``: everything a search reads, in one store call (one statement on
+PostgreSQL), equal on both backends to the separate reads it replaces."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import recalld
+from recalld import EmbedderMismatchError, NewMemory
+from recalld.stores.base import CandidateRequest, near_ids
+
+from .conftest import Opener
+
+WORDS = ["kayak", "river", "tent", "stove", "map", "boots", "rain", "lake"]
+
+
+def filled(open_as: Opener, tenant: str = "default") -> recalld.MemoryEngine:
+    """Six sessions of eight turns (one turn forgotten), and a few loose notes."""
+    engine = open_as(tenant)
+    items = [NewMemory(f"{WORDS[t]} talk {t} in chat {s}: the {WORDS[(s + t) % 8]} again",
+                       session_id=f"chat{s}") for s in range(6) for t in range(8)]  # fmt: skip
+    items += [NewMemory(f"a loose note about the {w}") for w in WORDS[:3]]
+    engine.add_many(items)
+    engine.forget(engine.search("tent talk 2 in chat 1", limit=1).hits[0].memory.id)
+    return engine
+
+
+def requests(engine: recalld.MemoryEngine, query: str) -> list[CandidateRequest]:
+    vector = engine.embedder.embed_query(query)
+    terms = tuple(query.split())
+    return [
+        CandidateRequest(
+            query_vector=vector,
+            semantic_limit=12,
+            terms=terms,
+            raw_query=query,
+            bm25_limit=12,
+            temporal_limit=5,
+        ),  # fmt: skip
+        CandidateRequest(terms=("rain",), raw_query="rain", bm25_limit=6),
+    ]
+
+
+@pytest.mark.parametrize("query", ["kayak river", "stove boots lake", "nothing matches zq"])
+def test_one_call_equals_the_separate_reads(open_as: Opener, query: str) -> None:
+    engine = filled(open_as)
+    store = engine.store
+    asked = requests(engine, query)
+    rows = store.search_rows(asked, vectors=True, neighbor_radius=2, neighbor_depth=5)
+    assert [dict(c) for c in rows.channels] == [dict(store.candidates(r)) for r in asked]
+    ids = sorted(rows.candidate_ids)
+    assert {i: rows.memories[i] for i in ids} == {m.id: m for m in store.get_many(ids)}
+    want_vectors = store.vectors_for(ids)
+    assert rows.vectors.keys() == want_vectors.keys()
+    for memory_id, vector in want_vectors.items():
+        assert np.allclose(rows.vectors[memory_id], vector)
+    assert rows.neighbors_of >= frozenset(near_ids(rows.channels[0], 5))
+    assert rows.neighbors_of <= rows.candidate_ids
+    assert dict(rows.neighbors) == store.session_neighbors(sorted(rows.neighbors_of), 2)
+    lent = {i for pairs in rows.neighbors.values() for i, _ in pairs}
+    assert lent <= rows.memories.keys()  # the neighbours' rows came along
+    if query != "nothing matches zq":
+        assert rows.neighbors and lent - rows.candidate_ids  # not a vacuous comparison
+
+
+def test_without_vectors_or_neighbours_only_rows_come_back(open_as: Opener) -> None:
+    engine = filled(open_as)
+    rows = engine.store.search_rows(requests(engine, "kayak"))
+    assert rows.vectors == {} and rows.neighbors == {} and rows.neighbors_of == frozenset()
+    assert rows.memories.keys() == rows.candidate_ids
+
+
+def test_another_tenants_rows_never_come_back(open_as: Opener) -> None:
+    filled(open_as, "alice")
+    bob = open_as("bob")
+    bob.add("bob's own kayak note", session_id="chat0")
+    rows = bob.store.search_rows(requests(bob, "kayak river"), vectors=True, neighbor_radius=3,
+                                 neighbor_depth=20)  # fmt: skip
+    assert {m.content for m in rows.memories.values()} == {"bob's own kayak note"}
+    assert rows.neighbors in ({}, {next(iter(rows.memories)): []})
+
+
+def test_a_query_vector_of_another_dimension_is_refused(open_as: Opener) -> None:
+    engine = filled(open_as)
+    wrong = CandidateRequest(query_vector=np.ones(5, dtype=np.float32), semantic_limit=3)
+    with pytest.raises(EmbedderMismatchError):
+        engine.store.search_rows([wrong])
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Every statement a psycopg connection sends, BEGIN and COMMIT included."""
+    import psycopg
+    from psycopg._connection_base import BaseConnection
+
+    sent: list[str] = []
+    execute, command = psycopg.Cursor.execute, BaseConnection._exec_command
+
+    def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(query)[:60])
+        return execute(self, query, *args, **kwargs)
+
+    def counted_command(self: Any, command_: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(str(command_)[:60])
+        return command(self, command_, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)
+    monkeypatch.setattr(BaseConnection, "_exec_command", counted_command)
+    yield sent
+
+
+@pytest.mark.postgres
+def test_a_postgres_search_is_one_round_trip(pg_database: str, statements: list[str]) -> None:
+    """The pipeline's reads are one statement, plus one when the top hit's fact is followed
+    forward (``kupdate_follow``); the engine adds its fingerprint check (one statement) and,
+    when asked, the access-count write."""
+    from recalld.config import Settings
+    from recalld.providers.embedders import FakeEmbedder
+    from recalld.retrieval.config import BALANCED
+
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
+                      embedder=FakeEmbedder()) as engine:  # fmt: skip
+        engine.add_many([NewMemory(f"{w} turn {i}: the {WORDS[i % 5]}", session_id=f"s{i % 3}")
+                         for i, w in enumerate(WORDS * 4)])  # fmt: skip
+        engine.search("warm the pool up", limit=3)
+        # A question that names a time is about the past: nothing is followed forward.
+        cases = (("kayak in the rain", "hybrid", 5, 3), ("the lake", "vector", 3, 3),
+                 ("what about the map last week", "auto", 10, 2))  # fmt: skip
+        for query, mode, limit, sent in cases:
+            statements.clear()
+            result = engine.search(query, limit=limit, mode=mode)
+            assert result.hits
+            assert statements[0].startswith("SELECT value FROM recalld_meta"), statements
+            assert len(statements) == sent, statements  # no BEGIN / COMMIT around any
+            statements.clear()
+            unfollowed = BALANCED.with_changes(kupdate_follow=0)
+            engine.search(query, limit=limit, mode=mode, config=unfollowed)
+            assert len(statements) == 2, statements
+        statements.clear()
+        engine.search("kayak in the rain", limit=5, record_access=True)
+        assert len(statements) > 2  # the optional access-count write

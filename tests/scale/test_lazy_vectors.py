@@ -1,0 +1,154 @@
+"""A new process searches a saved ANN index without loading every vector (lazy_vectors)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recalld.errors import EmbedderMismatchError
+from recalld.records import MemoryFilter
+from recalld.stores.base import CandidateRequest
+from recalld.stores.sqlite import SQLiteStore
+from recalld.stores.sqlite.vectors import VectorMirror
+
+pytest.importorskip("onnxruntime")  # see vector_index._usearch_index: load it first
+pytest.importorskip("usearch")
+
+from test_vector_mirror import NOW, check_against_table, clustered, fill, memory  # noqa: E402
+
+
+def opened(path: Path, lazy: bool = True) -> SQLiteStore:
+    """The store with a small ANN threshold; ``lazy=False`` forces the full mirror."""
+    store = SQLiteStore(path)
+    store._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=50,
+                                  build_threads=1)  # fmt: skip
+    store._lazy_tried = not lazy
+    return store
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    """1,200 memories and their saved index (built by a first process's search)."""
+    path = tmp_path / "m.db"
+    first = opened(path, lazy=False)
+    fill(first, 0, clustered(1200, seed=21))
+    first.candidates(CandidateRequest(query_vector=clustered(1, 1)[0], semantic_limit=5))
+    first.close()
+    assert list(Path(f"{path}.ann").glob("*.usearch"))
+    return path
+
+
+def semantic(store: SQLiteStore, query: np.ndarray, **filters: object) -> list[tuple[str, float]]:
+    request = CandidateRequest(query_vector=query, semantic_limit=10,
+                               filters=MemoryFilter(**filters))  # type: ignore[arg-type]  # fmt: skip
+    return [(c.memory_id, c.score) for c in store.candidates(request)["semantic"]]
+
+
+def same(got: list[tuple[str, float]], want: list[tuple[str, float]]) -> None:
+    """Same ids in the same order, the same cosines (to the last bits of a matrix product)."""
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+
+
+def test_lazy_answers_equal_the_mirrors_without_loading_it(saved: Path) -> None:
+    lazy, full = opened(saved), opened(saved, lazy=False)
+    lazy.forget(["m5", "m6"], hard=False, at=NOW)  # hidden rows, still in the index
+    for query in clustered(15, seed=22):
+        same(semantic(lazy, query), semantic(full, query))
+        same(semantic(lazy, query, session_id="s1"), semantic(full, query, session_id="s1"))
+    assert lazy._lazy is not None and lazy._vectors.size == 0
+    assert full._lazy is None and full._vectors.size == 1200
+    got = {memory_id for memory_id, _ in semantic(lazy, clustered(1, 22)[0])}
+    assert got.isdisjoint({"m5", "m6"})
+    lazy.close()
+    full.close()
+
+
+def test_lazy_index_follows_another_connections_writes(saved: Path, tmp_path: Path) -> None:
+    store, other = opened(saved), opened(saved, lazy=False)
+    query = clustered(1, seed=23)[0]
+    semantic(store, query)
+    assert store._lazy is not None
+    fill(other, 1200, clustered(50, seed=24))  # new rows
+    other.replace(memory(7), query)  # an update: m7 becomes the exact match
+    other.forget(["m8", "m9"], hard=True, at=NOW)  # rows gone
+    other.forget(["m10"], hard=False, at=NOW)
+    found = semantic(store, query)
+    assert found[0] == ("m7", pytest.approx(1.0, abs=1e-5))
+    assert {"m8", "m9", "m10"}.isdisjoint(i for i, _ in found)
+    assert store._lazy is not None and store._lazy.size == 1250 - 2
+    check_against_table(store, tmp_path, clustered(1, seed=25)[0])
+    assert store._vectors.size == 0  # still never loaded
+    store.close()
+    other.close()
+
+
+def test_a_selective_filter_is_answered_exactly_from_the_table(saved: Path) -> None:
+    store = opened(saved)
+    with sqlite3.connect(saved) as db:
+        truth = {memory_id: np.frombuffer(blob, np.float32) for memory_id, blob in db.execute(
+            "SELECT m.id, v.vector FROM vectors v JOIN memories m ON m.pk = v.pk"
+            " WHERE m.id IN ('m1', 'm2', 'm3', 'm40')")}  # fmt: skip
+    query = clustered(1, seed=26)[0]
+    found = store._semantic_within(query, 3, "m.id IN ('m1', 'm2', 'm3', 'm40')", [])
+    want = sorted(truth, key=lambda i: -float(truth[i] @ query))[:3]
+    assert [c.memory_id for c in found] == want
+    assert store._lazy is not None and store._vectors.size == 0
+    store.close()
+
+
+def test_many_hidden_rows_still_give_the_mirrors_answers(saved: Path) -> None:
+    store = opened(saved)
+    query = clustered(1, seed=27)[0]
+    semantic(store, query)
+    store.forget([f"m{i}" for i in range(1, 1200, 3)], hard=False, at=NOW)  # a third hidden
+    full = opened(saved, lazy=False)
+    for query in clustered(5, seed=28):
+        same(semantic(store, query), semantic(full, query))
+    store.close()
+    full.close()
+
+
+def test_too_few_candidates_passing_falls_back_to_the_mirror(saved: Path) -> None:
+    store = opened(saved)
+    query = clustered(1, seed=31)[0]
+    with sqlite3.connect(saved) as db:
+        rows = list(db.execute("SELECT m.id, v.vector FROM vectors v JOIN memories m"
+                               " ON m.pk = v.pk"))  # fmt: skip
+    farthest = sorted(rows, key=lambda r: float(np.frombuffer(r[1], np.float32) @ query))[:60]
+    names = ", ".join(f"'{r[0]}'" for r in farthest)
+    found = store._semantic_within(query, 10, f"m.id IN ({names})", [])
+    want = [r[0] for r in reversed(farthest)][:10]  # the best of the far ones
+    assert [c.memory_id for c in found] == want
+    assert store._lazy is None and store._vectors.size == 1200  # the mirror took over
+    store.close()
+
+
+def test_an_index_of_another_database_is_not_used(saved: Path, tmp_path: Path) -> None:
+    other = tmp_path / "b.db"
+    store = opened(other, lazy=False)
+    fill(store, 0, clustered(1200, seed=29))
+    store.close()
+    (tmp_path / "b.db.ann").mkdir()
+    for file in Path(f"{saved}.ann").glob("*.usearch"):
+        (tmp_path / "b.db.ann" / file.name).write_bytes(file.read_bytes())
+    store = opened(other)
+    query = clustered(1, seed=30)[0]
+    found = semantic(store, query)
+    assert store._lazy is None and store._vectors.size == 1200  # rebuilt by the mirror
+    with sqlite3.connect(other) as db:
+        rows = list(db.execute("SELECT m.id, v.vector FROM vectors v JOIN memories m"
+                               " ON m.pk = v.pk"))  # fmt: skip
+    exact = sorted(rows, key=lambda r: -float(np.frombuffer(r[1], np.float32) @ query))
+    assert len({i for i, _ in found} & {r[0] for r in exact[:10]}) >= 9
+    store.close()
+
+
+def test_a_query_of_another_dimension_is_refused(saved: Path) -> None:
+    store = opened(saved)
+    with pytest.raises(EmbedderMismatchError, match="dimensions"):
+        semantic(store, np.ones(8, dtype=np.float32))
+    store.close()

@@ -8,7 +8,6 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, NoReturn
@@ -17,26 +16,13 @@ import click
 
 import recalld
 from recalld.errors import InvalidInputError, RecalldError
+from recalld.interfaces.serialize import to_json
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def _jsonable(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return _jsonable(asdict(value))
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(_jsonable(value), ensure_ascii=False, indent=2))
+    click.echo(json.dumps(to_json(value), ensure_ascii=False, indent=2))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -75,6 +61,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
     "index": "recalld.interfaces.cli_sources:index",
+    "mcp": "recalld.interfaces.cli_mcp:mcp",
     "migrate": "recalld.interfaces.cli_postgres:migrate",
     "postgres": "recalld.interfaces.cli_postgres:postgres",
     "watch": "recalld.interfaces.cli_sources:watch",
@@ -82,8 +69,31 @@ LAZY_COMMANDS = {
 """Commands defined in their own modules, imported only when invoked (keeps --help fast)."""
 
 
+def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    root = ctx.find_object(Ctx)
+    if value and root is not None:
+        root.as_json = True
+
+
+def accept_json_after(command: click.Command) -> click.Command:
+    """Let ``--json`` follow the subcommand too (``recalld search x --json``), as a new user
+    types it; commands with a ``--json`` of their own (bench's report file) keep theirs."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            accept_json_after(sub)
+    if not any("--json" in getattr(p, "opts", ()) for p in command.params):
+        command.params.append(click.Option(
+            ["--json"], is_flag=True, expose_value=False, callback=_set_json,
+            help="Machine-readable JSON output (same as recalld --json).",
+        ))  # fmt: skip
+    return command
+
+
 class LazyGroup(click.Group):
-    """A group whose heavier subcommands live in other modules, imported on first use."""
+    """A group whose heavier subcommands live in other modules, imported on first use.
+
+    Every subcommand also takes ``--json`` after its name (see :func:`accept_json_after`).
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self._available()])
@@ -94,8 +104,9 @@ class LazyGroup(click.Group):
             module = importlib.import_module(module_name)
             command = getattr(module, attribute)
             assert isinstance(command, click.Command)
-            return command
-        return super().get_command(ctx, name)
+            return accept_json_after(command)
+        found = super().get_command(ctx, name)
+        return None if found is None else accept_json_after(found)
 
     @staticmethod
     def _available() -> list[str]:

@@ -84,6 +84,14 @@ class Settings(BaseSettings):
     """Shared namespaces the tenant is granted (read and write); a comma-separated list in
     ``RECALLD_SHARED``."""
 
+    http_max_body_bytes: int = Field(default=10_000_000, gt=0)
+    """``recalld serve`` refuses request bodies larger than this (413)."""
+    http_max_batch: int = Field(default=1000, gt=0)
+    """The most memories one ``POST /v1/memories`` may add (413 beyond)."""
+    http_rate_limit: int = Field(default=600, ge=0)
+    """Requests a minute each API key may make (429 beyond, with ``Retry-After``); bursts
+    up to the same number are allowed. 0 turns the limit off."""
+
     @field_validator("db", mode="before")
     @classmethod
     def _path_unless_dsn(cls, value: object) -> object:

@@ -7,6 +7,8 @@ vectors to an :class:`~recalld.providers.embedders.Embedder`, ranking to
 
 from __future__ import annotations
 
+import builtins
+import io
 import json
 import os
 import secrets
@@ -17,23 +19,42 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from pydantic import BaseModel
+
 from recalld.config import Settings, is_dsn, load_settings
 from recalld.entities import extract_entities
-from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
+from recalld.errors import (
+    ConflictError,
+    EmbedderMismatchError,
+    InvalidInputError,
+    NotFoundError,
+    StoreError,
+)
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, Fingerprint, Vectors, resolve_embedder
 from recalld.records import (
     MEMORY_TYPES,
-    SEARCH_MODES,
     AddResult,
     Context,
     Granularity,
     Memory,
-    MemoryFilter,
     NewMemory,
     SearchMode,
     SearchResult,
-    TimeRange,
+)
+from recalld.requests import (
+    MAX_LIMIT,
+    AddMemories,
+    ContextQuery,
+    ForgetMemories,
+    GetMemory,
+    ImportRequest,
+    ListQuery,
+    Request,
+    SearchQuery,
+    UpdateMemory,
+    as_utc,
+    parse,
 )
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
@@ -68,13 +89,6 @@ CONTEXT_TOKENS_PER_HIT = 16
 def new_id() -> str:
     """Time-ordered id: 12 hex digits of milliseconds, then 8 random hex digits."""
     return f"{int(time.time() * 1000):012x}{secrets.token_hex(4)}"
-
-
-def as_utc(moment: datetime | None) -> datetime | None:
-    """Naive datetimes are taken as UTC."""
-    if moment is None:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -250,7 +264,7 @@ class MemoryEngine:
     @staticmethod
     def _same_id(new: Memory, old: Memory) -> AddResult:
         if new.content_hash != old.content_hash:
-            raise InvalidInputError(
+            raise ConflictError(
                 f"a memory with id {new.id} already exists with other content; "
                 "use update() to change it"
             )
@@ -389,6 +403,36 @@ class MemoryEngine:
             raise NotFoundError(f"unknown id: no memory with id {', '.join(missing)}")
         return self.store.forget(wanted, hard=hard, at=self._clock())
 
+    def run_forget(self, request: ForgetMemories) -> int:
+        request = parse(ForgetMemories, request)
+        return self.forget(list(request.ids), hard=request.hard)
+
+    def run_add(self, request: AddMemories) -> builtins.list[AddResult]:
+        """Store the request's memories (all or none: one refused item stores nothing)."""
+        request = parse(AddMemories, request)
+        return self.add_many([m.to_new() for m in request.memories], dedupe=request.dedupe)
+
+    def run_update(self, request: UpdateMemory) -> Memory:
+        request = parse(UpdateMemory, request)
+        return self.update(request.id, **request.changes.changes())
+
+    def execute(self, request: Request) -> Any:
+        """Run any request object: the one method an adapter needs.
+
+        Returns what the matching ``run_*`` method returns (:meth:`get` for
+        :class:`~recalld.requests.GetMemory`).
+        """
+        handlers: dict[type[BaseModel], Callable[[Any], Any]] = {
+            SearchQuery: self.run_search, ContextQuery: self.run_context,
+            ListQuery: self.run_list, AddMemories: self.run_add, UpdateMemory: self.run_update,
+            ForgetMemories: self.run_forget, ImportRequest: self.run_import,
+            GetMemory: lambda r: self.get(r.id),
+        }  # fmt: skip
+        handler = handlers.get(type(request))
+        if handler is None:
+            raise InvalidInputError(f"not a request object: {type(request).__name__}")
+        return handler(request)
+
     # -- reads ---------------------------------------------------------------------------
 
     def get(self, memory_id: str) -> Memory:
@@ -403,11 +447,24 @@ class MemoryEngine:
         limit: int = 50,
         offset: int = 0,
         newest_first: bool = True,
+        include_forgotten: bool = False,
         **filters: Any,
     ) -> list[Memory]:
-        """Memories passing the filters (see :meth:`search` for their names)."""
+        """Memories passing the filters (see :meth:`search` for their names); keyword form
+        of :meth:`run_list`."""
+        request = parse(ListQuery, dict(
+            limit=limit, offset=offset, newest_first=newest_first,
+            include_forgotten=include_forgotten, filters=_filter_args(**filters),
+        ))  # fmt: skip
+        return self.run_list(request)
+
+    def run_list(self, request: ListQuery) -> builtins.list[Memory]:
+        request = parse(ListQuery, request)
         return self.store.list(
-            _filters(**filters), limit=limit, offset=offset, newest_first=newest_first
+            request.filters.to_memory_filter(request.include_forgotten),
+            limit=request.limit,
+            offset=request.offset,
+            newest_first=request.newest_first,
         )
 
     def search(
@@ -431,7 +488,7 @@ class MemoryEngine:
         record_access: bool = False,
         granularity: Granularity = "memory",
     ) -> SearchResult:
-        """Ranked memories for a question.
+        """Ranked memories for a question (keyword form of :meth:`run_search`).
 
         Args:
             query: the question or keywords.
@@ -453,37 +510,68 @@ class MemoryEngine:
             granularity: ``memory`` (each hit a memory) or ``session`` (one hit per session:
                 its best memory, with the session's other matches in ``Hit.related``).
         """
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("the query is empty")
-        if mode not in SEARCH_MODES:
-            raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}")
-        if not 1 <= limit <= 1000:
-            raise InvalidInputError("limit must be between 1 and 1000")
-        if granularity not in ("memory", "session"):
-            raise InvalidInputError("granularity must be 'memory' or 'session'")
-        request = SearchRequest(
-            query=query.strip(),
-            limit=limit,
-            mode=mode,
-            filters=_filters(project, scope, types, tags, session_id, since, until),
-            as_of=as_utc(as_of),
-            project=boost_project or project,
-            explain=explain,
-            granularity=granularity,
+        filters = _filter_args(project=project, scope=scope, types=types, tags=tags,
+                               session_id=session_id, since=since, until=until)  # fmt: skip
+        request = parse(SearchQuery, dict(
+            query=query, limit=limit, mode=mode, filters=filters, as_of=as_of,
+            boost_project=boost_project, preset=preset, explain=explain,
+            record_access=record_access, granularity=granularity,
+        ))  # fmt: skip
+        return self.run_search(request, config=config)
+
+    def run_search(
+        self, request: SearchQuery, *, config: RetrievalConfig | None = None
+    ) -> SearchResult:
+        """Ranked memories for ``request``; ``config`` overrides the request's preset."""
+        request = parse(SearchQuery, request)
+        pipeline_request = SearchRequest(
+            query=request.query,
+            limit=request.limit,
+            mode=request.mode,
+            filters=request.filters.to_memory_filter(),
+            as_of=as_utc(request.as_of),
+            project=request.boost_project or request.filters.project,
+            explain=request.explain,
+            granularity=request.granularity,
         )
-        chosen = config or (get_preset(preset) if preset else self.config)
-        result = search(self.store, self.embedder, request, chosen, self._clock(), self.models)
-        if record_access and result.hits:
+        chosen = config or (get_preset(request.preset) if request.preset else self.config)
+        result = search(self.store, self.embedder, pipeline_request, chosen, self._clock(),
+                        self.models)  # fmt: skip
+        if request.record_access and result.hits:
             self.store.record_access([h.memory.id for h in result.hits], self._clock())
         return result
 
-    def context(self, query: str, *, max_tokens: int | None = None, **search_args: Any) -> Context:
-        """Prompt-ready text of the best memories that fit ``max_tokens`` (default 2000)."""
-        budget = self.config.max_tokens if max_tokens is None else max_tokens
+    def context(
+        self,
+        query: str,
+        *,
+        max_tokens: int | None = None,
+        config: RetrievalConfig | None = None,
+        **search_args: Any,
+    ) -> Context:
+        """Prompt-ready text of the best memories that fit ``max_tokens`` (default 2000);
+        ``search_args`` are those of :meth:`search` (keyword form of :meth:`run_context`)."""
+        filters = _filter_args(**{k: search_args.pop(k) for k in list(search_args)
+                                  if k in FILTER_ARGS})  # fmt: skip
+        request = parse(ContextQuery, dict(query=query, max_tokens=max_tokens, filters=filters,
+                                           **search_args))  # fmt: skip
+        return self.run_context(request, config=config)
+
+    def run_context(
+        self, request: ContextQuery, *, config: RetrievalConfig | None = None
+    ) -> Context:
+        """The best memories for ``request`` that fit its token budget, as prompt text."""
+        request = parse(ContextQuery, request)
+        budget = self.config.max_tokens if request.max_tokens is None else request.max_tokens
         if budget < 1:
             raise InvalidInputError("max_tokens must be positive")
-        search_args.setdefault("limit", max(CONTEXT_MIN_HITS, budget // CONTEXT_TOKENS_PER_HIT))
-        result = self.search(query, **search_args)
+        limit = request.limit or min(
+            MAX_LIMIT, max(CONTEXT_MIN_HITS, budget // CONTEXT_TOKENS_PER_HIT)
+        )
+        fields = request.model_dump(exclude={"max_tokens", "limit"})
+        query = SearchQuery.model_validate({**fields, "filters": request.filters,
+                                            "limit": limit})  # fmt: skip
+        result = self.run_search(query, config=config)
         chosen = fit_budget(result.hits, lambda h: estimate_tokens(format_hit(h.memory)), budget)
         lines = [format_hit(h.memory) for h in chosen]
         text = "\n".join(["[Memory Context]", *lines]) if lines else ""
@@ -600,6 +688,41 @@ class MemoryEngine:
             lambda: watching.snapshot(roots), on_report or (lambda report: None), options, stop,
         )  # fmt: skip
 
+    def run_import(
+        self, request: ImportRequest, *, progress: Callable[[int, int], None] | None = None
+    ) -> ImportReport:
+        """Import a file in any format (:data:`~recalld.requests.IMPORT_FORMATS`).
+
+        ``memories`` (JSONL, one memory object a line): malformed lines are reported in
+        ``problems`` and skipped, the others stored with deduplication (``turns`` counts
+        the memories read, ``already_present`` the duplicates). Transcripts: see
+        :meth:`import_transcript`. ``progress`` is called with (done, total).
+        """
+        from recalld.sources.importer import ImportReport
+
+        request = parse(ImportRequest, request)
+        source: str | BinaryIO = (request.path if request.path is not None
+                                  else io.BytesIO(request.content or b""))  # fmt: skip
+        if request.format != "memories":
+            return self.import_transcript(source, request.format, progress=progress)
+        from recalld.io import read_memories_jsonl
+        from recalld.sources.importer import read_source
+
+        data, _, _ = read_source(source)
+        items, problems = read_memories_jsonl(data.splitlines(keepends=True))
+        done = 0
+
+        def advance(step: int) -> None:
+            nonlocal done
+            done += step
+            if progress is not None:
+                progress(done, len(items))
+
+        results = self.add_many(items, progress=advance)
+        created = sum(r.created for r in results)
+        return ImportReport("memories", len(items), created, len(results) - created, 0, 0,
+                            tuple(problems))  # fmt: skip
+
     def import_transcript(
         self, source: str | os.PathLike[str] | BinaryIO, fmt: str, *,
         progress: Callable[[int, int], None] | None = None,
@@ -685,29 +808,16 @@ def _check_field_types(item: NewMemory) -> None:
         raise InvalidInputError(f"metadata must be a JSON-serialisable mapping: {exc}") from exc
 
 
-def _filters(
-    project: str | None = None,
-    scope: str | None = None,
-    types: Sequence[str] = (),
-    tags: Sequence[str] = (),
-    session_id: str | None = None,
-    since: datetime | None = None,
-    until: datetime | None = None,
-    include_forgotten: bool = False,
-) -> MemoryFilter:
-    bad = [t for t in types if t not in MEMORY_TYPES]
-    if bad:
-        raise InvalidInputError(f"unknown type(s) {', '.join(bad)}; use {', '.join(MEMORY_TYPES)}")
-    window = TimeRange(as_utc(since), as_utc(until)) if since or until else None
-    return MemoryFilter(
-        project=project,
-        scope=scope,
-        types=tuple(types),  # type: ignore[arg-type]
-        tags=tuple(tags),
-        session_id=session_id,
-        time_range=window,
-        include_forgotten=include_forgotten,
-    )
+FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "since", "until")
+"""The keyword arguments of :meth:`MemoryEngine.search` that are :class:`Filters`."""
+
+
+def _filter_args(**given: Any) -> dict[str, Any]:
+    """The filter keywords given, as :class:`~recalld.requests.Filters` input."""
+    unknown = sorted(set(given) - set(FILTER_ARGS))
+    if unknown:
+        raise InvalidInputError(f"unknown filter(s) {', '.join(unknown)}")
+    return {k: v for k, v in given.items() if v is not None and v != () and v != []}
 
 
 def open_engine(

@@ -15,6 +15,10 @@ class InvalidInputError(RecalldError, ValueError):
     exit_code = 2
 
 
+class ConflictError(InvalidInputError):
+    """The input clashes with what is stored (an id that exists with other content)."""
+
+
 class NotFoundError(RecalldError, KeyError):
     """No memory has the given id."""
 

@@ -219,3 +219,21 @@ class Context:
     hits: tuple[Hit, ...]
     tokens: int
     budget: int
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """An HTTP API key as the store keeps it (the secret itself is never stored, only its
+    SHA-256); see :mod:`recalld.keys`."""
+
+    id: str
+    """The public part of the key (``rk_<id>_<secret>``), used to find and revoke it."""
+    tenant: str
+    """Every request made with the key is confined to this tenant's memories ..."""
+    shared: tuple[str, ...] = ()
+    """... and these shared namespaces (read and write)."""
+    admin: bool = False
+    """Admin keys may also index server-side folders (``POST /v1/index``)."""
+    label: str | None = None
+    created_at: datetime | None = None
+    revoked_at: datetime | None = None

@@ -13,7 +13,7 @@ from mcp_helpers import TOOLS, ok, refused, session, text
 import recalld
 from recalld.config import Settings
 from recalld.interfaces.mcp import Engines, build_server
-from recalld.interfaces.serialize import to_json
+from recalld.serialize import to_json
 
 
 def settings_for(db: Path, tenant: str = "default") -> Settings:

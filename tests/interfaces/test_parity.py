@@ -3,7 +3,6 @@ and HTTP give the same ids, order, scores and traces for the same searches."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -20,8 +19,8 @@ import recalld
 from recalld.config import Settings
 from recalld.interfaces.cli import cli
 from recalld.interfaces.mcp import Engines, build_server
-from recalld.interfaces.serialize import to_json
 from recalld.io import read_memories_jsonl
+from recalld.serialize import to_json
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 AS_OF = "2026-04-20T09:00:00+00:00"
@@ -107,25 +106,32 @@ def through_mcp(settings: Settings, searches: list[dict[str, Any]]) -> list[Rank
         pool.close()
 
 
-HttpSearch = Callable[[Settings, dict[str, Any]], Ranked]
+HttpSearch = Callable[[dict[str, Any]], Ranked]
 
 
 @pytest.fixture(scope="module")
-def through_http() -> Iterator[HttpSearch | None]:
-    """The HTTP API's search, once ``recalld serve`` exists on this branch (else None)."""
-    if importlib.util.find_spec("recalld.interfaces.http") is None:
-        yield None
-        return
-    raise NotImplementedError("wire POST /v1/search into the parity test")
+def through_http(settings: Settings) -> Iterator[HttpSearch]:
+    """``POST /v1/search`` of the HTTP API, in process (no key exists: loopback serves)."""
+    from starlette.testclient import TestClient
+
+    from recalld.interfaces.http import create_app
+
+    with TestClient(create_app(settings)) as client:
+
+        def search(body: dict[str, Any]) -> Ranked:
+            answer = client.post("/v1/search", json={**body, "explain": True, "as_of": AS_OF})
+            assert answer.status_code == 200, answer.text
+            return ranked(answer.json()["hits"])
+
+        yield search
 
 
 def test_library_cli_mcp_and_http_agree(
-    settings: Settings, tmp_path: Path, through_http: HttpSearch | None
+    settings: Settings, tmp_path: Path, through_http: HttpSearch
 ) -> None:
     expected = [library(settings, s) for s in SEARCHES]
     assert all(expected), "every search must find something, or the comparison is empty"
     assert any(len(r) > 1 for r in expected) and all(r[0][3]["channels"] for r in expected)
     assert [through_cli(settings, s, tmp_path) for s in SEARCHES] == expected
     assert through_mcp(settings, SEARCHES) == expected
-    if through_http is not None:
-        assert [through_http(settings, s) for s in SEARCHES] == expected
+    assert [through_http(s) for s in SEARCHES] == expected

@@ -7,21 +7,36 @@ import importlib.util
 import json
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 import recalld
-from recalld.errors import InvalidInputError, RecalldError
-from recalld.interfaces.serialize import to_json
+from recalld.errors import RecalldError
+from recalld.requests import (
+    IMPORT_FORMATS,
+    AddMemories,
+    ContextQuery,
+    ForgetMemories,
+    ImportRequest,
+    ListQuery,
+    SearchQuery,
+    parse,
+)
+
+if TYPE_CHECKING:
+    from recalld.sources.importer import ImportReport
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def emit_json(value: Any) -> None:
+    """Print ``value`` in the JSON shape every interface shares (:mod:`recalld.serialize`)."""
+    from recalld.serialize import to_json
+
     click.echo(json.dumps(to_json(value), ensure_ascii=False, indent=2))
 
 
@@ -61,9 +76,11 @@ pass_ctx = click.make_pass_decorator(Ctx)
 LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
     "index": "recalld.interfaces.cli_sources:index",
+    "keys": "recalld.interfaces.cli_serve:keys",
     "mcp": "recalld.interfaces.cli_mcp:mcp",
     "migrate": "recalld.interfaces.cli_postgres:migrate",
     "postgres": "recalld.interfaces.cli_postgres:postgres",
+    "serve": "recalld.interfaces.cli_serve:serve",
     "watch": "recalld.interfaces.cli_sources:watch",
 }
 """Commands defined in their own modules, imported only when invoked (keeps --help fast)."""
@@ -189,12 +206,13 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
             content = data.decode("utf-8")
         except UnicodeDecodeError:
             fail("standard input is not valid UTF-8", 2)
+    memory = dict(
+        content=content, type=type_, tags=tags, project=project, scope=scope, session_id=session,
+        priority=priority, pinned=pinned, evergreen=evergreen, id=memory_id,
+        event_time=_parse_time(event_time, "--event-time"),
+    )  # fmt: skip
     with errors(), obj.engine() as engine:
-        result = engine.add(
-            content, type=type_, tags=tags, project=project, scope=scope, session_id=session,
-            priority=priority, pinned=pinned, evergreen=evergreen, id=memory_id,
-            event_time=_parse_time(event_time, "--event-time"),
-        )  # fmt: skip
+        result = engine.run_add(parse(AddMemories, {"memories": [memory]}))[0]
     if obj.as_json:
         emit_json(result)
     elif result.created:
@@ -227,17 +245,24 @@ def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, proj
            session: str | None, since: str | None, until: str | None, as_of: str | None,
            explain: bool, max_tokens: int | None) -> None:  # fmt: skip
     """Find the memories that answer QUERY."""
-    args: dict[str, Any] = dict(
-        mode=mode, preset=preset, project=project, scope=scope, types=types, tags=tags,
-        session_id=session, since=_parse_time(since, "--since"),
-        until=_parse_time(until, "--until"), as_of=_parse_time(as_of, "--as-of"),
-    )  # fmt: skip
+    filters = _filters(
+        project=project,
+        scope=scope,
+        types=types,
+        tags=tags,
+        session_id=session,
+        since=_parse_time(since, "--since"),
+        until=_parse_time(until, "--until"),
+    )
+    args: dict[str, Any] = dict(query=query, mode=mode, preset=preset, filters=filters,
+                                as_of=_parse_time(as_of, "--as-of"))  # fmt: skip
     with errors(), obj.engine() as engine:
         if max_tokens is not None:
-            context = engine.context(query, max_tokens=max_tokens, **args)
+            context = engine.run_context(parse(ContextQuery, {**args, "max_tokens": max_tokens}))
             emit_json(context) if obj.as_json else click.echo(context.text or "(nothing found)")
             return
-        result = engine.search(query, limit=limit, explain=explain, **args)
+        result = engine.run_search(parse(SearchQuery, {**args, "limit": limit,
+                                                        "explain": explain}))  # fmt: skip
     if obj.as_json:
         emit_json(result)
         return
@@ -277,11 +302,12 @@ def list_(obj: Ctx, limit: int, offset: int, project: str | None, scope: str | N
           oldest_first: bool, include_forgotten: bool) -> None:  # fmt: skip
     """List memories, newest first."""
     with errors(), obj.engine() as engine:
-        memories = engine.list(
-            limit=limit, offset=offset, newest_first=not oldest_first, project=project,
-            scope=scope, types=types, tags=tags, session_id=session,
+        memories = engine.run_list(parse(ListQuery, dict(
+            limit=limit, offset=offset, newest_first=not oldest_first,
             include_forgotten=include_forgotten,
-        )  # fmt: skip
+            filters=_filters(project=project, scope=scope, types=types, tags=tags,
+                             session_id=session),
+        )))  # fmt: skip
     if obj.as_json:
         emit_json(memories)
         return
@@ -297,7 +323,7 @@ def list_(obj: Ctx, limit: int, offset: int, project: str | None, scope: str | N
 def forget(obj: Ctx, memory_ids: tuple[str, ...], hard: bool) -> None:
     """Forget memories (hidden from search; --hard deletes them)."""
     with errors(), obj.engine() as engine:
-        changed = engine.forget(list(memory_ids), hard=hard)
+        changed = engine.run_forget(parse(ForgetMemories, {"ids": memory_ids, "hard": hard}))
     if obj.as_json:
         emit_json({"forgotten": changed, "hard": hard})
     else:
@@ -328,9 +354,6 @@ def supersede(obj: Ctx, memory_id: str, by: str | None, until: str | None, clear
         click.echo(f"{memory.id} superseded {' and '.join(parts)}")
 
 
-IMPORT_FORMATS = ("memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo")
-
-
 @cli.command(name="import")
 @click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option(
@@ -351,38 +374,19 @@ def import_(obj: Ctx, path: str, fmt: str) -> None:
     Transcripts are stored turn by turn with their session and time; importing the same
     transcript again adds nothing.
     """
-    from recalld.interfaces.render import progress_bar
-    from recalld.io import read_memories_jsonl
-
-    if fmt != "memories":
-        _import_transcript(obj, path, fmt)
-        return
-    with errors():
-        with nullcontext(sys.stdin.buffer) if path == "-" else _open_binary(path) as stream:
-            items, problems = read_memories_jsonl(stream)
-        for problem in problems:
-            click.echo(f"warning: {problem}", err=True)
-        with obj.engine() as engine, progress_bar("importing", len(items), obj.as_json) as bar:
-            results = engine.add_many(items, progress=bar)
-    created = sum(r.created for r in results)
-    summary = {"read": len(items), "stored": created, "duplicates": len(results) - created,
-               "skipped_lines": len(problems)}  # fmt: skip
-    if obj.as_json:
-        emit_json(summary)
-    else:
-        click.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.items()))
-    if problems and not items:
-        sys.exit(2)
-
-
-def _import_transcript(obj: Ctx, path: str, fmt: str) -> None:
     from recalld.interfaces.render import file_progress
 
-    with errors(), obj.engine() as engine, file_progress("importing", obj.as_json, "turns") as bar:
-        report = engine.import_transcript(sys.stdin.buffer if path == "-" else path, fmt,
-                                          progress=bar)  # fmt: skip
+    unit = "memories" if fmt == "memories" else "turns"
+    with errors():
+        source = {"content": sys.stdin.buffer.read()} if path == "-" else {"path": path}
+        request = parse(ImportRequest, {"format": fmt, **source})
+        with obj.engine() as engine, file_progress("importing", obj.as_json, unit) as bar:
+            report = engine.run_import(request, progress=bar)
     for problem in report.problems:
         click.echo(f"warning: {problem}", err=True)
+    if fmt == "memories":
+        _memories_summary(obj, report)
+        return
     if report.undated:
         click.echo(
             f"warning: {report.undated} of {report.turns} turns have no timestamp: they are "
@@ -398,12 +402,21 @@ def _import_transcript(obj: Ctx, path: str, fmt: str) -> None:
     )
 
 
-def _open_binary(path: str) -> Any:
-    """Binary, so that the reader can report invalid UTF-8 line by line."""
-    try:
-        return open(path, "rb")  # noqa: SIM115 - the caller closes it
-    except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror}") from exc
+def _memories_summary(obj: Ctx, report: ImportReport) -> None:
+    summary = {"read": report.turns, "stored": report.stored,
+               "duplicates": report.already_present,
+               "skipped_lines": len(report.problems)}  # fmt: skip
+    if obj.as_json:
+        emit_json(summary)
+    else:
+        click.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.items()))
+    if report.problems and not report.turns:
+        sys.exit(2)
+
+
+def _filters(**given: Any) -> dict[str, Any]:
+    """The filter options given on the command line, as request ``filters``."""
+    return {k: v for k, v in given.items() if v not in (None, ())}
 
 
 @cli.command()

@@ -26,7 +26,7 @@ from recalld.interfaces.describe import (
     describe_search,
     memories,
 )
-from recalld.interfaces.serialize import to_json
+from recalld.serialize import to_json
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette

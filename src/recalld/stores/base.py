@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.errors import InvalidInputError
-from recalld.records import Memory, MemoryFilter, TimeRange
+from recalld.records import ApiKey, Memory, MemoryFilter, TimeRange
 
 Vector = npt.NDArray[np.float32]
 
@@ -285,3 +285,24 @@ def neighbors_in_sessions(
             low, high = max(0, position - radius), min(len(members), position + radius + 1)
             out[memory_id] = [(members[i], i - position) for i in range(low, high) if i != position]
     return out
+
+
+@runtime_checkable
+class KeyStore(Protocol):
+    """API keys kept in the store, across tenants (a key names its tenant): the server's
+    authentication reads them, ``recalld keys`` writes them. Only hashes are stored."""
+
+    def add_key(self, key: ApiKey, secret_hash: str) -> None:
+        """Store a new key (its id must be new)."""
+
+    def find_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        """The key with this id and its secret's hash (revoked keys too), or None."""
+
+    def list_keys(self) -> list[ApiKey]:
+        """Every key, oldest first (revoked ones too)."""
+
+    def revoke_key(self, key_id: str, at: datetime) -> bool:
+        """Mark the key revoked; False when no such key exists (or it was already)."""
+
+    def active_keys(self) -> int:
+        """How many keys are not revoked."""

@@ -135,10 +135,30 @@ def m002_sources(cur: Any) -> None:
         )
 
 
+def m003_api_keys(cur: Any) -> None:
+    """HTTP API keys: a key's SHA-256 (never the key), its tenant and shared namespaces.
+    Keys name their tenant, so the table is read across tenants (no tenant wall)."""
+    cur.execute(
+        """
+        CREATE TABLE IF NOT EXISTS api_keys (
+            id text PRIMARY KEY,
+            secret_hash text NOT NULL,
+            tenant text NOT NULL,
+            shared text[] NOT NULL DEFAULT '{}',
+            admin boolean NOT NULL DEFAULT false,
+            label text,
+            created_at double precision NOT NULL,
+            revoked_at double precision
+        )
+        """
+    )
+
+
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
     (2, "m002_sources", m002_sources),
+    (3, "m003_api_keys", m003_api_keys),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

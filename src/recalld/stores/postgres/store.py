@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
-from recalld.records import Memory, MemoryFilter, Source
+from recalld.records import ApiKey, Memory, MemoryFilter, Source
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
@@ -536,6 +536,42 @@ class PostgresStore:
                 )
         return deleted
 
+    # -- API keys (across tenants) ---------------------------------------------------------
+
+    def add_key(self, key: ApiKey, secret_hash: str) -> None:
+        created = (key.created_at or datetime.now(UTC)).timestamp()
+        with self._conn() as conn:
+            conn.execute(
+                "INSERT INTO api_keys VALUES (%s, %s, %s, %s, %s, %s, %s, NULL)",
+                (key.id, secret_hash, key.tenant, list(key.shared), key.admin, key.label,
+                 created),
+            )  # fmt: skip
+
+    def find_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        with self._conn() as conn:
+            row = conn.execute(f"SELECT {_KEY_COLUMNS}, secret_hash FROM api_keys WHERE id = %s",
+                               (key_id,)).fetchone()  # fmt: skip
+        return None if row is None else (_api_key(row), str(row[7]))
+
+    def list_keys(self) -> list[ApiKey]:
+        with self._conn() as conn:
+            rows = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id")
+            return [_api_key(r) for r in rows.fetchall()]
+
+    def revoke_key(self, key_id: str, at: datetime) -> bool:
+        with self._conn() as conn:
+            done = conn.execute(
+                "UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL",
+                (at.timestamp(), key_id),
+            )
+            return done.rowcount > 0
+
+    def active_keys(self) -> int:
+        with self._conn() as conn:
+            found = conn.execute("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL")
+            row = found.fetchone()
+            return int(row[0]) if row else 0
+
     def close(self) -> None:
         self._pool.close()
 
@@ -567,6 +603,14 @@ _DELETE_CHUNKS = (
     "DELETE FROM memories WHERE namespace = %s AND source_kind = 'file' AND type = 'chunk'"
     " AND source_path = %s"
 )
+
+
+_KEY_COLUMNS = "id, tenant, shared, admin, label, created_at, revoked_at"
+
+
+def _api_key(r: Sequence[Any]) -> ApiKey:
+    return ApiKey(id=r[0], tenant=r[1], shared=tuple(r[2] or ()), admin=bool(r[3]), label=r[4],
+                  created_at=_dt(r[5]), revoked_at=_dt(r[6]))  # fmt: skip
 
 
 def _get_meta(conn: psycopg.Connection[Any], key: str) -> str | None:

@@ -326,6 +326,25 @@ def m008_session_position(db: sqlite3.Connection) -> None:
     )
 
 
+def m009_api_keys(db: sqlite3.Connection) -> None:
+    """HTTP API keys: a key's SHA-256 (never the key), its tenant and shared namespaces."""
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS api_keys (
+            id TEXT PRIMARY KEY,
+            secret_hash TEXT NOT NULL,
+            tenant TEXT NOT NULL,
+            shared TEXT NOT NULL DEFAULT '[]',
+            admin INTEGER NOT NULL DEFAULT 0,
+            label TEXT,
+            created_at REAL NOT NULL,
+            revoked_at REAL
+        );
+        """,
+    )
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -336,6 +355,7 @@ MIGRATIONS: list[Migration] = [
     (6, "m006_no_idea_is_no_event", m006_no_idea_is_no_event),
     (7, "m007_tenants", m007_tenants),
     (8, "m008_session_position", m008_session_position),
+    (9, "m009_api_keys", m009_api_keys),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
-from recalld.records import Memory, MemoryFilter, Source
+from recalld.records import ApiKey, Memory, MemoryFilter, Source
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
@@ -699,6 +699,38 @@ class SQLiteStore:
                 )
         return deleted
 
+    # -- API keys (across tenants) ---------------------------------------------------------
+
+    def add_key(self, key: ApiKey, secret_hash: str) -> None:
+        created = (key.created_at or datetime.now(UTC)).timestamp()
+        with self._write():
+            self._db.execute(
+                "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+                (key.id, secret_hash, key.tenant, json.dumps(list(key.shared)), int(key.admin),
+                 key.label, created),
+            )  # fmt: skip
+
+    def find_key(self, key_id: str) -> tuple[ApiKey, str] | None:
+        row = self._db.execute(f"SELECT {_KEY_COLUMNS}, secret_hash FROM api_keys WHERE id = ?",
+                               (key_id,)).fetchone()  # fmt: skip
+        return None if row is None else (_api_key(row), row["secret_hash"])
+
+    def list_keys(self) -> list[ApiKey]:
+        rows = self._db.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id")
+        return [_api_key(r) for r in rows]
+
+    def revoke_key(self, key_id: str, at: datetime) -> bool:
+        with self._write():
+            done = self._db.execute(
+                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                (at.timestamp(), key_id),
+            )
+        return done.rowcount > 0
+
+    def active_keys(self) -> int:
+        found = self._db.execute("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL")
+        return int(found.fetchone()[0])
+
     def close(self) -> None:
         with self._connections_lock:
             for db in self._connections:
@@ -717,6 +749,15 @@ class SQLiteStore:
             [*params, limit, offset],
         )
         return [_memory(r) for r in rows]
+
+
+_KEY_COLUMNS = "id, tenant, shared, admin, label, created_at, revoked_at"
+
+
+def _api_key(r: sqlite3.Row) -> ApiKey:
+    return ApiKey(id=r["id"], tenant=r["tenant"], shared=tuple(json.loads(r["shared"])),
+                  admin=bool(r["admin"]), label=r["label"], created_at=_dt(r["created_at"]),
+                  revoked_at=_dt(r["revoked_at"]))  # fmt: skip
 
 
 def _now() -> float:

@@ -1,0 +1,101 @@
+"""``recalld serve`` (the HTTP API) and ``recalld keys create|list|revoke`` (its API keys)."""
+
+from __future__ import annotations
+
+import click
+
+import recalld
+from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; without API keys only a loopback address is "
+                   "served.")  # fmt: skip
+@click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@pass_ctx
+def serve(obj: Ctx, host: str, port: int) -> None:
+    """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
+
+    Requests need `Authorization: Bearer KEY` once any key exists (`recalld keys create`);
+    each key reaches only its tenant's memories. OpenAPI at /openapi.json.
+    """
+    from recalld.interfaces.http import serve as run
+
+    with errors():
+        settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
+        run(settings, host, port, say=lambda line: click.echo(line, err=True))
+
+
+@click.group()
+def keys() -> None:
+    """API keys of the HTTP server, kept hashed in the store (shown once when made)."""
+
+
+@keys.command()
+@click.option("--tenant", "key_tenant", required=True,
+              help="The tenant whose memories the key reaches.")  # fmt: skip
+@click.option("--namespace", "namespaces", multiple=True,
+              help="A shared namespace the key may read and write (repeatable).")  # fmt: skip
+@click.option("--admin", is_flag=True, help="May also index folders on the server.")
+@click.option("--label", help="A note to tell keys apart in `keys list`.")
+@pass_ctx
+def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
+           label: str | None) -> None:  # fmt: skip
+    """Make a key; the key itself is printed as the last line, and only this once."""
+    from recalld.keys import create_key
+
+    with errors(), obj.engine() as engine:
+        record, key = create_key(engine.store, key_tenant, shared=namespaces, admin=admin,
+                                 label=label)  # fmt: skip
+    if obj.as_json:
+        emit_json({"key": key, **_public(record)})
+        return
+    grants = ", ".join(record.shared) or "none"
+    click.echo(f"key {record.id} for tenant {record.tenant!r} (shared namespaces: {grants}"
+               f"{', admin' if record.admin else ''}); store it now, it is not shown again:",
+               err=True)  # fmt: skip
+    click.echo(key)
+
+
+@keys.command(name="list")
+@pass_ctx
+def list_(obj: Ctx) -> None:
+    """Every key: id, tenant, namespaces, admin, created, revoked (never the secret)."""
+    from recalld.keys import key_store
+
+    with errors(), obj.engine() as engine:
+        records = key_store(engine.store).list_keys()
+    if obj.as_json:
+        emit_json([_public(r) for r in records])
+        return
+    for r in records:
+        state = f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active"
+        made = f"{r.created_at:%Y-%m-%d %H:%M}" if r.created_at else "?"
+        click.echo(f"{r.id}  tenant={r.tenant}  shared={','.join(r.shared) or '-'}  "
+                   f"admin={'yes' if r.admin else 'no'}  created {made}  {state}"
+                   + (f"  ({r.label})" if r.label else ""))  # fmt: skip
+    if not records:
+        click.echo("no API keys: `recalld serve` answers without one, on loopback only")
+
+
+@keys.command()
+@click.argument("key_id")
+@pass_ctx
+def revoke(obj: Ctx, key_id: str) -> None:
+    """Revoke a key (by its id, or the whole key); the server refuses it at once."""
+    from recalld.keys import revoke_key
+
+    with errors(), obj.engine() as engine:
+        record = revoke_key(engine.store, key_id)
+    if obj.as_json:
+        emit_json(_public(record))
+    else:
+        click.echo(f"revoked key {record.id} of tenant {record.tenant!r}")
+
+
+def _public(record: object) -> dict[str, object]:
+    from recalld.serialize import to_json
+
+    data: dict[str, object] = to_json(record)
+    return data

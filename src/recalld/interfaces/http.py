@@ -1,0 +1,741 @@
+"""``recalld serve``: the HTTP API, a thin adapter over the request objects.
+
+Every request body is turned into one of :mod:`recalld.requests`' objects by
+:func:`recalld.requests.parse` (the same check and the same message as the library, the
+CLI and MCP), run by the caller's tenant engine in a worker thread, and answered with
+:mod:`recalld.serialize`'s JSON. Errors have one shape, ``{"error": {"code", "message"}}``.
+
+Authentication: ``Authorization: Bearer rk_...`` keys kept hashed in the store
+(:mod:`recalld.keys`). A key confines every request to its tenant (and the shared
+namespaces it names): another tenant's id is an unknown id. While no key exists, the
+server answers without one, and only on a loopback address.
+
+Other ASGI apps (the MCP server) are mounted with ``create_app(..., extensions=[...])``:
+each extension is built from the :class:`ServerState` (for its engines and
+:meth:`ServerState.authenticate`) and may bring a lifespan.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from pydantic import TypeAdapter
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+import recalld
+from recalld import keys as api_keys
+from recalld.config import Settings
+from recalld.engine import MemoryEngine, Status, open_engine
+from recalld.errors import (
+    ConflictError,
+    EmbedderError,
+    InvalidInputError,
+    NotFoundError,
+    RecalldError,
+    StoreError,
+)
+from recalld.providers.embedders import Embedder, resolve_embedder
+from recalld.records import AddResult, ApiKey, Context, Memory, SearchResult
+from recalld.requests import (
+    AddMemories,
+    ContextQuery,
+    Filters,
+    ForgetMemories,
+    ImportRequest,
+    ListQuery,
+    MemoryIn,
+    MemoryPatch,
+    SearchQuery,
+    UpdateMemory,
+    describe_errors,
+    parse,
+)
+from recalld.retrieval.models import Models
+from recalld.serialize import to_json
+
+log = logging.getLogger("recalld.http")
+
+ERROR_CODES: Mapping[int, str] = {
+    400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
+    405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "invalid_input",
+    429: "rate_limited", 500: "internal", 503: "unavailable",
+}  # fmt: skip
+DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 422, 429, 503)
+MAX_PAGE = 1000
+"""The most memories ``GET /v1/memories`` returns a page."""
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class ApiError(Exception):
+    """An answer other than success, in the one error shape."""
+
+    def __init__(self, status: int, message: str, headers: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = dict(headers or {})
+
+
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> Any:
+    body = {"error": {"code": ERROR_CODES.get(status, "error"), "message": message}}
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+
+
+def status_of(exc: RecalldError) -> int:
+    """The HTTP status of one of recalld's errors."""
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, ConflictError):
+        return 409
+    if isinstance(exc, InvalidInputError):
+        return 422
+    if isinstance(exc, StoreError | EmbedderError):
+        return 503
+    return 503
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def api_error(request: Request, exc: Exception) -> Any:
+        assert isinstance(exc, ApiError)
+        return error_response(exc.status, exc.message, exc.headers)
+
+    async def recalld_error(request: Request, exc: Exception) -> Any:
+        assert isinstance(exc, RecalldError)
+        return error_response(status_of(exc), str(exc))
+
+    async def validation_error(request: Request, exc: Exception) -> Any:
+        assert isinstance(exc, RequestValidationError)
+        errors = list(exc.errors())
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return error_response(400, "the request body is not valid JSON")
+        return error_response(422, describe_errors(errors, skip=("body", "query", "path")))
+
+    async def http_error(request: Request, exc: Exception) -> Any:
+        assert isinstance(exc, StarletteHTTPException)
+        message = exc.detail if isinstance(exc.detail, str) else "request refused"
+        if exc.status_code == 404:
+            message = f"no such resource: {request.method} {request.url.path}"
+        return error_response(exc.status_code, message, exc.headers)
+
+    async def unexpected(request: Request, exc: Exception) -> Any:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return error_response(500, f"internal error ({type(exc).__name__}); see the server log")
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(RecalldError, recalld_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+class BodyLimit:
+    """Refuse request bodies over ``limit`` bytes (413), by their declared length or as
+    they arrive."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        too_large = f"the request body is larger than {self.limit} bytes"
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            status = 413 if declared.isdigit() else 400
+            message = too_large if status == 413 else "invalid Content-Length header"
+            await error_response(status, message)(scope, receive, send)
+            return
+        received = 0
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise ApiError(413, too_large)
+            return message
+
+        await self.app(scope, counted, send)
+
+
+# -- the server's state: engines per tenant, keys, rate limits ---------------------------------
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+class RateLimiter:
+    """A token bucket per key: ``per_minute`` requests a minute, bursts of as many."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, who: str) -> float:
+        """0 when the request may go ahead, else the seconds until it may."""
+        if self.per_minute <= 0:
+            return 0.0
+        rate = self.per_minute / 60.0
+        with self._lock:
+            now = self._clock()
+            tokens, then = self._buckets.get(who, (float(self.per_minute), now))
+            tokens = min(float(self.per_minute), tokens + (now - then) * rate)
+            if tokens >= 1.0:
+                self._buckets[who] = (tokens - 1.0, now)
+                return 0.0
+            self._buckets[who] = (tokens, now)
+            return (1.0 - tokens) / rate
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: the key (None when the server runs without keys) and its engine."""
+
+    key: ApiKey | None
+    engine: MemoryEngine
+
+    @property
+    def admin(self) -> bool:
+        return self.key is None or self.key.admin
+
+
+class ServerState:
+    """What the app shares across requests: one embedder, one engine per tenant grant."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        embedder: Embedder,
+        *,
+        models: Models | None = None,
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.models = models
+        self.host = host
+        self.limiter = RateLimiter(settings.http_rate_limit)
+        self._engines: dict[tuple[str, tuple[str, ...]], MemoryEngine] = {}
+        self._lock = threading.Lock()
+        self.root = self.engine_for(settings.tenant, settings.shared)
+        """The engine of the settings' own tenant: it reads the keys, and serves callers
+        when no key exists."""
+
+    def engine_for(self, tenant: str, shared: Sequence[str] = ()) -> MemoryEngine:
+        """The engine of a tenant grant, opened on first use and kept."""
+        grant = (tenant, tuple(shared))
+        with self._lock:
+            engine = self._engines.get(grant)
+            if engine is None:
+                settings = self.settings.model_copy(update={"tenant": tenant,
+                                                            "shared": tuple(shared)})  # fmt: skip
+                engine = open_engine(settings=settings, embedder=self.embedder,
+                                     models=self.models)  # fmt: skip
+                self._engines[grant] = engine
+            return engine
+
+    def active_keys(self) -> int:
+        return api_keys.key_store(self.root.store).active_keys()
+
+    def authenticate(self, authorization: str | None) -> Caller:
+        """The caller of a request with this ``Authorization`` header.
+
+        Raises:
+            ApiError: 401 (no key, or an invalid or revoked one), 429 (over the rate).
+        """
+        if not authorization:
+            if self.active_keys() == 0 and is_loopback(self.host):
+                self._limit("local")
+                return Caller(None, self.root)
+            raise ApiError(401, "missing API key: send 'Authorization: Bearer <key>' (create "
+                           "one with `recalld keys create --tenant NAME`)",
+                           {"WWW-Authenticate": "Bearer"})  # fmt: skip
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "the Authorization header must read 'Bearer <key>'",
+                           {"WWW-Authenticate": "Bearer"})  # fmt: skip
+        verdict = api_keys.verify(self.root.store, token.strip())
+        if verdict.key is None:
+            raise ApiError(401, verdict.reason, {"WWW-Authenticate": "Bearer"})
+        self._limit(verdict.key.id)
+        return Caller(verdict.key, self.engine_for(verdict.key.tenant, verdict.key.shared))
+
+    def _limit(self, who: str) -> None:
+        wait = self.limiter.take(who)
+        if wait > 0:
+            seconds = max(1, int(wait + 0.999))
+            raise ApiError(429, f"rate limit of {self.settings.http_rate_limit} requests a "
+                           f"minute reached; retry in {seconds} s",
+                           {"Retry-After": str(seconds)})  # fmt: skip
+
+    def close(self) -> None:
+        with self._lock:
+            for engine in self._engines.values():
+                engine.close()
+            self._engines.clear()
+
+
+@dataclass(frozen=True)
+class Extension:
+    """Another ASGI app served under ``path`` (e.g. the MCP server under ``/mcp``)."""
+
+    path: str
+    app: ASGIApp
+    lifespan: Callable[[], AbstractAsyncContextManager[Any]] | None = None
+
+
+ExtensionFactory = Callable[[ServerState], Extension]
+
+
+# -- OpenAPI ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorDetail:
+    code: str
+    """``bad_request``, ``unauthorized``, ``forbidden``, ``not_found``, ``conflict``,
+    ``too_large``, ``invalid_input``, ``rate_limited`` or ``unavailable``."""
+    message: str
+    """What went wrong and what to do about it."""
+
+
+@dataclass(frozen=True)
+class ErrorBody:
+    error: ErrorDetail
+
+
+@dataclass(frozen=True)
+class AddResults:
+    results: tuple[AddResult, ...]
+
+
+@dataclass(frozen=True)
+class MemoryList:
+    memories: tuple[Memory, ...]
+
+
+@dataclass(frozen=True)
+class ForgetResult:
+    forgotten: int
+    hard: bool
+
+
+@dataclass(frozen=True)
+class Health:
+    status: str
+    version: str
+
+
+@dataclass(frozen=True)
+class IndexBody:
+    """Folders or files on the server to index (admin keys only)."""
+
+    paths: tuple[str, ...] = ()
+    globs: tuple[str, ...] | None = None
+    force: bool = False
+
+
+def _schemas() -> dict[str, Any]:
+    from recalld.sources.importer import ImportReport
+    from recalld.sources.indexer import IndexReport
+
+    named: list[tuple[str, Any, str]] = [
+        ("Memory", Memory, "serialization"), ("AddResult", AddResult, "serialization"),
+        ("AddResults", AddResults, "serialization"), ("MemoryList", MemoryList, "serialization"),
+        ("ForgetResult", ForgetResult, "serialization"),
+        ("SearchResult", SearchResult, "serialization"), ("Context", Context, "serialization"),
+        ("Status", Status, "serialization"), ("ImportReport", ImportReport, "serialization"),
+        ("IndexReport", IndexReport, "serialization"), ("Health", Health, "serialization"),
+        ("Error", ErrorBody, "serialization"), ("MemoryIn", MemoryIn, "validation"),
+        ("AddMemories", AddMemories, "validation"), ("MemoryPatch", MemoryPatch, "validation"),
+        ("SearchQuery", SearchQuery, "validation"), ("ContextQuery", ContextQuery, "validation"),
+        ("ImportRequest", ImportRequest, "validation"), ("IndexBody", IndexBody, "validation"),
+        ("Filters", Filters, "validation"),
+    ]  # fmt: skip
+    from recalld.sources.status import SourceStatus
+
+    names = {"SourceStatus": SourceStatus, "ImportReport": ImportReport,
+             "IndexReport": IndexReport}  # fmt: skip
+    inputs = []
+    for name, kind, mode in named:
+        adapter: TypeAdapter[Any] = TypeAdapter(kind)
+        adapter.rebuild(_types_namespace=names)
+        inputs.append((name, mode, adapter))
+    mapping, definitions = TypeAdapter.json_schemas(
+        inputs,  # type: ignore[arg-type]
+        ref_template="#/components/schemas/{model}",
+    )
+    schemas: dict[str, Any] = dict(definitions.get("$defs", {}))
+    for (name, _mode), schema in mapping.items():
+        if "$ref" in schema and len(schema) == 1:
+            target = schema["$ref"].rsplit("/", 1)[-1]
+            if target != name:
+                schemas[name] = schemas[target]
+        else:
+            schemas[name] = schema
+    # A datetime field's value is an ISO string: no validator needs more than that.
+    return schemas
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _responses(ok: int, schema: dict[str, Any], description: str) -> dict[int | str, Any]:
+    answers: dict[int | str, Any] = {
+        ok: {"description": description, "content": {"application/json": {"schema": schema}}}
+    }
+    reasons = {
+        400: "The body is not JSON (or a header is malformed).",
+        401: "No key, or an invalid or revoked one.", 403: "The key may not do this.",
+        404: "Unknown id (another tenant's ids are unknown too).",
+        409: "The id exists with other content.", 413: "Body or batch too large.",
+        422: "Invalid input; the message says which field and why.",
+        429: "Over the key's rate limit; see Retry-After.",
+        503: "The store or the embedder is unavailable.",
+    }  # fmt: skip
+    for status in DOCUMENTED_ERRORS:
+        answers[status] = {"description": reasons[status],
+                           "content": {"application/json": {"schema": _ref("Error")}}}  # fmt: skip
+    return answers
+
+
+def _body(schema: dict[str, Any], examples: Sequence[Any] = ()) -> dict[str, Any]:
+    media: dict[str, Any] = {"schema": schema}
+    if examples:
+        media["examples"] = {f"example{i + 1}": {"value": v} for i, v in enumerate(examples)}
+    return {"requestBody": {"required": True, "content": {"application/json": media}}}
+
+
+# -- the app -----------------------------------------------------------------------------------
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        raise ApiError(400, "the request body is empty; send a JSON object")
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ApiError(400, "the request body is not valid JSON") from None
+
+
+def _object(data: Any, what: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ApiError(422, f"the body must be a JSON object ({what})")
+    return data
+
+
+def _json(value: Any, status: int = 200) -> Any:
+    return JSONResponse(to_json(value), status_code=status)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    models: Models | None = None,
+    host: str = "127.0.0.1",
+    extensions: Sequence[ExtensionFactory] = (),
+) -> FastAPI:
+    """The HTTP API over the store of ``settings``.
+
+    Args:
+        settings: the store, limits (``http_*``) and the tenant served without keys.
+        embedder: the embedder every tenant shares; default: the settings' one, loaded
+            once when the app is made.
+        models: an LLM and / or reranker shared by every tenant.
+        host: the address the server listens on; without API keys, only a loopback
+            address is served.
+        extensions: other ASGI apps to mount (see :class:`Extension`).
+    """
+    state = ServerState(settings, embedder or resolve_embedder(settings.embedder, settings),
+                        models=models, host=host)  # fmt: skip
+    mounted = [make(state) for make in extensions]
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for extension in mounted:
+                if extension.lifespan is not None:
+                    await stack.enter_async_context(extension.lifespan())
+            try:
+                yield
+            finally:
+                await run_in_threadpool(state.close)
+
+    app = FastAPI(
+        title="recalld",
+        version=recalld.__version__,
+        description="Memory retrieval for AI agents: store what an agent learns, get back the "
+        "few memories that answer a question. Authenticate with `Authorization: Bearer KEY` "
+        '(`recalld keys create`). Errors: `{"error": {"code", "message"}}`.',
+        lifespan=lifespan,
+    )
+    app.state.recalld = state
+    _install_error_handlers(app)
+    _routes(app, state)
+    for extension in mounted:
+        app.mount(extension.path, extension.app)
+    schemas = _schemas()
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            spec = get_openapi(title=app.title, version=app.version,
+                               description=app.description, routes=app.routes)  # fmt: skip
+            spec.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
+            spec["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+            spec["security"] = [{"bearer": []}]
+            app.openapi_schema = spec
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app
+
+
+def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place for the routes
+    async def caller(request: Request) -> Caller:
+        header = request.headers.get("authorization")
+        return await run_in_threadpool(state.authenticate, header)
+
+    async def run(function: Callable[..., Any], *args: Any) -> Any:
+        return await run_in_threadpool(function, *args)
+
+    @app.get("/healthz", tags=["server"], summary="Liveness (no key needed)",
+             responses=_responses(200, _ref("Health"), "The server is up."),
+             openapi_extra={"security": []})  # fmt: skip
+    async def healthz() -> Any:
+        return _json(Health("ok", recalld.__version__))
+
+    @app.post("/v1/memories", tags=["memories"], status_code=201,
+              summary="Store one memory, or a batch as {\"memories\": [...]}",
+              responses=_responses(201, {"anyOf": [_ref("AddResult"), _ref("AddResults")]},
+                                   "Stored (or found identical: created=false)."),
+              openapi_extra=_body({"anyOf": [_ref("MemoryIn"), _ref("AddMemories")]}, [
+                  {"content": "My sister Ana arrives on 14 March.", "tags": ["family"]},
+                  {"memories": [{"content": "I moved to Berlin in March 2024."},
+                                {"content": "Prefers tea over coffee.", "type": "insight"}]},
+              ]))  # fmt: skip
+    async def add_memories(request: Request) -> Any:
+        who = await caller(request)
+        data = _object(await _json_body(request), 'a memory, or {"memories": [...]}')
+        single = "memories" not in data
+        batch = data.get("memories")
+        if isinstance(batch, list) and len(batch) > state.settings.http_max_batch:
+            limit = state.settings.http_max_batch
+            raise ApiError(413, f"{len(batch)} memories in one request, over the limit of "
+                           f"{limit}; split the batch")  # fmt: skip
+        add = parse(AddMemories, {"memories": [data]} if single else data)
+        results = await run(who.engine.run_add, add)
+        return _json(results[0] if single else AddResults(tuple(results)), 201)
+
+    @app.get(
+        "/v1/memories",
+        tags=["memories"],
+        summary="List memories with filters",
+        responses=_responses(200, _ref("MemoryList"), "Memories, newest first."),
+    )
+    async def list_memories(
+        request: Request,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="How many (1-1000).")] = 50,
+        offset: Annotated[int, Query(ge=0, le=10**9)] = 0,
+        newest_first: bool = True,
+        include_forgotten: bool = False,
+        project: str | None = None,
+        scope: str | None = None,
+        type: Annotated[list[str], Query(description="Only these types (repeat it).")] = [],  # noqa: B006
+        tag: Annotated[list[str], Query(description="Only memories with all these tags.")] = [],  # noqa: B006
+        session_id: str | None = None,
+        since: Annotated[str | None, Query(description="ISO date or datetime.")] = None,
+        until: Annotated[str | None, Query(description="ISO date or datetime.")] = None,
+    ) -> Any:
+        who = await caller(request)
+        filters = {k: v for k, v in dict(project=project, scope=scope, types=type, tags=tag,
+                   session_id=session_id, since=since, until=until).items()
+                   if v not in (None, [])}  # fmt: skip
+        query = parse(
+            ListQuery,
+            dict(
+                limit=limit,
+                offset=offset,
+                newest_first=newest_first,
+                include_forgotten=include_forgotten,
+                filters=filters,
+            ),
+        )
+        memories = await run(who.engine.run_list, query)
+        return _json(MemoryList(tuple(memories)))
+
+    @app.get(
+        "/v1/memories/{memory_id}",
+        tags=["memories"],
+        summary="One memory",
+        responses=_responses(200, _ref("Memory"), "The memory."),
+    )
+    async def get_memory(request: Request, memory_id: str) -> Any:
+        who = await caller(request)
+        return _json(await run(who.engine.get, memory_id))
+
+    @app.patch("/v1/memories/{memory_id}", tags=["memories"],
+               summary="Change fields of a memory (new content is re-embedded)",
+               responses=_responses(200, _ref("Memory"), "The memory as it is now."),
+               openapi_extra=_body(_ref("MemoryPatch"),
+                                   [{"content": "Ana arrives on 15 March."}]))  # fmt: skip
+    async def update_memory(request: Request, memory_id: str) -> Any:
+        who = await caller(request)
+        changes = _object(await _json_body(request), "the fields to change")
+        update = parse(UpdateMemory, {"id": memory_id, "changes": changes})
+        return _json(await run(who.engine.run_update, update))
+
+    @app.delete(
+        "/v1/memories/{memory_id}",
+        tags=["memories"],
+        summary="Forget a memory (hidden from search; hard=true deletes it)",
+        responses=_responses(200, _ref("ForgetResult"), "How many changed."),
+    )
+    async def forget_memory(request: Request, memory_id: str, hard: bool = False) -> Any:
+        who = await caller(request)
+        forget = parse(ForgetMemories, {"ids": [memory_id], "hard": hard})
+        return _json(ForgetResult(await run(who.engine.run_forget, forget), hard))
+
+    @app.post("/v1/search", tags=["retrieval"], summary="Ranked memories for a question",
+              responses=_responses(200, _ref("SearchResult"), "Hits, best first."),
+              openapi_extra=_body(_ref("SearchQuery"), [
+                  {"query": "when does my sister arrive?", "limit": 5},
+                  {"query": "deploy checklist", "filters": {"project": "atlas"},
+                   "explain": True},
+              ]))  # fmt: skip
+    async def search(request: Request) -> Any:
+        who = await caller(request)
+        query = parse(SearchQuery, _object(await _json_body(request), "a search"))
+        return _json(await run(who.engine.run_search, query))
+
+    @app.post("/v1/context", tags=["retrieval"],
+              summary="A prompt-ready block of the best memories under a token budget",
+              responses=_responses(200, _ref("Context"), "The block and its hits."),
+              openapi_extra=_body(_ref("ContextQuery"),
+                                  [{"query": "what do I know about Ana?",
+                                    "max_tokens": 300}]))  # fmt: skip
+    async def context(request: Request) -> Any:
+        who = await caller(request)
+        query = parse(ContextQuery, _object(await _json_body(request), "a context query"))
+        return _json(await run(who.engine.run_context, query))
+
+    @app.get(
+        "/v1/status",
+        tags=["server"],
+        summary="The tenant's store: counts, embedder",
+        responses=_responses(200, _ref("Status"), "Counts and facts."),
+    )
+    async def status(request: Request) -> Any:
+        who = await caller(request)
+        return _json(await run(who.engine.status))
+
+    @app.post("/v1/import", tags=["memories"],
+              summary="Import memories (JSONL) or a transcript sent as content",
+              responses=_responses(200, _ref("ImportReport"), "What was read and stored."),
+              openapi_extra=_body(_ref("ImportRequest"), [
+                  {"format": "memories", "content": "{\"content\": \"first memory\"}\n"},
+              ]))  # fmt: skip
+    async def import_(request: Request) -> Any:
+        who = await caller(request)
+        job = parse(ImportRequest, _object(await _json_body(request), "an import"))
+        if job.path is not None and not who.admin:
+            raise ApiError(403, "importing a file on the server needs an admin key; send the "
+                           "file's content instead")  # fmt: skip
+        return _json(await run(who.engine.run_import, job))
+
+    @app.post(
+        "/v1/index",
+        tags=["memories"],
+        summary="Index markdown folders on the server (admin keys only)",
+        responses=_responses(200, _ref("IndexReport"), "What the run indexed."),
+        openapi_extra=_body(_ref("IndexBody"), [{"paths": ["/srv/notes"]}]),
+    )
+    async def index(request: Request) -> Any:
+        who = await caller(request)
+        if not who.admin:
+            raise ApiError(403, "indexing server folders needs an admin key")
+        data = _object(await _json_body(request), "paths to index")
+        try:
+            body = TypeAdapter(IndexBody).validate_python(data, strict=False)
+        except ValueError as exc:
+            errors: list[Any] = getattr(exc, "errors", list)()
+            raise InvalidInputError(describe_errors(errors) if errors else str(exc)) from None
+
+        def job() -> Any:
+            return who.engine.index(list(body.paths), globs=body.globs, force=body.force)
+
+        return _json(await run(job))
+
+
+def serve(
+    settings: Settings,
+    host: str,
+    port: int,
+    *,
+    say: Callable[[str], None] = print,
+    extensions: Sequence[ExtensionFactory] = (),
+) -> None:
+    """Run the API with uvicorn until interrupted; says what it serves and where."""
+    import uvicorn
+
+    embedder = resolve_embedder(settings.embedder, settings)
+    app = create_app(settings, embedder=embedder, host=host, extensions=extensions)
+    state: ServerState = app.state.recalld
+    active = state.active_keys()
+    if active == 0 and not is_loopback(host):
+        say(
+            f"no API keys exist: refusing to listen on {host}; listening on 127.0.0.1 only "
+            "(create a key with `recalld keys create --tenant NAME` to serve other hosts)"
+        )
+        host = "127.0.0.1"
+        state.host = host
+    store = state.root.status().store
+    say(f"recalld {recalld.__version__} HTTP API on http://{_url_host(host)}:{port}"
+        f" (OpenAPI at /openapi.json, docs at /docs)")  # fmt: skip
+    say(
+        f"store: {store.path} ({store.memories} memories of tenant {settings.tenant!r}); "
+        f"embedder: {settings.embedder}"
+    )
+    say(f"auth: {active} active API key(s), every request needs one" if active else
+        "auth: no API keys exist, so requests need none: loopback only")  # fmt: skip
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.Server(config).run()
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+__all__ = [
+    "ApiError", "Caller", "Extension", "ExtensionFactory", "RateLimiter", "ServerState",
+    "create_app", "is_loopback", "serve",
+]  # fmt: skip

@@ -1,0 +1,86 @@
+"""The one JSON shape of recalld's results, for every interface that speaks JSON.
+
+The CLI's ``--json``, the HTTP API and the MCP server's structured results all come from
+these functions, so the same search gives the same bytes whichever door it went through.
+Records become objects with their dataclass field names, datetimes ISO 8601 strings, tuples
+lists; nothing is renamed or dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import fields, is_dataclass
+from datetime import date, datetime
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from recalld.records import AddResult, Context, Hit, Memory, SearchResult
+
+if TYPE_CHECKING:
+    from recalld.engine import Status
+    from recalld.sources.importer import ImportReport
+
+
+def to_json(value: Any) -> Any:
+    """``value`` as plain JSON data (dicts, lists, str, int, float, bool, None)."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    item = getattr(value, "item", None)  # numpy scalars
+    if callable(item) and getattr(value, "ndim", None) == 0:
+        return to_json(item())
+    if isinstance(value, Sequence | set | frozenset) or hasattr(value, "tolist"):
+        values = value.tolist() if hasattr(value, "tolist") else value
+        return [to_json(v) for v in values]
+    raise TypeError(f"cannot serialise {type(value).__name__} as JSON")
+
+
+def memory_json(memory: Memory) -> dict[str, Any]:
+    """A memory: every field of :class:`~recalld.records.Memory`."""
+    result: dict[str, Any] = to_json(memory)
+    return result
+
+
+def memories_json(memories: Sequence[Memory]) -> list[dict[str, Any]]:
+    return [memory_json(m) for m in memories]
+
+
+def hit_json(hit: Hit) -> dict[str, Any]:
+    """A hit: its memory, score, rank, trace (``null`` unless explained) and related."""
+    result: dict[str, Any] = to_json(hit)
+    return result
+
+
+def search_json(result: SearchResult) -> dict[str, Any]:
+    """A search result: query, hits (best first), mode, query type, time, details."""
+    data: dict[str, Any] = to_json(result)
+    return data
+
+
+def context_json(context: Context) -> dict[str, Any]:
+    """A context block: its text, the hits it holds, tokens used and the budget."""
+    data: dict[str, Any] = to_json(context)
+    return data
+
+
+def add_results_json(results: Sequence[AddResult]) -> list[dict[str, Any]]:
+    return [to_json(r) for r in results]
+
+
+def status_json(status: Status) -> dict[str, Any]:
+    data: dict[str, Any] = to_json(status)
+    return data
+
+
+def import_json(report: ImportReport) -> dict[str, Any]:
+    data: dict[str, Any] = to_json(report)
+    return data

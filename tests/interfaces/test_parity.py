@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from mcp import Client
-from mcp_helpers import ok, session
+from mcp_helpers import ok, session, text
 
 import recalld
 from recalld.config import Settings
@@ -135,3 +135,40 @@ def test_library_cli_mcp_and_http_agree(
     assert [through_cli(settings, s, tmp_path) for s in SEARCHES] == expected
     assert through_mcp(settings, SEARCHES) == expected
     assert [through_http(s) for s in SEARCHES] == expected
+
+
+BAD_SEARCHES: list[dict[str, Any]] = [
+    {"query": "   "},
+    {"query": "x", "limit": 0},
+    {"query": "x", "limit": "many"},
+    {"query": "x", "as_of": "soon"},
+    {"query": "x", "filters": {"types": ["opinion"]}},
+    {"query": "x", "filters": {"since": "last tuesday"}},
+    {"query": "x", "filters": {"colour": "red"}},
+]
+
+
+def test_bad_input_gets_the_same_message_over_mcp_and_http(settings: Settings) -> None:
+    from starlette.testclient import TestClient
+
+    from recalld.interfaces.http import create_app
+
+    with TestClient(create_app(settings)) as client:
+        over_http = []
+        for body in BAD_SEARCHES:
+            answer = client.post("/v1/search", json=body)
+            assert answer.status_code == 422, answer.text
+            over_http.append(answer.json()["error"]["message"])
+    pool = Engines(settings)
+
+    async def run(client: Client) -> list[str]:
+        results = [await client.call_tool("memory_search", body) for body in BAD_SEARCHES]
+        assert all(r.is_error for r in results)
+        return [text(r) for r in results]
+
+    try:
+        over_mcp = session(build_server(lambda ctx: pool.get()), run)
+    finally:
+        pool.close()
+    assert over_mcp == over_http
+    assert not any(m.startswith("Error executing tool") for m in over_mcp)

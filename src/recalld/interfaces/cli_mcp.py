@@ -27,10 +27,14 @@ def is_loopback(host: str) -> bool:
 
 @click.command(context_settings=CONTEXT_SETTINGS)
 @click.option("--http", "http", is_flag=True,
-              help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.")  # fmt: skip
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on with --http (loopback only).")  # fmt: skip
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int,
+              help="Serve streamable HTTP at http://HOST:PORT/mcp/ instead of stdio.")  # fmt: skip
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on with --http (without API keys, loopback only).",
+)
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
               help="Port to listen on with --http.")  # fmt: skip
 @pass_ctx
 def mcp(obj: Ctx, http: bool, host: str, port: int) -> None:
@@ -39,25 +43,34 @@ def mcp(obj: Ctx, http: bool, host: str, port: int) -> None:
 
     By default over stdio, as Claude Code, Cursor and Codex launch it (see docs/mcp.md);
     the store and tenant come from --db / --tenant or RECALLD_DB / RECALLD_TENANT. Logs go
-    to standard error, never to standard output.
+    to standard error, never to standard output. With --http, requests need
+    `Authorization: Bearer KEY` once any key exists (`recalld keys create`), and each key
+    reaches only its tenant; `recalld serve` also serves these tools at /mcp/.
     """
-    from recalld.interfaces.mcp import Engines, log, run_http, run_stdio
+    from recalld.interfaces.mcp import Engines, run_http, run_stdio
 
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
-        if http and not is_loopback(host):
+        if http and not is_loopback(host) and _active_keys(obj) == 0:
             raise InvalidInputError(
-                f"--host {host} is not a loopback address: without keys the MCP server only "
-                "listens on 127.0.0.1, ::1 or localhost"
+                f"--host {host} is not a loopback address, and no API key exists: create one "
+                "with `recalld keys create --tenant NAME`, or listen on 127.0.0.1"
             )
+    if http:
+        with errors():
+            run_http(settings, host, port)
+        return
     engines = Engines(settings)
     # Load the model while the client connects, so the first search is already warm.
     threading.Thread(target=_warm, args=(engines,), daemon=True).start()
-    if http:
-        log(f"no keys: listening on loopback only; store {settings.db}")
-        run_http(engines, host, port)
-    else:
-        run_stdio(engines)
+    run_stdio(engines)
+
+
+def _active_keys(obj: Ctx) -> int:
+    from recalld.keys import key_store
+
+    with obj.engine() as engine:
+        return key_store(engine.store).active_keys()
 
 
 def _warm(engines: object) -> None:

@@ -138,7 +138,7 @@ def _check_limit(value: Any) -> Any:
 def _check_preset(value: Any) -> Any:
     from recalld.retrieval.config import PRESETS
 
-    if value is not None and value not in PRESETS:
+    if value is not None and (not isinstance(value, str) or value not in PRESETS):
         raise ValueError(f"unknown preset {value!r}; choose one of {', '.join(PRESETS)}")
     return value
 

@@ -138,3 +138,14 @@ def test_the_serializer_gives_plain_json(fake_engine: recalld.MemoryEngine) -> N
     assert hit["memory"]["content"] == "the deploy runs on Fridays"
     assert isinstance(hit["memory"]["created_at"], str) and hit["trace"]["channels"]
     assert to_json(result) == data
+
+
+def test_wrongly_typed_values_are_refused_not_crashed_on() -> None:
+    """Found by schemathesis: a list as the preset used to raise TypeError (a 500)."""
+    assert "unknown preset" in message(lambda: parse(SearchQuery, {"query": "x", "preset": []}))
+    assert "mode must be one of" in message(
+        lambda: parse(SearchQuery, {"query": "x", "mode": ["auto"]})
+    )
+    assert "type must be one of" in message(
+        lambda: parse(AddMemories, {"memories": [{"content": "x", "type": {}}]})
+    )

@@ -244,9 +244,13 @@ class ServerState:
         self.limiter = RateLimiter(settings.http_rate_limit)
         self._engines: dict[tuple[str, tuple[str, ...]], MemoryEngine] = {}
         self._lock = threading.Lock()
-        self.root = self.engine_for(settings.tenant, settings.shared)
+        self.engine_for(settings.tenant, settings.shared)  # opens the store: fail early
+
+    @property
+    def root(self) -> MemoryEngine:
         """The engine of the settings' own tenant: it reads the keys, and serves callers
         when no key exists."""
+        return self.engine_for(self.settings.tenant, self.settings.shared)
 
     def engine_for(self, tenant: str, shared: Sequence[str] = ()) -> MemoryEngine:
         """The engine of a tenant grant, opened on first use and kept."""
@@ -296,6 +300,7 @@ class ServerState:
                            {"Retry-After": str(seconds)})  # fmt: skip
 
     def close(self) -> None:
+        """Close every engine (the app's shutdown); a later request opens them again."""
         with self._lock:
             for engine in self._engines.values():
                 engine.close()
@@ -500,6 +505,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.recalld = state
+    app.add_middleware(BodyLimit, limit=settings.http_max_body_bytes)
     _install_error_handlers(app)
     _routes(app, state)
     for extension in mounted:
@@ -552,7 +558,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
             limit = state.settings.http_max_batch
             raise ApiError(413, f"{len(batch)} memories in one request, over the limit of "
                            f"{limit}; split the batch")  # fmt: skip
-        add = parse(AddMemories, {"memories": [data]} if single else data)
+        add = parse(AddMemories, {"memories": [parse(MemoryIn, data)]} if single else data)
         results = await run(who.engine.run_add, add)
         return _json(results[0] if single else AddResults(tuple(results)), 201)
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import anyio
@@ -42,3 +43,17 @@ def refused(result: CallToolResult) -> str:
     assert result.is_error, result
     assert result.structured_content is None
     return text(result)
+
+
+@asynccontextmanager
+async def with_key(url: str, key: str) -> AsyncIterator[Any]:
+    """A streamable HTTP transport sending ``Authorization: Bearer key``."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {key}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams

@@ -133,7 +133,7 @@ def with_http_server(env: dict[str, str], run: Callable[[str], Awaitable[Any] | 
                 if probe.connect_ex(("127.0.0.1", port)) == 0:
                     break
             time.sleep(0.1)
-        return run(f"http://127.0.0.1:{port}/mcp")
+        return run(f"http://127.0.0.1:{port}/mcp/")
     finally:
         server.terminate()
         server.wait(timeout=30)

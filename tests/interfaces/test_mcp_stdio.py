@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -137,3 +138,28 @@ def test_stdio_tenants_from_the_environment_are_kept_apart(
 
 async def _all(*calls: Any) -> list[Any]:
     return [await c for c in calls]
+
+
+def test_standard_output_carries_nothing_but_the_protocol(
+    tmp_path: Path, cli_env: dict[str, str], recalld_command: list[str]
+) -> None:
+    """A client that closes the pipe at once: the server leaves quietly, stdout untouched."""
+    env = {**cli_env, "RECALLD_DB": str(tmp_path / "m.db"), "RECALLD_EMBEDDER": "fake"}
+    done = subprocess.run([*recalld_command, "mcp"], input="", env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0 and done.stdout == ""
+    assert done.stderr.startswith("recalld mcp: serving store")
+
+
+def test_a_model_that_cannot_load_is_a_tool_error_not_a_crash(
+    tmp_path: Path, cli_env: dict[str, str], recalld_command: list[str]
+) -> None:
+    broken = {"RECALLD_EMBEDDER": f"onnx:{tmp_path / 'no-model'}"}
+
+    async def calls(client: Client) -> list[Any]:
+        return [await client.call_tool("memory_search", {"query": "anything"}),
+                await client.call_tool("memory_status", {})]  # fmt: skip
+
+    search, status = session(launch(recalld_command, cli_env, tmp_path / "m.db", **broken), calls)
+    assert "model file not found" in refused(search)
+    assert "model file not found" in refused(status)

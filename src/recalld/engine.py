@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import builtins
 import io
-import json
 import os
-import secrets
-import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -22,7 +19,6 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from pydantic import BaseModel
 
 from recalld.config import Settings, is_dsn, load_settings
-from recalld.entities import extract_entities
 from recalld.errors import (
     ConflictError,
     EmbedderMismatchError,
@@ -33,7 +29,6 @@ from recalld.errors import (
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, Fingerprint, Vectors, resolve_embedder
 from recalld.records import (
-    MEMORY_TYPES,
     AddResult,
     Context,
     Granularity,
@@ -62,7 +57,9 @@ from recalld.retrieval.models import Models, build_models
 from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores import open_store
 from recalld.stores.base import DedupKey, SourceIndex, Store, StoreStats, Tenancy
-from recalld.text import content_hash, estimate_tokens, normalize_content, states_event
+from recalld.text import estimate_tokens
+from recalld.validation import prepare_memory
+from recalld.validation import text_of as _text
 
 if TYPE_CHECKING:
     import threading
@@ -84,11 +81,6 @@ CONTEXT_MIN_HITS = 50
 ``CONTEXT_TOKENS_PER_HIT`` tokens of budget, so that a budget is filled even when memories
 are short (a chat turn is 20-40 tokens): 2000 tokens draw on 125 hits."""
 CONTEXT_TOKENS_PER_HIT = 16
-
-
-def new_id() -> str:
-    """Time-ordered id: 12 hex digits of milliseconds, then 8 random hex digits."""
-    return f"{int(time.time() * 1000):012x}{secrets.token_hex(4)}"
 
 
 @dataclass(frozen=True)
@@ -271,57 +263,9 @@ class MemoryEngine:
         return AddResult(old.id, False, old.id)
 
     def _prepare(self, item: NewMemory, now: datetime) -> Memory:
-        content = self._validate_content(item.content)
-        _check_field_types(item)
-        if item.type not in MEMORY_TYPES:
-            raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}")
-        if not 1.0 <= item.priority <= 2.0:
-            raise InvalidInputError("priority must be between 1.0 and 2.0")
-        if not 0.0 <= item.significance <= 1.0:
-            raise InvalidInputError("significance must be between 0.0 and 1.0")
-        if item.id is not None and not item.id.strip():
-            raise InvalidInputError("an explicit id must not be blank")
-        entities = item.entities if item.entities is not None else extract_entities(content)
-        return Memory(
-            id=item.id or new_id(),
-            content=content,
-            type=item.type,
-            created_at=now,
-            updated_at=now,
-            content_hash=content_hash(content),
-            event_time=as_utc(item.event_time),
-            priority=item.priority,
-            pinned=item.pinned,
-            evergreen=item.evergreen,
-            significance=item.significance,
-            project=item.project,
-            scope=item.scope,
-            session_id=item.session_id,
-            source=item.source,
-            tags=tuple(dict.fromkeys(t.strip() for t in item.tags if t.strip())),
-            entities=tuple(dict.fromkeys(e.lower() for e in entities)),
-            metadata=dict(item.metadata),
-            embed_context=_optional_text(item.embed_context, "embed_context"),
-            namespace=self.store.tenancy.namespace_for(item.namespace),
-            tells_event=states_event(content),
-        )
-
-    def _validate_content(self, content: object) -> str:
-        if not isinstance(content, str):
-            raise InvalidInputError(f"content must be text, not {type(content).__name__}")
-        text = normalize_content(content)
-        if not text:
-            raise InvalidInputError("content is empty or only whitespace")
-        if len(text) > self.settings.max_content_chars:
-            raise InvalidInputError(
-                f"content has {len(text)} characters, over the limit of "
-                f"{self.settings.max_content_chars}; split it, or index it as a file"
-            )
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInputError(f"content is not valid Unicode text: {exc.reason}") from exc
-        return text
+        """``item`` checked and made a :class:`Memory` (see :func:`prepare_memory`)."""
+        return prepare_memory(item, now, max_content_chars=self.settings.max_content_chars,
+                              namespace_for=self.store.tenancy.namespace_for)  # fmt: skip
 
     def update(self, memory_id: str, **changes: Any) -> Memory:
         """Change fields of a memory; new content is re-embedded."""
@@ -762,50 +706,6 @@ def format_hit(memory: Memory) -> str:
     """One line of context: the date (when known) and the content."""
     when = memory.event_time.strftime("%Y-%m-%d") if memory.event_time else None
     return f"- ({when}) {memory.content}" if when else f"- {memory.content}"
-
-
-def _optional_text(value: object, name: str) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{name} must be text, not {type(value).__name__}")
-    return value.strip() or None
-
-
-def _text(content: object) -> str:
-    if isinstance(content, bytes):
-        try:
-            return content.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"content is not valid UTF-8: {exc}") from exc
-    if not isinstance(content, str):
-        raise InvalidInputError(f"content must be text, not {type(content).__name__}")
-    return content
-
-
-def _check_field_types(item: NewMemory) -> None:
-    """Clear errors for wrongly typed fields a Python caller may pass (the CLI parses its own)."""
-    for name in ("tags", "entities"):
-        value = getattr(item, name)
-        if value is not None and not (
-            isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
-        ):
-            raise InvalidInputError(f"{name} must be a list of strings")
-    for name in ("id", "project", "session_id"):
-        if getattr(item, name) is not None and not isinstance(getattr(item, name), str):
-            raise InvalidInputError(f"{name} must be a string")
-    if not isinstance(item.scope, str):
-        raise InvalidInputError("scope must be a string")
-    if item.event_time is not None and not isinstance(item.event_time, datetime):
-        raise InvalidInputError("event_time must be a datetime")
-    for name in ("priority", "significance"):
-        value = getattr(item, name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidInputError(f"{name} must be a number")
-    try:
-        json.dumps(dict(item.metadata))
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"metadata must be a JSON-serialisable mapping: {exc}") from exc
 
 
 FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "since", "until")

@@ -262,6 +262,8 @@ class ContextQuery(_Ranked):
     """The budget in tokens (default: the retrieval config's, 2000)."""
     limit: int | None = None
     """How many hits to consider (default: enough to fill the budget)."""
+    explain: bool = False
+    """Attach a trace to each hit of the block (as for a search)."""
 
     _limit = field_validator("limit", mode="before")(_check_limit)
 
@@ -383,6 +385,22 @@ class AddMemories(BaseModel):
     stored again (its result names the existing id)."""
 
 
+NOT_NULL = frozenset(
+    {
+        "content",
+        "type",
+        "priority",
+        "pinned",
+        "evergreen",
+        "significance",
+        "scope",
+        "tags",
+        "metadata",
+    }
+)
+"""Fields of a memory that always have a value: a patch may change them, not clear them."""
+
+
 class MemoryPatch(BaseModel):
     """Fields to change on a memory; those not given are kept. New content is re-embedded."""
 
@@ -419,6 +437,13 @@ class MemoryPatch(BaseModel):
             return MemoryFields._strings(value)
         low, high = (1.0, 2.0) if info.field_name == "priority" else (0.0, 1.0)
         return _check_range(str(info.field_name), low, high, value)
+
+    @model_validator(mode="after")
+    def _no_null_for_required(self) -> MemoryPatch:
+        for name in sorted(self.model_fields_set & NOT_NULL):
+            if getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null (leave it out to keep it)")
+        return self
 
     def changes(self) -> dict[str, Any]:
         """The fields the caller gave (``null`` clears an optional field)."""

@@ -149,3 +149,29 @@ def test_wrongly_typed_values_are_refused_not_crashed_on() -> None:
     assert "type must be one of" in message(
         lambda: parse(AddMemories, {"memories": [{"content": "x", "type": {}}]})
     )
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        "tags",
+        "metadata",
+        "pinned",
+        "evergreen",
+        "scope",
+        "priority",
+        "significance",
+        "type",
+        "content",
+    ],
+)
+def test_a_null_for_a_field_that_always_has_a_value_is_refused(
+    fake_engine: recalld.MemoryEngine, field: str
+) -> None:
+    """Found by a schemathesis run against a live server: PATCH {"tags": null} was a 500."""
+    memory = fake_engine.get(fake_engine.add("keep me as I am", tags=["a"]).id)
+    assert f"{field} cannot be null" in message(
+        lambda: parse(UpdateMemory, {"id": memory.id, "changes": {field: None}})
+    )
+    message(lambda: fake_engine.update(memory.id, **{field: None}))
+    assert fake_engine.get(memory.id) == memory

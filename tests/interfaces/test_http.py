@@ -221,6 +221,9 @@ def test_bad_input_gives_the_library_message_and_changes_nothing(server: Server)
     assert "limit" in error_of(c.get("/v1/memories", headers=h, params={"limit": 0}), 422)
     assert "no such resource" in error_of(c.get("/v1/nothing", headers=h), 404)
     fixed = add(server, server.alice, "a memory with a chosen id", id="chosen-1")
+    assert "tags cannot be null" in error_of(
+        c.patch(f"/v1/memories/{fixed}", headers=h, json={"tags": None}), 422
+    )
     before = server.snapshot("alice")
     assert "already exists" in error_of(
         c.post("/v1/memories", headers=h, json={"content": "other words", "id": fixed}), 409
@@ -307,7 +310,7 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
     assert key.startswith("rk_")
     listed = json.loads(runner.invoke(cli, ["--json", "keys", "list"], env=env).stdout)
     assert [(k["tenant"], k["shared"], k["admin"]) for k in listed] == [("carol", ["team"], True)]
-    assert key.split("_")[2] not in json.dumps(listed)  # the secret is never listed
+    assert key.split("_", 2)[2] not in json.dumps(listed)  # the secret is never listed
     stored = (tmp_path / "k.db").read_bytes()
     assert key.split("_", 2)[2].encode() not in stored
     gone = runner.invoke(cli, ["keys", "revoke", listed[0]["id"]], env=env)

@@ -3,10 +3,12 @@
 Builds a store from one LongMemEval_S question's haystack with the real packaged model, then
 times ``memory_search`` (query embedding included) for the file's questions:
 
-- in process: ``engine.search`` on a warm engine;
+- in process: ``engine.search`` on a warm engine (on the main thread, and on a worker thread);
 - MCP over stdio: ``recalld mcp`` launched as an agent launches it, the SDK's stdio client;
 - MCP over streamable HTTP: ``recalld mcp --http`` on a loopback port, the SDK's client;
-- and the HTTP server's throughput with 8 concurrent clients.
+
+each query through every path in turn (so a change of load hits them all alike); then the
+HTTP server's throughput with 8 concurrent clients.
 
     .venv/bin/python scripts/bench_mcp.py \
         ../shared/benchmarks/longmemeval/longmemeval_s.json.gz --queries 100 --rounds 2
@@ -17,6 +19,7 @@ Prints a Markdown table and the JSON (with the date and the load average before 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import numpy as np
 from mcp import Client, StdioServerParameters
 
@@ -63,16 +67,40 @@ def build_store(path: Path, source: Path, question_index: int) -> tuple[Settings
     return settings, probes
 
 
-def in_process(settings: Settings, probes: list[Any], rounds: int) -> dict[str, float]:
+PATHS = ("in_process", "in_process_worker_thread", "mcp_stdio", "mcp_http")
+
+
+async def interleaved(settings: Settings, stdio: Any, url: str, probes: list[Any],
+                      rounds: int) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Each query through every path in turn, so a change of load hits them all alike.
+
+    In process twice: on the event loop's thread, and on a worker thread as the MCP server
+    runs its tools (the two differ by a few ms on this machine)."""
+    times: dict[str, list[float]] = {name: [] for name in PATHS}
     with recalld.open(settings=settings) as engine:
-        engine.search(probes[0][0], limit=LIMIT, as_of=probes[0][1])
-        times = []
-        for _ in range(rounds):
-            for question, as_of in probes:
-                started = time.perf_counter()
+        async with (Client(stdio, read_timeout_seconds=120) as over_stdio,
+                    Client(url, read_timeout_seconds=120) as over_http):  # fmt: skip
+            clients = {"mcp_stdio": over_stdio, "mcp_http": over_http}
+            for question, as_of in probes[:3]:  # warm: models and caches load; not counted
                 engine.search(question, limit=LIMIT, as_of=as_of)
-                times.append((time.perf_counter() - started) * 1000)
-    return summary(times)
+                for client in clients.values():
+                    await client.call_tool("memory_search", {"query": question})
+            for _ in range(rounds):
+                for question, as_of in probes:
+                    search = functools.partial(engine.search, question, limit=LIMIT, as_of=as_of)
+                    started = time.perf_counter()
+                    search()
+                    times["in_process"].append((time.perf_counter() - started) * 1000)
+                    started = time.perf_counter()
+                    await anyio.to_thread.run_sync(search)
+                    times["in_process_worker_thread"].append((time.perf_counter() - started) * 1000)
+                    args = {"query": question, "limit": LIMIT, "as_of": as_of.isoformat()}
+                    for name, client in clients.items():
+                        started = time.perf_counter()
+                        result = await client.call_tool("memory_search", args)
+                        times[name].append((time.perf_counter() - started) * 1000)
+                        assert not result.is_error, result
+    return {name: summary(values) for name, values in times.items()}
 
 
 async def timed_calls(client: Client, probes: list[Any], rounds: int) -> list[float]:
@@ -85,15 +113,6 @@ async def timed_calls(client: Client, probes: list[Any], rounds: int) -> list[fl
             times.append((time.perf_counter() - started) * 1000)
             assert not result.is_error, result
     return times
-
-
-def over(target: Any, probes: list[Any], rounds: int) -> dict[str, float]:
-    async def main() -> list[float]:
-        async with Client(target, read_timeout_seconds=120) as client:
-            await timed_calls(client, probes[:3], 1)  # warm: the model is loaded by now
-            return await timed_calls(client, probes, rounds)
-
-    return summary(anyio.run(main))
 
 
 def concurrent(url: str, probes: list[Any]) -> dict[str, float]:
@@ -155,18 +174,17 @@ def main() -> None:
                               "python": sys.version.split()[0], "load_before": load()}  # fmt: skip
     with recalld.open(settings=settings) as engine:
         report["memories"] = engine.status().store.memories
-    report["in_process"] = in_process(settings, probes, args.rounds)
     stdio = StdioServerParameters(
         command=shutil.which("recalld") or "recalld", args=["mcp"],
         env={k: env[k] for k in ("RECALLD_DB", "RECALLD_CACHE_DIR")},
     )  # fmt: skip
-    report["mcp_stdio"] = over(stdio, probes, args.rounds)
-    report["mcp_http"] = with_http_server(env, lambda url: over(url, probes, args.rounds))
+    report.update(with_http_server(env, lambda url: anyio.run(
+        interleaved, settings, stdio, url, probes, args.rounds)))  # fmt: skip
     report["mcp_http_concurrent"] = with_http_server(env, lambda url: concurrent(url, probes))
     report["load_after"] = load()
     base = report["in_process"]["p50_ms"]
     print("| path | p50 ms | p95 ms | p50 / in process |\n|---|---|---|---|")
-    for name in ("in_process", "mcp_stdio", "mcp_http", "mcp_http_concurrent"):
+    for name in (*PATHS, "mcp_http_concurrent"):
         row = report[name]
         print(f"| {name} | {row['p50_ms']} | {row['p95_ms']} | {row['p50_ms'] / base:.2f}x |")
     print(json.dumps(report, indent=2))

@@ -68,6 +68,8 @@ def build_store(path: Path, source: Path, question_index: int) -> tuple[Settings
 
 
 PATHS = ("in_process", "in_process_worker_thread", "mcp_stdio", "mcp_http")
+GETS = ("get_in_process", "get_mcp_stdio", "get_mcp_http")
+"""``memory_get`` of one id: next to no work, so its time is the transport's own cost."""
 
 
 async def interleaved(settings: Settings, stdio: Any, url: str, probes: list[Any],
@@ -76,8 +78,9 @@ async def interleaved(settings: Settings, stdio: Any, url: str, probes: list[Any
 
     In process twice: on the event loop's thread, and on a worker thread as the MCP server
     runs its tools (the two differ by a few ms on this machine)."""
-    times: dict[str, list[float]] = {name: [] for name in PATHS}
+    times: dict[str, list[float]] = {name: [] for name in (*PATHS, *GETS)}
     with recalld.open(settings=settings) as engine:
+        memory_id = engine.list(limit=1)[0].id
         async with (Client(stdio, read_timeout_seconds=120) as over_stdio,
                     Client(url, read_timeout_seconds=120) as over_http):  # fmt: skip
             clients = {"mcp_stdio": over_stdio, "mcp_http": over_http}
@@ -99,6 +102,14 @@ async def interleaved(settings: Settings, stdio: Any, url: str, probes: list[Any
                         started = time.perf_counter()
                         result = await client.call_tool("memory_search", args)
                         times[name].append((time.perf_counter() - started) * 1000)
+                        assert not result.is_error, result
+                    started = time.perf_counter()
+                    engine.get(memory_id)
+                    times["get_in_process"].append((time.perf_counter() - started) * 1000)
+                    for name, client in clients.items():
+                        started = time.perf_counter()
+                        result = await client.call_tool("memory_get", {"id": memory_id})
+                        times[f"get_{name}"].append((time.perf_counter() - started) * 1000)
                         assert not result.is_error, result
     return {name: summary(values) for name, values in times.items()}
 
@@ -184,9 +195,10 @@ def main() -> None:
     report["load_after"] = load()
     base = report["in_process"]["p50_ms"]
     print("| path | p50 ms | p95 ms | p50 / in process |\n|---|---|---|---|")
-    for name in (*PATHS, "mcp_http_concurrent"):
+    for name in (*PATHS, "mcp_http_concurrent", *GETS):
         row = report[name]
-        print(f"| {name} | {row['p50_ms']} | {row['p95_ms']} | {row['p50_ms'] / base:.2f}x |")
+        ratio = row["p50_ms"] / (report["get_in_process"]["p50_ms"] if name in GETS else base)
+        print(f"| {name} | {row['p50_ms']} | {row['p95_ms']} | {ratio:.2f}x |")
     print(json.dumps(report, indent=2))
     shutil.rmtree(workdir, ignore_errors=True)
 

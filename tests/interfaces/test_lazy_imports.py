@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-HEAVY = ("onnxruntime", "tokenizers", "httpx", "matplotlib", "rich", "psycopg", "torch")
+HEAVY = ("onnxruntime", "tokenizers", "httpx", "matplotlib", "rich", "psycopg", "torch", "mcp",
+         "starlette", "uvicorn", "anyio")  # fmt: skip
 
 
 def loaded_after(code: str, env: dict[str, str]) -> set[str]:
@@ -29,7 +30,9 @@ def test_import_recalld_is_light(cli_env: dict[str, str]) -> None:
     assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
 
 
-@pytest.mark.parametrize("args", [["--help"], ["search", "--help"], ["--version"]])
+@pytest.mark.parametrize(
+    "args", [["--help"], ["search", "--help"], ["mcp", "--help"], ["--version"]]
+)
 def test_cli_help_is_light(cli_env: dict[str, str], args: list[str]) -> None:
     code = (
         "import sys\n"

@@ -77,6 +77,7 @@ LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
     "index": "recalld.interfaces.cli_sources:index",
     "keys": "recalld.interfaces.cli_serve:keys",
+    "mcp": "recalld.interfaces.cli_mcp:mcp",
     "migrate": "recalld.interfaces.cli_postgres:migrate",
     "postgres": "recalld.interfaces.cli_postgres:postgres",
     "serve": "recalld.interfaces.cli_serve:serve",
@@ -85,8 +86,31 @@ LAZY_COMMANDS = {
 """Commands defined in their own modules, imported only when invoked (keeps --help fast)."""
 
 
+def _set_json(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    root = ctx.find_object(Ctx)
+    if value and root is not None:
+        root.as_json = True
+
+
+def accept_json_after(command: click.Command) -> click.Command:
+    """Let ``--json`` follow the subcommand too (``recalld search x --json``), as a new user
+    types it; commands with a ``--json`` of their own (bench's report file) keep theirs."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            accept_json_after(sub)
+    if not any("--json" in getattr(p, "opts", ()) for p in command.params):
+        command.params.append(click.Option(
+            ["--json"], is_flag=True, expose_value=False, callback=_set_json,
+            help="Machine-readable JSON output (same as recalld --json).",
+        ))  # fmt: skip
+    return command
+
+
 class LazyGroup(click.Group):
-    """A group whose heavier subcommands live in other modules, imported on first use."""
+    """A group whose heavier subcommands live in other modules, imported on first use.
+
+    Every subcommand also takes ``--json`` after its name (see :func:`accept_json_after`).
+    """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self._available()])
@@ -97,8 +121,9 @@ class LazyGroup(click.Group):
             module = importlib.import_module(module_name)
             command = getattr(module, attribute)
             assert isinstance(command, click.Command)
-            return command
-        return super().get_command(ctx, name)
+            return accept_json_after(command)
+        found = super().get_command(ctx, name)
+        return None if found is None else accept_json_after(found)
 
     @staticmethod
     def _available() -> list[str]:

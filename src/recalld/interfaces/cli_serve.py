@@ -18,13 +18,16 @@ def serve(obj: Ctx, host: str, port: int) -> None:
     """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
 
     Requests need `Authorization: Bearer KEY` once any key exists (`recalld keys create`);
-    each key reaches only its tenant's memories. OpenAPI at /openapi.json.
+    each key reaches only its tenant's memories. OpenAPI at /openapi.json; the MCP tools
+    (docs/mcp.md) at /mcp/, with the same keys.
     """
     from recalld.interfaces.http import serve as run
+    from recalld.interfaces.mcp import mcp_extension
 
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
-        run(settings, host, port, say=lambda line: click.echo(line, err=True))
+        run(settings, host, port, say=lambda line: click.echo(line, err=True),
+            extensions=[mcp_extension])  # fmt: skip
 
 
 @click.group()

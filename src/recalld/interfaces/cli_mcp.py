@@ -1,0 +1,82 @@
+"""``recalld mcp``: serve the memory tools to an agent (stdio, or streamable HTTP)."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import threading
+
+import click
+
+import recalld
+from recalld.errors import InvalidInputError, RecalldError
+from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, errors, pass_ctx
+
+DEFAULT_PORT = 8766
+"""``recalld serve`` takes 8765; the standalone MCP server sits beside it."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@click.command(context_settings=CONTEXT_SETTINGS)
+@click.option("--http", "http", is_flag=True,
+              help="Serve streamable HTTP at http://HOST:PORT/mcp/ instead of stdio.")  # fmt: skip
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on with --http (without API keys, loopback only).",
+)
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
+              help="Port to listen on with --http.")  # fmt: skip
+@pass_ctx
+def mcp(obj: Ctx, http: bool, host: str, port: int) -> None:
+    """Serve memory_search, memory_context, memory_add, memory_get, memory_update,
+    memory_forget and memory_status to an agent over MCP.
+
+    By default over stdio, as Claude Code, Cursor and Codex launch it (see docs/mcp.md);
+    the store and tenant come from --db / --tenant or RECALLD_DB / RECALLD_TENANT. Logs go
+    to standard error, never to standard output. With --http, requests need
+    `Authorization: Bearer KEY` once any key exists (`recalld keys create`), and each key
+    reaches only its tenant; `recalld serve` also serves these tools at /mcp/.
+    """
+    from recalld.interfaces.mcp import Engines, run_http, run_stdio
+
+    with errors():
+        settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
+        if http and not is_loopback(host) and _active_keys(obj) == 0:
+            raise InvalidInputError(
+                f"--host {host} is not a loopback address, and no API key exists: create one "
+                "with `recalld keys create --tenant NAME`, or listen on 127.0.0.1"
+            )
+    if http:
+        with errors():
+            run_http(settings, host, port)
+        return
+    engines = Engines(settings)
+    # Load the model while the client connects, so the first search is already warm.
+    threading.Thread(target=_warm, args=(engines,), daemon=True).start()
+    run_stdio(engines)
+
+
+def _active_keys(obj: Ctx) -> int:
+    from recalld.keys import key_store
+
+    with obj.engine() as engine:
+        return key_store(engine.store).active_keys()
+
+
+def _warm(engines: object) -> None:
+    from recalld.interfaces.mcp import Engines
+
+    assert isinstance(engines, Engines)
+    # A failure here is the answer to the first tool call that needs the model.
+    with contextlib.suppress(RecalldError):
+        engines.embedder()

@@ -1,0 +1,381 @@
+"""``recalld mcp``: the memory tools over the Model Context Protocol (stdio or streamable HTTP).
+
+A thin adapter: each tool turns its typed arguments into one request object
+(:mod:`recalld.requests`), runs it with :meth:`MemoryEngine.execute`, and answers with
+compact text the calling model reads (ids it can pass back included) plus
+:mod:`recalld.serialize`'s JSON as structured content, the JSON the CLI's ``--json`` and
+the HTTP API give. Bad input is a tool error carrying the library's own message
+(:func:`recalld.requests.describe_errors` for arguments of the wrong type), nothing changed.
+
+Over stdio the tenant is the settings' (``RECALLD_TENANT``); over HTTP it is the Bearer key's,
+checked by the HTTP API's :class:`~recalld.interfaces.http.ServerState`.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+
+import recalld
+from recalld.errors import RecalldError
+from recalld.interfaces.describe import (
+    describe_context,
+    describe_memory,
+    describe_search,
+    memories,
+)
+from recalld.records import MemoryType
+from recalld.requests import (
+    AddMemories,
+    ContextQuery,
+    Filters,
+    ForgetMemories,
+    GetMemory,
+    SearchQuery,
+    UpdateMemory,
+    describe_errors,
+    parse,
+)
+from recalld.serialize import to_json
+
+if TYPE_CHECKING:
+    from recalld.config import Settings
+    from recalld.interfaces.http import Caller, Extension, ServerState
+    from recalld.providers.embedders import Embedder
+
+INSTRUCTIONS = (
+    "recalld is this user's long-term memory. Call memory_search (or memory_context for a "
+    "prompt-ready block) before answering anything that may depend on what was said or "
+    "decided earlier; call memory_add to keep a durable fact, decision or preference. Ids in "
+    "results can be passed to memory_get, memory_update and memory_forget."
+)
+
+EngineFor = Callable[[Context], recalld.MemoryEngine]
+"""Which engine (tenant) a tool call reaches: from the settings over stdio, from the key
+over HTTP."""
+
+
+class Engines:
+    """The stdio server's engine: one per tenant, sharing one embedder loaded once per
+    process, on first use (a model that cannot load is then a tool error, not a crash)."""
+
+    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self._embedder = embedder
+        self._engines: dict[tuple[str, tuple[str, ...]], recalld.MemoryEngine] = {}
+        self._lock = threading.Lock()
+
+    def embedder(self) -> Embedder:
+        with self._lock:
+            if self._embedder is None:
+                from recalld.providers.embedders import resolve_embedder
+
+                self._embedder = resolve_embedder(self.settings.embedder, self.settings)
+            return self._embedder
+
+    def get(self, tenant: str | None = None, shared: tuple[str, ...] | None = None) -> (
+            recalld.MemoryEngine):  # fmt: skip
+        """The engine of ``tenant`` (default: the settings' tenant and shared namespaces)."""
+        key = (tenant or self.settings.tenant,
+               self.settings.shared if shared is None else tuple(shared))  # fmt: skip
+        embedder = self.embedder()
+        with self._lock:
+            if key not in self._engines:
+                settings = self.settings.model_copy(update={"tenant": key[0], "shared": key[1]})
+                self._engines[key] = recalld.open(settings=settings, embedder=embedder)
+            return self._engines[key]
+
+    def close(self) -> None:
+        with self._lock:
+            for engine in self._engines.values():
+                engine.close()
+            self._engines.clear()
+
+
+def _result(text: str, data: Any) -> CallToolResult:
+    structured = to_json(data)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=structured if isinstance(structured, dict) else {"result": structured},
+    )
+
+
+def _error(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _call(run: Callable[[], CallToolResult]) -> CallToolResult:
+    """Run one facade call; recalld's errors become a tool error with the library's own
+    message (the facade validates before it writes, so nothing was changed)."""
+    try:
+        return run()
+    except RecalldError as exc:
+        return _error(str(exc))
+
+
+class _Server(MCPServer):
+    """Arguments of the wrong type are refused with the message every other door gives."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:  # fmt: skip
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return _error(describe_errors(exc.__cause__.errors()))
+            raise
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The arguments the model gave (``None``: left to the request's default)."""
+    return {k: v for k, v in values.items() if v is not None}
+
+
+Query = Annotated[str, Field(description="The question or keywords, in natural language.")]
+Limit = Annotated[int, Field(description="How many memories to return (1-1000).")]
+AsOf = Annotated[datetime | None, Field(
+    description="Reference time for relative dates ('last week') and recency, ISO; "
+    "default now.")]  # fmt: skip
+FiltersArg = Annotated[Filters | None, Field(
+    description="Only memories matching all of these (project, scope, types, tags, "
+    "session_id, since, until).")]  # fmt: skip
+Id = Annotated[str, Field(description="A memory id, as returned by the other tools.")]
+Tags = Annotated[list[str] | None, Field(description="Labels, e.g. ['deploy', 'billing'].")]
+When = Annotated[datetime | None, Field(description="When it happened, ISO date or datetime.")]
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                         open_world_hint=False)  # fmt: skip
+CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                          open_world_hint=False)  # fmt: skip
+
+
+def build_server(engine_for: EngineFor) -> MCPServer:  # noqa: C901 - one short closure per tool
+    """The MCP server with the seven memory tools, each reaching ``engine_for(ctx)``."""
+    server = _Server(
+        "recalld", instructions=INSTRUCTIONS, version=recalld.__version__, log_level="WARNING"
+    )
+
+    @server.tool(annotations=READ_ONLY)
+    def memory_search(ctx: Context, query: Query, limit: Limit = 5, filters: FiltersArg = None,
+                      explain: bool = False, as_of: AsOf = None) -> CallToolResult:  # fmt: skip
+        """Search long-term memory: the memories that best answer `query`, best first.
+
+        Returns one line per memory with its id, score, date, type and content (with
+        `explain`, also why it ranked there: channels, fusion and adjustments). Use it before
+        answering anything that may depend on earlier conversations, decisions or facts.
+        """
+
+        def run() -> CallToolResult:
+            request = parse(SearchQuery, _given(query=query, limit=limit, filters=filters,
+                                                explain=explain, as_of=as_of))  # fmt: skip
+            result = engine_for(ctx).execute(request)
+            return _result(describe_search(result, explain), result)
+
+        return _call(run)
+
+    @server.tool(annotations=READ_ONLY)
+    def memory_context(ctx: Context, query: Query, max_tokens: Annotated[int, Field(
+            description="Token budget of the block.")] = 2000, filters: FiltersArg = None,
+            as_of: AsOf = None) -> CallToolResult:  # fmt: skip
+        """A prompt-ready block of the memories relevant to `query`, within `max_tokens`.
+
+        Returns '[Memory Context]' followed by one dated line per memory, best first, cut to
+        the token budget, then the ids used. Use it to ground a whole answer in what is
+        remembered; use memory_search instead when you need scores or want to pick.
+        """
+
+        def run() -> CallToolResult:
+            request = parse(ContextQuery, _given(query=query, max_tokens=max_tokens,
+                                                 filters=filters, as_of=as_of))  # fmt: skip
+            context = engine_for(ctx).execute(request)
+            return _result(describe_context(context), context)
+
+        return _call(run)
+
+    @server.tool(annotations=WRITES)
+    def memory_add(ctx: Context, content: Annotated[str, Field(
+            description="The memory: one self-contained statement.")],
+            type: Annotated[MemoryType, Field(
+                description="insight (a durable fact, decision or preference), event "
+                "(something that happened), raw, turn or chunk.")] = "event",
+            tags: Tags = None, project: str | None = None, session_id: str | None = None,
+            event_time: When = None, pinned: bool = False) -> CallToolResult:  # fmt: skip
+        """Store one memory for later recall; returns its id.
+
+        Identical content already stored (same scope, project and session) is not stored
+        again: the answer then names the existing id. Use it for facts, decisions and
+        preferences worth remembering across sessions.
+        """
+
+        def run() -> CallToolResult:
+            memory = _given(content=content, type=type, tags=tags, project=project,
+                            session_id=session_id, event_time=event_time,
+                            pinned=pinned)  # fmt: skip
+            (added,) = engine_for(ctx).execute(parse(AddMemories, {"memories": [memory]}))
+            same = f"not stored: identical to existing memory {added.duplicate_of}"
+            return _result(f"stored {added.id}" if added.created else same, added)
+
+        return _call(run)
+
+    @server.tool(annotations=READ_ONLY)
+    def memory_get(ctx: Context, id: Id) -> CallToolResult:
+        """One memory by id: its full content, date, type, tags, project and session."""
+        return _call(lambda: _memory(engine_for(ctx).execute(parse(GetMemory, {"id": id}))))
+
+    @server.tool(annotations=CHANGES)
+    def memory_update(ctx: Context, id: Id, content: str | None = None,
+                      type: MemoryType | None = None, tags: Tags = None,
+                      project: str | None = None, event_time: When = None,
+                      pinned: bool | None = None) -> CallToolResult:  # fmt: skip
+        """Change fields of a memory (only those given); new content is re-embedded.
+
+        Returns the updated memory. Use it to correct a memory rather than adding a second,
+        contradicting one.
+        """
+
+        def run() -> CallToolResult:
+            changes = _given(content=content, type=type, tags=tags, project=project,
+                             event_time=event_time, pinned=pinned)  # fmt: skip
+            request = parse(UpdateMemory, {"id": id, "changes": changes})
+            return _memory(engine_for(ctx).execute(request), "updated ")
+
+        return _call(run)
+
+    @server.tool(annotations=CHANGES)
+    def memory_forget(ctx: Context, ids: Annotated[list[str], Field(
+            description="The ids of the memories to forget.")],
+            hard: Annotated[bool, Field(description="Delete for good instead of hiding "
+                                        "from search.")] = False) -> CallToolResult:  # fmt: skip
+        """Forget memories: hidden from search and context (or deleted with `hard`).
+
+        If any id is unknown nothing is changed and the error names it. Use it when the user
+        asks to forget something, or a memory is wrong and should not be recalled.
+        """
+
+        def run() -> CallToolResult:
+            request = parse(ForgetMemories, {"ids": ids, "hard": hard})
+            changed = engine_for(ctx).execute(request)
+            verb = "deleted" if hard else "forgot"
+            text = f"{verb} {memories(changed)}: {', '.join(request.ids)}"
+            return _result(text, {"forgotten": changed, "hard": hard})
+
+        return _call(run)
+
+    @server.tool(annotations=READ_ONLY)
+    def memory_status(ctx: Context) -> CallToolResult:
+        """How many memories the store holds, by type, and which embedder made the vectors."""
+
+        def run() -> CallToolResult:
+            status = engine_for(ctx).status()
+            s = status.store
+            by_type = ", ".join(f"{k}: {v}" for k, v in s.by_type.items()) or "none"
+            text = (f"{memories(s.memories)} ({by_type}), {s.forgotten} forgotten, "
+                    f"{s.sessions} sessions; embedder {status.embedder}")  # fmt: skip
+            return _result(text, status)
+
+        return _call(run)
+
+    return server
+
+
+def _memory(memory: recalld.Memory, prefix: str = "") -> CallToolResult:
+    return _result(prefix + describe_memory(memory), memory)
+
+
+def log(message: str) -> None:
+    """Say something to the person running the server: stderr, never the protocol's stdout."""
+    print(f"recalld mcp: {message}", file=sys.stderr, flush=True)
+
+
+def run_stdio(engines: Engines) -> None:
+    """Serve the settings' tenant over stdio until the client closes the pipe."""
+    server = build_server(lambda ctx: engines.get())
+    log(f"serving store {engines.settings.db} (tenant {engines.settings.tenant}) over stdio")
+    try:
+        server.run("stdio")
+    finally:
+        engines.close()
+
+
+# -- streamable HTTP: the caller's key picks the tenant -----------------------------------------
+
+CALLER = "recalld.caller"
+"""Where :class:`KeyGate` leaves the authenticated caller in the ASGI scope."""
+
+
+class KeyGate:
+    """ASGI middleware in front of the MCP endpoint: the HTTP API's authentication (a Bearer
+    key once any key exists; without keys, loopback only), its rate limit and error shape."""
+
+    def __init__(self, app: Any, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            from starlette.concurrency import run_in_threadpool
+            from starlette.datastructures import Headers
+
+            from recalld.interfaces.http import ApiError, error_response
+
+            header = Headers(scope=scope).get("authorization")
+            try:
+                scope[CALLER] = await run_in_threadpool(self.state.authenticate, header)
+            except ApiError as exc:
+                response = error_response(exc.status, exc.message, exc.headers)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def _caller(ctx: Context) -> Caller:
+    request = ctx.request_context.request
+    caller = None if request is None else request.scope.get(CALLER)
+    if caller is None:  # only reachable if the gate were bypassed: refuse, never guess
+        raise RecalldError("this MCP request was not authenticated")
+    return caller  # type: ignore[no-any-return]
+
+
+def mcp_extension(state: ServerState) -> Extension:
+    """The MCP server as an extension of the HTTP API (``create_app(extensions=[...])``),
+    at ``/mcp/``: the same keys, the same tenant confinement, one embedder."""
+    from recalld.interfaces.http import Extension
+
+    server = build_server(lambda ctx: _caller(ctx).engine)
+    app = server.streamable_http_app(
+        streamable_http_path="/", stateless_http=True, json_response=True, host=state.host
+    )
+    return Extension("/mcp", KeyGate(app, state), lifespan=server.session_manager.run)
+
+
+def run_http(settings: Settings, host: str, port: int) -> None:
+    """Serve only the MCP endpoint (``http://host:port/mcp/``) until interrupted."""
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    from recalld.interfaces.http import ServerState
+    from recalld.providers.embedders import resolve_embedder
+
+    state = ServerState(settings, resolve_embedder(settings.embedder, settings), host=host)
+    extension = mcp_extension(state)
+    assert extension.lifespan is not None
+    app = Starlette(routes=[Mount(extension.path, extension.app)],
+                    lifespan=lambda app: extension.lifespan())  # fmt: skip
+    keys = state.active_keys()
+    log(f"serving store {settings.db} at http://{host}:{port}/mcp/ ("
+        + (f"{keys} active API key(s): every request needs one)" if keys else
+           f"no API keys: tenant {settings.tenant}, loopback only)"))  # fmt: skip
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        state.close()

@@ -413,7 +413,7 @@ def run_longmemeval(
     report = run_cases(
         cases, len(chosen), systems, scorer,
         embedder=model, cache_dir=resolved_cache, budgets=budgets, depth=depth,
-        progress=progress, models=_models(settings, resolved_cache),
+        progress=progress, models=run_models(settings, resolved_cache),
     )  # fmt: skip
     abstention = sum(q.abstention for q in questions)
     report["options"].update({"mode": mode, "granularity": granularity,
@@ -468,9 +468,10 @@ def run_locomo(
         return locomo_scores(ranked, session_of, probe.gold_docs, probe.gold_sessions)
 
     total = sum(len(c.probes) for c in cases)
+    models = run_models(settings, resolved_cache)
     report = run_cases(
         cases, total, systems, scorer, embedder=model, cache_dir=resolved_cache,
-        budgets=budgets, depth=depth, progress=progress, models=_models(settings, resolved_cache),
+        budgets=budgets, depth=depth, progress=progress, models=models,
     )  # fmt: skip
     report["options"].update({"mode": mode, "categories": list(categories), "limit": limit,
                               "conversation_ids": list(conversation_ids)})  # fmt: skip
@@ -506,7 +507,7 @@ def _check_run(limit: int | None, depth: int) -> None:
         raise InvalidInputError("depth must be between 1 and 1000")
 
 
-def _models(settings: Settings | None, cache_dir: Path) -> Models | None:
+def run_models(settings: Settings | None, cache_dir: Path) -> Models | None:
     """The LLM and reranker the settings name (``--llm``, ``--reranker``), if any, their
     answers cached beside the run's embeddings."""
     if settings is None or not (settings.llm or settings.reranker):

@@ -43,6 +43,7 @@ from recalld.bench.runner import (
     machine,
     peak_rss_mb,
     resources,
+    run_models,
     summarize,
 )
 from recalld.bench.workloads import (
@@ -60,6 +61,7 @@ from recalld.providers.cache import CachedEmbedder
 from recalld.providers.embedders import Embedder
 from recalld.records import Memory, NewMemory, Source
 from recalld.retrieval.config import RetrievalConfig, get_preset
+from recalld.retrieval.models import Models
 
 try:
     import fcntl
@@ -150,6 +152,7 @@ def run_workloads(
             raise InvalidInputError("give either configs or a variant, not both")
         configs = {"recalld": default, "variant": default.with_changes(**variant)}
     systems = workload_systems(configs, default, baselines)
+    models = run_models(settings, folder)
     total = sum(len(s.queries) for s in chosen)
     started, load_before = time.perf_counter(), load_average()
     hits_before, misses_before = _cache_counts(model)
@@ -160,7 +163,7 @@ def run_workloads(
             if progress is not None:
                 progress(1, total, label)
 
-        _run_scenario(workloads, scenario, systems, model, folder, tally, advance)
+        _run_scenario(workloads, scenario, systems, model, folder, tally, advance, models)
     hits, misses = _cache_counts(model)
     speed = {
         "memories": tally.memories, "file_chunks": tally.chunks, "ingest_s": tally.ingest_s,
@@ -197,12 +200,13 @@ def _run_scenario(
     cache_dir: Path,
     tally: _Tally,
     advance: Callable[[], None],
+    models: Models | None = None,
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="recalld-workloads-") as folder, \
             workspace_folder(scenario.scenario_id) as workspace:  # fmt: skip
         # model_construct: explicit values and defaults only, no RECALLD_* variables read.
         settings = Settings.model_construct(db=Path(folder) / "bench.db", cache_dir=cache_dir)
-        with recalld.open(settings=settings, embedder=embedder) as engine:
+        with recalld.open(settings=settings, embedder=embedder, models=models) as engine:
             clock = time.perf_counter()
             keys_of = fill_store(engine, workloads, scenario, workspace)
             tally.ingest_s += time.perf_counter() - clock

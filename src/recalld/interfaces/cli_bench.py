@@ -155,6 +155,16 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
     help="Write the full report (every query) as JSON to this file.",
 )
 @click.option(
+    "--llm",
+    help="openai:MODEL: run the LLM stages (expansion, auto routing) against this model "
+    "[default: none].",
+)
+@click.option("--llm-base-url", help="The LLM's OpenAI-compatible endpoint.")
+@click.option(
+    "--reranker",
+    help="onnx:/folder | llm | http:URL[#model] | maxsim: run the rerank stage [default: none].",
+)
+@click.option(
     "--report",
     "report_dir",
     type=click.Path(file_okay=False, path_type=Path),

@@ -654,15 +654,7 @@ class MemoryEngine:
 
         data, _, _ = read_source(source)
         items, problems = read_memories_jsonl(data.splitlines(keepends=True))
-        done = 0
-
-        def advance(step: int) -> None:
-            nonlocal done
-            done += step
-            if progress is not None:
-                progress(done, len(items))
-
-        results = self.add_many(items, progress=advance)
+        results = self.add_many(items, progress=_counting(progress, len(items)))
         created = sum(r.created for r in results)
         return ImportReport("memories", len(items), created, len(results) - created, 0, 0,
                             tuple(problems))  # fmt: skip
@@ -683,16 +675,8 @@ class MemoryEngine:
         from recalld.sources.importer import ImportDeps, import_transcript
 
         def add_turns(items: Sequence[NewMemory]) -> list[AddResult]:
-            done = 0
-
-            def advance(step: int) -> None:
-                nonlocal done
-                done += step
-                if progress is not None:
-                    progress(done, len(items))
-
             # Turns are not deduplicated: the same words said twice are two turns.
-            return self.add_many(items, dedupe=False, progress=advance)
+            return self.add_many(items, dedupe=False, progress=_counting(progress, len(items)))
 
         deps = ImportDeps(validate=self._check_new, add_many=add_turns)
         return import_transcript(source, fmt, deps)
@@ -700,6 +684,19 @@ class MemoryEngine:
     def _check_new(self, item: NewMemory) -> None:
         """Raise InvalidInputError if ``item`` could not be stored."""
         self._prepare(item, self._clock())
+
+
+def _counting(progress: Callable[[int, int], None] | None, total: int) -> Callable[[int], None]:
+    """A step callback that reports (done so far, ``total``) to ``progress``."""
+    done = 0
+
+    def advance(step: int) -> None:
+        nonlocal done
+        done += step
+        if progress is not None:
+            progress(done, total)
+
+    return advance
 
 
 def format_hit(memory: Memory) -> str:

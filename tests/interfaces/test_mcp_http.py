@@ -69,6 +69,8 @@ def start(folder: Path, command: list[str], args: list[str], keys: dict[str, str
         process.terminate()
         out, err = process.communicate(timeout=30)
         assert out == "" and "Traceback" not in err, (out, err)
+        if args[0] == "serve":  # the startup lines say where the MCP tools are
+            assert f"MCP tools at http://127.0.0.1:{port}/mcp/" in err, err
 
 
 def store_with_keys(folder: Path) -> dict[str, str]:

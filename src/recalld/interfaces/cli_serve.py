@@ -24,10 +24,15 @@ def serve(obj: Ctx, host: str, port: int) -> None:
     from recalld.interfaces.http import serve as run
     from recalld.interfaces.mcp import mcp_extension
 
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+        if " HTTP API on " in line:  # the line that says where: the MCP tools are there too
+            click.echo(f"MCP tools at {line.split(' HTTP API on ')[1].split()[0]}/mcp/ "
+                       "(docs/mcp.md), with the same keys", err=True)  # fmt: skip
+
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
-        run(settings, host, port, say=lambda line: click.echo(line, err=True),
-            extensions=[mcp_extension])  # fmt: skip
+        run(settings, host, port, say=say, extensions=[mcp_extension])
 
 
 @click.group()

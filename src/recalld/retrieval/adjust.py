@@ -13,7 +13,7 @@ import numpy as np
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
-from recalld.text import only_asks, says_change, states_event, words
+from recalld.text import only_asks, says_change, states_event, states_value, words
 
 
 @dataclass(frozen=True)
@@ -211,9 +211,9 @@ def knowledge_updates(
     ``reference``) scores ``superseded_factor`` (or is dropped with ``superseded="hide"``).
     Of two top candidates on the same subject, the older scores ``kupdate_factor`` when
     the newer restates it (cosine >= ``kupdate_similarity``; not a conversation turn,
-    which retells or confirms rather than replaces) or says that it changed
-    ("moved to Thursdays", "now 3.12", "rebooked for the 28th":
-    :func:`recalld.text.says_change`) with a cosine of at least
+    which retells or confirms rather than replaces) or says that it changed and gives the
+    new value ("moved to Thursday the 9th", "now 3.12", "rebooked for the 28th":
+    :func:`recalld.text.says_change`, :func:`recalld.text.states_value`) with a cosine of at least
     ``kupdate_change_similarity`` (or loosely related and as good an answer to the query,
     by the query ``cosines``). An evergreen memory (an undated note) states a standing
     fact, so any dated memory counts as newer. ``applies`` is False for questions about the
@@ -268,7 +268,10 @@ def _restated(
         return stale
     matrix = np.stack([vectors[s.memory.id] for s in window])
     pairs = matrix @ matrix.T  # every pair's cosine in one product
-    changes = {s.memory.id: says_change(s.memory.content) for s in window}
+    # A change names the new value ("now lands on April 14th", "bumped to 24.2"); "you're
+    # now helping others" says nothing changed about a fact.
+    changes = {s.memory.id: says_change(s.memory.content) and states_value(s.memory.content)
+               for s in window}  # fmt: skip
     for i, a in enumerate(window):
         for j in range(i + 1, len(window)):
             b = window[j]

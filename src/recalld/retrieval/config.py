@@ -138,7 +138,8 @@ class RetrievalConfig:
     one retells or confirms it, and supersedes nothing by that alone)."""
     kupdate_change_similarity: float = 0.5
     """Cosine at or above which a newer memory that says something changed ("moved to",
-    "now", "rebooked") supersedes an older one on the same subject."""
+    "now", "rebooked") and gives the new value (a number, a date, a version) supersedes an
+    older one on the same subject."""
     kupdate_related_similarity: float = 0.35
     """A newer memory that says something changed and is at least this close to an older
     one supersedes it when it also answers the query about as well (``kupdate_query_ratio``)."""

@@ -208,6 +208,10 @@ def test_a_newer_memory_that_says_it_changed_supersedes_a_paraphrase() -> None:
     calm = replace(new, content="Arakawa-sensei teaches on Thursdays at 16:00")
     items = [scored(old, 1.0), scored(calm, 0.8)]
     assert [s.memory.id for s in knowledge_updates(items, vectors, cfg, NOW)] == ["old", "new"]
+    # Nor does a change without the new value: "she is changing things now" names none.
+    vague = replace(new, content="Arakawa-sensei is changing things now")
+    items = [scored(old, 1.0), scored(vague, 0.8)]
+    assert [s.memory.id for s in knowledge_updates(items, vectors, cfg, NOW)] == ["old", "new"]
     # An evergreen note is older than any dated memory, whatever its stored time.
     note = replace(old, evergreen=True, event_time=None, created_at=NOW, updated_at=NOW)
     items = [scored(note, 1.0), scored(new, 0.8)]

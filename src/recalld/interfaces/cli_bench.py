@@ -21,6 +21,22 @@ from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors
 ProgressCallback = Callable[[int, int, str], None]
 
 
+_MODEL_OPTIONS = [
+    click.option("--llm", help="openai:MODEL: run the LLM stages (expansion, auto "
+                 "routing) against this model [default: none]."),
+    click.option("--llm-base-url", help="The LLM's OpenAI-compatible endpoint."),
+    click.option("--reranker", help="onnx:/folder | llm | http:URL[#model] | maxsim: "
+                 "run the rerank stage [default: none]."),
+]  # fmt: skip
+"""The optional model stages' options, which every benchmark of retrieval quality takes."""
+
+
+def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_MODEL_OPTIONS):
+        command = option(command)
+    return command
+
+
 def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Options every benchmark takes."""
     options = [
@@ -37,11 +53,7 @@ def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
                      help="Context budget in tokens (repeatable) [default: 1000 2000 4000]."),
         click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
                      help="Write the full report (every question) as JSON to this file."),
-        click.option("--llm", help="openai:MODEL: run the LLM stages (expansion, auto "
-                     "routing) against this model [default: none]."),
-        click.option("--llm-base-url", help="The LLM's OpenAI-compatible endpoint."),
-        click.option("--reranker", help="onnx:/folder | llm | http:URL[#model] | maxsim: "
-                     "run the rerank stage [default: none]."),
+        *_MODEL_OPTIONS,
         click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
                      help="Write report.md, chart.png and results.json into this folder."),
     ]  # fmt: skip
@@ -154,16 +166,7 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the full report (every query) as JSON to this file.",
 )
-@click.option(
-    "--llm",
-    help="openai:MODEL: run the LLM stages (expansion, auto routing) against this model "
-    "[default: none].",
-)
-@click.option("--llm-base-url", help="The LLM's OpenAI-compatible endpoint.")
-@click.option(
-    "--reranker",
-    help="onnx:/folder | llm | http:URL[#model] | maxsim: run the rerank stage [default: none].",
-)
+@_model_options
 @click.option(
     "--report",
     "report_dir",

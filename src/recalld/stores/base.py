@@ -6,11 +6,14 @@ so a backend can answer all channels at once (one SQL round trip on PostgreSQL).
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -371,3 +374,39 @@ class KeyStore(Protocol):
 
     def active_keys(self) -> int:
         """How many keys are not revoked."""
+
+
+_T = TypeVar("_T")
+
+
+def guard_public_methods(
+    guard: Callable[[Any], AbstractContextManager[None]],
+) -> Callable[[type[_T]], type[_T]]:
+    """A class decorator running every public method (generators too) of a store inside
+    ``guard(store)``: how a backend turns its driver's failures into :class:`StoreError`
+    (and, for SQLite, serialises calls on its connection)."""
+
+    def wrap(method: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.isgeneratorfunction(method):
+
+            @functools.wraps(method)
+            def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
+                with guard(self):
+                    yield from method(self, *args, **kwargs)
+
+            return generator
+
+        @functools.wraps(method)
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with guard(self):
+                return method(self, *args, **kwargs)
+
+        return call
+
+    def decorate(cls: type[_T]) -> type[_T]:
+        for name, method in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.isfunction(method):
+                setattr(cls, name, wrap(method))
+        return cls
+
+    return decorate

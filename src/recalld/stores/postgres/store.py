@@ -4,14 +4,12 @@ store's ``WHERE`` clauses and Row-Level Security)."""
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -31,6 +29,7 @@ from recalld.stores.base import (
     StoreStats,
     Tenancy,
     Vector,
+    guard_public_methods,
     near_ids,
     neighbors_in_sessions,
 )
@@ -44,8 +43,6 @@ EF_SEARCH = 100
 """HNSW candidates examined per vector search (pgvector's default is 40); see
 docs/architecture.md for the recall measured against exact search."""
 
-_T = TypeVar("_T")
-
 
 def _ts(moment: datetime | None) -> float | None:
     return None if moment is None else moment.timestamp()
@@ -55,30 +52,12 @@ def _dt(value: float | None) -> datetime | None:
     return None if value is None else datetime.fromtimestamp(value, UTC)
 
 
-def _raising_store_errors(cls: type[_T]) -> type[_T]:
+def _pg_call(store: Any) -> AbstractContextManager[None]:
     """Public methods report database failures as :class:`StoreError`."""
-    for name, method in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(method):
-            setattr(cls, name, _guarded(method))
-    return cls
+    return _pg_errors(store.path)
 
 
-def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.isgeneratorfunction(method):
-
-        @functools.wraps(method)
-        def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with _pg_errors(self.path):
-                yield from method(self, *args, **kwargs)
-
-        return generator
-
-    @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _pg_errors(self.path):
-            return method(self, *args, **kwargs)
-
-    return call
+_raising_store_errors = guard_public_methods(_pg_call)
 
 
 @contextmanager

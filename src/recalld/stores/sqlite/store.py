@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +29,7 @@ from recalld.stores.base import (
     Tenancy,
     Vector,
     compose_search_rows,
+    guard_public_methods,
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
@@ -106,37 +105,16 @@ def _memory(r: Sequence[Any]) -> Memory:
     return memory
 
 
-_T = TypeVar("_T")
+@contextmanager
+def _sqlite_call(store: Any) -> Iterator[None]:
+    """One public call: SQLite failures reach callers as :class:`StoreError` (a file damaged
+    after it was opened, or a lock held past the timeout, gives one clear error: exit code
+    4 in the CLI), and calls on the store's connection are serialised."""
+    with _sqlite_errors(store.path), store._serial:
+        yield
 
 
-def _raising_store_errors(cls: type[_T]) -> type[_T]:
-    """Wrap the public methods so that SQLite failures reach callers as :class:`StoreError`.
-
-    A file damaged after it was opened, or a lock held past the timeout, then gives one
-    clear error (exit code 4 in the CLI) instead of a raw ``sqlite3`` exception.
-    """
-    for name, method in list(vars(cls).items()):
-        if not name.startswith("_") and inspect.isfunction(method):
-            setattr(cls, name, _guarded(method))
-    return cls
-
-
-def _guarded(method: Callable[..., Any]) -> Callable[..., Any]:
-    if inspect.isgeneratorfunction(method):
-
-        @functools.wraps(method)
-        def generator(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with _sqlite_errors(self.path), self._serial:
-                yield from method(self, *args, **kwargs)
-
-        return generator
-
-    @functools.wraps(method)
-    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with _sqlite_errors(self.path), self._serial:
-            return method(self, *args, **kwargs)
-
-    return call
+_raising_store_errors = guard_public_methods(_sqlite_call)
 
 
 @contextmanager

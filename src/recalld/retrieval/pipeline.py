@@ -127,11 +127,12 @@ def search(
     scored = time_order(scored, plan.order, config)
     vectors = _vectors(store, rows, scored, config)
     scored = apply_session_support(scored, config)
+    cosines = _cosines(lists)  # each semantic candidate's query cosine, for three stages
     if plan.advice:
-        scored = topic_support(scored, _cosines(lists), config)
+        scored = topic_support(scored, cosines, config)
     past = plan.order == "earliest" or plan.time_window is not None or asks_past(plan.text)
     if config.kupdate_follow > 0 and not past:
-        scored = follow_updates(scored, vectors, store, request.filters, config, _cosines(lists))
+        scored = follow_updates(scored, vectors, store, request.filters, config, cosines)
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
         scored = neighbor_support(
@@ -140,7 +141,7 @@ def search(
             lambda ids: _rows(store, rows, ids),
             config,
         )
-    scored = knowledge_updates(scored, vectors, config, reference, not past, _cosines(lists))
+    scored = knowledge_updates(scored, vectors, config, reference, not past, cosines)
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)

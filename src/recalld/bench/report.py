@@ -22,11 +22,13 @@ LEVELS = (("session", "Session level"), ("turn", "Turn level"),
 CHART_PANELS = 2
 
 
-def _fmt(value: float | None) -> str:
+def fmt_metric(value: float | None) -> str:
+    """A metric for a Markdown cell (3 decimals; a dash when absent)."""
     return "–" if value is None else f"{value:.3f}"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table's lines."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
@@ -72,11 +74,11 @@ def _level_table(report: Mapping[str, Any], level: str) -> list[str]:
     rows = []
     for system_name, system in report["systems"].items():
         metrics = system["overall"]["metrics"]
-        rows.append([system_name, *(_fmt(metrics.get(n)) for n in names)])
+        rows.append([system_name, *(fmt_metric(metrics.get(n)) for n in names)])
     counts = next(iter(report["systems"].values()))["overall"]["counts"]
     n = max((counts.get(name, 0) for name in names), default=0)
     header = ["system", *(name.split(".", 1)[1] for name in names)]
-    return [f"({n} questions)", "", *_table(header, rows)]
+    return [f"({n} questions)", "", *table_lines(header, rows)]
 
 
 def _group_tables(report: Mapping[str, Any]) -> list[str]:
@@ -88,11 +90,11 @@ def _group_tables(report: Mapping[str, Any]) -> list[str]:
         for group in groups:
             first = next(iter(systems.values()))["by_group"].get(group, {})
             count = first.get("counts", {}).get(metric, 0)
-            cells = [_fmt(s["by_group"].get(group, {}).get("metrics", {}).get(metric))
+            cells = [fmt_metric(s["by_group"].get(group, {}).get("metrics", {}).get(metric))
                      for s in systems.values()]  # fmt: skip
             rows.append([group, str(count), *cells])
         if any(row[1] != "0" for row in rows):
-            lines += ["", f"**{metric}**", "", *_table(["group", "n", *systems], rows)]
+            lines += ["", f"**{metric}**", "", *table_lines(["group", "n", *systems], rows)]
     return lines
 
 
@@ -100,14 +102,14 @@ def _speed_lines(report: Mapping[str, Any]) -> list[str]:
     s = report["speed"]
     cache = s["embedding_cache"]
     rows = [
-        [name, _ms(system["latency_ms"].get("p50")), _ms(system["latency_ms"].get("p95")),
+        [name, fmt_ms(system["latency_ms"].get("p50")), fmt_ms(system["latency_ms"].get("p95")),
          str(system.get("short_rankings", 0))]
         for name, system in report["systems"].items()
     ]  # fmt: skip
     first = s.get("first_search_ms", {})
     first_line = [
         "- first search on each fresh store (loads its vectors; not in the table): "
-        f"p50 {_ms(first.get('p50'))} ms, p95 {_ms(first.get('p95'))} ms"
+        f"p50 {fmt_ms(first.get('p50'))} ms, p95 {fmt_ms(first.get('p95'))} ms"
     ]
     return [
         f"- ingest: {s['memories']} memories in {s['ingest_s']:.1f} s "
@@ -116,11 +118,12 @@ def _speed_lines(report: Mapping[str, Any]) -> list[str]:
         f"- peak memory: {s['peak_rss_mb']:.0f} MiB; wall time {s['wall_s']:.1f} s",
         *(first_line if first.get("searches") else []),
         "",
-        *_table(["system", "search p50 ms", "search p95 ms", "rankings < 10 sessions"], rows),
+        *table_lines(["system", "search p50 ms", "search p95 ms", "rankings < 10 sessions"], rows),
     ]
 
 
-def _ms(value: float | None) -> str:
+def fmt_ms(value: float | None) -> str:
+    """Milliseconds for a Markdown cell (1 decimal; a dash when absent)."""
     return "–" if value is None else f"{value:.1f}"
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
+
+from recalld.bench.report import fmt_metric, fmt_ms, table_lines
 
 METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "all@10", "current_first")
 """Columns of the tables, in FORMAT.md's order."""
@@ -12,21 +14,12 @@ LISTED = 12
 """Query ids listed per paired comparison in the Markdown (the JSON has them all)."""
 
 
-def _fmt(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    return lines + ["| " + " | ".join(row) + " |" for row in rows]
-
-
 def _overall(systems: Mapping[str, Any]) -> list[str]:
     first = next(iter(systems.values()))["overall"]
     header = ["system", *(f"{m} (n={first['counts'].get(m, 0)})" for m in METRICS)]
-    rows = [[name, *(_fmt(s["overall"]["metrics"].get(m)) for m in METRICS)]
+    rows = [[name, *(fmt_metric(s["overall"]["metrics"].get(m)) for m in METRICS)]
             for name, s in systems.items()]  # fmt: skip
-    return _table(header, rows)
+    return table_lines(header, rows)
 
 
 def _breakdown(systems: Mapping[str, Any], key: str, metric: str) -> list[str]:
@@ -37,10 +30,10 @@ def _breakdown(systems: Mapping[str, Any], key: str, metric: str) -> list[str]:
         count = first.get(group, {}).get("counts", {}).get(metric, 0)
         if not count:
             continue
-        cells = [_fmt(s[key].get(group, {}).get("metrics", {}).get(metric))
+        cells = [fmt_metric(s[key].get(group, {}).get("metrics", {}).get(metric))
                  for s in systems.values()]  # fmt: skip
         rows.append([group, str(count), *cells])
-    return _table(["group", "n", *systems], rows) if rows else []
+    return table_lines(["group", "n", *systems], rows) if rows else []
 
 
 def _pairs(report: Mapping[str, Any]) -> list[str]:
@@ -59,7 +52,7 @@ def _speed(report: Mapping[str, Any]) -> list[str]:
     s = report["speed"]
     cache = s["embedding_cache"]
     load = report.get("load_average") or {}
-    rows = [[name, _fmt_ms(sys["latency_ms"].get("p50")), _fmt_ms(sys["latency_ms"].get("p95"))]
+    rows = [[name, fmt_ms(sys["latency_ms"].get("p50")), fmt_ms(sys["latency_ms"].get("p95"))]
             for name, sys in report["systems"].items()]  # fmt: skip
     return [
         f"- stored: {s['memories']} memories and {s['file_chunks']} file chunks in "
@@ -68,12 +61,8 @@ def _speed(report: Mapping[str, Any]) -> list[str]:
         f"- load average (1, 5, 15 min) at start {load.get('start')}, at end {load.get('end')}",
         f"- peak memory: {s['peak_rss_mb']:.0f} MiB; wall time {s['wall_s']:.1f} s",
         "",
-        *_table(["system", "search p50 ms", "search p95 ms"], rows),
+        *table_lines(["system", "search p50 ms", "search p95 ms"], rows),
     ]
-
-
-def _fmt_ms(value: float | None) -> str:
-    return "–" if value is None else f"{value:.1f}"
 
 
 def workloads_markdown(report: Mapping[str, Any]) -> str:

@@ -80,7 +80,7 @@ def test_pinned_and_evergreen_do_not_decay() -> None:
 
 
 @pytest.mark.parametrize(
-    ("memory_project", "factor"), [("org/repo", 1.3), ("other/repo", 0.8), (None, 0.9)]
+    ("memory_project", "factor"), [("org/repo", 2.0), ("other/repo", 0.5), (None, 0.9)]
 )
 def test_project_boost_and_penalties(memory_project: str | None, factor: float) -> None:
     got = factors_for(mem("a", project=memory_project), QueryContext(NOW, "org/repo"), BASE)

@@ -37,6 +37,12 @@ def day(text: str) -> datetime:
         ("what did Ines say in our January 1:1?", "2024-01-01", "2024-02-01"),  # no "January 1"
         ("notes from the March offsite", "2024-03-01", "2024-04-01"),
         ("what did we decide in the August review", "2023-08-01", "2023-09-01"),
+        ("what caused the outage the week before last?", "2024-04-24", "2024-05-08"),
+        ("what did we fix just before Christmas?", "2023-12-15", "2023-12-26"),
+        ("who came over at Easter", "2024-03-28", "2024-04-04"),  # Easter 2024: 31 March
+        ("the party after Halloween", "2023-10-31", "2023-11-10"),
+        ("what did we cook for Thanksgiving", "2023-11-20", "2023-11-27"),  # 23 Nov 2023
+        ("on new year's eve", "2023-12-28", "2024-01-04"),
     ],
 )
 def test_windows(query: str, start: str, end: str) -> None:
@@ -74,6 +80,7 @@ def test_last_week_ends_today_and_spans_two_weeks() -> None:
         ("what changed since March?", "2024-03-01"),
         ("what have I read since last week", "2024-05-01"),
         ("anything new since 3 days ago", "2024-05-11"),
+        ("what have we shipped since Christmas?", "2023-12-25"),
     ],
 )
 def test_since_a_time_is_open_ended(query: str, start: str) -> None:

@@ -60,6 +60,17 @@ _WEEKDAY = re.compile(
     r"\b(?:last|this past|past|previous|on|this)\s+"
     r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
 )
+_BEFORE_LAST = re.compile(r"\b(week|month|year) before last\b")
+""""The week before last": the unit before the last one."""
+_HOLIDAY = re.compile(
+    r"\b(?:(?:just |right |shortly |the (?:week|days?) )?(before|after|over|around|at|on|"
+    r"during|for|since)\s+)?(?:the\s+)?(christmas eve|christmas|xmas|boxing day|"
+    r"new year(?:'?s)? eve|new year(?:'?s)?(?: day)?|halloween|valentine'?s(?: day)?|"
+    r"thanksgiving|easter)\b"
+)
+"""A holiday by name ("just before Christmas", "over Easter", "on Halloween")."""
+HOLIDAY_DAYS = 10
+"""How far "before" or "after" a holiday reaches; a holiday itself is +-3 days."""
 RECENT_DAYS = 30
 """How far back "recently" and "lately" reach."""
 WEEKDAY_SLACK_DAYS = 1
@@ -85,6 +96,52 @@ def _with_tz(window: TimeRange, ref: datetime) -> TimeRange:
     return TimeRange(fix(window.start), fix(window.end))
 
 
+def _easter(year: int) -> datetime:
+    """Western Easter Sunday (the anonymous Gregorian computus)."""
+    a, b, c = year % 19, year // 100, year % 100
+    d, e = divmod(b, 4)
+    g = (8 * b + 13) // 25
+    h = (19 * a + b - d - g + 15) % 30
+    i, k = divmod(c, 4)
+    leap = (32 + 2 * e + 2 * i - h - k) % 7
+    m = (a + 11 * h + 22 * leap) // 451
+    month, day = divmod(h + leap - 7 * m + 114, 31)
+    return datetime(year, month, day + 1)
+
+
+def _holiday_date(name: str, year: int) -> datetime:
+    fixed = {"christmas eve": (12, 24), "christmas": (12, 25), "xmas": (12, 25),
+             "boxing day": (12, 26), "halloween": (10, 31)}  # fmt: skip
+    if name in fixed:
+        return datetime(year, *fixed[name])
+    if name.startswith("new year"):
+        return datetime(year, 12, 31) if name.endswith("eve") else datetime(year, 1, 1)
+    if name.startswith("valentine"):
+        return datetime(year, 2, 14)
+    if name == "thanksgiving":  # the fourth Thursday of November (US)
+        first = datetime(year, 11, 1)
+        return first + timedelta(days=(3 - first.weekday()) % 7 + 21)
+    return _easter(year)
+
+
+def _holiday(text: str, ref: datetime) -> TimeRange | None:
+    """The most recent such holiday (this year's, unless it is still to come)."""
+    found = _HOLIDAY.search(text)
+    if found is None:
+        return None
+    relation, name = found.groups()
+    moment = _holiday_date(name, ref.year)
+    if moment > ref.replace(tzinfo=None):
+        moment = _holiday_date(name, ref.year - 1)
+    if relation == "before":
+        return TimeRange(moment - timedelta(days=HOLIDAY_DAYS), moment + timedelta(days=1))
+    if relation == "since":
+        return TimeRange(moment, None)
+    if relation == "after":
+        return TimeRange(moment, moment + timedelta(days=HOLIDAY_DAYS))
+    return TimeRange(moment - timedelta(days=3), moment + timedelta(days=4))
+
+
 def _relative(text: str, ref: datetime) -> TimeRange | None:
     day = ref.replace(hour=0, minute=0, second=0, microsecond=0)
     if re.search(r"\byesterday\b", text):
@@ -108,6 +165,9 @@ def _relative(text: str, ref: datetime) -> TimeRange | None:
             moment - timedelta(days=WEEKDAY_SLACK_DAYS),
             moment + timedelta(days=1 + WEEKDAY_SLACK_DAYS),
         )
+    if found := _BEFORE_LAST.search(text):
+        span = {"week": 7, "month": 30, "year": 365}[found.group(1)]
+        return TimeRange(day - timedelta(days=3 * span), day - timedelta(days=span))
     if found := _LAST_UNIT.search(text):
         which, unit = found.groups()
         if unit == "weekend":
@@ -163,6 +223,8 @@ _VAGUE_NOW = re.compile(
 )
 _ALL_PATTERNS = (
     _AGO,
+    _BEFORE_LAST,
+    _HOLIDAY,
     _LAST_N,
     _WEEKDAY,
     _LAST_UNIT,
@@ -185,7 +247,7 @@ def time_phrases(query: str) -> list[str]:
 def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:
     """The time window a query names, or ``None``; naive results take ``reference``'s zone."""
     text = query.lower()
-    window = _relative(text, reference) or _absolute(text, reference)
+    window = _relative(text, reference) or _absolute(text, reference) or _holiday(text, reference)
     if window is None:
         return None
     if window.start is not None and _SINCE.search(text):

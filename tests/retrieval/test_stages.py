@@ -16,6 +16,7 @@ from recalld.retrieval.adjust import (
     decay_factor,
     event_factor,
     factors_for,
+    identifiers,
     knowledge_updates,
     speaker_factor,
     time_order,
@@ -461,13 +462,16 @@ def test_time_order_leaves_deeper_candidates_alone() -> None:
         ({"speaker": "Caroline"}, 1.0),
         ({"role": "Melanie"}, 1.3),  # transcripts imported with a name as the role
         ({"role": "user"}, 1.0),  # a generic role names nobody
-        ({"speaker": "Mary Ann"}, 1.0),  # every word of the name must be in the query
+        ({"speaker": "Mary Ann"}, 1.3),  # named by the first name
+        ({"speaker": "Ann Mary"}, 1.0),  # a later word of the name alone is not enough
+        ({"role": "Yusuf Demir (Corvel Retail)"}, 1.3),  # named by the organisation
+        ({"role": "Dana (Corvel Bank)"}, 1.0),  # every word of the organisation is needed
         ({}, 1.0),
     ],
 )
 def test_speaker_named_in_the_query_is_preferred(metadata: dict[str, str], factor: float) -> None:
     cfg = BASE.with_changes(speaker_boost=1.3)
-    query = frozenset({"where", "has", "melanie", "camped", "mary"})
+    query = frozenset({"where", "has", "melanie", "camped", "mary", "corvel", "retail"})
     assert speaker_factor(mem("a", metadata=metadata), query, cfg) == factor
 
 
@@ -534,3 +538,33 @@ def test_a_newer_memory_that_replaces_a_top_hit_joins_it(tmp_path) -> None:  # t
         assert follow_updates(items, dict(found), store, elsewhere, cfg, {}) == items
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("query", "found"),
+    [
+        ("what flavour is the cake on order CC-1043?", ("cc-1043",)),
+        ("which I2C address is the BME280 sensor on?", ("i2c", "bme280")),
+        ("Was ist mit dem Ticket INC0048213 passiert?", ("inc0048213",)),
+        ("MissingOutputException dada2_filter", ("dada2_filter",)),
+        ("my 40th birthday at 3pm after the 10k", ()),  # ordinals, times, counts
+        ("what did Halvorsen 2021 find?", ()),  # a year is a time, not an identifier
+    ],
+)
+def test_identifiers_in_a_query(query: str, found: tuple[str, ...]) -> None:
+    assert identifiers(query) == found
+
+
+def test_an_identifier_lifts_its_memories_and_their_thread() -> None:
+    named = mem("a", content="Booked as order CC-1043: chocolate fudge", session_id="t-1043")
+    reply = mem("b", content="Switched to lemon drizzle, same Saturday", session_id="t-1043")
+    other = mem("c", content="Order CC-10430 and CC-1187 arrived", session_id="t-1187")
+    loose = mem("d", content="our cakes: chocolate, lemon, carrot")
+    memories = {m.id: m for m in (named, reply, other, loose)}
+    fused = [Fused(m.id, 1.0, {}) for m in (loose, other, reply, named)]
+    ctx = QueryContext(NOW, identifiers=identifiers("the cake on order CC-1043?"))
+    scored = {s.memory.id: s for s in adjust(fused, memories, ctx, BASE)}
+    assert scored["a"].factors["identifier"] == scored["b"].factors["identifier"] == 2.0
+    assert "identifier" not in scored["c"].factors and "identifier" not in scored["d"].factors
+    off = adjust(fused, memories, ctx, BASE.with_changes(identifier_boost=1.0))
+    assert all("identifier" not in s.factors for s in off)

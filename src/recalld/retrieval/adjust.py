@@ -85,6 +85,11 @@ class QueryContext:
     """The query asks for advice (``QueryPlan.advice``)."""
     decay_from: datetime | None = None
     """The moment age is counted from (default ``now``): see :func:`adjust`."""
+    identifiers: tuple[str, ...] = ()
+    """The identifiers the query names (:func:`identifiers`), lower-cased."""
+    identified_sessions: frozenset[str] = frozenset()
+    """Sessions (threads) with a candidate that contains one of ``identifiers``: their
+    other memories are about the identified thing too (see :func:`identifier_factor`)."""
 
 
 def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> float:
@@ -143,8 +148,69 @@ def speaker_factor(memory: Memory, query_words: frozenset[str], config: Retrieva
     speaker = speaker_of(memory)
     if speaker is None or config.speaker_boost == 1.0 or not query_words:
         return 1.0
-    names = words(speaker)
-    return config.speaker_boost if names and all(n in query_words for n in names) else 1.0
+    names = speaker_names(speaker)
+    return config.speaker_boost if any(n and all(w in query_words for w in n)
+                                       for n in names) else 1.0  # fmt: skip
+
+
+def speaker_names(speaker: str) -> list[list[str]]:
+    """The ways a query may name ``speaker``, each a list of words that must all be in it:
+    ``Karin Vos (Pinecrest Outfitters)`` is named by "Karin Vos", by "Karin" (people are
+    mostly asked about by first name) or by "Pinecrest Outfitters" (the organisation they
+    speak for)."""
+    main, _, rest = speaker.partition("(")
+    person = words(main)
+    out = [person, person[:1]] if len(person) > 1 else [person]
+    if rest:
+        out.append(words(rest.rstrip(") ")))
+    return out
+
+
+_IDENTIFIER = re.compile(r"(?<![\w-])[^\W_](?:[\w./-]*[^\W_])?(?![\w-])")
+_MEASURE = re.compile(r"\d+(?:st|nd|rd|th|am|pm|s|h|m|k|x)", re.IGNORECASE)
+
+
+def identifiers(query: str) -> tuple[str, ...]:
+    """The identifiers ``query`` names, lower-cased: tokens of three or more characters
+    with both letters and digits (``CC-1043``, ``INC0048213``, ``BME280``, ``dada2_filter``),
+    not an ordinal, a time or a plain count with a unit (``40th``, ``3pm``, ``10k``)."""
+    found = []
+    for token in _IDENTIFIER.findall(query):
+        if (len(token) >= 3 and any(c.isdigit() for c in token)
+                and any(c.isalpha() for c in token) and not _MEASURE.fullmatch(token)):  # fmt: skip
+            found.append(token.lower())
+    return tuple(dict.fromkeys(found))
+
+
+def identifier_factor(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> float:
+    """A memory that contains an identifier the query names, or is in a session (a ticket's
+    thread, a conversation) where a candidate does, scores ``identifier_boost`` more: an
+    order, ticket or error code picks out its own thread exactly, where the words around
+    it ("the cake on order ...") match every order alike; and the thread's later messages
+    ("switched to lemon drizzle") often answer without repeating the code."""
+    if not ctx.identifiers or config.identifier_boost == 1.0:
+        return 1.0
+    if memory.session_id is not None and memory.session_id in ctx.identified_sessions:
+        return config.identifier_boost
+    return config.identifier_boost if names_identifier(memory, ctx.identifiers) else 1.0
+
+
+def names_identifier(memory: Memory, names: tuple[str, ...]) -> bool:
+    """Whether ``memory`` contains one of the identifiers ``names`` as a whole token."""
+    text = memory.content.lower()
+    return any(_contains_token(text, n) for n in names)
+
+
+def _contains_token(text: str, token: str) -> bool:
+    start = text.find(token)
+    while start >= 0:
+        end = start + len(token)
+        before = text[start - 1] if start else " "
+        after = text[end] if end < len(text) else " "
+        if not (before.isalnum() or before in "_-") and not (after.isalnum() or after in "_-"):
+            return True
+        start = text.find(token, start + 1)
+    return False
 
 
 def window_factor(memory: Memory, window: TimeRange | None, config: RetrievalConfig) -> float:
@@ -166,6 +232,7 @@ def factors_for(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> d
         "reinforcement": 1.0 + config.reinforcement_weight * math.log2(1 + memory.access_count),
         "role": role_factor(memory, ctx.role, config),
         "speaker": speaker_factor(memory, ctx.query_words, config),
+        "identifier": identifier_factor(memory, ctx, config),
         "time_window": window_factor(memory, ctx.window, config),
         "event_statement": event_factor(memory, config),
         "only_asks": asks_factor(memory, ctx.advice, config),
@@ -187,6 +254,10 @@ def adjust(
     dated = [m.reference_time for m in memories.values() if not (m.pinned or m.evergreen)]
     if dated and config.decay != "none":
         ctx = replace(ctx, decay_from=min(ctx.now, max(dated)))
+    if ctx.identifiers and config.identifier_boost != 1.0:
+        threads = frozenset(m.session_id for m in memories.values()
+                            if m.session_id and names_identifier(m, ctx.identifiers))  # fmt: skip
+        ctx = replace(ctx, identified_sessions=threads)
     out: list[Scored] = []
     for item in fused:
         memory = memories.get(item.memory_id)

@@ -101,7 +101,15 @@ class RetrievalConfig:
     """Turns spoken by a person the query names (``metadata["speaker"]``, or a ``role``
     that is a name) score this much more; 1.0 turns it off. Measured on LoCoMo: turn
     R@1 0.266 -> 0.377, R@10 0.750 -> 0.764, evidence@10 0.684 -> 0.695 (2.0 did less
-    well); no effect on LongMemEval, whose roles are user and assistant."""
+    well); no effect on LongMemEval, whose roles are user and assistant. A speaker is
+    named by their full name, their first name, or the organisation in brackets after it
+    ("Karin Vos (Pinecrest Outfitters)"): on workloads dev +1 hit@1, +1 hit@5, none lost."""
+    identifier_boost: float = 2.0
+    """Memories that contain an identifier the query names (a token with letters and
+    digits: ``CC-1043``, ``INC0048213``, ``BME280``), and the other memories of their
+    sessions (the ticket's thread), score this much more; 1.0 turns it off. Measured on
+    workloads dev: 5 queries rank their answer higher (hit@5 +1), none lower; 1.5 did
+    the same, memory-only (no thread) moved 3 up and 1 down."""
     event_boost: float = 1.3
     """Memories that tell of something that happened to their speaker ("I visited the Met
     today", "we adopted a puppy last week") score this much more; 1.0 turns it off. Such
@@ -289,7 +297,8 @@ class RetrievalConfig:
             self, decay="none", use_priority=False, pinned_boost=1.0, project_boost=1.0,
             project_penalty=1.0, no_project_penalty=1.0,
             type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)), significance_weight=0.0,
-            reinforcement_weight=0.0, role_boost=1.0, speaker_boost=1.0, event_boost=1.0,
+            reinforcement_weight=0.0, role_boost=1.0, speaker_boost=1.0, identifier_boost=1.0,
+            event_boost=1.0,
             asks_penalty=1.0, window_boost=1.0, order_weight=0.0, anchor_events=False,
             kupdate_factor=1.0, superseded_factor=1.0, session_boost=0.0, topic_weight=0.0,
             neighbor_weight=0.0, answer_weight=0.0, time_terms_weight=0.0,

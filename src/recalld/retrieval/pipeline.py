@@ -25,6 +25,7 @@ from recalld.retrieval.adjust import (
     QueryContext,
     Scored,
     adjust,
+    identifiers,
     knowledge_updates,
     time_order,
     wanted_role,
@@ -122,7 +123,8 @@ def search(
         fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
         notes.append(note)
     ctx = QueryContext(reference, request.project, wanted_role(request.query), plan.time_window,
-                       frozenset(words(request.query)), plan.advice)  # fmt: skip
+                       frozenset(words(request.query)), plan.advice,
+                       identifiers=identifiers(request.query))  # fmt: skip
     scored = adjust(fused, memories, ctx, config)
     scored = time_order(scored, plan.order, config)
     vectors = _vectors(store, rows, scored, config)

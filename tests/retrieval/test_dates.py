@@ -43,6 +43,12 @@ def day(text: str) -> datetime:
         ("the party after Halloween", "2023-10-31", "2023-11-10"),
         ("what did we cook for Thanksgiving", "2023-11-20", "2023-11-27"),  # 23 Nov 2023
         ("on new year's eve", "2023-12-28", "2024-01-04"),
+        # the commonest relative times of a few other languages
+        ("Was war letzten Samstag im Nachtdienst los?", "2024-05-10", "2024-05-13"),
+        ("qu'est-ce qui s'est passé samedi dernier ?", "2024-05-10", "2024-05-13"),
+        ("¿qué compré la semana pasada?", "2024-05-01", "2024-05-15"),
+        ("was habe ich gestern gekocht?", "2024-05-14", "2024-05-15"),
+        ("wen habe ich vor 3 Tagen getroffen?", "2024-05-11", "2024-05-14"),
     ],
 )
 def test_windows(query: str, start: str, end: str) -> None:
@@ -95,6 +101,11 @@ def test_time_words_are_searched_apart_from_the_terms() -> None:
     plan = understand("what did we ship in January?", "auto", REF)
     assert plan.terms == ("ship",) and plan.time_terms == ("january",)
     assert understand("what did we ship?", "auto", REF).time_terms == ()
+
+
+def test_a_foreign_time_is_not_searched_as_words() -> None:
+    assert "letzten samstag" in time_phrases("Was war letzten Samstag im Nachtdienst los?")
+    assert resolve_time_window("hier ist die Liste", REF) is None  # German "here"
 
 
 def test_no_time_named() -> None:

@@ -5,6 +5,7 @@ into a window relative to a reference time (now, or the caller's ``as_of``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -236,17 +237,74 @@ _ALL_PATTERNS = (
 )
 
 
+_DAYS = {
+    "monday": "montag|lundi|lunes|lunedì|lunedi|maandag",
+    "tuesday": "dienstag|mardi|martes|martedì|martedi|dinsdag",
+    "wednesday": "mittwoch|mercredi|miércoles|miercoles|mercoledì|mercoledi|woensdag",
+    "thursday": "donnerstag|jeudi|jueves|giovedì|giovedi|donderdag",
+    "friday": "freitag|vendredi|viernes|venerdì|venerdi|vrijdag",
+    "saturday": "samstag|sonnabend|samedi|sábado|sabado|sabato|zaterdag",
+    "sunday": "sonntag|dimanche|domingo|domenica|zondag",
+    "week": "woche|semaine|semana|settimana|week",
+    "month": "monat|mois|mes|mese|maand",
+    "year": "jahr|année|an|año|anno|jaar",
+}  # fmt: skip
+_UNITS = {"tagen": "day", "jours": "day", "días": "day", "dias": "day", "giorni": "day",
+          "dagen": "day", "wochen": "week", "semaines": "week", "semanas": "week",
+          "settimane": "week", "weken": "week", "monaten": "month", "mois": "month",
+          "meses": "month", "mesi": "month", "maanden": "month"}  # fmt: skip
+_FOREIGN_TIMES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(pattern), english)
+    for english, names in _DAYS.items()
+    for pattern in (
+        # "letzten Samstag", "vorige Woche", "afgelopen zaterdag" (German, Dutch)
+        rf"\b(?:letzte[nrs]?|vergangene[nrs]?|vorige[nrs]?|afgelopen|vorige)\s+(?:{names})\b",
+        # "samedi dernier", "la semaine dernière", "el sábado pasado", "sabato scorso"
+        rf"\b(?:{names})\s+(?:derni[eè]re?|pasad[oa]|scors[oa])\b",
+    )
+) + (
+    (re.compile(r"\b(?:gestern|ayer|ieri|gisteren)\b"), "yesterday"),
+    (re.compile(r"\b(?:heute|aujourd'hui|hoy|oggi|vandaag)\b"), "today"),
+    (re.compile(rf"\bvor\s+(\d+)\s+({'|'.join(_UNITS)})\b"), "{0} {1}s ago"),
+    (re.compile(rf"\bil y a\s+(\d+)\s+({'|'.join(_UNITS)})\b"), "{0} {1}s ago"),
+    (re.compile(rf"\bhace\s+(\d+)\s+({'|'.join(_UNITS)})\b"), "{0} {1}s ago"),
+    (re.compile(rf"\b(\d+)\s+({'|'.join(_UNITS)})\s+(?:fa|geleden)\b"), "{0} {1}s ago"),
+)
+"""The commonest relative times of German, French, Spanish, Italian and Dutch, with their
+English wording: the query is read in English after them."""
+
+
+def _in_english(text: str) -> tuple[str, list[str]]:
+    """``text`` with the foreign relative times of :data:`_FOREIGN_TIMES` in English, and
+    the foreign phrases found."""
+    found: list[str] = []
+
+    def english_for(template: str) -> Callable[[re.Match[str]], str]:
+        def write(match: re.Match[str]) -> str:
+            found.append(match.group(0))
+            if "{" not in template:
+                return template
+            return template.format(match.group(1), _UNITS[match.group(2)])
+
+        return write
+
+    for pattern, english in _FOREIGN_TIMES:
+        template = ("last " + english) if english in _DAYS else english
+        text = pattern.sub(english_for(template), text)
+    return text, found
+
+
 def time_phrases(query: str) -> list[str]:
     """The parts of a query that only say *when* (so they are not searched as words)."""
-    text = query.lower()
-    found = [m.group(0) for pattern in _ALL_PATTERNS for m in pattern.finditer(text)]
+    text, foreign = _in_english(query.lower())
+    found = foreign + [m.group(0) for pattern in _ALL_PATTERNS for m in pattern.finditer(text)]
     found += re.findall(r"\b(?:yesterday|today|tonight|this morning)\b", text)
     return found
 
 
 def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:
     """The time window a query names, or ``None``; naive results take ``reference``'s zone."""
-    text = query.lower()
+    text = _in_english(query.lower())[0]
     window = _relative(text, reference) or _absolute(text, reference) or _holiday(text, reference)
     if window is None:
         return None

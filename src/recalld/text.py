@@ -113,7 +113,8 @@ def states_event(text: str) -> bool:
 _CHANGE_CUES = re.compile(
     # English: a value that changed, or a plan that moved.
     r"\b(?:now|no longer|not any ?more|anymore|instead|changed?|changing|change of plan|"
-    r"mov(?:e|ed|es|ing) (?:to|from|up|back|forward)|moved|switch(?:ed|ing)? (?:to|over)|"
+    r"mov(?:e|ed|es|ing) (?:over |back )?(?:to|from|up|back|forward)|(?:got|was|been|were) moved|"
+    r"switch(?:ed|ing)?\b|no more|from today|becom(?:e|es|ing)|became|"
     r"bump(?:ed|ing)?|upgrad(?:ed|ing)|downgrad(?:ed|ing)|updated?|"
     r"resched\w*|rebook\w*|postponed|cancell?ed|pushed (?:back|to)|brought forward|slipped|"
     r"migrated|renamed|from now on|going forward|starting (?:from|on|next)|as of|"

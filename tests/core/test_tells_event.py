@@ -112,6 +112,11 @@ def test_only_asks(text: str, expected: bool) -> None:
         ("Resus course cancelled. Rebooked for 28 April.", True),
         ("Die Fortbildung ist verschoben auf den 18. März.", True),
         ("レッスンの曜日が変わります。", True),
+        ("Switched the integration tests to testcontainers-go. No more compose step.", True),
+        ("Ilse becomes our EM, so I report to Ilse from today.", True),
+        ("Kofi moves over to lead Analytics Engineering.", True),
+        ("The standup got moved to 9:30.", True),
+        ("Barren edge has moved roughly 5 m north since last spring.", False),  # a place
         ("The group ride is on Wednesdays at 18:30.", False),
         ("I like swift-format with 4-space indents.", False),
     ],

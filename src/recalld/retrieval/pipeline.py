@@ -132,7 +132,12 @@ def search(
     cosines = _cosines(lists)  # each semantic candidate's query cosine, for three stages
     if plan.advice:
         scored = topic_support(scored, cosines, config)
-    past = plan.order == "earliest" or plan.time_window is not None or asks_past(plan.text)
+    past = (
+        plan.order == "earliest"
+        or plan.time_window is not None
+        or asks_past(plan.text)
+        or plan.query_type == "aggregation"
+    )
     if config.kupdate_follow > 0 and not past:
         scored = follow_updates(scored, vectors, store, request.filters, config, cosines)
     if config.neighbor_weight > 0:

@@ -26,3 +26,9 @@ def test_the_demo_answers_with_the_new_date_first(engine: recalld.MemoryEngine) 
                           explain=True)  # fmt: skip
     first = next(h for h in asked.hits if "April 12th" in h.memory.content)
     assert first.trace is not None and "superseded" not in first.trace.adjustments
+    # A question that counts across sessions needs the old value as much as the new one.
+    counted = engine.search("how many arrival dates does my sister have?", limit=6, as_of=AS_OF,
+                            explain=True)  # fmt: skip
+    assert all(h.trace is not None and "superseded" not in h.trace.adjustments
+               for h in counted.hits)  # fmt: skip
+    assert any("April 12th" in h.memory.content for h in counted.hits)

@@ -26,6 +26,8 @@ def day(text: str) -> datetime:
     ("query", "start", "end"),
     [
         ("what did I eat yesterday?", "2024-05-14", "2024-05-15"),
+        ("what did they tell me the day before yesterday?", "2024-05-13", "2024-05-14"),
+        ("was hat er vorgestern gesagt?", "2024-05-13", "2024-05-14"),
         ("what did I do today", "2024-05-15", "2024-05-16"),
         ("where did I go 3 days ago?", "2024-05-11", "2024-05-14"),
         ("what happened two weeks ago", "2024-04-27", "2024-05-06"),

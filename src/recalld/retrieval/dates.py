@@ -145,6 +145,8 @@ def _holiday(text: str, ref: datetime) -> TimeRange | None:
 
 def _relative(text: str, ref: datetime) -> TimeRange | None:
     day = ref.replace(hour=0, minute=0, second=0, microsecond=0)
+    if re.search(r"\bday before yesterday\b", text):
+        return TimeRange(day - timedelta(days=2), day - timedelta(days=1))
     if re.search(r"\byesterday\b", text):
         return TimeRange(day - timedelta(days=1), day)
     if re.search(r"\btoday\b|\bthis morning\b|\btonight\b", text):
@@ -263,6 +265,10 @@ _FOREIGN_TIMES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         rf"\b(?:{names})\s+(?:derni[eè]re?|pasad[oa]|scors[oa])\b",
     )
 ) + (
+    (
+        re.compile(r"\b(?:vorgestern|avant-hier|anteayer|l'altro ieri|eergisteren)\b"),
+        "day before yesterday",
+    ),
     (re.compile(r"\b(?:gestern|ayer|ieri|gisteren)\b"), "yesterday"),
     (re.compile(r"\b(?:heute|aujourd'hui|hoy|oggi|vandaag)\b"), "today"),
     (re.compile(rf"\bvor\s+(\d+)\s+({'|'.join(_UNITS)})\b"), "{0} {1}s ago"),
@@ -298,7 +304,9 @@ def time_phrases(query: str) -> list[str]:
     """The parts of a query that only say *when* (so they are not searched as words)."""
     text, foreign = _in_english(query.lower())
     found = foreign + [m.group(0) for pattern in _ALL_PATTERNS for m in pattern.finditer(text)]
-    found += re.findall(r"\b(?:yesterday|today|tonight|this morning)\b", text)
+    found += re.findall(
+        r"\b(?:(?:the )?day before yesterday|yesterday|today|tonight|this morning)\b", text
+    )
     return found
 
 

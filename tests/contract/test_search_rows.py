@@ -93,19 +93,25 @@ def test_a_query_vector_of_another_dimension_is_refused(open_as: Opener) -> None
 
 @pytest.fixture
 def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
-    """Every statement a psycopg connection sends, BEGIN and COMMIT included."""
+    """Every statement a psycopg connection sends from the test's thread, BEGIN and COMMIT
+    included (not the pool's own: it sets up new connections in a background thread)."""
+    import threading
+
     import psycopg
     from psycopg._connection_base import BaseConnection
 
     sent: list[str] = []
     execute, command = psycopg.Cursor.execute, BaseConnection._exec_command
+    mine = threading.get_ident()
 
     def counted_execute(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(str(query)[:60])
+        if threading.get_ident() == mine:
+            sent.append(str(query)[:60])
         return execute(self, query, *args, **kwargs)
 
     def counted_command(self: Any, command_: Any, *args: Any, **kwargs: Any) -> Any:
-        sent.append(str(command_)[:60])
+        if threading.get_ident() == mine:
+            sent.append(str(command_)[:60])
         return command(self, command_, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Cursor, "execute", counted_execute)

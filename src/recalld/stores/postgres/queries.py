@@ -22,16 +22,18 @@ COLUMN_NAMES = [c.strip() for c in COLUMNS.split(",")]
 SELECT_COLUMNS = ", ".join(f"m.{c}" for c in COLUMN_NAMES)
 Params = dict[str, Any]
 TIES = {
-    "semantic": "score DESC, pk",
-    "window_semantic": "score DESC, pk",
-    "bm25": "score DESC, pk",
-    "trigram": "score DESC, ref_time DESC, pk",
-    "substring": "ref_time DESC, pk DESC",
-    "entity": "score DESC, ref_time DESC, pk",
-    "temporal": "score DESC, pk DESC",
+    "semantic": "score DESC, id",
+    "window_semantic": "score DESC, id",
+    "bm25": "score DESC, id",
+    "trigram": "score DESC, ref_time DESC, id",
+    "substring": "ref_time DESC, id DESC",
+    "entity": "score DESC, ref_time DESC, id",
+    "temporal": "score DESC, id DESC",
 }
-"""Each channel's order, ties included, as the SQLite store breaks them (equal cosines in
-insertion order; equal times newest row first), so that both backends rank alike."""
+"""Each channel's order, ties included, as the SQLite store breaks them: equal scores by the
+memory's text id, which ``recalld migrate`` keeps (row numbers do not survive a migration),
+so that both backends rank alike; ids are time-ordered, so equal times put the newest id
+first."""
 LIMITS = {name: f"{name}_limit" for name in TIES} | {
     "trigram": "bm25_limit", "substring": "bm25_limit"}  # fmt: skip
 TIE_MARGIN = 16
@@ -107,7 +109,7 @@ def candidates_sql(
             "bm25 AS (SELECT m.id, ts_rank_cd(m.words, q)::float8 AS score, m.ref_time, m.pk"
             f" FROM memories m, websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(words)s) q"
             f" WHERE m.words @@ q AND {where}"
-            " ORDER BY score DESC, m.pk LIMIT %(bm25_limit)s)"
+            " ORDER BY score DESC, m.id LIMIT %(bm25_limit)s)"
         )
         params["words"] = words_query(request.terms)
     if request.bm25_limit and grams:
@@ -115,14 +117,14 @@ def candidates_sql(
             "trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
             " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
             f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.pk LIMIT %(bm25_limit)s)"
+            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(bm25_limit)s)"
         )
         params.update(grams=list(grams), gram_likes=like_any(grams))
     if request.bm25_limit and short:
         ctes.append(
             "substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
             f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
-            " ORDER BY m.ref_time DESC, m.pk DESC LIMIT %(bm25_limit)s)"
+            " ORDER BY m.ref_time DESC, m.id DESC LIMIT %(bm25_limit)s)"
         )
         params["short_likes"] = like_any(short)
     if request.bm25_limit:
@@ -132,7 +134,7 @@ def candidates_sql(
             "entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
             " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
             f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.pk LIMIT %(entity_limit)s)"
+            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(entity_limit)s)"
         )
         params.update(entities=list(request.entities), entity_limit=request.entity_limit)
     window, window_params = window_sql(request.time_window, "w")
@@ -140,7 +142,7 @@ def candidates_sql(
     if request.temporal_limit:
         ctes.append(
             "temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
-            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.pk DESC LIMIT %(temporal_limit)s)"
+            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.id DESC LIMIT %(temporal_limit)s)"
         )
         params["temporal_limit"] = request.temporal_limit
     if request.window_semantic_limit and request.query_vector is not None:

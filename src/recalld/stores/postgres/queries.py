@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from recalld.lexical import IDF_FLOOR, K1, B, phrases
 from recalld.records import MemoryFilter, TimeRange
 from recalld.stores.base import CandidateRequest
-from recalld.stores.postgres.migrations import TEXT_SEARCH_CONFIG
 
 COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
@@ -78,9 +78,55 @@ def window_sql(window: TimeRange | None, prefix: str) -> tuple[str, Params]:
     return sql, params
 
 
-def words_query(terms: Sequence[str]) -> str:
-    """A ``websearch_to_tsquery`` text OR-ing the quoted terms."""
-    return " or ".join('"' + t.replace('"', " ") + '"' for t in terms)
+def _f(value: float) -> str:
+    return f"{value!r}::float8"
+
+
+def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+    """FTS5's ``bm25()`` of the ``query`` phrases (see :mod:`recalld.lexical`), higher is
+    better: CTEs ``lex_hit`` (every row holding a phrase's first token, whatever its
+    tenant, with each phrase's hits ``f{i}``, as FTS5 counts over its whole table), ``lex_idf``
+    (the phrases' idf and the mean row length from ``lexical_stats``) and ``bm25`` (the
+    rows ``where`` admits, ranked). Terms are summed in phrase order, in float8, as C does."""
+    params: Params = {"lex_heads": list(dict.fromkeys(p[0] for p in query))}
+    hits = []
+    for i, phrase in enumerate(query):
+        params[f"lex_h{i}"] = phrase[0]
+        if len(phrase) == 1:
+            hits.append(f"cardinality(array_positions(m.lex_tokens, %(lex_h{i})s::text))::float8"
+                        f" AS f{i}")  # fmt: skip
+        else:
+            params[f"lex_p{i}"] = list(phrase)
+            hits.append(
+                f"(SELECT count(*) FROM unnest(array_positions(m.lex_tokens, %(lex_h{i})s::text))"
+                f" AS a(at) WHERE m.lex_tokens[a.at:a.at + {len(phrase) - 1}] ="
+                f" %(lex_p{i})s::text[])::float8 AS f{i}"
+            )
+    any_hit = " OR ".join(f"h.f{i} > 0" for i in range(len(query)))
+    counts = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}"
+                       for i in range(len(query)))  # fmt: skip
+    idfs = ", ".join(
+        f"CASE WHEN ln((s.n - d.n{i} + 0.5::float8) / (d.n{i} + 0.5::float8)) <= 0"
+        f" THEN {_f(IDF_FLOOR)} ELSE ln((s.n - d.n{i} + 0.5::float8) / (d.n{i} + 0.5::float8))"
+        f" END AS idf{i}"
+        for i in range(len(query))
+    )
+    score = "0::float8" + "".join(
+        f" + i.idf{k} * ((h.f{k} * ({_f(K1)} + 1.0::float8)) / (h.f{k} + {_f(K1)} *"
+        f" (1.0::float8 - {_f(B)} + {_f(B)} * h.dl / i.avgdl)))"
+        for k in range(len(query))
+    )
+    ctes = [
+        f"lex_hit AS (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok,"
+        f" {', '.join(hits)} FROM memories m WHERE m.lex_tokens && %(lex_heads)s::text[])",
+        "lex_idf AS (SELECT s.total / s.n AS avgdl, " + idfs + " FROM (SELECT"
+        " sum(rows)::float8 AS n, sum(tokens)::float8 AS total FROM lexical_stats) s, (SELECT "
+        + counts
+        + f" FROM lex_hit h WHERE {any_hit}) d)",
+        f"bm25 AS (SELECT h.id, {score} AS score, h.ref_time, h.pk FROM lex_hit h, lex_idf i"
+        f" WHERE h.ok AND ({any_hit}) ORDER BY score DESC, h.id LIMIT %(bm25_limit)s)",
+    ]
+    return ctes, params
 
 
 def like_any(pieces: Sequence[str]) -> list[str]:
@@ -104,14 +150,11 @@ def candidates_sql(
         )
         params["semantic_limit"] = request.semantic_limit
         params["semantic_fetch"] = request.semantic_limit + TIE_MARGIN
-    if request.bm25_limit and request.terms:
-        ctes.append(
-            "bm25 AS (SELECT m.id, ts_rank_cd(m.words, q)::float8 AS score, m.ref_time, m.pk"
-            f" FROM memories m, websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(words)s) q"
-            f" WHERE m.words @@ q AND {where}"
-            " ORDER BY score DESC, m.id LIMIT %(bm25_limit)s)"
-        )
-        params["words"] = words_query(request.terms)
+    query = phrases(request.terms) if request.bm25_limit and request.terms else []
+    if query:
+        bm25, bm25_params = bm25_ctes(query, where)
+        ctes.extend(bm25)
+        params.update(bm25_params)
     if request.bm25_limit and grams:
         ctes.append(
             "trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
@@ -155,7 +198,7 @@ def candidates_sql(
         params["window_semantic_fetch"] = request.window_semantic_limit + TIE_MARGIN
     if not ctes:
         return "", params
-    names = [cte.split(" AS (", 1)[0] for cte in ctes]
+    names = [n for n in (cte.split(" AS (", 1)[0] for cte in ctes) if n in TIES]
     union = " UNION ALL ".join(
         f"SELECT * FROM (SELECT '{name}' AS channel, row_number() OVER (ORDER BY {TIES[name]})"
         f" AS n, id, score FROM {name}) {name}_n WHERE n <= %({LIMITS[name]})s"

@@ -1,6 +1,6 @@
-"""The PostgreSQL store: pgvector (HNSW, cosine), tsvector + GIN, pg_trgm, an entity array;
-a connection pool, every channel in one SQL statement, tenants walled in twice (the
-store's ``WHERE`` clauses and Row-Level Security)."""
+"""The PostgreSQL store: pgvector (HNSW, cosine), FTS5's tokens + GIN (ranked by FTS5's
+BM25), pg_trgm, an entity array; a connection pool, every channel in one SQL statement,
+tenants walled in twice (the store's ``WHERE`` clauses and Row-Level Security)."""
 
 from __future__ import annotations
 

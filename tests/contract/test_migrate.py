@@ -27,12 +27,6 @@ def _results(location: str) -> list[list[tuple[str, float]]]:
             q, mode="vector", limit=10, as_of=None).hits] for q in QUESTIONS]  # fmt: skip
 
 
-@pytest.mark.xfail(
-    reason="after the import path stopped prefixing generic roles, the fixture holds turns "
-    "with identical text (identical vectors); SQLite and PostgreSQL order such ties "
-    "differently in vector mode (issue 16: backend parity is open)",
-    strict=True,
-)
 def test_round_trip_sqlite_postgres_sqlite(tmp_path: Path, pg_database: str) -> None:
     first = str(tmp_path / "first.db")
     with recalld.open(settings=Settings(db=first, cache_dir=None),

@@ -12,6 +12,7 @@ import recalld
 from recalld.config import Settings
 from recalld.providers.embedders import Embedder
 from recalld.records import TimeRange
+from recalld.retrieval.query import understand
 from recalld.stores.base import CandidateRequest, Tenancy
 
 from ..retrieval.golden import load_corpus
@@ -68,11 +69,18 @@ def test_migrations_from_empty_and_from_the_previous_version(pg_database: str) -
         assert store.stats().schema_version == MIGRATIONS[-1][0]
         assert [m.content for m in store.get_many(["old"])] == ["kept across"]
         assert store.source_roots() == []
+        # Migration 4 tokenized the old row as FTS5 does and counted it in the statistics.
+        found = store.candidates(CandidateRequest(terms=("across",), bm25_limit=5))
+        assert [c.memory_id for c in found["bm25"]] == ["old"]
     finally:
         store.close()
     with psycopg.connect(pg_database, autocommit=True) as conn:
         assert migrate(conn) == []  # nothing left to do, and running again is harmless
         names = [r[0] for r in conn.execute("SELECT name FROM recalld_migrations ORDER BY id")]
+        assert conn.execute("SELECT lex_tokens, lex_length FROM memories").fetchall() == [
+            (["kept", "across"], 2)]  # fmt: skip
+        assert conn.execute("SELECT sum(rows), sum(tokens) FROM lexical_stats").fetchone() == (
+            1, 2)  # fmt: skip
     assert names == [m[1] for m in MIGRATIONS]
 
 
@@ -87,42 +95,57 @@ def test_a_foreign_memories_table_is_refused(pg_database: str) -> None:
         PostgresStore(pg_database)
 
 
+def plan_terms(query: str) -> tuple[str, ...]:
+    return understand(query, "hybrid", datetime(2025, 6, 1, tzinfo=UTC)).terms
+
+
 def test_same_search_same_results_on_both_backends(
     pg_database: str, tmp_path: Path, local_embedder: Embedder
 ) -> None:
-    """The same memories (same insertion order) give the same candidates per channel and
-    the same vector-mode results on SQLite and PostgreSQL, scores within float tolerance.
-
-    Hybrid results differ where the lexical channel differs: SQLite ranks words by FTS5's
-    BM25 (porter), PostgreSQL by ``ts_rank_cd`` (english); see docs/architecture.md.
+    """The same memories (same insertion order) give the same candidates per channel
+    (FTS5's BM25 included: PostgreSQL computes it over the same tokens) and the same
+    hybrid (the default) and vector results on SQLite and PostgreSQL, scores within float
+    tolerance. Another tenant's memories count in the word statistics on both, as FTS5's do.
     """
     engines = [
         recalld.open(settings=Settings(db=location, cache_dir=None), embedder=local_embedder)
         for location in (tmp_path / "m.db", pg_database)
     ]
     try:
+        for location in (str(tmp_path / "m.db"), pg_database):  # another tenant's words:
+            # in the word statistics (as FTS5's are), never a hit
+            with recalld.open(settings=Settings(db=location, cache_dir=None,
+                                                tenant="other"),
+                              embedder=local_embedder) as other:  # fmt: skip
+                other.add("Ana cycled to Lisbon; running, runs and the runner's bike in Porto")
         queries, as_of = load_corpus(engines[0])
         load_corpus(engines[1])
+        lexical = 0
         window = TimeRange(datetime(2023, 5, 5, tzinfo=UTC), datetime(2025, 6, 1, tzinfo=UTC))
         for query in queries:
             vector = local_embedder.embed_query(query)
             request = CandidateRequest(
                 query_vector=vector, semantic_limit=40, entities=("ana", "lisbon", "porto"),
                 entity_limit=40, time_window=window, temporal_limit=40,
-                window_semantic_limit=40,
+                window_semantic_limit=40, terms=plan_terms(query), raw_query=query,
+                bm25_limit=40,
             )  # fmt: skip
             sqlite, postgres = (e.store.candidates(request) for e in engines)
             assert sqlite.keys() == postgres.keys()
             for channel in sqlite:
                 assert [c.memory_id for c in sqlite[channel]] == [
                     c.memory_id for c in postgres[channel]], (query, channel)  # fmt: skip
-                assert [c.score for c in sqlite[channel]] == pytest.approx(
-                    [c.score for c in postgres[channel]], abs=1e-6)  # fmt: skip
-            for granularity in ("memory", "session"):
-                a, b = (e.search(query, limit=10, as_of=as_of, mode="vector",
+                if channel != "trigram":  # CJK: FTS5's trigram BM25 vs a count of grams
+                    assert [c.score for c in sqlite[channel]] == pytest.approx(
+                        [c.score for c in postgres[channel]], abs=1e-6)  # fmt: skip
+            lexical += len(sqlite.get("bm25", []))
+            for mode, granularity in (("vector", "memory"), ("vector", "session"),
+                                      ("hybrid", "memory"), ("hybrid", "session")):  # fmt: skip
+                a, b = (e.search(query, limit=10, as_of=as_of, mode=mode,  # type: ignore[arg-type]
                                  granularity=granularity).hits for e in engines)  # type: ignore[arg-type]  # fmt: skip
-                assert [h.memory.id for h in a] == [h.memory.id for h in b], query
+                assert [h.memory.id for h in a] == [h.memory.id for h in b], (query, mode)
                 assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-6)
+        assert lexical > 20  # the word channel was compared, not only empty lists
     finally:
         for engine in engines:
             engine.close()

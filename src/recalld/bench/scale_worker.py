@@ -208,12 +208,12 @@ def _numpy_floor(db: str, model: Any, questions: list[str]) -> dict[str, float]:
 def _postgres_floors(dsn: str, model: Any, questions: list[str]) -> dict[str, Any]:
     """PostgreSQL's plain queries over the same table: the HNSW index alone (embedding
     included, ``hnsw.ef_search`` as the store sets it) and the word index alone (the OR-ed
-    keywords, ``ts_rank_cd`` order, no embedding)."""
+    keywords, FTS5's BM25 order, no embedding)."""
     import psycopg
     from pgvector.psycopg import register_vector
 
-    from recalld.stores.postgres.migrations import TEXT_SEARCH_CONFIG
-    from recalld.stores.postgres.queries import words_query
+    from recalld.lexical import phrases
+    from recalld.stores.postgres.queries import bm25_ctes
     from recalld.stores.postgres.store import EF_SEARCH
     from recalld.text import keywords
 
@@ -229,10 +229,11 @@ def _postgres_floors(dsn: str, model: Any, questions: list[str]) -> dict[str, An
             ).fetchall()
 
         def text(question: str) -> list[Any]:
-            return conn.execute(
-                f"SELECT id FROM memories, websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %s) q"
-                " WHERE words @@ q ORDER BY ts_rank_cd(words, q) DESC LIMIT %s",
-                (words_query(tuple(keywords(question))) or '""', FLOOR_LIMIT),
-            ).fetchall()
+            query = phrases(keywords(question))
+            if not query:
+                return []
+            ctes, params = bm25_ctes(query, "m.forgotten_at IS NULL")
+            return conn.execute(f"WITH {', '.join(ctes)} SELECT id FROM bm25",
+                                {**params, "bm25_limit": FLOOR_LIMIT}).fetchall()  # fmt: skip
 
         return {"vector_floor": _timed(questions, vector), "text_floor": _timed(questions, text)}

@@ -14,7 +14,7 @@ from typing import Any
 
 APP_ID = "recalld"
 TEXT_SEARCH_CONFIG = "english"
-"""Stems like the SQLite store's porter tokenizer ("running" finds "runs")."""
+"""The ``words`` column of migrations 1-3 (dropped by migration 4 for FTS5's tokens)."""
 
 
 def m001_initial(cur: Any) -> None:
@@ -154,11 +154,101 @@ def m003_api_keys(cur: Any) -> None:
     )
 
 
+LEXICAL_STATS_COMPACT = 64
+"""Every this many statements that change the word statistics, their delta rows are
+summed into one (so a search sums a few rows, and writers never wait on one hot row)."""
+
+
+def m004_fts5_words(cur: Any) -> None:
+    """FTS5's words and BM25 statistics, so that the word channel ranks as SQLite's does
+    (see :mod:`recalld.lexical`): each row's FTS5 tokens in order (``lex_tokens``, GIN for
+    matching) and their count (``lex_length``); the table's row and token totals kept by
+    statement-level triggers as delta rows in ``lexical_stats`` (over every row, other
+    tenants' and forgotten ones included, as FTS5's own statistics are). Existing rows are
+    tokenized here; the english ``words`` column it replaces is dropped."""
+    from recalld.lexical import tokenize_many
+
+    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS lex_tokens text[] NOT NULL"
+                " DEFAULT '{}'")  # fmt: skip
+    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS lex_length integer NOT NULL"
+                " DEFAULT 0")  # fmt: skip
+    # The owner fills every tenant's rows: lift the forced wall for this transaction only.
+    cur.execute("ALTER TABLE memories NO FORCE ROW LEVEL SECURITY")
+    last = 0
+    for _ in range(1 << 40):  # bounded by the table's size
+        cur.execute("SELECT pk, content FROM memories WHERE pk > %s ORDER BY pk LIMIT 2000",
+                    (last,))  # fmt: skip
+        rows = cur.fetchall()
+        if not rows:
+            break
+        tokens = tokenize_many([r[1] for r in rows])
+        cur.executemany("UPDATE memories SET lex_tokens = %s, lex_length = %s WHERE pk = %s",
+                        [(t, len(t), r[0]) for r, t in zip(rows, tokens, strict=True)])  # fmt: skip
+        last = rows[-1][0]
+    cur.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
+    cur.execute("DROP INDEX IF EXISTS memories_words")
+    cur.execute("ALTER TABLE memories DROP COLUMN IF EXISTS words")
+    cur.execute("CREATE INDEX IF NOT EXISTS memories_lex ON memories USING gin (lex_tokens)")
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS lexical_stats (id bigserial PRIMARY KEY,"
+        " rows bigint NOT NULL, tokens bigint NOT NULL)"
+    )
+    cur.execute("DELETE FROM lexical_stats")
+    cur.execute("ALTER TABLE memories NO FORCE ROW LEVEL SECURITY")
+    cur.execute("INSERT INTO lexical_stats (rows, tokens)"
+                " SELECT count(*), coalesce(sum(lex_length), 0) FROM memories")  # fmt: skip
+    cur.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
+    cur.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION recalld_lexical_stats() RETURNS trigger
+        LANGUAGE plpgsql AS $$
+        DECLARE
+            d_rows bigint := 0;
+            d_tokens bigint := 0;
+            added bigint;
+        BEGIN
+            IF TG_OP IN ('INSERT', 'UPDATE') THEN
+                SELECT d_rows + count(*), d_tokens + coalesce(sum(lex_length), 0)
+                    INTO d_rows, d_tokens FROM new_rows;
+            END IF;
+            IF TG_OP IN ('DELETE', 'UPDATE') THEN
+                SELECT d_rows - count(*), d_tokens - coalesce(sum(lex_length), 0)
+                    INTO d_rows, d_tokens FROM old_rows;
+            END IF;
+            IF d_rows = 0 AND d_tokens = 0 THEN
+                RETURN NULL;
+            END IF;
+            INSERT INTO lexical_stats (rows, tokens) VALUES (d_rows, d_tokens)
+                RETURNING id INTO added;
+            IF added % {LEXICAL_STATS_COMPACT} = 0
+                    AND pg_try_advisory_xact_lock(hashtext('recalld_lexical_stats')) THEN
+                WITH gone AS (DELETE FROM lexical_stats RETURNING rows, tokens)
+                INSERT INTO lexical_stats (rows, tokens)
+                    SELECT coalesce(sum(rows), 0), coalesce(sum(tokens), 0) FROM gone;
+            END IF;
+            RETURN NULL;
+        END $$
+        """
+    )
+    for event, tables in (
+        ("INSERT", "NEW TABLE AS new_rows"),
+        ("DELETE", "OLD TABLE AS old_rows"),
+        ("UPDATE", "OLD TABLE AS old_rows NEW TABLE AS new_rows"),
+    ):
+        name = f"memories_lexical_{event.lower()}"
+        cur.execute(f"DROP TRIGGER IF EXISTS {name} ON memories")
+        cur.execute(
+            f"CREATE TRIGGER {name} AFTER {event} ON memories REFERENCING {tables}"
+            " FOR EACH STATEMENT EXECUTE FUNCTION recalld_lexical_stats()"
+        )
+
+
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
     (2, "m002_sources", m002_sources),
     (3, "m003_api_keys", m003_api_keys),
+    (4, "m004_fts5_words", m004_fts5_words),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from recalld.lexical import IDF_FLOOR, K1, B, phrases
 from recalld.records import MemoryFilter, TimeRange
 from recalld.stores.base import CandidateRequest
-from recalld.stores.postgres.migrations import TEXT_SEARCH_CONFIG
 
 COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
@@ -22,16 +22,18 @@ COLUMN_NAMES = [c.strip() for c in COLUMNS.split(",")]
 SELECT_COLUMNS = ", ".join(f"m.{c}" for c in COLUMN_NAMES)
 Params = dict[str, Any]
 TIES = {
-    "semantic": "score DESC, pk",
-    "window_semantic": "score DESC, pk",
-    "bm25": "score DESC, pk",
-    "trigram": "score DESC, ref_time DESC, pk",
-    "substring": "ref_time DESC, pk DESC",
-    "entity": "score DESC, ref_time DESC, pk",
-    "temporal": "score DESC, pk DESC",
+    "semantic": "score DESC, id",
+    "window_semantic": "score DESC, id",
+    "bm25": "score DESC, id",
+    "trigram": "score DESC, ref_time DESC, id",
+    "substring": "ref_time DESC, id DESC",
+    "entity": "score DESC, ref_time DESC, id",
+    "temporal": "score DESC, id DESC",
 }
-"""Each channel's order, ties included, as the SQLite store breaks them (equal cosines in
-insertion order; equal times newest row first), so that both backends rank alike."""
+"""Each channel's order, ties included, as the SQLite store breaks them: equal scores by the
+memory's text id, which ``recalld migrate`` keeps (row numbers do not survive a migration),
+so that both backends rank alike; ids are time-ordered, so equal times put the newest id
+first."""
 LIMITS = {name: f"{name}_limit" for name in TIES} | {
     "trigram": "bm25_limit", "substring": "bm25_limit"}  # fmt: skip
 TIE_MARGIN = 16
@@ -76,9 +78,55 @@ def window_sql(window: TimeRange | None, prefix: str) -> tuple[str, Params]:
     return sql, params
 
 
-def words_query(terms: Sequence[str]) -> str:
-    """A ``websearch_to_tsquery`` text OR-ing the quoted terms."""
-    return " or ".join('"' + t.replace('"', " ") + '"' for t in terms)
+def _f(value: float) -> str:
+    return f"{value!r}::float8"
+
+
+def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+    """FTS5's ``bm25()`` of the ``query`` phrases (see :mod:`recalld.lexical`), higher is
+    better: CTEs ``lex_hit`` (every row holding a phrase's first token, whatever its
+    tenant, with each phrase's hits ``f{i}``, as FTS5 counts over its whole table), ``lex_idf``
+    (the phrases' idf and the mean row length from ``lexical_stats``) and ``bm25`` (the
+    rows ``where`` admits, ranked). Terms are summed in phrase order, in float8, as C does."""
+    params: Params = {"lex_heads": list(dict.fromkeys(p[0] for p in query))}
+    hits = []
+    for i, phrase in enumerate(query):
+        params[f"lex_h{i}"] = phrase[0]
+        if len(phrase) == 1:
+            hits.append(f"cardinality(array_positions(m.lex_tokens, %(lex_h{i})s::text))::float8"
+                        f" AS f{i}")  # fmt: skip
+        else:
+            params[f"lex_p{i}"] = list(phrase)
+            hits.append(
+                f"(SELECT count(*) FROM unnest(array_positions(m.lex_tokens, %(lex_h{i})s::text))"
+                f" AS a(at) WHERE m.lex_tokens[a.at:a.at + {len(phrase) - 1}] ="
+                f" %(lex_p{i})s::text[])::float8 AS f{i}"
+            )
+    any_hit = " OR ".join(f"h.f{i} > 0" for i in range(len(query)))
+    counts = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}"
+                       for i in range(len(query)))  # fmt: skip
+    idfs = ", ".join(
+        f"CASE WHEN ln((s.n - d.n{i} + 0.5::float8) / (d.n{i} + 0.5::float8)) <= 0"
+        f" THEN {_f(IDF_FLOOR)} ELSE ln((s.n - d.n{i} + 0.5::float8) / (d.n{i} + 0.5::float8))"
+        f" END AS idf{i}"
+        for i in range(len(query))
+    )
+    score = "0::float8" + "".join(
+        f" + i.idf{k} * ((h.f{k} * ({_f(K1)} + 1.0::float8)) / (h.f{k} + {_f(K1)} *"
+        f" (1.0::float8 - {_f(B)} + {_f(B)} * h.dl / i.avgdl)))"
+        for k in range(len(query))
+    )
+    ctes = [
+        f"lex_hit AS (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok,"
+        f" {', '.join(hits)} FROM memories m WHERE m.lex_tokens && %(lex_heads)s::text[])",
+        "lex_idf AS (SELECT s.total / s.n AS avgdl, " + idfs + " FROM (SELECT"
+        " sum(rows)::float8 AS n, sum(tokens)::float8 AS total FROM lexical_stats) s, (SELECT "
+        + counts
+        + f" FROM lex_hit h WHERE {any_hit}) d)",
+        f"bm25 AS (SELECT h.id, {score} AS score, h.ref_time, h.pk FROM lex_hit h, lex_idf i"
+        f" WHERE h.ok AND ({any_hit}) ORDER BY score DESC, h.id LIMIT %(bm25_limit)s)",
+    ]
+    return ctes, params
 
 
 def like_any(pieces: Sequence[str]) -> list[str]:
@@ -102,27 +150,24 @@ def candidates_sql(
         )
         params["semantic_limit"] = request.semantic_limit
         params["semantic_fetch"] = request.semantic_limit + TIE_MARGIN
-    if request.bm25_limit and request.terms:
-        ctes.append(
-            "bm25 AS (SELECT m.id, ts_rank_cd(m.words, q)::float8 AS score, m.ref_time, m.pk"
-            f" FROM memories m, websearch_to_tsquery('{TEXT_SEARCH_CONFIG}', %(words)s) q"
-            f" WHERE m.words @@ q AND {where}"
-            " ORDER BY score DESC, m.pk LIMIT %(bm25_limit)s)"
-        )
-        params["words"] = words_query(request.terms)
+    query = phrases(request.terms) if request.bm25_limit and request.terms else []
+    if query:
+        bm25, bm25_params = bm25_ctes(query, where)
+        ctes.extend(bm25)
+        params.update(bm25_params)
     if request.bm25_limit and grams:
         ctes.append(
             "trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
             " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
             f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.pk LIMIT %(bm25_limit)s)"
+            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(bm25_limit)s)"
         )
         params.update(grams=list(grams), gram_likes=like_any(grams))
     if request.bm25_limit and short:
         ctes.append(
             "substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
             f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
-            " ORDER BY m.ref_time DESC, m.pk DESC LIMIT %(bm25_limit)s)"
+            " ORDER BY m.ref_time DESC, m.id DESC LIMIT %(bm25_limit)s)"
         )
         params["short_likes"] = like_any(short)
     if request.bm25_limit:
@@ -132,7 +177,7 @@ def candidates_sql(
             "entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
             " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
             f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.pk LIMIT %(entity_limit)s)"
+            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(entity_limit)s)"
         )
         params.update(entities=list(request.entities), entity_limit=request.entity_limit)
     window, window_params = window_sql(request.time_window, "w")
@@ -140,7 +185,7 @@ def candidates_sql(
     if request.temporal_limit:
         ctes.append(
             "temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
-            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.pk DESC LIMIT %(temporal_limit)s)"
+            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.id DESC LIMIT %(temporal_limit)s)"
         )
         params["temporal_limit"] = request.temporal_limit
     if request.window_semantic_limit and request.query_vector is not None:
@@ -153,7 +198,7 @@ def candidates_sql(
         params["window_semantic_fetch"] = request.window_semantic_limit + TIE_MARGIN
     if not ctes:
         return "", params
-    names = [cte.split(" AS (", 1)[0] for cte in ctes]
+    names = [n for n in (cte.split(" AS (", 1)[0] for cte in ctes) if n in TIES]
     union = " UNION ALL ".join(
         f"SELECT * FROM (SELECT '{name}' AS channel, row_number() OVER (ORDER BY {TIES[name]})"
         f" AS n, id, score FROM {name}) {name}_n WHERE n <= %({LIMITS[name]})s"

@@ -1,6 +1,6 @@
-"""The PostgreSQL store: pgvector (HNSW, cosine), tsvector + GIN, pg_trgm, an entity array;
-a connection pool, every channel in one SQL statement, tenants walled in twice (the
-store's ``WHERE`` clauses and Row-Level Security)."""
+"""The PostgreSQL store: pgvector (HNSW, cosine), FTS5's tokens + GIN (ranked by FTS5's
+BM25), pg_trgm, an entity array; a connection pool, every channel in one SQL statement,
+tenants walled in twice (the store's ``WHERE`` clauses and Row-Level Security)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
+from recalld.lexical import tokenize_many
 from recalld.records import ApiKey, Memory, MemoryFilter, Source
 from recalld.stores.base import (
     CandidateRequest,
@@ -163,13 +164,16 @@ class PostgresStore:
         positions = self._positions(conn, memories, namespaces)
         if vectors is not None:
             self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
+        tokens = tokenize_many([m.content for m in memories])
         rows = [
-            (*_row(m, ns, pos), None if vectors is None else np.asarray(vectors[i], np.float32))
+            (*_row(m, ns, pos), tokens[i], len(tokens[i]),
+             None if vectors is None else np.asarray(vectors[i], np.float32))
             for i, (m, ns, pos) in enumerate(zip(memories, namespaces, positions, strict=True))
-        ]
-        marks = ", ".join(["%s"] * (len(q.COLUMN_NAMES) + 1))
+        ]  # fmt: skip
+        marks = ", ".join(["%s"] * (len(q.COLUMN_NAMES) + 3))
         with conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO memories ({q.COLUMNS}, embedding) VALUES ({marks})", rows)
+            cur.executemany(f"INSERT INTO memories ({q.COLUMNS}, lex_tokens, lex_length,"
+                            f" embedding) VALUES ({marks})", rows)  # fmt: skip
         if vectors is not None:
             self._mark_vectors(conn, set(namespaces))
 
@@ -230,7 +234,9 @@ class PostgresStore:
                 raise NotFoundError(f"unknown id: no memory with id {memory.id}")
             position = self._positions(conn, [memory], [namespace])[0]
             row = _row(memory, namespace, position)
-            conn.execute(f"UPDATE memories SET {assignments} WHERE pk = %s", (*row[1:], pk))
+            tokens = tokenize_many([memory.content])[0]
+            conn.execute(f"UPDATE memories SET {assignments}, lex_tokens = %s, lex_length = %s"
+                         " WHERE pk = %s", (*row[1:], tokens, len(tokens), pk))  # fmt: skip
             if vector is not None:
                 self._ensure_dimension(conn, int(np.asarray(vector).shape[-1]))
                 conn.execute("UPDATE memories SET embedding = %s WHERE pk = %s",
@@ -660,6 +666,10 @@ def _channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
     ):
         if asked:
             out[name] = []
+    if request.bm25_limit:
+        grams, short = _trigram_terms(request.raw_query)
+        out.update({name: [] for name, asked in (("trigram", grams), ("substring", short))
+                    if asked})  # fmt: skip
     return out
 
 

@@ -100,7 +100,7 @@ def bm25_sql(table: str, where: str, limit_param: bool = True) -> str:
     """Rank rows of an FTS5 table by BM25 (lower is better in SQLite, so ascending)."""
     return (
         f"SELECT m.id, bm25({table}) AS score FROM {table} JOIN memories m ON m.pk = {table}.rowid"
-        f" WHERE {table} MATCH ? AND {where} ORDER BY score LIMIT ?"
+        f" WHERE {table} MATCH ? AND {where} ORDER BY score, m.id LIMIT ?"
     )
 
 
@@ -117,14 +117,15 @@ def bm25_winners_sql(table: str, where: str) -> str:
     return (
         f"SELECT m.id, w.score FROM (SELECT rowid, bm25({table}) AS score FROM {table}"
         f" WHERE {table} MATCH ? ORDER BY score LIMIT ?) w JOIN memories m ON m.pk = w.rowid"
-        f" WHERE {where} ORDER BY w.score LIMIT ?"
+        f" WHERE {where} ORDER BY w.score, m.id LIMIT ?"
     )
 
 
 def like_sql(where: str, count: int) -> str:
     likes = " OR ".join(["m.content LIKE ? ESCAPE '\\'"] * count)
     return (
-        f"SELECT m.id FROM memories m WHERE ({likes}) AND {where} ORDER BY m.ref_time DESC LIMIT ?"
+        f"SELECT m.id FROM memories m WHERE ({likes}) AND {where}"
+        " ORDER BY m.ref_time DESC, m.id DESC LIMIT ?"
     )
 
 
@@ -133,12 +134,15 @@ def entity_sql(where: str, count: int) -> str:
     return (
         "SELECT m.id, COUNT(*) AS overlap FROM memory_entities e JOIN memories m ON m.pk = e.pk"
         f" WHERE e.entity IN ({marks}) AND {where}"
-        " GROUP BY m.pk ORDER BY overlap DESC, m.ref_time DESC LIMIT ?"
+        " GROUP BY m.pk ORDER BY overlap DESC, m.ref_time DESC, m.id LIMIT ?"
     )
 
 
 def temporal_sql(where: str) -> str:
-    return f"SELECT m.id, m.ref_time FROM memories m WHERE {where} ORDER BY m.ref_time DESC LIMIT ?"
+    return (
+        f"SELECT m.id, m.ref_time FROM memories m WHERE {where}"
+        " ORDER BY m.ref_time DESC, m.id DESC LIMIT ?"
+    )
 
 
 def escape_like(text: str) -> str:

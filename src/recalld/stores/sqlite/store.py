@@ -580,9 +580,9 @@ class SQLiteStore:
         lazy = self._lazy_index()
         if lazy is not None:
             self._check_dimension(query, lazy.dimension)
-            found = lazy.search(self._db, query, limit, hidden, keep)
+            found = lazy.search(self._db, query, limit + TIE_MARGIN, hidden, keep)
             if found is not None:
-                return _ranked(found)
+                return _ranked(_ties_by_id(found, limit))
             self._lazy = None  # the mirror answers from now on in this process
         mirror = self._vectors
         mirror.refresh(self._db)
@@ -593,7 +593,7 @@ class SQLiteStore:
             allowed = mirror.rows_with(keep)
         elif hidden is not None and len(hidden):
             allowed = ~mirror.rows_with(hidden)
-        return _ranked(mirror.search_ids(query, limit, allowed))
+        return _ranked(_ties_by_id(mirror.search_ids(query, limit + TIE_MARGIN, allowed), limit))
 
     def _lazy_index(self) -> LazyAnn | None:
         """The saved ANN index, opened on the first vector search of a process whose mirror
@@ -843,6 +843,16 @@ def _within(
         extra += " AND m.ref_time < ?"
         more.append(window.end.timestamp())
     return where + extra, more
+
+
+TIE_MARGIN = 16
+"""Extra nearest neighbours fetched so that equal cosines at the cut are ordered by id."""
+
+
+def _ties_by_id(pairs: Any, limit: int) -> list[tuple[str, float]]:
+    """(id, score) pairs best first, equal scores by the memory's text id (kept by
+    ``recalld migrate``, unlike row numbers), so that both backends break ties alike."""
+    return sorted(pairs, key=lambda p: (-p[1], p[0]))[:limit]
 
 
 def _ranked(pairs: Any) -> list[ChannelCandidate]:

@@ -1,0 +1,106 @@
+"""FTS5's words and BM25, for a backend without FTS5 (PostgreSQL).
+
+The SQLite store ranks words with FTS5's ``bm25()`` over the tokenizer
+``porter unicode61 remove_diacritics 2``. To rank alike, the PostgreSQL store stores and
+queries the very same tokens and computes the same score. The tokens come from FTS5 itself:
+an in-memory FTS5 table (one per thread) tokenizes a batch of texts and ``fts5vocab``
+(``instance``) returns every token with its position. That makes them equal to the SQLite
+store's by construction (same library, same tokenizer tables, same porter stemmer, tokens
+left unstemmed where FTS5's porter leaves them), with no second implementation to drift.
+
+:func:`bm25` is FTS5's formula (``fts5_aux.c``): for each phrase of the query,
+``idf = ln((N - n + 0.5) / (n + 0.5))`` (at least ``1e-6``), N the rows of the whole FTS
+table, n the rows holding the phrase; ``score += idf * f * (k1 + 1) / (f + k1 * (1 - b +
+b * D / avgdl))`` with f the phrase's hits in the row, D the row's token count, avgdl the
+mean token count of the whole table, k1 = 1.2, b = 0.75. SQLite returns ``-score``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sqlite3
+import threading
+from collections.abc import Sequence
+
+FTS5_TOKENIZE = "porter unicode61 remove_diacritics 2"
+"""The SQLite store's word tokenizer (``memories_fts``)."""
+K1 = 1.2
+B = 0.75
+IDF_FLOOR = 1e-6
+MAX_TOKEN_BYTES = 2000
+"""Longer tokens are stored and queried as a digest (``~`` + sha256 hex, ``~`` being a
+separator for unicode61, so no real token looks like it): a PostgreSQL index entry has a
+size limit, and equality, all the ranking needs, is kept."""
+BATCH = 500
+
+_local = threading.local()
+
+
+def _connection() -> sqlite3.Connection:
+    conn: sqlite3.Connection | None = getattr(_local, "conn", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:")
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5(c, tokenize='{FTS5_TOKENIZE}')")
+        conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(t, instance)")
+        _local.conn = conn
+    return conn
+
+
+def stored(token: str) -> str:
+    """A token as stored and queried: itself, or its digest when it is too long."""
+    if len(token) * 4 <= MAX_TOKEN_BYTES or len(token.encode("utf-8")) <= MAX_TOKEN_BYTES:
+        return token
+    return "~" + hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def tokenize_many(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's FTS5 tokens in order (as :func:`stored` gives them)."""
+    out: list[list[str]] = []
+    conn = _connection()
+    for start in range(0, len(texts), BATCH):
+        chunk = texts[start : start + BATCH]
+        tokens: list[dict[int, str]] = [{} for _ in chunk]
+        with conn:
+            conn.executemany("INSERT INTO t(rowid, c) VALUES (?, ?)", enumerate(chunk))
+            for doc, offset, term in conn.execute("SELECT doc, offset, term FROM v"):
+                tokens[doc][offset] = term
+            conn.execute("DELETE FROM t")
+        out.extend([stored(found[i]) for i in sorted(found)] for found in tokens)
+    return out
+
+
+def tokenize(text: str) -> list[str]:
+    return tokenize_many([text])[0]
+
+
+def phrases(terms: Sequence[str]) -> list[list[str]]:
+    """The query's phrases as FTS5 reads ``"t1" OR "t2" ...``: each term's tokens, in
+    order; a term without tokens is no phrase (it matches nothing)."""
+    return [p for p in tokenize_many(list(terms)) if p]
+
+
+def idf(rows: int, hits: int) -> float:
+    value = math.log((rows - hits + 0.5) / (hits + 0.5))
+    return IDF_FLOOR if value <= 0.0 else value
+
+
+def phrase_hits(tokens: Sequence[str], phrase: Sequence[str]) -> int:
+    """How many times ``phrase`` occurs in ``tokens`` (overlaps count, as in FTS5)."""
+    k = len(phrase)
+    return sum(1 for i in range(len(tokens) - k + 1) if list(tokens[i : i + k]) == list(phrase))
+
+
+def bm25(
+    tokens: Sequence[str], query: Sequence[Sequence[str]], rows: int, total: int,
+    hits: Sequence[int],
+) -> float:  # fmt: skip
+    """FTS5's BM25 relevance (higher is better) of a row of ``tokens`` for the ``query``
+    phrases, in a table of ``rows`` rows and ``total`` tokens where ``hits[i]`` rows hold
+    phrase i. The reference the PostgreSQL SQL is tested against."""
+    avgdl = total / rows
+    score = 0.0
+    for phrase, n in zip(query, hits, strict=True):
+        f = float(phrase_hits(tokens, phrase))
+        score += idf(rows, n) * (f * (K1 + 1.0) / (f + K1 * (1 - B + B * len(tokens) / avgdl)))
+    return score

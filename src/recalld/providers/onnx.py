@@ -75,7 +75,7 @@ QUERY_THREADS = 1
 its small matrix products across threads costs more in hand-offs than it saves. On the
 2-core machine at load ~5, 50 benchmark questions embedded in 6.6 ms median on one thread
 against 12.5 ms with onnxruntime's default (one per core), 8.5 ms with two non-spinning
-threads; graph optimisation "extended" instead of "all" changed nothing (docs/benchmarks-scale.md)."""
+threads; graph optimisation "extended" instead of "all" changed nothing (docs/ingest.md)."""
 
 
 def _query_options(ort: Any) -> Any:

@@ -70,6 +70,23 @@ def _document_options(ort: Any, threads: int) -> Any:
     return options
 
 
+QUERY_THREADS = 1
+"""Threads of the query session. A query is one short sequence (about 15 tokens): splitting
+its small matrix products across threads costs more in hand-offs than it saves. On the
+2-core machine at load ~5, 50 benchmark questions embedded in 6.6 ms median on one thread
+against 12.5 ms with onnxruntime's default (one per core), 8.5 ms with two non-spinning
+threads; graph optimisation "extended" instead of "all" changed nothing (docs/ingest.md)."""
+
+
+def _query_options(ort: Any) -> Any:
+    """Session options for embedding queries: latency of one short text, on one thread."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = QUERY_THREADS
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
 class OnnxEmbedder(Embedder):
     """Mean-pooled, L2-normalised sentence embeddings from an ONNX encoder."""
 
@@ -101,8 +118,6 @@ class OnnxEmbedder(Embedder):
             import onnxruntime as ort
             from tokenizers import Tokenizer
 
-            self._options = ort.SessionOptions()
-            self._options.log_severity_level = 3
             self._session = ort.InferenceSession(
                 str(model_path), _document_options(ort, threads), providers=["CPUExecutionProvider"]
             )
@@ -208,7 +223,7 @@ class OnnxEmbedder(Embedder):
                     else:
                         graph, self._int8_nodes = int8
                         self._query_session = ort.InferenceSession(
-                            graph, self._options, providers=["CPUExecutionProvider"]
+                            graph, _query_options(ort), providers=["CPUExecutionProvider"]
                         )
                 except Exception as exc:  # onnx and onnxruntime raise their own plain errors
                     raise EmbedderError(

@@ -53,16 +53,24 @@ def test_one_call_equals_the_separate_reads(open_as: Opener, query: str) -> None
     rows = store.search_rows(asked, vectors=True, neighbor_radius=2, neighbor_depth=5)
     assert [dict(c) for c in rows.channels] == [dict(store.candidates(r)) for r in asked]
     ids = sorted(rows.candidate_ids)
-    assert {i: rows.memories[i] for i in ids} == {m.id: m for m in store.get_many(ids)}
+    # What came back is what the separate reads give. A remote backend sends every
+    # candidate's row and vector and the neighbours' rows (one round trip); the store in the
+    # process sends none, and the pipeline reads the few it keeps.
+    remote = type(store).__name__ == "PostgresStore"
+    read = dict(rows.memories)
+    assert read == {m.id: m for m in store.get_many(list(read))}
     want_vectors = store.vectors_for(ids)
-    assert rows.vectors.keys() == want_vectors.keys()
-    for memory_id, vector in want_vectors.items():
-        assert np.allclose(rows.vectors[memory_id], vector)
+    assert rows.vectors.keys() <= want_vectors.keys()
+    for memory_id, vector in rows.vectors.items():
+        assert np.allclose(want_vectors[memory_id], vector)
     assert rows.neighbors_of >= frozenset(near_ids(rows.channels[0], 5))
     assert rows.neighbors_of <= rows.candidate_ids
     assert dict(rows.neighbors) == store.session_neighbors(sorted(rows.neighbors_of), 2)
     lent = {i for pairs in rows.neighbors.values() for i, _ in pairs}
-    assert lent <= rows.memories.keys()  # the neighbours' rows came along
+    if remote:
+        assert read.keys() >= set(ids) | lent and rows.vectors.keys() == want_vectors.keys()
+    else:
+        assert read == {} and rows.vectors == {}
     if query != "nothing matches zq":
         assert rows.neighbors and lent - rows.candidate_ids  # not a vacuous comparison
 
@@ -71,7 +79,7 @@ def test_without_vectors_or_neighbours_only_rows_come_back(open_as: Opener) -> N
     engine = filled(open_as)
     rows = engine.store.search_rows(requests(engine, "kayak"))
     assert rows.vectors == {} and rows.neighbors == {} and rows.neighbors_of == frozenset()
-    assert rows.memories.keys() == rows.candidate_ids
+    assert rows.memories.keys() <= rows.candidate_ids
 
 
 def test_another_tenants_rows_never_come_back(open_as: Opener) -> None:
@@ -80,8 +88,9 @@ def test_another_tenants_rows_never_come_back(open_as: Opener) -> None:
     bob.add("bob's own kayak note", session_id="chat0")
     rows = bob.store.search_rows(requests(bob, "kayak river"), vectors=True, neighbor_radius=3,
                                  neighbor_depth=20)  # fmt: skip
-    assert {m.content for m in rows.memories.values()} == {"bob's own kayak note"}
-    assert rows.neighbors in ({}, {next(iter(rows.memories)): []})
+    (only,) = rows.candidate_ids
+    assert [m.content for m in bob.store.get_many([only])] == ["bob's own kayak note"]
+    assert rows.memories.keys() <= {only} and rows.neighbors in ({}, {only: []})
 
 
 def test_a_query_vector_of_another_dimension_is_refused(open_as: Opener) -> None:

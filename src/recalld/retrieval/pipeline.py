@@ -319,15 +319,16 @@ def _vectors(
     if not _needs_vectors(config):
         return {}
     ids = [s.memory.id for s in scored[: max(config.kupdate_window, 100)]]
-    read = rows.candidate_ids
     found = {i: rows.vectors[i] for i in ids if i in rows.vectors}
-    missing = [i for i in ids if i not in read]
+    # Not read with the candidates: a backend that left them to be read, or a candidate of
+    # an expansion, or a memory without a vector (asked for again, found none).
+    missing = [i for i in ids if i not in found]
     return {**found, **store.vectors_for(missing)} if missing else found
 
 
 def _rows(store: Store, rows: SearchRows, ids: Sequence[str]) -> dict[str, Memory]:
-    """The memories of ``ids`` in that order (those read with the candidates, the others,
-    an expansion's candidates, fetched here); unknown ids skipped."""
+    """The memories of ``ids`` in that order (those read with the candidates, the others
+    fetched here); unknown ids skipped."""
     missing = [i for i in ids if i not in rows.memories]
     fetched = {m.id: m for m in store.get_many(missing)} if missing else {}
     known = {**rows.memories, **fetched}

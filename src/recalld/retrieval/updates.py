@@ -51,6 +51,12 @@ def follow_updates(
             if near.memory_id != old.memory.id and near.score >= config.kupdate_related_similarity:
                 offers.setdefault(near.memory_id, []).append((old, near.score))
     present = {s.memory.id: s for s in scored}
+    unread = [i for i in offers if i not in present and i not in rows]
+    if unread:  # a backend in the same process reads rows and vectors on demand
+        rows.update((m.id, m) for m in store.get_many(unread))
+    unvectored = [i for i in offers if i not in near_vectors]
+    if unvectored:
+        near_vectors.update(store.vectors_for(unvectored))
     chosen: dict[str, Scored] = {}
     for memory_id, pairs in offers.items():
         new = present[memory_id].memory if memory_id in present else rows.get(memory_id)

@@ -108,8 +108,10 @@ class SearchRows:
     """What one search reads, in one store call (:meth:`Store.search_rows`).
 
     ``channels[i]`` answers ``requests[i]`` as :meth:`Store.candidates` would; ``memories``
-    holds the row of every candidate and of every neighbour in ``neighbors``; ``vectors``
-    the vector of every candidate that has one (when asked); ``neighbors`` is
+    holds the rows the backend read with them (a remote backend: every candidate's and every
+    neighbour's in ``neighbors``, to save round trips; a backend in the same process may
+    read none, see :func:`compose_search_rows`); ``vectors`` likewise the vectors of the
+    candidates (when asked); a caller reads what is not here; ``neighbors`` is
     :meth:`Store.session_neighbors` for the ids in ``neighbors_of``: at least the
     candidates ranked within ``neighbor_depth`` in a channel of the first request (a backend
     may cover more of its candidates, where that saves a later call).
@@ -123,7 +125,7 @@ class SearchRows:
 
     @property
     def candidate_ids(self) -> frozenset[str]:
-        """Every id some channel proposed (their rows, and vectors when asked, are here)."""
+        """Every id some channel proposed."""
         return frozenset(c.memory_id for found in self.channels for lst in found.values()
                          for c in lst)  # fmt: skip
 
@@ -341,18 +343,14 @@ def compose_search_rows(
     neighbor_radius: int,
     neighbor_depth: int,
 ) -> SearchRows:
-    """:meth:`Store.search_rows` from the store's other reads (a store in the same process,
-    where a call costs no round trip, answers with this)."""
+    """:meth:`Store.search_rows` from the store's other reads, for a store in the same
+    process, where a call costs no round trip: the candidates and their neighbours, and no
+    rows or vectors, which the pipeline reads for the few candidates it keeps (a search
+    keeps a hundred of its several hundred candidates)."""
     channels = tuple(store.candidates(r) for r in requests)
-    ids = list(dict.fromkeys(c.memory_id for found in channels for lst in found.values()
-                             for c in lst))  # fmt: skip
-    memories = {m.id: m for m in store.get_many(ids)}
     near = near_ids(channels[0], neighbor_depth) if channels and neighbor_radius > 0 else []
     neighbors = store.session_neighbors(near, neighbor_radius) if near else {}
-    more = [i for pairs in neighbors.values() for i, _ in pairs if i not in memories]
-    memories.update((m.id, m) for m in store.get_many(list(dict.fromkeys(more))))
-    return SearchRows(channels, memories, store.vectors_for(ids) if vectors else {},
-                      neighbors, frozenset(near))  # fmt: skip
+    return SearchRows(channels, {}, {}, neighbors, frozenset(near))
 
 
 @runtime_checkable

@@ -111,7 +111,8 @@ class SearchRows:
     holds the rows the backend read with them (a remote backend: every candidate's and every
     neighbour's in ``neighbors``, to save round trips; a backend in the same process may
     read none, see :func:`compose_search_rows`); ``vectors`` likewise the vectors of the
-    candidates (when asked); a caller reads what is not here; ``neighbors`` is
+    candidates (when asked); a caller reads what is not here; ``neighbors`` (possibly
+    empty, with ``neighbors_of``, on a backend in the same process) is
     :meth:`Store.session_neighbors` for the ids in ``neighbors_of``: at least the
     candidates ranked within ``neighbor_depth`` in a channel of the first request (a backend
     may cover more of its candidates, where that saves a later call).
@@ -343,14 +344,12 @@ def compose_search_rows(
     neighbor_radius: int,
     neighbor_depth: int,
 ) -> SearchRows:
-    """:meth:`Store.search_rows` from the store's other reads, for a store in the same
-    process, where a call costs no round trip: the candidates and their neighbours, and no
-    rows or vectors, which the pipeline reads for the few candidates it keeps (a search
-    keeps a hundred of its several hundred candidates)."""
-    channels = tuple(store.candidates(r) for r in requests)
-    near = near_ids(channels[0], neighbor_depth) if channels and neighbor_radius > 0 else []
-    neighbors = store.session_neighbors(near, neighbor_radius) if near else {}
-    return SearchRows(channels, {}, {}, neighbors, frozenset(near))
+    """:meth:`Store.search_rows` for a store in the same process, where a call costs no
+    round trip: the candidates only. The pipeline reads the rows, vectors and neighbours of
+    the few candidates it keeps (a search keeps a hundred of its several hundred
+    candidates, and asks for the neighbours of its top 20 after adjusting them)."""
+    del vectors, neighbor_radius, neighbor_depth  # read later, for fewer memories
+    return SearchRows(tuple(store.candidates(r) for r in requests), {})
 
 
 @runtime_checkable

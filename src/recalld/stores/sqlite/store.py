@@ -642,7 +642,12 @@ class SQLiteStore:
         self, table: str, match: str, where: str, params: list[object], limit: int
     ) -> list[tuple[str, float]]:
         """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; the
-        full join only when the filters leave too few of them (same result either way)."""
+        full join on a small store, or when the filters leave too few of the winners (the
+        same result either way)."""
+        (rows_max,) = self._db.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
+        if rows_max < q.BM25_WINNERS_MIN_ROWS:
+            rows = self._db.execute(q.bm25_sql(table, where), [match, *params, limit]).fetchall()
+            return [(memory_id, float(raw)) for memory_id, raw in rows]
         inner = limit * q.BM25_PREFETCH
         rows = self._db.execute(
             q.bm25_winners_sql(table, where), [match, inner, *params, limit]

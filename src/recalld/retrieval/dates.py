@@ -280,10 +280,16 @@ _FOREIGN_TIMES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 English wording: the query is read in English after them."""
 
 
+_ANY_FOREIGN_TIME = re.compile("|".join(f"(?:{p.pattern})" for p, _ in _FOREIGN_TIMES))
+"""Any of :data:`_FOREIGN_TIMES`: one search tells most queries apart from them."""
+
+
 def _in_english(text: str) -> tuple[str, list[str]]:
     """``text`` with the foreign relative times of :data:`_FOREIGN_TIMES` in English, and
     the foreign phrases found."""
     found: list[str] = []
+    if _ANY_FOREIGN_TIME.search(text) is None:
+        return text, found
 
     def english_for(template: str) -> Callable[[re.Match[str]], str]:
         def write(match: re.Match[str]) -> str:

@@ -70,7 +70,7 @@ class Settings(BaseSettings):
     short texts grow long, batches of long ones stay within memory."""
     embed_threads: int = Field(default=DEFAULT_EMBED_THREADS, ge=0)
     """Threads the local model uses to embed stored texts; 0 lets onnxruntime take one per
-    core. The int8 query session always runs on one thread (docs/ingest.md)."""
+    core. The int8 query session fits the load instead (docs/ingest.md)."""
     int8_queries: bool = True
     """Embed queries with int8 matrix products (local ONNX models with int8 weights): about
     2.5 ms less a search, at a cosine of ~0.995 to the float32 vector. Stored vectors are

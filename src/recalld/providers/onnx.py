@@ -15,6 +15,7 @@ int8 (:mod:`recalld.providers.onnx_int8`): about 2.5 ms less a search, at a cosi
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -71,19 +72,34 @@ def _document_options(ort: Any, threads: int) -> Any:
 
 
 QUERY_THREADS = 1
-"""Threads of the query session. A query is one short sequence (about 15 tokens): splitting
-its small matrix products across threads costs more in hand-offs than it saves. On the
-2-core machine at load ~5, 50 benchmark questions embedded in 6.6 ms median on one thread
-against 12.5 ms with onnxruntime's default (one per core), 8.5 ms with two non-spinning
-threads; graph optimisation "extended" instead of "all" changed nothing (docs/ingest.md)."""
+"""Threads of the query session on a busy machine. A query is one short sequence (about 15
+tokens), and onnxruntime's default pool (a thread per core) waits for work by spinning,
+which on cores busy with other processes burns the time slices the model needs: on the
+2-core machine at load ~5, 50 benchmark questions embedded in 6.6 ms median on one
+non-spinning thread against 12.5 ms with the default (docs/ingest.md). On idle cores the
+default is the faster (3.0 ms against 4.7 ms at load 0.7, 2026-11-24), so a query runs on
+the session that fits the machine's load at that moment (:func:`machine_busy`); both give
+bit-identical vectors."""
 
 
-def _query_options(ort: Any) -> Any:
-    """Session options for embedding queries: latency of one short text, on one thread."""
+def machine_busy() -> bool:
+    """Whether the last minute's load average reaches the number of cores: then the query
+    session that does not spin is the faster."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this platform
+        return False
+    return load >= (os.cpu_count() or 1)
+
+
+def _query_options(ort: Any, busy: bool) -> Any:
+    """Session options for embedding queries: one non-spinning thread on a busy machine,
+    onnxruntime's default pool on an idle one."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    options.intra_op_num_threads = QUERY_THREADS
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if busy:
+        options.intra_op_num_threads = QUERY_THREADS
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 
@@ -126,6 +142,9 @@ class OnnxEmbedder(Embedder):
             raise EmbedderError(f"cannot load embedding model {model_path}: {exc}") from exc
         # Built on the first query, so that a process that only stores never pays for it.
         self._query_session: Any = None if int8_queries else self._session
+        self._query_sessions: dict[bool, Any] = {}  # by machine_busy()
+        self._int8_graph: tuple[bytes, int] | None = None
+        self._int8_read = False
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self._inputs = {i.name for i in self._session.get_inputs()}
@@ -209,28 +228,37 @@ class OnnxEmbedder(Embedder):
         self._query()
         return self._int8_nodes
 
-    def _query(self) -> Any:
-        """The session queries run on: the int8 graph's, built on first use, or the
-        document session when the setting is off or the model has no int8 weights."""
+    def _query(self, busy: bool | None = None) -> Any:
+        """The session a query runs on: the int8 graph's, built on first use (one session
+        for a busy machine and one for an idle one, :data:`QUERY_THREADS`; ``busy`` None:
+        by the load now), or the document session when the setting is off or the model has
+        no int8 weights."""
+        busy = machine_busy() if busy is None else busy
         with self._query_lock:
-            if self._query_session is None:
+            if self._query_session is self._session and self._session is not None:
+                return self._session
+            session = self._query_sessions.get(busy)
+            if session is None:
                 try:
                     import onnxruntime as ort
 
-                    int8 = int8_query_graph(self._model_path)
-                    if int8 is None:
+                    if not self._int8_read:
+                        self._int8_graph = int8_query_graph(self._model_path)
+                        self._int8_read = True
+                    if self._int8_graph is None:
                         self._query_session = self._session
-                    else:
-                        graph, self._int8_nodes = int8
-                        self._query_session = ort.InferenceSession(
-                            graph, _query_options(ort), providers=["CPUExecutionProvider"]
-                        )
+                        return self._session
+                    graph, self._int8_nodes = self._int8_graph
+                    session = ort.InferenceSession(
+                        graph, _query_options(ort, busy), providers=["CPUExecutionProvider"]
+                    )
                 except Exception as exc:  # onnx and onnxruntime raise their own plain errors
                     raise EmbedderError(
                         f"cannot build the int8 query graph of {self._model_path}: {exc}; "
                         "set int8_queries = false to embed queries in float32"
                     ) from exc
-            return self._query_session
+                self._query_sessions[busy] = session
+            return session
 
     def _windows(self, text: str) -> list[list[int]]:
         body = self._tokenizer.encode(text, add_special_tokens=False).ids

@@ -95,11 +95,10 @@ def machine_busy() -> bool:
 def _query_options(ort: Any, busy: bool) -> Any:
     """Session options for embedding queries: one non-spinning thread on a busy machine,
     onnxruntime's default pool on an idle one."""
+    if busy:
+        return _document_options(ort, QUERY_THREADS)
     options = ort.SessionOptions()
     options.log_severity_level = 3
-    if busy:
-        options.intra_op_num_threads = QUERY_THREADS
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 

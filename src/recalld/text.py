@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -137,6 +138,14 @@ def states_value(text: str) -> bool:
     time, a price, a version, an id). An update that moves a fact to a new value names it:
     "now lands on April 14th", "bumped to 24.2", "五月七日から"."""
     return _VALUE.search(text) is not None
+
+
+@functools.lru_cache(maxsize=8192)
+def gives_new_value(text: str) -> bool:
+    """:func:`says_change` and :func:`states_value` both: a memory that says its fact
+    changed to a value it names. Cached by text: a search asks it of its top candidates,
+    and the next searches of a store ask it of many of the same memories."""
+    return states_value(text) and says_change(text)
 
 
 def says_change(text: str) -> bool:

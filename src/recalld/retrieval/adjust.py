@@ -13,7 +13,7 @@ import numpy as np
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
-from recalld.text import only_asks, says_change, states_event, states_value, words
+from recalld.text import gives_new_value, only_asks, states_event, words
 
 
 @dataclass(frozen=True)
@@ -341,8 +341,7 @@ def _restated(
     pairs = matrix @ matrix.T  # every pair's cosine in one product
     # A change names the new value ("now lands on April 14th", "bumped to 24.2"); "you're
     # now helping others" says nothing changed about a fact.
-    changes = {s.memory.id: says_change(s.memory.content) and states_value(s.memory.content)
-               for s in window}  # fmt: skip
+    changes = {s.memory.id: gives_new_value(s.memory.content) for s in window}
     for i, a in enumerate(window):
         for j in range(i + 1, len(window)):
             b = window[j]

@@ -127,19 +127,22 @@ def search(
                        identifiers=identifiers(request.query))  # fmt: skip
     scored = adjust(fused, memories, ctx, config)
     scored = time_order(scored, plan.order, config)
-    vectors = _vectors(store, rows, scored, config)
-    scored = apply_session_support(scored, config)
-    cosines = _cosines(lists)  # each semantic candidate's query cosine, for three stages
-    if plan.advice:
-        scored = topic_support(scored, cosines, config)
+    # Current facts first does not apply to questions about the past or that count
+    # across sessions: for them no vector is read unless diversity needs it.
     past = (
         plan.order == "earliest"
         or plan.time_window is not None
         or asks_past(plan.text)
         or plan.query_type == "aggregation"
     )
+    vectors = _Vectors(store, rows, scored, config, updates=not past)
+    scored = apply_session_support(scored, config)
+    cosines = _cosines(lists)  # each semantic candidate's query cosine, for three stages
+    if plan.advice:
+        scored = topic_support(scored, cosines, config)
     if config.kupdate_follow > 0 and not past:
-        scored = follow_updates(scored, vectors, store, request.filters, config, cosines)
+        vectors.read(scored[: config.kupdate_follow])
+        scored = follow_updates(scored, vectors.found, store, request.filters, config, cosines)
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
         scored = neighbor_support(
@@ -148,7 +151,9 @@ def search(
             lambda ids: _rows(store, rows, ids),
             config,
         )
-    scored = knowledge_updates(scored, vectors, config, reference, not past, cosines)
+    if not past:
+        vectors.read(scored[: config.kupdate_window])
+    scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines)
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)
@@ -161,7 +166,8 @@ def search(
             for h, g in zip(hits, groups, strict=True)
         ]
     else:
-        chosen = assemble(kept, plan, vectors, config, request.limit)
+        vectors.read(kept)
+        chosen = assemble(kept, plan, vectors.found, config, request.limit)
         hits = build_hits(chosen, lists, reasons if request.explain else None)
     return SearchResult(
         query=request.query,
@@ -303,27 +309,50 @@ def _cosines(lists: Sequence[RankedList]) -> dict[str, float]:
             for c in ranked.candidates}  # fmt: skip
 
 
-def _needs_vectors(config: RetrievalConfig) -> bool:
-    """Whether a stage compares memories by their vectors."""
-    return config.kupdate_factor < 1.0 or (
+def _needs_vectors(config: RetrievalConfig, updates: bool = True) -> bool:
+    """Whether a stage compares memories by their vectors (``updates``: whether knowledge
+    updates apply to this query)."""
+    return (updates and config.kupdate_factor < 1.0) or (
         config.mmr_similarity == "cosine"
         and (config.mmr_lambda < 1.0 or config.diverse_aggregation)
     )
 
 
-def _vectors(
-    store: Store, rows: SearchRows, scored: Sequence[Scored], config: RetrievalConfig
-) -> dict[str, np.ndarray]:
-    """Vectors of the top candidates, only when a stage compares memories (read with the
-    candidates; an expansion's candidates are fetched here)."""
-    if not _needs_vectors(config):
-        return {}
-    ids = [s.memory.id for s in scored[: max(config.kupdate_window, 100)]]
-    found = {i: rows.vectors[i] for i in ids if i in rows.vectors}
-    # Not read with the candidates: a backend that left them to be read, or a candidate of
-    # an expansion, or a memory without a vector (asked for again, found none).
-    missing = [i for i in ids if i not in found]
-    return {**found, **store.vectors_for(missing)} if missing else found
+class _Vectors:
+    """The vectors the stages that compare memories read: those of the top candidates
+    after adjusting (``max(kupdate_window, 100)``), each read when a stage first asks for
+    it (the top hit for following it forward, the top ``kupdate_window`` for knowledge
+    updates, the kept ones for diversity), none when no stage compares."""
+
+    def __init__(
+        self,
+        store: Store,
+        rows: SearchRows,
+        scored: Sequence[Scored],
+        config: RetrievalConfig,
+        updates: bool = True,
+    ) -> None:
+        self._store, self._rows = store, rows
+        needed = _needs_vectors(config, updates)
+        self._allowed = (
+            {s.memory.id for s in scored[: max(config.kupdate_window, 100)]} if needed else set()
+        )
+        self._tried: set[str] = set()
+        self.found: dict[str, np.ndarray] = {}
+
+    def read(self, scored: Sequence[Scored]) -> None:
+        """Read the vectors of these memories (of the allowed ones not read yet)."""
+        ids = [s.memory.id for s in scored
+               if s.memory.id in self._allowed and s.memory.id not in self._tried]  # fmt: skip
+        if not ids:
+            return
+        self._tried.update(ids)
+        held = {i: self._rows.vectors[i] for i in ids if i in self._rows.vectors}
+        missing = [i for i in ids if i not in held and i not in self.found]
+        self.found.update(held)
+        if missing:  # not read with the candidates (a backend in the same process)
+            for memory_id, vector in self._store.vectors_for(missing).items():
+                self.found.setdefault(memory_id, vector)
 
 
 def _rows(store: Store, rows: SearchRows, ids: Sequence[str]) -> dict[str, Memory]:

@@ -21,7 +21,7 @@ from recalld.retrieval.adjust import Scored, other_projects, same_subject, soone
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
 from recalld.stores.base import CandidateRequest, Store
-from recalld.text import says_change, states_value
+from recalld.text import gives_new_value
 
 
 def follow_updates(
@@ -93,6 +93,6 @@ def _replaces(
     is not followed, nor a change without a value ("you're now helping others"): in a
     conversation those are more often the same story told again than a fact that changed.
     """
-    if not sooner(old, new) or other_projects(old, new) or not states_value(new.content):
+    if not sooner(old, new) or other_projects(old, new) or not gives_new_value(new.content):
         return False
-    return says_change(new.content) and same_subject(old.id, new.id, cosine, cosines, config)
+    return same_subject(old.id, new.id, cosine, cosines, config)

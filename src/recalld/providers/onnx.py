@@ -140,10 +140,9 @@ class OnnxEmbedder(Embedder):
         except Exception as exc:  # onnxruntime and tokenizers raise their own plain errors
             raise EmbedderError(f"cannot load embedding model {model_path}: {exc}") from exc
         # Built on the first query, so that a process that only stores never pays for it.
-        self._query_session: Any = None if int8_queries else self._session
+        self._float_queries = not int8_queries  # queries run on the document session
         self._query_sessions: dict[bool, Any] = {}  # by machine_busy()
         self._int8_graph: tuple[bytes, int] | None = None
-        self._int8_read = False
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self._inputs = {i.name for i in self._session.get_inputs()}
@@ -234,19 +233,18 @@ class OnnxEmbedder(Embedder):
         no int8 weights."""
         busy = machine_busy() if busy is None else busy
         with self._query_lock:
-            if self._query_session is self._session and self._session is not None:
+            if self._float_queries:
                 return self._session
             session = self._query_sessions.get(busy)
             if session is None:
                 try:
                     import onnxruntime as ort
 
-                    if not self._int8_read:
-                        self._int8_graph = int8_query_graph(self._model_path)
-                        self._int8_read = True
                     if self._int8_graph is None:
-                        self._query_session = self._session
-                        return self._session
+                        self._int8_graph = int8_query_graph(self._model_path)
+                        if self._int8_graph is None:  # no int8 weights: float32 queries
+                            self._float_queries = True
+                            return self._session
                     graph, self._int8_nodes = self._int8_graph
                     session = ort.InferenceSession(
                         graph, _query_options(ort, busy), providers=["CPUExecutionProvider"]

@@ -230,10 +230,11 @@ class Store(Protocol):
         neighbor_radius: int = 0,
         neighbor_depth: int = 0,
     ) -> SearchRows:
-        """Every request's candidates with their memory rows, and when asked their vectors
-        and the session neighbours (radius ``neighbor_radius``) of the first request's
-        candidates ranked within ``neighbor_depth``, with the neighbours' rows: everything
-        a search reads, in one call (one round trip on PostgreSQL)."""
+        """Every request's candidates, and what a remote backend sends with them so that a
+        search needs no second round trip: their memory rows, when asked their vectors, and
+        the session neighbours (radius ``neighbor_radius``) of the first request's
+        candidates ranked within ``neighbor_depth``, with the neighbours' rows. A backend in
+        the same process may send the candidates only (:class:`SearchRows`)."""
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of these memories (ids without a vector are absent)."""
@@ -337,18 +338,11 @@ def near_ids(found: Mapping[str, list[ChannelCandidate]], depth: int) -> list[st
                               if c.rank <= depth))  # fmt: skip
 
 
-def compose_search_rows(
-    store: Store,
-    requests: Sequence[CandidateRequest],
-    vectors: bool,
-    neighbor_radius: int,
-    neighbor_depth: int,
-) -> SearchRows:
+def compose_search_rows(store: Store, requests: Sequence[CandidateRequest]) -> SearchRows:
     """:meth:`Store.search_rows` for a store in the same process, where a call costs no
     round trip: the candidates only. The pipeline reads the rows, vectors and neighbours of
     the few candidates it keeps (a search keeps a hundred of its several hundred
     candidates, and asks for the neighbours of its top 20 after adjusting them)."""
-    del vectors, neighbor_radius, neighbor_depth  # read later, for fewer memories
     return SearchRows(tuple(store.candidates(r) for r in requests), {})
 
 

@@ -414,8 +414,9 @@ class SQLiteStore:
         neighbor_radius: int = 0,
         neighbor_depth: int = 0,
     ) -> SearchRows:
-        # In process a call costs no round trip: the other reads, composed.
-        return compose_search_rows(self, requests, vectors, neighbor_radius, neighbor_depth)
+        # In process a call costs no round trip: the candidates only, the rest read later
+        # for the memories the pipeline keeps (the flags ask for what that covers).
+        return compose_search_rows(self, requests)
 
     def session_neighbors(
         self, ids: Sequence[str], radius: int

@@ -169,7 +169,7 @@ def _relative(text: str, ref: datetime) -> TimeRange | None:
             moment + timedelta(days=1 + WEEKDAY_SLACK_DAYS),
         )
     if found := _BEFORE_LAST.search(text):
-        span = {"week": 7, "month": 30, "year": 365}[found.group(1)]
+        span = _UNIT_DAYS[found.group(1)]
         return TimeRange(day - timedelta(days=3 * span), day - timedelta(days=span))
     if found := _LAST_UNIT.search(text):
         which, unit = found.groups()
@@ -181,7 +181,7 @@ def _relative(text: str, ref: datetime) -> TimeRange | None:
             else:
                 saturday = day - timedelta(days=(day.weekday() - 5) % 7 or 7)
             return TimeRange(saturday, saturday + timedelta(days=2))
-        span = {"week": 7, "month": 30, "year": 365}[unit]
+        span = _UNIT_DAYS[unit]
         if which == "this":
             return TimeRange(day - timedelta(days=span), ref)
         return TimeRange(day - timedelta(days=2 * span), day)
@@ -260,7 +260,7 @@ _FOREIGN_TIMES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     for english, names in _DAYS.items()
     for pattern in (
         # "letzten Samstag", "vorige Woche", "afgelopen zaterdag" (German, Dutch)
-        rf"\b(?:letzte[nrs]?|vergangene[nrs]?|vorige[nrs]?|afgelopen|vorige)\s+(?:{names})\b",
+        rf"\b(?:letzte[nrs]?|vergangene[nrs]?|vorige[nrs]?|afgelopen)\s+(?:{names})\b",
         # "samedi dernier", "la semaine dernière", "el sábado pasado", "sabato scorso"
         rf"\b(?:{names})\s+(?:derni[eè]re?|pasad[oa]|scors[oa])\b",
     )
@@ -271,9 +271,8 @@ _FOREIGN_TIMES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     ),
     (re.compile(r"\b(?:gestern|ayer|ieri|gisteren)\b"), "yesterday"),
     (re.compile(r"\b(?:heute|aujourd'hui|hoy|oggi|vandaag)\b"), "today"),
-    (re.compile(rf"\bvor\s+(\d+)\s+({'|'.join(_UNITS)})\b"), "{0} {1}s ago"),
-    (re.compile(rf"\bil y a\s+(\d+)\s+({'|'.join(_UNITS)})\b"), "{0} {1}s ago"),
-    (re.compile(rf"\bhace\s+(\d+)\s+({'|'.join(_UNITS)})\b"), "{0} {1}s ago"),
+    # "vor 3 Tagen", "il y a 3 jours", "hace 3 días"
+    (re.compile(rf"\b(?:vor|il y a|hace)\s+(\d+)\s+({'|'.join(_UNITS)})\b"), "{0} {1}s ago"),
     (re.compile(rf"\b(\d+)\s+({'|'.join(_UNITS)})\s+(?:fa|geleden)\b"), "{0} {1}s ago"),
 )
 """The commonest relative times of German, French, Spanish, Italian and Dutch, with their

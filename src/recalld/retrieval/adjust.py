@@ -196,21 +196,10 @@ def identifier_factor(memory: Memory, ctx: QueryContext, config: RetrievalConfig
 
 
 def names_identifier(memory: Memory, names: tuple[str, ...]) -> bool:
-    """Whether ``memory`` contains one of the identifiers ``names`` as a whole token."""
+    """Whether ``memory`` contains one of the identifiers ``names`` as a whole token (the
+    token bounds of :func:`identifiers`)."""
     text = memory.content.lower()
-    return any(_contains_token(text, n) for n in names)
-
-
-def _contains_token(text: str, token: str) -> bool:
-    start = text.find(token)
-    while start >= 0:
-        end = start + len(token)
-        before = text[start - 1] if start else " "
-        after = text[end] if end < len(text) else " "
-        if not (before.isalnum() or before in "_-") and not (after.isalnum() or after in "_-"):
-            return True
-        start = text.find(token, start + 1)
-    return False
+    return any(re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text) for n in names)
 
 
 def window_factor(memory: Memory, window: TimeRange | None, config: RetrievalConfig) -> float:

@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from recalld.config import load_settings
-from recalld.providers.embedders import Embedder, resolve_embedder
+from recalld.providers.embedders import Embedder, resolve_embedder, sharing_cores
 from recalld.providers.onnx import OnnxEmbedder
 from recalld.providers.onnx_int8 import int8_query_graph
 
@@ -184,6 +184,8 @@ def test_queries_run_on_the_session_for_the_load_with_the_same_vectors(
     assert busy.get_session_options().intra_op_num_threads == 1
     assert idle.get_session_options().intra_op_num_threads == 0  # onnxruntime decides
     assert local_embedder._query() in (busy, idle)
+    with sharing_cores():  # another thread of this search works meanwhile
+        assert local_embedder._query() is busy
     vectors = {}
     for state, session in (("busy", busy), ("idle", idle)):
         local_embedder._query_sessions = {True: session, False: session}

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recalld.stores.sqlite import store as sqlite_store
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_zero_llm_default_ranks_exactly_as_main() -> None:
+def _assert_rankings_are_mains() -> None:
     script = ROOT / "scripts" / "default_ranking.py"
     spec = importlib.util.spec_from_file_location("default_ranking", script)
     assert spec is not None and spec.loader is not None
@@ -26,3 +32,26 @@ def test_the_zero_llm_default_ranks_exactly_as_main() -> None:
         assert len(queries) >= 20
         for query, ranked in queries.items():
             assert current[preset][query] == ranked, (preset, query)
+
+
+def test_the_zero_llm_default_ranks_exactly_as_main() -> None:
+    _assert_rankings_are_mains()
+
+
+def test_word_channels_read_on_a_second_thread_rank_exactly_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The eval corpus is far below the size from which a store reads its word channels on
+    # a second thread; lowering the threshold sends every search down that path.
+    monkeypatch.setattr(sqlite_store, "PARALLEL_READS_MIN_ROWS", 0)
+    threads: list[str] = []
+    search_rows = sqlite_store.SQLiteStore.search_rows
+
+    def recording(self: Any, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return search_rows(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqlite_store.SQLiteStore, "search_rows", recording)
+    _assert_rankings_are_mains()
+    assert any(name.startswith("recalld-words") for name in threads)
+    assert threading.current_thread().name in threads  # the vector channels: this thread

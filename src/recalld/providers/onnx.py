@@ -31,6 +31,7 @@ from recalld.providers.embedders import (
     EmbeddingBatch,
     Fingerprint,
     Vectors,
+    cores_shared,
     l2_normalize,
     plan_batches,
 )
@@ -231,7 +232,7 @@ class OnnxEmbedder(Embedder):
         for a busy machine and one for an idle one, :data:`QUERY_THREADS`; ``busy`` None:
         by the load now), or the document session when the setting is off or the model has
         no int8 weights."""
-        busy = machine_busy() if busy is None else busy
+        busy = (cores_shared() or machine_busy()) if busy is None else busy
         with self._query_lock:
             if self._float_queries:
                 return self._session

@@ -27,13 +27,27 @@ def squash(relevance: float) -> float:
     return value / (1.0 + value)
 
 
-def temporal_channels(request: CandidateRequest) -> CandidateRequest:
+def temporal_channels(request: CandidateRequest, with_vector: bool) -> CandidateRequest:
     """Ask for the temporal channel in the form the query calls for: inside a time window
-    with a query vector, the memories of the window most similar to the query; otherwise
-    the newest memories (of the window, if any)."""
-    if request.time_window is None or request.query_vector is None or not request.temporal_limit:
+    with a query vector (``with_vector``: the request has one, or will), the memories of
+    the window most similar to the query; otherwise the newest memories (of the window, if
+    any)."""
+    if request.time_window is None or not with_vector or not request.temporal_limit:
         return request
     return replace(request, window_semantic_limit=request.temporal_limit, temporal_limit=0)
+
+
+def split_channels(
+    request: CandidateRequest,
+) -> tuple[CandidateRequest, CandidateRequest | None]:
+    """The request's channels that need the query vector, and the others (None when it
+    asks for no other)."""
+    vector_part = replace(request, terms=(), raw_query="", bm25_limit=0, entities=(),
+                          entity_limit=0, temporal_limit=0)  # fmt: skip
+    if not (request.bm25_limit or request.entity_limit or request.temporal_limit):
+        return vector_part, None
+    words_part = replace(request, query_vector=None, semantic_limit=0, window_semantic_limit=0)
+    return vector_part, words_part
 
 
 def channel_lists(

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
-from recalld.providers.embedders import Embedder
+from recalld.providers.embedders import Embedder, sharing_cores
 from recalld.records import (
     ChannelHit,
     Granularity,
@@ -31,7 +35,7 @@ from recalld.retrieval.adjust import (
     wanted_role,
 )
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
-from recalld.retrieval.channels import channel_lists, temporal_channels
+from recalld.retrieval.channels import channel_lists, split_channels, temporal_channels
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.expand import expand
@@ -249,11 +253,9 @@ def retrieve(
     pool = pool_size(request, config)
     channels = ("semantic",) if plan.mode == "vector" else config.channels
     wanted = {c: pool if c in channels else 0 for c in CHANNEL_ORDER}
+    with_vector = wanted["semantic"] > 0
     candidate_request = CandidateRequest(
         filters=request.filters,
-        query_vector=(embedder.embed_query(plan.text) if query_vector is None else query_vector)
-        if wanted["semantic"]
-        else None,
         semantic_limit=wanted["semantic"],
         terms=plan.terms,
         raw_query=plan.text,
@@ -265,13 +267,19 @@ def retrieve(
         # query names a time.
         temporal_limit=wanted["temporal"] if plan.time_window is not None else 0,
     )
-    requests = [temporal_channels(candidate_request)]
+    requests = [temporal_channels(candidate_request, with_vector)]
     if plan.time_terms and wanted["bm25"] and config.time_terms_weight > 0:
         requests.append(CandidateRequest(filters=request.filters, terms=plan.time_terms,
                                          raw_query=" ".join(plan.time_terms),
                                          bm25_limit=wanted["bm25"]))  # fmt: skip
-    rows = store.search_rows(
+
+    def embed() -> Vector:
+        return embedder.embed_query(plan.text) if query_vector is None else query_vector
+
+    rows = read_candidates(
+        store,
         requests,
+        embed if with_vector else None,
         vectors=_needs_vectors(config),
         neighbor_radius=config.neighbor_radius if config.neighbor_weight > 0 else 0,
         neighbor_depth=config.neighbor_depth,
@@ -288,6 +296,69 @@ def retrieve(
         if timed:
             lists.append(RankedList("bm25_time", timed, weight * config.time_terms_weight, False))
     return lists, rows
+
+
+WORD_THREADS = 4
+"""Threads that read word channels while searches embed their queries (one per search in
+flight; more searches at once wait for one)."""
+_word_pool: ThreadPoolExecutor | None = None
+_word_pool_lock = threading.Lock()
+
+
+def _word_threads() -> ThreadPoolExecutor:
+    global _word_pool
+    with _word_pool_lock:
+        if _word_pool is None:
+            _word_pool = ThreadPoolExecutor(WORD_THREADS, thread_name_prefix="recalld-words")
+        return _word_pool
+
+
+def _forget_word_threads() -> None:
+    """In a forked child the pool's threads do not exist: start a new pool when needed."""
+    global _word_pool, _word_pool_lock
+    _word_pool, _word_pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_word_threads)
+
+
+def read_candidates(
+    store: Store,
+    requests: Sequence[CandidateRequest],
+    embed: Callable[[], Vector] | None,
+    **flags: Any,
+) -> SearchRows:
+    """Stage 3's store call; ``embed`` gives the query vector the first request's vector
+    channels need (None: no channel needs one), ``flags`` are :meth:`Store.search_rows`'s.
+
+    Where the store says it pays (:meth:`Store.parallel_reads`), the word channels are read
+    on a second thread while this one embeds the query (on one thread) and searches the
+    vectors: the same candidates, sooner (BM25 over a large store and the query's embedding
+    each take milliseconds, and both leave the interpreter free while they run)."""
+    if embed is None:
+        return store.search_rows(requests, **flags)
+    vector_part, words_part = split_channels(requests[0])
+    if (words_part is None and len(requests) == 1) or not store.parallel_reads():
+        first = replace(requests[0], query_vector=embed())
+        return store.search_rows([first, *requests[1:]], **flags)
+    words_requests = [words_part, *requests[1:]] if words_part else list(requests[1:])
+    words = _word_threads().submit(store.search_rows, words_requests, **flags)
+    try:
+        with sharing_cores():
+            vector = embed()
+        by_vector = store.search_rows([replace(vector_part, query_vector=vector)], **flags)
+    finally:
+        wait([words])  # never return (or raise) while the other thread still reads
+    by_words = words.result()
+    word_channels = list(by_words.channels)
+    first_found = {**by_vector.channels[0], **(word_channels.pop(0) if words_part else {})}
+    return SearchRows(
+        (first_found, *word_channels),
+        {**by_words.memories, **by_vector.memories},
+        {**by_words.vectors, **by_vector.vectors},
+        {**by_words.neighbors, **by_vector.neighbors},
+        by_words.neighbors_of | by_vector.neighbors_of,
+    )
 
 
 def pool_size(request: SearchRequest, config: RetrievalConfig) -> int:

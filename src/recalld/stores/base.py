@@ -236,6 +236,12 @@ class Store(Protocol):
         candidates ranked within ``neighbor_depth``, with the neighbours' rows. A backend in
         the same process may send the candidates only (:class:`SearchRows`)."""
 
+    def parallel_reads(self) -> bool:
+        """Whether a search should read its word channels on a second thread while it
+        embeds the query and searches the vectors: calls from two threads run at the same
+        time, cost no round trip (a backend in this process), and the word index is large
+        enough for BM25 to take milliseconds."""
+
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of these memories (ids without a vector are absent)."""
 

@@ -436,6 +436,9 @@ class PostgresStore:
             out.setdefault(channel, []).append(ChannelCandidate(memory_id, rank, float(score)))
         return out
 
+    def parallel_reads(self) -> bool:
+        return False  # one statement answers every channel: one round trip
+
     def search_rows(
         self,
         requests: Sequence[CandidateRequest],

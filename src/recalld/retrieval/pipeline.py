@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -54,6 +52,7 @@ from recalld.retrieval.sessions import (
 from recalld.retrieval.updates import follow_updates
 from recalld.stores.base import CandidateRequest, ChannelCandidate, SearchRows, Store, Vector
 from recalld.text import keywords, words
+from recalld.threads import LazyPool
 
 CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
 
@@ -301,25 +300,7 @@ def retrieve(
 WORD_THREADS = 4
 """Threads that read word channels while searches embed their queries (one per search in
 flight; more searches at once wait for one)."""
-_word_pool: ThreadPoolExecutor | None = None
-_word_pool_lock = threading.Lock()
-
-
-def _word_threads() -> ThreadPoolExecutor:
-    global _word_pool
-    with _word_pool_lock:
-        if _word_pool is None:
-            _word_pool = ThreadPoolExecutor(WORD_THREADS, thread_name_prefix="recalld-words")
-        return _word_pool
-
-
-def _forget_word_threads() -> None:
-    """In a forked child the pool's threads do not exist: start a new pool when needed."""
-    global _word_pool, _word_pool_lock
-    _word_pool, _word_pool_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_word_threads)
+_word_threads = LazyPool(WORD_THREADS, "recalld-words")
 
 
 def read_candidates(
@@ -342,7 +323,7 @@ def read_candidates(
         first = replace(requests[0], query_vector=embed())
         return store.search_rows([first, *requests[1:]], **flags)
     words_requests = [words_part, *requests[1:]] if words_part else list(requests[1:])
-    words = _word_threads().submit(store.search_rows, words_requests, **flags)
+    words = _word_threads.submit(store.search_rows, words_requests, **flags)
     try:
         with sharing_cores():
             vector = embed()

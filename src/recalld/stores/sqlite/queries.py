@@ -96,11 +96,17 @@ def trigram_terms(query: str) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(grams)), list(dict.fromkeys(short))
 
 
-def bm25_sql(table: str, where: str, limit_param: bool = True) -> str:
-    """Rank rows of an FTS5 table by BM25 (lower is better in SQLite, so ascending)."""
+def _span(table: str, ranged: bool) -> str:
+    """The rowid bounds (parameters: from, to) of one part of a split BM25 query."""
+    return f" AND {table}.rowid >= ? AND {table}.rowid < ?" if ranged else ""
+
+
+def bm25_sql(table: str, where: str, ranged: bool = False) -> str:
+    """Rank rows of an FTS5 table by BM25 (lower is better in SQLite, so ascending);
+    parameters: match, [from, to when ``ranged``,] filter params, limit."""
     return (
         f"SELECT m.id, bm25({table}) AS score FROM {table} JOIN memories m ON m.pk = {table}.rowid"
-        f" WHERE {table} MATCH ? AND {where} ORDER BY score, m.id LIMIT ?"
+        f" WHERE {table} MATCH ?{_span(table, ranged)} AND {where} ORDER BY score, m.id LIMIT ?"
     )
 
 
@@ -111,17 +117,39 @@ BM25_WINNERS_MIN_ROWS = 20_000
 """Below this many rows (the largest ``pk``), BM25 is one full join: every match is few,
 and the winners-first query would often need a second pass over the index to check that
 the filters hid none (on the LongMemEval_S stores, 1.4 index passes a search)."""
+BM25_SPLIT_MIN_ROWS = 200_000
+"""From this many rows BM25 runs as one query per core, each over its own range of rows
+(:func:`bm25_spans`), merged after: FTS5 scores every row that holds a query word (about
+80 ms a search at 1M memories), and each part's scores are the whole query's (FTS5 counts
+a word's rows over the whole table), so the merged top is the same."""
+BM25_MAX_PARTS = 4
 
 
-def bm25_winners_sql(table: str, where: str) -> str:
-    """BM25 ranked inside FTS5 first (parameters: match, inner limit, filter params, limit),
-    then only the winners joined with ``memories`` and filtered: a common word no longer
-    joins every matching row. When the filters leave fewer than the limit of a full inner
-    set, the caller runs :func:`bm25_sql` instead, so the result is the same."""
+def bm25_spans(rows_max: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` rowid ranges [from, to) of near-equal length covering 1..``rows_max``."""
+    step = -(-rows_max // parts)
+    return [(1 + min(rows_max, i * step), 1 + min(rows_max, (i + 1) * step))
+            for i in range(parts)]  # fmt: skip
+
+
+def bm25_count_sql(table: str, ranged: bool = False) -> str:
+    """Whether the index holds at least the limit's worth of matches (parameters: match,
+    [from, to,] count)."""
+    return (
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ?"
+        f"{_span(table, ranged)} LIMIT ?)"
+    )
+
+
+def bm25_winners_sql(table: str, where: str, ranged: bool = False) -> str:
+    """BM25 ranked inside FTS5 first (parameters: match, [from, to,] inner limit, filter
+    params, limit), then only the winners joined with ``memories`` and filtered: a common
+    word no longer joins every matching row. When the filters leave fewer than the limit of
+    a full inner set, the caller runs :func:`bm25_sql` instead, so the result is the same."""
     return (
         f"SELECT m.id, w.score FROM (SELECT rowid, bm25({table}) AS score FROM {table}"
-        f" WHERE {table} MATCH ? ORDER BY score LIMIT ?) w JOIN memories m ON m.pk = w.rowid"
-        f" WHERE {where} ORDER BY w.score, m.id LIMIT ?"
+        f" WHERE {table} MATCH ?{_span(table, ranged)} ORDER BY score LIMIT ?) w"
+        f" JOIN memories m ON m.pk = w.rowid WHERE {where} ORDER BY w.score, m.id LIMIT ?"
     )
 
 

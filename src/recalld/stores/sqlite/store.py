@@ -7,6 +7,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import wait
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
+from recalld.threads import LazyPool
 
 _COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
@@ -46,6 +48,7 @@ _COLUMNS = (
     " embed_context, tells_event, namespace, position"
 )
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
+_bm25_threads = LazyPool(q.BM25_MAX_PARTS - 1, "recalld-bm25")
 PARALLEL_READS_MIN_ROWS = 50_000
 """From this many rows (the largest ``pk``) a search reads the word channels on a second
 thread (:meth:`SQLiteStore.parallel_reads`): BM25 then takes about as long as embedding the
@@ -654,24 +657,50 @@ class SQLiteStore:
         self, table: str, match: str, where: str, params: list[object], limit: int
     ) -> list[tuple[str, float]]:
         """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; the
-        full join on a small store, or when the filters leave too few of the winners (the
-        same result either way)."""
+        full join on a small store; on a large one, one query per core over its own rows,
+        run at the same time and merged (the same result each way)."""
         (rows_max,) = self._db.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
         if rows_max < q.BM25_WINNERS_MIN_ROWS:
             rows = self._db.execute(q.bm25_sql(table, where), [match, *params, limit]).fetchall()
             return [(memory_id, float(raw)) for memory_id, raw in rows]
+        parts = min(os.cpu_count() or 1, q.BM25_MAX_PARTS)
+        if rows_max < q.BM25_SPLIT_MIN_ROWS or parts < 2 or self.path == ":memory:":
+            return self._bm25_winners(table, match, where, params, limit, None)
+        first, *rest = q.bm25_spans(rows_max, parts)
+        others = [_bm25_threads.submit(self._bm25_winners, table, match, where, params, limit,
+                                       span) for span in rest]  # fmt: skip
+        try:
+            found = self._bm25_winners(table, match, where, params, limit, first)
+        finally:
+            wait(others)  # never return (or raise) while another thread still reads
+        for other in others:
+            found += other.result()
+        return sorted(found, key=lambda r: (r[1], r[0]))[:limit]
+
+    def _bm25_winners(
+        self,
+        table: str,
+        match: str,
+        where: str,
+        params: list[object],
+        limit: int,
+        span: tuple[int, int] | None,
+    ) -> list[tuple[str, float]]:
+        """The winners-first BM25 (of the rows in ``span`` only, when given), falling back
+        to the full join when the filters hid winners."""
+        bounds = list(span or ())
         inner = limit * q.BM25_PREFETCH
+        ranged = span is not None
         rows = self._db.execute(
-            q.bm25_winners_sql(table, where), [match, inner, *params, limit]
+            q.bm25_winners_sql(table, where, ranged), [match, *bounds, inner, *params, limit]
         ).fetchall()
         if len(rows) < limit:
-            matched = self._db.execute(
-                f"SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? LIMIT ?)",
-                [match, inner],
-            ).fetchone()[0]
+            (matched,) = self._db.execute(
+                q.bm25_count_sql(table, ranged), [match, *bounds, inner]
+            ).fetchone()
             if matched >= inner:  # the filters hid winners: rank every match instead
                 rows = self._db.execute(
-                    q.bm25_sql(table, where), [match, *params, limit]
+                    q.bm25_sql(table, where, ranged), [match, *bounds, *params, limit]
                 ).fetchall()
         return [(memory_id, float(raw)) for memory_id, raw in rows]
 

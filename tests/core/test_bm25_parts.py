@@ -1,0 +1,95 @@
+"""SQLite BM25 on a large store: ranked inside FTS5 first, and split into one query per core
+over ranges of rows. Each path must return exactly the full join's candidates (ids, order,
+scores), filters and ties included; the thresholds are lowered so a small real store takes
+every path."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from recalld.records import Memory, MemoryFilter
+from recalld.stores.base import CandidateRequest, ChannelCandidate
+from recalld.stores.sqlite import SQLiteStore
+from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite import store as sqlite_store
+from recalld.text import content_hash
+
+WORDS = ("kayak", "river", "trip", "club", "meeting", "lisbon", "sister", "dinner", "deploy",
+         "bug", "fix", "tea", "garden", "the", "a", "of")  # fmt: skip
+QUERIES = (("kayak",), ("lisbon", "sister"), ("the", "river", "bug"), ("absent",), ("tea", "of"))
+FILTERS = (MemoryFilter(), MemoryFilter(project="rare"), MemoryFilter(types=("fact",)))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
+    rng = random.Random(7)
+    now = datetime.now(UTC)
+    memories = []
+    for i in range(3000):
+        # Short texts from a small vocabulary: many equal scores, so ties are ordered by id.
+        text = " ".join(rng.choices(WORDS, k=rng.randint(2, 6)))
+        memories.append(Memory(
+            id=f"m{rng.randrange(10**9):09d}-{i}", content=text, content_hash=content_hash(text),
+            type="fact" if i % 3 else "event", created_at=now, updated_at=now,
+            project="rare" if i % 40 == 0 else None,
+        ))  # fmt: skip
+    opened = SQLiteStore(Path(tmp_path_factory.mktemp("bm25")) / "s.db")
+    opened.insert(memories, None)
+    yield opened
+    opened.close()
+
+
+def bm25(store: SQLiteStore, terms: tuple[str, ...], filters: MemoryFilter) -> Any:
+    found = store.candidates(CandidateRequest(filters=filters, terms=terms, bm25_limit=25))
+    candidates: list[ChannelCandidate] = found.get("bm25", [])
+    return [(c.memory_id, c.rank, c.score) for c in candidates]
+
+
+def test_every_bm25_path_returns_the_full_joins_candidates(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(q, "BM25_WINNERS_MIN_ROWS", 10**9)
+    cases = [(terms, filters) for terms in QUERIES for filters in FILTERS]
+    expected = [bm25(store, terms, filters) for terms, filters in cases]
+    assert any(len(e) == 25 for e in expected) and any(e == [] for e in expected)
+
+    monkeypatch.setattr(q, "BM25_WINNERS_MIN_ROWS", 0)
+    monkeypatch.setattr(q, "BM25_SPLIT_MIN_ROWS", 10**9)
+    assert [bm25(store, terms, filters) for terms, filters in cases] == expected
+
+    threads: set[str] = set()
+    spans: list[tuple[int, int] | None] = []
+    winners = SQLiteStore._bm25_winners
+
+    def recording(self: SQLiteStore, *args: Any) -> Any:
+        threads.add(threading.current_thread().name)
+        spans.append(args[-1])
+        return winners(self, *args)
+
+    monkeypatch.setattr(SQLiteStore, "_bm25_winners", recording)
+    monkeypatch.setattr(q, "BM25_SPLIT_MIN_ROWS", 0)
+    for cores in (2, 3, 4, 16):
+        monkeypatch.setattr(sqlite_store.os, "cpu_count", lambda cores=cores: cores)
+        spans.clear()
+        assert [bm25(store, terms, filters) for terms, filters in cases] == expected, cores
+        assert len(spans) == len(cases) * min(cores, q.BM25_MAX_PARTS)
+    assert any(name.startswith("recalld-bm25") for name in threads)
+
+
+def test_the_row_spans_cover_every_row_once() -> None:
+    for rows_max in (1, 2, 3, 10, 999_999, 1_000_000):
+        for parts in (2, 3, 4):
+            spans = q.bm25_spans(rows_max, parts)
+            assert len(spans) == parts
+            if rows_max < 100:
+                covered = [pk for low, high in spans for pk in range(low, high)]
+                assert covered == list(range(1, rows_max + 1))
+            assert spans[0][0] == 1 and spans[-1][1] == rows_max + 1
+            assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))

@@ -5,12 +5,15 @@ Usage::
 
     PYTHONPATH=src python scripts/bench_search_latency.py STORE.db \
         [--data ../shared/benchmarks] [--queries 50] [--rounds 3] [--modes hybrid,vector] \
-        [--profile OUT.prof]
+        [--serial-too] [--profile OUT.prof]
 
 The questions are the ones ``bench scale`` picks (same seed, same count). Each search embeds
 its question with the packaged model, limit 10, default settings, no LLM. Prints one JSON
 object: per round and mode p50 / p95 ms, the query embedding alone, and the load average.
-``--profile`` runs one extra pass of hybrid searches under cProfile and saves the stats.
+``--serial-too`` adds, in every round, the hybrid search on one thread (the word channels
+not read beside the query's embedding, BM25 not split by rows: both thresholds raised out
+of reach), so the two compare under the same load. ``--profile`` runs one extra pass of
+hybrid searches under cProfile and saves the stats.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import cProfile
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +33,8 @@ import recalld
 from recalld.bench import scale_corpus as sc
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
+from recalld.stores.sqlite import queries as sqlite_queries
+from recalld.stores.sqlite import store as sqlite_store
 
 
 def questions_of(data: Path, count: int, seed: int = 7) -> list[str]:
@@ -48,6 +55,17 @@ def timed(questions: list[str], call: object) -> dict[str, float]:
             "mean_ms": float(np.mean(times))}  # fmt: skip
 
 
+@contextmanager
+def serial_search() -> Iterator[None]:
+    """Searches on one thread: the parallel paths' thresholds out of reach."""
+    saved = sqlite_store.PARALLEL_READS_MIN_ROWS, sqlite_queries.BM25_SPLIT_MIN_ROWS
+    sqlite_store.PARALLEL_READS_MIN_ROWS = sqlite_queries.BM25_SPLIT_MIN_ROWS = 2**62
+    try:
+        yield
+    finally:
+        sqlite_store.PARALLEL_READS_MIN_ROWS, sqlite_queries.BM25_SPLIT_MIN_ROWS = saved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("db")
@@ -55,6 +73,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default="hybrid,vector")
+    parser.add_argument("--serial-too", action="store_true")
     parser.add_argument("--profile", type=Path)
     args = parser.parse_args()
     questions = questions_of(args.data, args.queries)
@@ -72,6 +91,10 @@ def main() -> None:
             one: dict[str, object] = {}
             for mode in args.modes.split(","):
                 one[mode] = timed(questions, lambda q, m=mode: engine.search(q, limit=10, mode=m))
+            if args.serial_too:
+                with serial_search():
+                    one["hybrid_serial"] = timed(questions,
+                                                 lambda q: engine.search(q, limit=10))  # fmt: skip
             one["embed"] = timed(questions, model.embed_query)
             rounds.append(one)
         out["rounds"] = rounds

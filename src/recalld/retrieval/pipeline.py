@@ -90,7 +90,8 @@ def search(
     2. expand it (only with an LLM configured: typed lex / vec / hyde expansions, skipped
        on a strong BM25 signal);
     3. retrieve candidates per channel, all channels in one store call that also returns
-       their rows, vectors and session neighbours (and one call per expansion);
+       their rows, vectors and session neighbours (and one call per expansion); on a large
+       SQLite store the word channels are read on a second thread meanwhile;
     4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
     5. rerank the top ``rerank_depth`` (only with a reranker configured), blended with the
        fused position;
@@ -248,7 +249,9 @@ def retrieve(
     query_vector: Vector | None = None,
 ) -> tuple[list[RankedList], SearchRows]:
     """Stage 3: one store call answers every channel the mode asks for, with the rows the
-    later stages read (``query_vector``: the query's, when stage 2 embedded it already)."""
+    later stages read (two calls at the same time where the store says that pays,
+    :func:`read_candidates`; ``query_vector``: the query's, when stage 2 embedded it
+    already)."""
     pool = pool_size(request, config)
     channels = ("semantic",) if plan.mode == "vector" else config.channels
     wanted = {c: pool if c in channels else 0 for c in CHANNEL_ORDER}

@@ -77,20 +77,22 @@ QUERY_THREADS = 1
 tokens), and onnxruntime's default pool (a thread per core) waits for work by spinning,
 which on cores busy with other processes burns the time slices the model needs: on the
 2-core machine at load ~5, 50 benchmark questions embedded in 6.6 ms median on one
-non-spinning thread against 12.5 ms with the default (docs/ingest.md). On idle cores the
-default is the faster (3.0 ms against 4.7 ms at load 0.7, 2026-11-24), so a query runs on
-the session that fits the machine's load at that moment (:func:`machine_busy`); both give
+non-spinning thread against 12.5 ms with the default (docs/ingest.md); with one of the two
+cores taken by another process (load 1.2-1.6), 3.6-3.9 ms against 7.2-8.1 ms. On idle cores
+the default is the faster (3.0 ms against 4.7 ms at load 0.7, 2026-11-24), so a query runs
+on the session that fits the machine's load at that moment (:func:`machine_busy`); both give
 bit-identical vectors."""
 
 
 def machine_busy() -> bool:
-    """Whether the last minute's load average reaches the number of cores: then the query
-    session that does not spin is the faster."""
+    """Whether the last minute's load average reaches half the cores: then the default
+    pool's spinning threads contend with other work, and the query session that does not
+    spin is the faster."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average on this platform
         return False
-    return load >= (os.cpu_count() or 1)
+    return load >= (os.cpu_count() or 1) / 2
 
 
 def _query_options(ort: Any, busy: bool) -> Any:

@@ -1,4 +1,5 @@
-"""Thread pools started on first use, for the work one search spreads over the cores.
+"""Thread pools started on first use, for the work one search spreads over the cores, and
+whether the cores are free for it.
 
 A forked child has none of its parent's threads, so every pool is forgotten in the child
 and started again there when first needed.
@@ -15,6 +16,17 @@ from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 _pools: weakref.WeakSet[LazyPool] = weakref.WeakSet()
+
+
+def machine_busy() -> bool:
+    """Whether the last minute's load average reaches half the cores. Then work spread over
+    threads waits for cores other processes hold: a query is embedded on one thread that
+    does not spin (``providers/onnx.py``), and a search stays on one thread."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this platform
+        return False
+    return load >= (os.cpu_count() or 1) / 2
 
 
 class LazyPool:

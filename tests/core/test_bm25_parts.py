@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import recalld.threads
 from recalld.records import Memory, MemoryFilter
 from recalld.stores.base import CandidateRequest, ChannelCandidate
 from recalld.stores.sqlite import SQLiteStore
@@ -75,12 +76,18 @@ def test_every_bm25_path_returns_the_full_joins_candidates(
 
     monkeypatch.setattr(SQLiteStore, "_bm25_winners", recording)
     monkeypatch.setattr(q, "BM25_SPLIT_MIN_ROWS", 0)
+    monkeypatch.setattr(recalld.threads, "machine_busy", lambda: False)
     for cores in (2, 3, 4, 16):
         monkeypatch.setattr(sqlite_store.os, "cpu_count", lambda cores=cores: cores)
         spans.clear()
         assert [bm25(store, terms, filters) for terms, filters in cases] == expected, cores
         assert len(spans) == len(cases) * min(cores, q.BM25_MAX_PARTS)
     assert any(name.startswith("recalld-bm25") for name in threads)
+
+    spans.clear()  # a busy machine: one query, on this thread
+    monkeypatch.setattr(recalld.threads, "machine_busy", lambda: True)
+    assert [bm25(store, terms, filters) for terms, filters in cases] == expected
+    assert spans == [None] * len(cases)
 
 
 def test_the_row_spans_cover_every_row_once() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import recalld.threads
 from recalld.stores.sqlite import store as sqlite_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +43,10 @@ def test_word_channels_read_on_a_second_thread_rank_exactly_the_same(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The eval corpus is far below the size from which a store reads its word channels on
-    # a second thread; lowering the threshold sends every search down that path.
+    # a second thread; lowering the threshold (and calling the machine idle, whatever its
+    # load) sends every search down that path.
     monkeypatch.setattr(sqlite_store, "PARALLEL_READS_MIN_ROWS", 0)
+    monkeypatch.setattr(recalld.threads, "machine_busy", lambda: False)
     threads: list[str] = []
     search_rows = sqlite_store.SQLiteStore.search_rows
 
@@ -55,3 +58,8 @@ def test_word_channels_read_on_a_second_thread_rank_exactly_the_same(
     _assert_rankings_are_mains()
     assert any(name.startswith("recalld-words") for name in threads)
     assert threading.current_thread().name in threads  # the vector channels: this thread
+
+    threads.clear()  # on a busy machine the search stays on its own thread
+    monkeypatch.setattr(recalld.threads, "machine_busy", lambda: True)
+    _assert_rankings_are_mains()
+    assert set(threads) == {threading.current_thread().name}

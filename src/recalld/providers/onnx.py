@@ -15,7 +15,6 @@ int8 (:mod:`recalld.providers.onnx_int8`): about 2.5 ms less a search, at a cosi
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -24,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from recalld import threads
 from recalld.config import DEFAULT_BATCH_TEXTS, DEFAULT_BATCH_TOKENS, DEFAULT_EMBED_THREADS
 from recalld.errors import EmbedderError
 from recalld.providers.embedders import (
@@ -80,19 +80,8 @@ which on cores busy with other processes burns the time slices the model needs: 
 non-spinning thread against 12.5 ms with the default (docs/ingest.md); with one of the two
 cores taken by another process (load 1.2-1.6), 3.6-3.9 ms against 7.2-8.1 ms. On idle cores
 the default is the faster (3.0 ms against 4.7 ms at load 0.7, 2026-11-24), so a query runs
-on the session that fits the machine's load at that moment (:func:`machine_busy`); both give
-bit-identical vectors."""
-
-
-def machine_busy() -> bool:
-    """Whether the last minute's load average reaches half the cores: then the default
-    pool's spinning threads contend with other work, and the query session that does not
-    spin is the faster."""
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average on this platform
-        return False
-    return load >= (os.cpu_count() or 1) / 2
+on the session that fits the machine's load at that moment
+(:func:`recalld.threads.machine_busy`); both give bit-identical vectors."""
 
 
 def _query_options(ort: Any, busy: bool) -> Any:
@@ -144,7 +133,7 @@ class OnnxEmbedder(Embedder):
             raise EmbedderError(f"cannot load embedding model {model_path}: {exc}") from exc
         # Built on the first query, so that a process that only stores never pays for it.
         self._float_queries = not int8_queries  # queries run on the document session
-        self._query_sessions: dict[bool, Any] = {}  # by machine_busy()
+        self._query_sessions: dict[bool, Any] = {}  # by threads.machine_busy()
         self._int8_graph: tuple[bytes, int] | None = None
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
@@ -234,7 +223,7 @@ class OnnxEmbedder(Embedder):
         for a busy machine and one for an idle one, :data:`QUERY_THREADS`; ``busy`` None:
         by the load now), or the document session when the setting is off or the model has
         no int8 weights."""
-        busy = (cores_shared() or machine_busy()) if busy is None else busy
+        busy = (cores_shared() or threads.machine_busy()) if busy is None else busy
         with self._query_lock:
             if self._float_queries:
                 return self._session

@@ -118,7 +118,8 @@ BM25_WINNERS_MIN_ROWS = 20_000
 and the winners-first query would often need a second pass over the index to check that
 the filters hid none (on the LongMemEval_S stores, 1.4 index passes a search)."""
 BM25_SPLIT_MIN_ROWS = 200_000
-"""From this many rows BM25 runs as one query per core, each over its own range of rows
+"""From this many rows, while the machine is not busy (:func:`recalld.threads.machine_busy`),
+BM25 runs as one query per core, each over its own range of rows
 (:func:`bm25_spans`), merged after: FTS5 scores every row that holds a query word (about
 80 ms a search at 1M memories), and each part's scores are the whole query's (FTS5 counts
 a word's rows over the whole table), so the merged top is the same."""

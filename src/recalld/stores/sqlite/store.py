@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from recalld import threads
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
 from recalld.records import ApiKey, Memory, MemoryFilter, Source
 from recalld.stores.base import (
@@ -38,7 +39,6 @@ from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
-from recalld.threads import LazyPool
 
 _COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
@@ -48,12 +48,12 @@ _COLUMNS = (
     " embed_context, tells_event, namespace, position"
 )
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
-_bm25_threads = LazyPool(q.BM25_MAX_PARTS - 1, "recalld-bm25")
+_bm25_threads = threads.LazyPool(q.BM25_MAX_PARTS - 1, "recalld-bm25")
 PARALLEL_READS_MIN_ROWS = 50_000
 """From this many rows (the largest ``pk``) a search reads the word channels on a second
-thread (:meth:`SQLiteStore.parallel_reads`): BM25 then takes about as long as embedding the
-query on one thread, while on a small store it takes a fraction of a millisecond and
-embedding on every core is the faster."""
+thread (:meth:`SQLiteStore.parallel_reads`) while the machine is not busy: BM25 then takes
+about as long as embedding the query on one thread, while on a small store it takes a
+fraction of a millisecond and embedding on every core is the faster."""
 
 
 def _dt(value: float | None) -> datetime | None:
@@ -415,7 +415,8 @@ class SQLiteStore:
         return [found[i] for i in ids if i in found]
 
     def parallel_reads(self) -> bool:
-        if self.path == ":memory:":  # one connection: the calls would take turns
+        # An in-memory database has one connection: the calls would take turns.
+        if self.path == ":memory:" or threads.machine_busy():
             return False
         (rows_max,) = self._db.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
         return bool(rows_max >= PARALLEL_READS_MIN_ROWS)
@@ -664,7 +665,8 @@ class SQLiteStore:
             rows = self._db.execute(q.bm25_sql(table, where), [match, *params, limit]).fetchall()
             return [(memory_id, float(raw)) for memory_id, raw in rows]
         parts = min(os.cpu_count() or 1, q.BM25_MAX_PARTS)
-        if rows_max < q.BM25_SPLIT_MIN_ROWS or parts < 2 or self.path == ":memory:":
+        if (rows_max < q.BM25_SPLIT_MIN_ROWS or parts < 2 or self.path == ":memory:"
+                or threads.machine_busy()):  # fmt: skip
             return self._bm25_winners(table, match, where, params, limit, None)
         first, *rest = q.bm25_spans(rows_max, parts)
         others = [_bm25_threads.submit(self._bm25_winners, table, match, where, params, limit,

@@ -1,0 +1,45 @@
+"""The thread pools a search spreads its work over, and when it does."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from recalld import threads
+
+
+@pytest.mark.parametrize(("load", "cores", "busy"), [
+    (0.0, 2, False), (0.9, 2, False), (1.0, 2, True), (3.5, 2, True), (3.9, 8, False),
+    (4.0, 8, True),
+])  # fmt: skip
+def test_the_machine_is_busy_from_a_load_of_half_its_cores(
+    monkeypatch: pytest.MonkeyPatch, load: float, cores: int, busy: bool
+) -> None:
+    monkeypatch.setattr(threads.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(threads.os, "cpu_count", lambda: cores)
+    assert threads.machine_busy() is busy
+
+
+def test_without_a_load_average_the_machine_counts_as_idle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def missing() -> tuple[float, float, float]:
+        raise OSError("no load average here")
+
+    monkeypatch.setattr(threads.os, "getloadavg", missing)
+    assert threads.machine_busy() is False
+
+
+def test_a_pool_runs_work_again_in_a_forked_child() -> None:
+    pool = threads.LazyPool(1, "recalld-test-fork")
+    assert pool.submit(lambda: 1).result(timeout=10) == 1  # the parent's thread is started
+    child = os.fork()
+    if child == 0:  # the parent's worker thread does not exist here
+        try:
+            ok = pool.submit(lambda: 2).result(timeout=10) == 2
+        except BaseException:
+            ok = False
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

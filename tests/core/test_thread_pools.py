@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import time
 
 import pytest
 
@@ -41,5 +43,11 @@ def test_a_pool_runs_work_again_in_a_forked_child() -> None:
         except BaseException:
             ok = False
         os._exit(0 if ok else 1)
-    _, status = os.waitpid(child, 0)
-    assert os.waitstatus_to_exitcode(status) == 0
+    deadline = time.monotonic() + 30
+    while (found := os.waitpid(child, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if found[0] == 0:  # stuck: never leave it behind
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        pytest.fail("the forked child's pool never ran the work")
+    assert os.waitstatus_to_exitcode(found[1]) == 0

@@ -85,7 +85,8 @@ def _f(value: float) -> str:
 def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
     """FTS5's ``bm25()`` of the ``query`` phrases (see :mod:`recalld.lexical`), higher is
     better: CTEs ``lex_hit`` (every row holding a phrase's first token, whatever its
-    tenant, with each phrase's hits ``f{i}``, as FTS5 counts over its whole table), ``lex_idf``
+    tenant, with each phrase's hits ``f{i}``, as FTS5 counts over its whole table; read
+    through the GIN index by ``recalld_lex_rows``, migration 5), ``lex_idf``
     (the phrases' idf and the mean row length from ``lexical_stats``) and ``bm25`` (the
     rows ``where`` admits, ranked). Terms are summed in phrase order, in float8, as C does."""
     params: Params = {"lex_heads": list(dict.fromkeys(p[0] for p in query))}
@@ -118,7 +119,7 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     )
     ctes = [
         f"lex_hit AS (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok,"
-        f" {', '.join(hits)} FROM memories m WHERE m.lex_tokens && %(lex_heads)s::text[])",
+        f" {', '.join(hits)} FROM recalld_lex_rows(%(lex_heads)s::text[]) m)",
         "lex_idf AS (SELECT s.total / s.n AS avgdl, " + idfs + " FROM (SELECT"
         " sum(rows)::float8 AS n, sum(tokens)::float8 AS total FROM lexical_stats) s, (SELECT "
         + counts
@@ -231,7 +232,10 @@ def search_rows_sql(
         " 0::float8 AS score WHERE false"
     )
     nulls = ", ".join(["NULL"] * len(COLUMN_NAMES))
-    embedding = "m.embedding" if vectors else "NULL::vector"
+    # Vectors of the candidates only: a neighbour's is never used, and each is 1.5 KB read
+    # out of TOAST and sent.
+    embedding = ("CASE WHEN m.id IN (SELECT id FROM hits) THEN m.embedding END" if vectors
+                 else "NULL::vector")  # fmt: skip
     params.update(radius=radius, depth=depth)
     sql = f"""
 WITH hits AS ({hits}),

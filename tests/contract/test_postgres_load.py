@@ -211,3 +211,42 @@ def test_an_ordinary_role_loads_under_row_level_security(pg_admin_dsn: str) -> N
         with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             admin.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_a_role_without_temporary_tables_still_inserts(pg_admin_dsn: str) -> None:
+    """The binary ``COPY`` goes through a temporary table; a role that may not create one
+    inserts row by row, with the same result."""
+    import psycopg
+
+    role = f"recalld_notemp_{uuid.uuid4().hex[:8]}"
+    name = f"recalld_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"CREATE DATABASE {name} OWNER {role}")
+        admin.execute(f"REVOKE TEMPORARY ON DATABASE {name} FROM PUBLIC, {role}")
+    with psycopg.connect(urlunsplit(urlsplit(pg_admin_dsn)._replace(path=f"/{name}")),
+                         autocommit=True) as admin:  # fmt: skip
+        admin.execute("CREATE EXTENSION vector")
+        admin.execute("CREATE EXTENSION pg_trgm")
+    parts = urlsplit(pg_admin_dsn)
+    dsn = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}",
+                                    path=f"/{name}"))  # fmt: skip
+    from recalld.stores.postgres import PostgresStore
+
+    try:
+        store = PostgresStore(dsn, Tenancy("alice"))
+        try:
+            with psycopg.connect(dsn) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("CREATE TEMP TABLE probe (x int)")
+            memories, vectors = _memories(0, 30)
+            store.insert(memories, vectors)
+            listed = store.list(MemoryFilter(), limit=100, newest_first=False)
+            assert [(m.id, m.position) for m in listed] == [
+                (m.id, i % 7) for i, m in enumerate(memories)]  # fmt: skip
+            assert store.stats().with_vectors == 30
+        finally:
+            store.close()
+    finally:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            admin.execute(f"DROP ROLE IF EXISTS {role}")

@@ -134,9 +134,13 @@ class PostgresStore:
             " set_config('jit', 'off', false)",
             (",".join(self._visible), str(EF_SEARCH)),
         )
-        conn.execute(_CREATE_LOAD)
-        if not self._load_types:
-            self._load_types = [r[0] for r in conn.execute(_LOAD_TYPES).fetchall()]
+        try:
+            with conn.transaction():  # a savepoint: the settings above stay
+                conn.execute(_CREATE_LOAD)
+            if not self._load_types:
+                self._load_types = [r[0] for r in conn.execute(_LOAD_TYPES).fetchall()]
+        except psycopg.errors.InsufficientPrivilege:
+            self._load_types = []  # no TEMP privilege: rows go in one statement each
         conn.commit()
 
     @contextmanager
@@ -168,7 +172,8 @@ class PostgresStore:
         """Rows go to a session-local table by binary ``COPY`` (one stream, no per-row
         statement), then into ``memories`` by ONE ``INSERT ... SELECT``: Row-Level Security
         checks every row (``COPY FROM`` is refused on a table with it), the unique key
-        refuses duplicates, and the statistics trigger fires once."""
+        refuses duplicates, and the statistics trigger fires once. A role without the
+        ``TEMP`` privilege sends one ``INSERT`` a row instead (same checks, slower)."""
         if not memories:
             return
         namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]
@@ -176,18 +181,29 @@ class PostgresStore:
         if vectors is not None:
             self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
         tokens = tokenize_many([m.content for m in memories])
+        rows = (
+            (*_row(m, ns, pos), tokens[i], len(tokens[i]),
+             None if vectors is None else np.asarray(vectors[i], np.float32))
+            for i, (m, ns, pos) in enumerate(zip(memories, namespaces, positions, strict=True))
+        )  # fmt: skip
+        if not self._load_types:
+            marks = ", ".join(["%s"] * (len(q.COLUMN_NAMES) + 3))
+            with conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO memories ({_LOAD_COLUMNS}) VALUES ({marks})",
+                                list(rows))  # fmt: skip
+        else:
+            self._copy_rows(conn, rows)
+        if vectors is not None:
+            self._mark_vectors(conn, set(namespaces))
+
+    def _copy_rows(self, conn: psycopg.Connection[Any], rows: Iterator[tuple[Any, ...]]) -> None:
         with conn.cursor() as cur:
             with cur.copy(f"COPY {LOAD_TABLE} ({_LOAD_COLUMNS}, ord) FROM STDIN"
                           " (FORMAT BINARY)") as copy:  # fmt: skip
                 copy.set_types(self._load_types)
-                for i, (m, ns, pos) in enumerate(zip(memories, namespaces, positions,
-                                                     strict=True)):  # fmt: skip
-                    copy.write_row((*_row(m, ns, pos), tokens[i], len(tokens[i]),
-                                    None if vectors is None
-                                    else np.asarray(vectors[i], np.float32), i))  # fmt: skip
+                for i, row in enumerate(rows):
+                    copy.write_row((*row, i))
             cur.execute(_FROM_LOAD)
-        if vectors is not None:
-            self._mark_vectors(conn, set(namespaces))
 
     def _positions(
         self, conn: psycopg.Connection[Any], memories: Sequence[Memory], namespaces: list[str]

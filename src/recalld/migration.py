@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
 from recalld.errors import EmbedderMismatchError, InvalidInputError
 from recalld.stores import SourceIndex, Store, Tenancy, open_store
+from recalld.stores.base import BulkLoading
 
 BATCH = 1000
 
@@ -77,16 +79,17 @@ def _copy(src: Store, dst: Store, tenant: str, batch: int,
         )
     if fingerprint is not None:
         dst.set_fingerprint(fingerprint)
-    for rows in src.export(batch):
-        own = [(m, v) for m, v in rows if m.namespace == tenant]
-        with_vector = [(m, v) for m, v in own if v is not None]
-        without = [m for m, v in own if v is None]
-        if with_vector:
-            dst.insert([m for m, _ in with_vector], np.stack([v for _, v in with_vector]))
-        if without:
-            dst.insert(without, None)
-        if progress is not None:
-            progress(len(own))
+    with dst.bulk_load() if isinstance(dst, BulkLoading) else nullcontext():
+        for rows in src.export(batch):
+            own = [(m, v) for m, v in rows if m.namespace == tenant]
+            with_vector = [(m, v) for m, v in own if v is not None]
+            without = [m for m, v in own if v is None]
+            if with_vector:
+                dst.insert([m for m, _ in with_vector], np.stack([v for _, v in with_vector]))
+            if without:
+                dst.insert(without, None)
+            if progress is not None:
+                progress(len(own))
     files = 0
     if isinstance(src, SourceIndex) and isinstance(dst, SourceIndex):
         for root in src.source_roots():

@@ -58,7 +58,8 @@ def test_migrations_from_empty_and_from_the_previous_version(pg_database: str) -
     from recalld.stores.postgres.migrations import MIGRATIONS, migrate
 
     with psycopg.connect(pg_database, autocommit=True) as conn:
-        assert migrate(conn, upto=MIGRATIONS[-2][0]) == [m[1] for m in MIGRATIONS[:-1]]
+        # From version 3: migration 4 (FTS5's tokens of existing rows) and later apply.
+        assert migrate(conn, upto=3) == [m[1] for m in MIGRATIONS[:3]]
         conn.execute(
             "INSERT INTO memories (namespace, id, content, type, content_hash, created_at,"
             " updated_at, ref_time) VALUES ('default', 'old', 'kept across', 'event', 'h', 0,"

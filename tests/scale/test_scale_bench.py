@@ -143,10 +143,15 @@ def test_cli_runs_both_backends_side_by_side(
         for key in ("vector", "hybrid", "embed", "vector_floor", "text_floor"):
             assert rows["postgres"]["search"][key]["p50_ms"] > 0
         assert "numpy" in rows["sqlite"]["search"] and "numpy" not in rows["postgres"]["search"]
+        # PostgreSQL loads in bulk: the vector index is built once, after the rows.
+        assert rows["postgres"]["build"]["bulk_load"] and not rows["sqlite"]["build"]["bulk_load"]
+        built = rows["postgres"]["build"]
+        assert 0 < built["vector_index_s"] < built["build_s"]
         with psycopg.connect(database_dsn(pg_admin_dsn, "recalld_scale_300")) as conn:
             assert conn.execute("SELECT count(*) FROM memories").fetchone() == (300,)
         table = (tmp_path / "r" / "scale.md").read_text(encoding="utf-8")
         assert "| 300 | sqlite |" in table and "| 300 | postgres |" in table
+        assert "vector index" in table
         again = CliRunner().invoke(scale, args)  # the PostgreSQL store is reused as well
         assert again.exit_code == 0, again.output
         assert "Build figures for 300, 300 come from an earlier run's build" in again.output

@@ -53,8 +53,10 @@ def markdown(report: ScaleReport) -> str:
         rate = r.size / max(r.build["insert_s"], 1e-9)
         peaks = (r.build.get("peak_build_mb"), r.index.get("peak_index_mb"),
                  r.search.get("peak_search_mb"))  # fmt: skip
+        bulk = (f", vector index {r.build['vector_index_s']:.1f} s of it"
+                if r.build.get("bulk_load") else "")  # fmt: skip
         lines.append(
-            f"| {r.size:,} | {r.backend} | {r.build['build_s']:.1f} ({rate:,.0f}/s) "
+            f"| {r.size:,} | {r.backend} | {r.build['build_s']:.1f} ({rate:,.0f}/s{bulk}) "
             f"| {r.file_bytes / 2**20:,.0f} | {r.index_bytes / 2**20:,.0f} "
             f"| {r.index['first_search_s']:.2f} / {r.search['cold_start_s']:.2f} "
             f"| {' / '.join(_mb(p) for p in peaks)} "

@@ -353,6 +353,15 @@ def compose_search_rows(store: Store, requests: Sequence[CandidateRequest]) -> S
 
 
 @runtime_checkable
+class BulkLoading(Protocol):
+    """A store that loads many :meth:`Store.insert` calls faster inside ``bulk_load()``
+    (PostgreSQL: the vector index is built once at the end); same results, same checks."""
+
+    def bulk_load(self) -> AbstractContextManager[bool]:
+        """A block whose inserts may be loaded in bulk; yields whether they are."""
+
+
+@runtime_checkable
 class KeyStore(Protocol):
     """API keys kept in the store, across tenants (a key names its tenant): the server's
     authentication reads them, ``recalld keys`` writes them. Only hashes are stored."""

@@ -243,12 +243,42 @@ def m004_fts5_words(cur: Any) -> None:
         )
 
 
+LEX_ROWS_COLUMNS = (
+    "pk, id, namespace, ref_time, forgotten_at, superseded_by, project, scope, session_id,"
+    " type, tags, lex_length, lex_tokens"
+)
+"""What :func:`m005_lex_rows`'s function returns of a row: the word channel's inputs and
+every column a search filter reads (``queries.filter_sql``)."""
+
+
+def m005_lex_rows(cur: Any) -> None:
+    """``recalld_lex_rows(tokens)``: the rows holding any of ``tokens``, read through the
+    ``lex_tokens`` GIN index. The planner prefers a sequential scan once a query word is
+    common (a fifth of the rows), but testing ``&&`` on every row costs about 3.5 us (350 ms
+    at 100k rows) where the index reads the same rows in about 15 ms, so the function plans
+    its one statement with sequential scans off and room for an exact bitmap (a function's
+    ``SET`` binds only its own statement; Row-Level Security applies inside as outside)."""
+    cur.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION recalld_lex_rows(text[]) RETURNS TABLE (
+            pk bigint, id text, namespace text, ref_time double precision,
+            forgotten_at double precision, superseded_by text, project text, scope text,
+            session_id text, type text, tags text[], lex_length integer, lex_tokens text[])
+        LANGUAGE sql STABLE
+        SET enable_seqscan = off SET work_mem = '64MB'
+        AS $$ SELECT {", ".join(f"m.{c.strip()}" for c in LEX_ROWS_COLUMNS.split(","))}
+              FROM memories m WHERE m.lex_tokens && $1 $$
+        """
+    )
+
+
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
     (2, "m002_sources", m002_sources),
     (3, "m003_api_keys", m003_api_keys),
     (4, "m004_fts5_words", m004_fts5_words),
+    (5, "m005_lex_rows", m005_lex_rows),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

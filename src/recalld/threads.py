@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -18,15 +20,38 @@ _T = TypeVar("_T")
 _pools: weakref.WeakSet[LazyPool] = weakref.WeakSet()
 
 
+OWN_LOAD_WINDOW_S = 60.0
+"""How far back this process's own CPU use is averaged: the span of the load average it is
+taken from."""
+_own_samples: deque[tuple[float, float]] = deque()
+_own_lock = threading.Lock()
+
+
+def own_load() -> float:
+    """The cores this process kept busy over about the last minute (all its threads' CPU time
+    over the time passed; 0 until a second has passed since the first call)."""
+    now, cpu = time.monotonic(), time.process_time()
+    with _own_lock:
+        if not _own_samples or now - _own_samples[-1][0] >= 1.0:  # at most one a second
+            _own_samples.append((now, cpu))
+        while len(_own_samples) > 1 and now - _own_samples[1][0] >= OWN_LOAD_WINDOW_S:
+            _own_samples.popleft()
+        since, cpu_then = _own_samples[0]
+    span = now - since
+    return (cpu - cpu_then) / span if span >= 1.0 else 0.0
+
+
 def machine_busy() -> bool:
-    """Whether the last minute's load average reaches half the cores. Then work spread over
-    threads waits for cores other processes hold: a query is embedded on one thread that
-    does not spin (``providers/onnx.py``), and a search stays on one thread."""
+    """Whether other processes' load reaches half the cores: the last minute's load average
+    less what this process itself kept busy (a search spread over two threads would
+    otherwise count itself as the load that stops it). Then work spread over threads waits
+    for cores others hold: a query is embedded on one thread that does not spin
+    (``providers/onnx.py``), and a search stays on one thread."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average on this platform
         return False
-    return load >= (os.cpu_count() or 1) / 2
+    return load - own_load() >= (os.cpu_count() or 1) / 2
 
 
 class LazyPool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import deque
 
 import pytest
 
@@ -20,7 +21,25 @@ def test_the_machine_is_busy_from_a_load_of_half_its_cores(
 ) -> None:
     monkeypatch.setattr(threads.os, "getloadavg", lambda: (load, load, load))
     monkeypatch.setattr(threads.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(threads, "own_load", lambda: 0.0)
     assert threads.machine_busy() is busy
+    monkeypatch.setattr(threads, "own_load", lambda: 0.6)  # this process's own part
+    assert threads.machine_busy() is (load - 0.6 >= cores / 2)
+
+
+def test_own_load_is_this_process_cpu_over_the_last_minute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = {"wall": 1000.0, "cpu": 50.0}
+    monkeypatch.setattr(threads.time, "monotonic", lambda: clock["wall"])
+    monkeypatch.setattr(threads.time, "process_time", lambda: clock["cpu"])
+    monkeypatch.setattr(threads, "_own_samples", deque())
+    assert threads.own_load() == 0.0  # nothing to compare with yet
+    clock["wall"], clock["cpu"] = 1010.0, 65.0  # 1.5 cores for 10 s
+    assert threads.own_load() == pytest.approx(1.5)
+    clock["wall"], clock["cpu"] = 1080.0, 65.0  # then idle: the busy start leaves the window
+    assert threads.own_load() == pytest.approx(0.0)
+    assert len(threads._own_samples) <= 2
 
 
 def test_without_a_load_average_the_machine_counts_as_idle(

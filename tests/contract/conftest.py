@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -24,19 +25,26 @@ def database_dsn(admin_dsn: str, name: str) -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
-@pytest.fixture
-def pg_database(pg_admin_dsn: str) -> Iterator[str]:
-    """A fresh, empty database for one test; dropped afterwards."""
+@contextmanager
+def fresh_database(admin_dsn: str) -> Iterator[str]:
+    """A new, empty database on the admin DSN's server (its DSN); dropped on leaving."""
     import psycopg
 
     name = f"recalld_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
         admin.execute(f"CREATE DATABASE {name}")
     try:
-        yield database_dsn(pg_admin_dsn, name)
+        yield database_dsn(admin_dsn, name)
     finally:
-        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture
+def pg_database(pg_admin_dsn: str) -> Iterator[str]:
+    """A fresh, empty database for one test; dropped afterwards."""
+    with fresh_database(pg_admin_dsn) as dsn:
+        yield dsn
 
 
 @pytest.fixture(params=BACKENDS)

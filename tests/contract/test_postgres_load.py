@@ -15,6 +15,7 @@ import pytest
 from recalld.records import Memory, MemoryFilter
 from recalld.stores.base import BulkLoading, CandidateRequest, Tenancy
 from recalld.text import content_hash
+from tests.contract.conftest import fresh_database
 
 pytestmark = pytest.mark.postgres
 
@@ -58,16 +59,8 @@ def _answers(store: object, queries: np.ndarray) -> list[object]:
 
 @pytest.fixture
 def second_database(pg_admin_dsn: str) -> Iterator[str]:
-    import psycopg
-
-    name = f"recalld_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(pg_admin_dsn)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with fresh_database(pg_admin_dsn) as dsn:
+        yield dsn
 
 
 def test_a_bulk_load_builds_the_vector_index_once_with_the_same_results(

@@ -12,11 +12,12 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
+_U = TypeVar("_U")
 _pools: weakref.WeakSet[LazyPool] = weakref.WeakSet()
 
 
@@ -70,6 +71,19 @@ class LazyPool:
                 self._executor = ThreadPoolExecutor(self.workers, thread_name_prefix=self.name)
             executor = self._executor
         return executor.submit(fn, *args, **kwargs)
+
+    def run_beside(
+        self, here: Callable[[], _T], elsewhere: Sequence[Callable[[], _U]]
+    ) -> tuple[_T, list[_U]]:
+        """Run ``here`` on this thread while each of ``elsewhere`` runs on the pool; both
+        results once every call has ended (it never returns or raises while a pool thread
+        still works for it)."""
+        futures = [self.submit(call) for call in elsewhere]
+        try:
+            mine = here()
+        finally:
+            wait(futures)
+        return mine, [future.result() for future in futures]
 
     def _forget(self) -> None:
         self._executor, self._lock = None, threading.Lock()

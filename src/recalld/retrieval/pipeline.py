@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -326,14 +326,15 @@ def read_candidates(
         first = replace(requests[0], query_vector=embed())
         return store.search_rows([first, *requests[1:]], **flags)
     words_requests = [words_part, *requests[1:]] if words_part else list(requests[1:])
-    words = _word_threads.submit(store.search_rows, words_requests, **flags)
-    try:
+
+    def by_vector_here() -> SearchRows:
         with sharing_cores():
             vector = embed()
-        by_vector = store.search_rows([replace(vector_part, query_vector=vector)], **flags)
-    finally:
-        wait([words])  # never return (or raise) while the other thread still reads
-    by_words = words.result()
+        return store.search_rows([replace(vector_part, query_vector=vector)], **flags)
+
+    by_vector, (by_words,) = _word_threads.run_beside(
+        by_vector_here, [partial(store.search_rows, words_requests, **flags)]
+    )
     word_channels = list(by_words.channels)
     first_found = {**by_vector.channels[0], **(word_channels.pop(0) if words_part else {})}
     return SearchRows(

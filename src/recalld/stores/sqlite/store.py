@@ -7,10 +7,10 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import wait
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -415,11 +415,17 @@ class SQLiteStore:
         return [found[i] for i in ids if i in found]
 
     def parallel_reads(self) -> bool:
-        # An in-memory database has one connection: the calls would take turns.
-        if self.path == ":memory:" or threads.machine_busy():
-            return False
+        return self._may_spread() and self._rows_max() >= PARALLEL_READS_MIN_ROWS
+
+    def _may_spread(self) -> bool:
+        """Whether reads may run on several threads at once: a file (an in-memory database
+        has one connection, so the calls would take turns) on a machine not busy."""
+        return self.path != ":memory:" and not threads.machine_busy()
+
+    def _rows_max(self) -> int:
+        """The largest ``pk``: the store's size, as the size thresholds count it."""
         (rows_max,) = self._db.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
-        return bool(rows_max >= PARALLEL_READS_MIN_ROWS)
+        return int(rows_max)
 
     def search_rows(
         self,
@@ -660,24 +666,20 @@ class SQLiteStore:
         """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; the
         full join on a small store; on a large one, one query per core over its own rows,
         run at the same time and merged (the same result each way)."""
-        (rows_max,) = self._db.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
+        rows_max = self._rows_max()
         if rows_max < q.BM25_WINNERS_MIN_ROWS:
             rows = self._db.execute(q.bm25_sql(table, where), [match, *params, limit]).fetchall()
             return [(memory_id, float(raw)) for memory_id, raw in rows]
         parts = min(os.cpu_count() or 1, q.BM25_MAX_PARTS)
-        if (rows_max < q.BM25_SPLIT_MIN_ROWS or parts < 2 or self.path == ":memory:"
-                or threads.machine_busy()):  # fmt: skip
+        if rows_max < q.BM25_SPLIT_MIN_ROWS or parts < 2 or not self._may_spread():
             return self._bm25_winners(table, match, where, params, limit, None)
+        part = partial(self._bm25_winners, table, match, where, params, limit)
         first, *rest = q.bm25_spans(rows_max, parts)
-        others = [_bm25_threads.submit(self._bm25_winners, table, match, where, params, limit,
-                                       span) for span in rest]  # fmt: skip
-        try:
-            found = self._bm25_winners(table, match, where, params, limit, first)
-        finally:
-            wait(others)  # never return (or raise) while another thread still reads
-        for other in others:
-            found += other.result()
-        return sorted(found, key=lambda r: (r[1], r[0]))[:limit]
+        found, others = _bm25_threads.run_beside(
+            partial(part, first), [partial(part, span) for span in rest]
+        )
+        merged = found + [row for other in others for row in other]
+        return sorted(merged, key=lambda r: (r[1], r[0]))[:limit]
 
     def _bm25_winners(
         self,

@@ -23,16 +23,11 @@ import json
 import os
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
-import psycopg
 
 import recalld
 from recalld import local_postgres
@@ -40,6 +35,7 @@ from recalld.bench.cases import Case
 from recalld.bench.locomo import load_locomo, locomo_case
 from recalld.bench.longmemeval import load_longmemeval, longmemeval_case, select_questions
 from recalld.bench.runner import load_average, load_embedder, machine
+from recalld.bench.scale_postgres import temporary_database
 from recalld.config import Settings
 from recalld.migration import checksum
 from recalld.providers.embedders import Embedder, resolve_embedder
@@ -47,18 +43,6 @@ from recalld.stores import open_store
 
 LIMIT = 10
 TOLERANCE = 1e-6
-
-
-@contextmanager
-def _database(admin: str) -> Iterator[str]:
-    name = f"parity_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    try:
-        yield urlunsplit(urlsplit(admin)._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def _settings(location: str) -> Settings:
@@ -113,7 +97,7 @@ def run_case(case: Case, embedder: Embedder, admin: str, folder: Path) -> dict[s
     sqlite, back = str(folder / f"{case.case_id}.db"), str(folder / f"{case.case_id}-back.db")
     out: dict[str, Any] = {"case": case.case_id, "memories": len(case.docs),
                            "questions": len(case.probes)}  # fmt: skip
-    with _database(admin) as pg, _database(admin) as trip:
+    with temporary_database(admin, "parity") as pg, temporary_database(admin, "parity") as trip:
         out["fill_s"] = {"sqlite": round(_fill(sqlite, case, embedder), 2),
                          "postgres": round(_fill(pg, case, embedder), 2)}  # fmt: skip
         a, b = (_results(x, case, embedder, None) for x in (sqlite, pg))

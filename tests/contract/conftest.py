@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 import recalld
+from recalld.bench.scale_postgres import temporary_database
 from recalld.config import Settings
 from recalld.providers.embedders import Embedder, FakeEmbedder
 
@@ -19,31 +17,10 @@ Opener = Callable[..., recalld.MemoryEngine]
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
-def database_dsn(admin_dsn: str, name: str) -> str:
-    """The admin DSN pointed at another database of the same server."""
-    parts = urlsplit(admin_dsn)
-    return urlunsplit(parts._replace(path=f"/{name}"))
-
-
-@contextmanager
-def fresh_database(admin_dsn: str) -> Iterator[str]:
-    """A new, empty database on the admin DSN's server (its DSN); dropped on leaving."""
-    import psycopg
-
-    name = f"recalld_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    try:
-        yield database_dsn(admin_dsn, name)
-    finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
 @pytest.fixture
 def pg_database(pg_admin_dsn: str) -> Iterator[str]:
     """A fresh, empty database for one test; dropped afterwards."""
-    with fresh_database(pg_admin_dsn) as dsn:
+    with temporary_database(pg_admin_dsn, "recalld_test") as dsn:
         yield dsn
 
 

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import pytest
 
+from recalld.bench.scale_postgres import database_dsn, temporary_database
 from recalld.records import Memory, MemoryFilter
 from recalld.stores.base import BulkLoading, CandidateRequest, Tenancy
 from recalld.text import content_hash
-from tests.contract.conftest import fresh_database
 
 pytestmark = pytest.mark.postgres
 
@@ -59,8 +60,36 @@ def _answers(store: object, queries: np.ndarray) -> list[object]:
 
 @pytest.fixture
 def second_database(pg_admin_dsn: str) -> Iterator[str]:
-    with fresh_database(pg_admin_dsn) as dsn:
+    with temporary_database(pg_admin_dsn, "recalld_test") as dsn:
         yield dsn
+
+
+@contextmanager
+def owned_database(admin_dsn: str, role_prefix: str, *, temp_tables: bool) -> Iterator[str]:
+    """A new login role (not a superuser) owning a new database with the extensions in place,
+    as the docs ask of a user's server: the role's DSN. ``temp_tables`` False revokes its
+    right to create temporary tables. Both are dropped on leaving."""
+    import psycopg
+
+    role = f"{role_prefix}_{uuid.uuid4().hex[:8]}"
+    name = f"recalld_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"CREATE DATABASE {name} OWNER {role}")
+        if not temp_tables:
+            admin.execute(f"REVOKE TEMPORARY ON DATABASE {name} FROM PUBLIC, {role}")
+    try:
+        with psycopg.connect(database_dsn(admin_dsn, name), autocommit=True) as admin:
+            admin.execute("CREATE EXTENSION vector")
+            admin.execute("CREATE EXTENSION pg_trgm")
+            admin.execute(f"GRANT CREATE ON SCHEMA public TO {role}")
+        parts = urlsplit(admin_dsn)
+        yield urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}",
+                                        path=f"/{name}"))  # fmt: skip
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            admin.execute(f"DROP ROLE IF EXISTS {role}")
 
 
 def test_a_bulk_load_builds_the_vector_index_once_with_the_same_results(
@@ -169,24 +198,9 @@ def test_duplicates_and_bad_rows_change_nothing(pg_database: str) -> None:
 def test_an_ordinary_role_loads_under_row_level_security(pg_admin_dsn: str) -> None:
     """Not a superuser, so Row-Level Security binds the role (``COPY FROM`` would be refused
     on ``memories``); it owns its database, as the docs ask, so it may build the index."""
-    import psycopg
-
-    role = f"recalld_owner_{uuid.uuid4().hex[:8]}"
-    name = f"recalld_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN")
-        admin.execute(f"CREATE DATABASE {name} OWNER {role}")
-    with psycopg.connect(urlunsplit(urlsplit(pg_admin_dsn)._replace(path=f"/{name}")),
-                         autocommit=True) as admin:  # fmt: skip
-        admin.execute("CREATE EXTENSION vector")
-        admin.execute("CREATE EXTENSION pg_trgm")
-        admin.execute(f"GRANT CREATE ON SCHEMA public TO {role}")
-    parts = urlsplit(pg_admin_dsn)
-    dsn = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}",
-                                    path=f"/{name}"))  # fmt: skip
     from recalld.stores.postgres import PostgresStore
 
-    try:
+    with owned_database(pg_admin_dsn, "recalld_owner", temp_tables=True) as dsn:
         alice = PostgresStore(dsn, Tenancy("alice"))
         bob = PostgresStore(dsn, Tenancy("bob"))
         try:
@@ -200,10 +214,6 @@ def test_an_ordinary_role_loads_under_row_level_security(pg_admin_dsn: str) -> N
         finally:
             alice.close()
             bob.close()
-    finally:
-        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            admin.execute(f"DROP ROLE IF EXISTS {role}")
 
 
 def test_a_role_without_temporary_tables_still_inserts(pg_admin_dsn: str) -> None:
@@ -211,22 +221,9 @@ def test_a_role_without_temporary_tables_still_inserts(pg_admin_dsn: str) -> Non
     inserts row by row, with the same result."""
     import psycopg
 
-    role = f"recalld_notemp_{uuid.uuid4().hex[:8]}"
-    name = f"recalld_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN")
-        admin.execute(f"CREATE DATABASE {name} OWNER {role}")
-        admin.execute(f"REVOKE TEMPORARY ON DATABASE {name} FROM PUBLIC, {role}")
-    with psycopg.connect(urlunsplit(urlsplit(pg_admin_dsn)._replace(path=f"/{name}")),
-                         autocommit=True) as admin:  # fmt: skip
-        admin.execute("CREATE EXTENSION vector")
-        admin.execute("CREATE EXTENSION pg_trgm")
-    parts = urlsplit(pg_admin_dsn)
-    dsn = urlunsplit(parts._replace(netloc=f"{role}@{parts.netloc.rsplit('@', 1)[-1]}",
-                                    path=f"/{name}"))  # fmt: skip
     from recalld.stores.postgres import PostgresStore
 
-    try:
+    with owned_database(pg_admin_dsn, "recalld_notemp", temp_tables=False) as dsn:
         store = PostgresStore(dsn, Tenancy("alice"))
         try:
             with psycopg.connect(dsn) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -239,7 +236,3 @@ def test_a_role_without_temporary_tables_still_inserts(pg_admin_dsn: str) -> Non
             assert store.stats().with_vectors == 30
         finally:
             store.close()
-    finally:
-        with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            admin.execute(f"DROP ROLE IF EXISTS {role}")

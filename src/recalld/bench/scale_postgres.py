@@ -1,7 +1,11 @@
-"""The PostgreSQL side of ``bench scale``: one database per corpus size on one server."""
+"""The PostgreSQL side of the benchmarks: one database per corpus size on one server
+(``bench scale``), and throwaway databases (the parity benchmark, the tests)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
 from recalld.errors import InvalidInputError
@@ -23,6 +27,20 @@ def _admin(admin_dsn: str):  # type: ignore[no-untyped-def]
         return psycopg.connect(admin_dsn, autocommit=True)
     except psycopg.Error as exc:
         raise InvalidInputError(f"cannot connect to --postgres: {exc}") from exc
+
+
+@contextmanager
+def temporary_database(admin_dsn: str, prefix: str) -> Iterator[str]:
+    """A new, empty database ``<prefix>_<random>`` on the admin DSN's server (its DSN),
+    dropped on leaving."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with _admin(admin_dsn) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    try:
+        yield database_dsn(admin_dsn, name)
+    finally:
+        with _admin(admin_dsn) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def exists(admin_dsn: str, name: str) -> bool:

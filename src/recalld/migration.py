@@ -6,14 +6,13 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
 
 from recalld.errors import EmbedderMismatchError, InvalidInputError
 from recalld.stores import SourceIndex, Store, Tenancy, open_store
-from recalld.stores.base import BulkLoading
+from recalld.stores.base import bulk_loading
 
 BATCH = 1000
 
@@ -79,7 +78,7 @@ def _copy(src: Store, dst: Store, tenant: str, batch: int,
         )
     if fingerprint is not None:
         dst.set_fingerprint(fingerprint)
-    with dst.bulk_load() if isinstance(dst, BulkLoading) else nullcontext():
+    with bulk_loading(dst):
         for rows in src.export(batch):
             own = [(m, v) for m, v in rows if m.namespace == tenant]
             with_vector = [(m, v) for m, v in own if v is not None]

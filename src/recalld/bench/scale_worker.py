@@ -16,7 +16,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from contextlib import nullcontext
 from functools import partial
 from multiprocessing.queues import Queue
 from pathlib import Path
@@ -71,7 +70,7 @@ def build(report: Report, db: str, pool_path: str, size: int, seed: int) -> dict
     checkpoint; PostgreSQL: ``VACUUM ANALYZE``, as autovacuum would soon do)."""
     from recalld.config import is_dsn
     from recalld.stores import open_store
-    from recalld.stores.base import BulkLoading
+    from recalld.stores.base import bulk_loading
 
     pool = sc.Pool.load(Path(pool_path))
     store = open_store(db)
@@ -80,8 +79,7 @@ def build(report: Report, db: str, pool_path: str, size: int, seed: int) -> dict
     report("total", size)
     generate = insert = 0.0
     started = time.perf_counter()
-    bulk = store.bulk_load() if isinstance(store, BulkLoading) else nullcontext(False)
-    with bulk as deferred:
+    with bulk_loading(store) as deferred:
         for start in range(0, size, sc.BLOCK):
             stop = min(size, start + sc.BLOCK)
             block_start = time.perf_counter()

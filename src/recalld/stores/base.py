@@ -10,7 +10,7 @@ import functools
 import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -359,6 +359,12 @@ class BulkLoading(Protocol):
 
     def bulk_load(self) -> AbstractContextManager[bool]:
         """A block whose inserts may be loaded in bulk; yields whether they are."""
+
+
+def bulk_loading(store: object) -> AbstractContextManager[bool]:
+    """``store.bulk_load()`` for a :class:`BulkLoading` store, else a block that loads as
+    usual (and yields False)."""
+    return store.bulk_load() if isinstance(store, BulkLoading) else nullcontext(False)
 
 
 @runtime_checkable

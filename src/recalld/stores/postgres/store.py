@@ -236,23 +236,26 @@ class PostgresStore:
             nxt[key] += 1
         return out
 
-    def _dimension(self, conn: psycopg.Connection[Any]) -> int | None:
-        found = conn.execute(
-            "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass"
-            " AND attname = 'embedding'"
-        ).fetchone()
-        return None if found is None or found[0] < 0 else int(found[0])
-
-    def _ensure_dimension(self, conn: psycopg.Connection[Any], dimension: int) -> None:
-        """Give the vector column its dimension (and the HNSW index) on first use; build the
-        index if it is missing (a bulk load that did not finish) and no load is running."""
+    def _vector_column(self, conn: psycopg.Connection[Any]) -> tuple[int | None, bool]:
+        """The vector column's dimension (None before the first vector) and whether its
+        HNSW index exists."""
         found = conn.execute(
             "SELECT atttypmod, to_regclass('memories_embedding') IS NOT NULL FROM pg_attribute"
             " WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
         ).fetchone()
-        have = None if found is None or found[0] < 0 else int(found[0])
+        if found is None:
+            return None, False
+        return (None if found[0] < 0 else int(found[0])), bool(found[1])
+
+    def _dimension(self, conn: psycopg.Connection[Any]) -> int | None:
+        return self._vector_column(conn)[0]
+
+    def _ensure_dimension(self, conn: psycopg.Connection[Any], dimension: int) -> None:
+        """Give the vector column its dimension (and the HNSW index) on first use; build the
+        index if it is missing (a bulk load that did not finish) and no load is running."""
+        have, indexed = self._vector_column(conn)
         if have == dimension:
-            if found is not None and not found[1] and not self._deferring:
+            if not indexed and not self._deferring:
                 self._create_vector_index(conn)
             return
         if have is not None:
@@ -311,7 +314,7 @@ class PostgresStore:
         ).fetchone()
         if empty is not None and empty[0]:
             return True
-        conn.execute(f"SELECT pg_advisory_unlock(hashtext('{BULK_LOCK}'))")
+        conn.execute(_BULK_UNLOCK)
         return False
 
     def _finish_bulk(self, conn: psycopg.Connection[Any]) -> None:
@@ -334,7 +337,7 @@ class PostgresStore:
                 finally:
                     conn.execute("RESET maintenance_work_mem")
         finally:
-            conn.execute(f"SELECT pg_advisory_unlock(hashtext('{BULK_LOCK}'))")
+            conn.execute(_BULK_UNLOCK)
 
     def replace(self, memory: Memory, vector: Vector | None) -> None:
         namespace = self.tenancy.namespace_for(memory.namespace)
@@ -729,6 +732,7 @@ class PostgresStore:
 
 BULK_LOCK = "recalld_bulk_load"
 """Advisory lock held by a running :meth:`PostgresStore.bulk_load` (a session lock)."""
+_BULK_UNLOCK = f"SELECT pg_advisory_unlock(hashtext('{BULK_LOCK}'))"
 INDEX_BYTES_PER_ROW = 832
 """pgvector's in-memory HNSW graph holds about ``4 x dimension + 832`` bytes per row (measured:
 at 384 dimensions 64 MiB held 28,371 rows, 2,365 bytes each)."""
@@ -758,7 +762,7 @@ _CREATE_LOAD = (
     " 0::bigint AS ord FROM memories WITH NO DATA"
 )
 _LOAD_TYPES = (
-    "SELECT atttypid::int FROM pg_attribute WHERE attrelid = 'pg_temp.recalld_load'::regclass"
+    f"SELECT atttypid::int FROM pg_attribute WHERE attrelid = 'pg_temp.{LOAD_TABLE}'::regclass"
     " AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
 )
 _FROM_LOAD = (

@@ -198,9 +198,11 @@ def test_a_year_no_memory_is_dated_in_is_searched_as_a_word(
     tmp_path: Path, local_embedder: Embedder
 ) -> None:
     settings = Settings.model_construct(db=tmp_path / "d.db", cache_dir=tmp_path / "cache")
-    docs = ["Pneumonia cases in young children worldwide were estimated at 30 million in 2010.",
-            "Pneumonia in young children: estimates of worldwide cases and deaths by region.",
-            "Childhood pneumonia vaccines reduced hospital admissions in several countries."]  # fmt: skip
+    docs = [
+        "Pneumonia cases in young children worldwide were estimated at 30 million in 2010.",
+        "Pneumonia in young children: estimates of worldwide cases and deaths by region.",
+        "Childhood pneumonia vaccines reduced hospital admissions in several countries.",
+    ]
     query = "How many pneumonia cases in young children worldwide in 2010?"
     with recalld.open(settings=settings, embedder=local_embedder) as engine:
         ids = [r.id for r in engine.add_many(docs)]

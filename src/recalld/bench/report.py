@@ -15,11 +15,15 @@ HEADLINES: Mapping[str, tuple[str, ...]] = {
     "locomo": ("turn.recall_any@10", "turn.evidence_recall@10", "session.recall_all@10",
                "context.evidence@2000"),
     "workloads": ("hit@1", "current_first"),
+    "beir": ("doc.ndcg@10", "doc.recall@100"),
 }  # fmt: skip
 """The metrics broken down per question type / category (the first two are charted)."""
-LEVELS = (("session", "Session level"), ("turn", "Turn level"),
+LEVELS = (("session", "Session level"), ("turn", "Turn level"), ("doc", "Document level"),
           ("context", "Evidence inside the context budget"))  # fmt: skip
 CHART_PANELS = 2
+LISTED = 12
+"""Query ids listed per paired comparison in the Markdown (the JSON has them all)."""
+TITLES = {"longmemeval": "LongMemEval", "locomo": "LoCoMo", "beir": "BEIR documents"}
 
 
 def fmt_metric(value: float | None) -> str:
@@ -85,6 +89,8 @@ def _group_tables(report: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     systems = report["systems"]
     groups = sorted({g for s in systems.values() for g in s["by_group"]})
+    if len(groups) < 2:  # one group is the overall table again
+        return []
     for metric in HEADLINES.get(report["benchmark"], ()):
         rows = []
         for group in groups:
@@ -122,6 +128,19 @@ def _speed_lines(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def pair_lines(report: Mapping[str, Any]) -> list[str]:
+    """The paired wins and losses of a report, a line per comparison and the ids listed."""
+    lines = []
+    for c in report.get("comparisons", []):
+        counts = f"{len(c['wins'])} won, {len(c['losses'])} lost, {c['ties']} tied"
+        lines.append(f"- **{c['system']} vs {c['against']}** at {c['metric']}: {counts}")
+        for word, ids in (("won", c["wins"]), ("lost", c["losses"])):
+            if ids:
+                more = f" and {len(ids) - LISTED} more" if len(ids) > LISTED else ""
+                lines.append(f"  - {word}: {', '.join(ids[:LISTED])}{more}")
+    return lines
+
+
 def fmt_ms(value: float | None) -> str:
     """Milliseconds for a Markdown cell (1 decimal; a dash when absent)."""
     return "–" if value is None else f"{value:.1f}"
@@ -133,8 +152,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         from recalld.bench.workloads_report import workloads_markdown
 
         return workloads_markdown(report)
-    title = {"longmemeval": "LongMemEval", "locomo": "LoCoMo"}.get(report["benchmark"],
-                                                                   report["benchmark"])  # fmt: skip
+    title = TITLES.get(report["benchmark"], report["benchmark"])
     lines = [f"# {title} retrieval benchmark", "", *_overview(report)]
     for level, heading in LEVELS:
         table = _level_table(report, level)
@@ -143,6 +161,9 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     breakdown = _group_tables(report)
     if breakdown:
         lines += ["", "## By question type / category", *breakdown]
+    pairs = pair_lines(report)
+    if pairs:
+        lines += ["", "## Paired wins and losses", "", *pairs]
     lines += ["", "## Speed", "", *_speed_lines(report)]
     return "\n".join(lines) + "\n"
 

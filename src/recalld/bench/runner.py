@@ -429,7 +429,7 @@ def run_longmemeval(
         if turn_level
         else 0,
     }
-    return _ordered("longmemeval", path, report)
+    return ordered_report("longmemeval", path, report)
 
 
 def run_locomo(
@@ -485,15 +485,15 @@ def run_locomo(
             len(q.unknown_evidence) for c in chosen for q in c.questions if q.category in categories
         ),  # fmt: skip
     }
-    return _ordered("locomo", path, report)
+    return ordered_report("locomo", path, report)
 
 
 REPORT_ORDER = ("benchmark", "file", "date", "machine", "load_average", "embedder",
-                "questions", "options", "systems", "speed", "unscored_probes",
+                "questions", "options", "systems", "comparisons", "speed", "unscored_probes",
                 "probes")  # fmt: skip
 
 
-def _ordered(benchmark: str, path: str | Path, report: dict[str, Any]) -> dict[str, Any]:
+def ordered_report(benchmark: str, path: str | Path, report: dict[str, Any]) -> dict[str, Any]:
     """The report with its summary keys first and the per-question records last."""
     full = {"benchmark": benchmark, "file": str(path), **report}
     return {k: full[k] for k in REPORT_ORDER if k in full} | {

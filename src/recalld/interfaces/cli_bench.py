@@ -31,12 +31,6 @@ _MODEL_OPTIONS = [
 """The optional model stages' options, which every benchmark of retrieval quality takes."""
 
 
-def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_MODEL_OPTIONS):
-        command = option(command)
-    return command
-
-
 def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Options every benchmark takes."""
     options = [
@@ -126,6 +120,32 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
          categories=categories)  # fmt: skip
 
 
+_PAIRED_OPTIONS = [
+    click.option("--preset", type=click.Choice(list(recalld.PRESETS)),
+                 help="recalld's pipeline as this preset [default: the configured one]."),
+    click.option("--set", "changes", multiple=True, metavar="NAME=VALUE",
+                 help="Also run a variant: the default with this retrieval setting changed "
+                 "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
+                 '\'channels=["semantic","bm25"]\'); paired against the default.'),
+    click.option("--baselines/--no-baselines", default=True, show_default=True,
+                 help="Also run plain RRF, BM25 only and vector only on the same stores."),
+    click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Embedding cache folder [default: the user cache dir]."),
+    click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+                 help="Write the full report (every query) as JSON to this file."),
+    *_MODEL_OPTIONS,
+    click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Write report.md, chart.png and results.json into this folder."),
+]  # fmt: skip
+"""Options of the benchmarks that pair recalld's pipeline (and a variant) with plain RRF."""
+
+
+def _paired_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_PAIRED_OPTIONS):
+        command = option(command)
+    return command
+
+
 @bench.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option(
@@ -135,44 +155,7 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
     help="Scenario ids to run (comma-separated or repeated).",
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Run only the first N scenarios.")
-@click.option(
-    "--preset",
-    type=click.Choice(list(recalld.PRESETS)),
-    help="recalld's pipeline as this preset [default: the configured one].",
-)
-@click.option(
-    "--set",
-    "changes",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Also run a variant: the default with this retrieval setting changed "
-    "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
-    '\'channels=["semantic","bm25"]\'); paired against the default.',
-)
-@click.option(
-    "--baselines/--no-baselines",
-    default=True,
-    show_default=True,
-    help="Also run plain RRF, BM25 only and vector only on the same stores.",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Embedding cache folder [default: the user cache dir].",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the full report (every query) as JSON to this file.",
-)
-@_model_options
-@click.option(
-    "--report",
-    "report_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write report.md, chart.png and results.json into this folder.",
-)
+@_paired_options
 @click.pass_context
 def workloads(ctx: click.Context, /, file: Path, scenario_ids: tuple[str, ...],
               limit: int | None, preset: str | None, changes: tuple[str, ...],
@@ -192,6 +175,38 @@ def workloads(ctx: click.Context, /, file: Path, scenario_ids: tuple[str, ...],
         variant = dict(_setting(raw) for raw in changes)
     _run(ctx, run_workloads, file, shared, scenario_ids=ids, limit=limit, preset=preset,
          variant=variant or None)  # fmt: skip
+
+
+@bench.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="test", show_default=True,
+              type=click.Choice(["train", "test", "dev"]),
+              help="The judgements to score: qrels/SPLIT.tsv.")  # fmt: skip
+@click.option("--limit", type=click.IntRange(min=1), help="Score only the first N judged queries.")
+@click.option("--queries", "query_ids", multiple=True,
+              help="Query ids to score (comma-separated or repeated).")  # fmt: skip
+@click.option("--depth", default=100, show_default=True, type=click.IntRange(1, 1000),
+              help="Hits per search: the ranking the metrics are computed from.")  # fmt: skip
+@_paired_options
+@click.pass_context
+def beir(ctx: click.Context, /, folder: Path, split: str, limit: int | None,
+         query_ids: tuple[str, ...], preset: str | None, changes: tuple[str, ...],
+         **shared: Any) -> None:  # fmt: skip
+    """Retrieval on a document collection in BEIR's layout (e.g. SciFact, NFCorpus).
+
+    FOLDER holds corpus.jsonl (_id, title, text), queries.jsonl (_id, text) and
+    qrels/SPLIT.tsv. Every document goes into one store through add_many (title, a blank
+    line, text; its _id as the memory id); every judged query is asked of recalld's
+    pipeline and of plain RRF, BM25 only and vector only. Reports nDCG@10 (graded),
+    recall@100 and MRR@10, and the paired wins and losses against plain RRF.
+    """
+    from recalld.bench.beir import run_beir
+
+    ids = [i.strip() for raw in query_ids for i in raw.split(",") if i.strip()]
+    with errors():
+        variant = dict(_setting(raw) for raw in changes)
+    _run(ctx, run_beir, folder, shared, split=split, limit=limit, query_ids=ids,
+         preset=preset, variant=variant or None)  # fmt: skip
 
 
 def _setting(raw: str) -> tuple[str, Any]:

@@ -183,7 +183,7 @@ def run_beir(
     chosen = select_by_id(list(data.qrels), query_ids, lambda q: q, "query")[:limit]
     if base is None and preset is not None:
         base = get_preset(preset)
-    model, resolved_cache, default = resources(embedder, cache_dir, settings, base)
+    model, resolved_cache, default, setting = resources(embedder, cache_dir, settings, base)
     systems = workload_systems(configs, default, baselines, variant)
 
     def scorer(ranked: Sequence[str], case: Case, probe: Probe) -> dict[str, float]:
@@ -192,7 +192,7 @@ def run_beir(
     report = run_cases(
         [beir_case(data, chosen, split)], len(chosen), systems, scorer, embedder=model,
         cache_dir=resolved_cache, budgets=(), depth=depth, progress=progress,
-        models=run_models(settings, resolved_cache),
+        models=run_models(settings, resolved_cache), embedder_setting=setting,
     )  # fmt: skip
     report["comparisons"] = comparisons(report["probes"], [s.name for s in systems],
                                         PAIRED_METRICS)  # fmt: skip

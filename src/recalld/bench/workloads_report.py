@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recalld.bench.report import fmt_metric, fmt_ms, pair_lines, table_lines
+from recalld.bench.report import describe_embedder, fmt_metric, fmt_ms, pair_lines, table_lines
 
 METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "all@10", "current_first")
 """Columns of the tables, in FORMAT.md's order."""
@@ -64,7 +64,7 @@ def workloads_markdown(report: Mapping[str, Any]) -> str:
         f"{q['queries']} queries)",
         f"- date: {report['date']}; machine: {m['cores']} cores, {m['platform']}, "
         f"Python {m['python']}",
-        f"- embedder: {report.get('embedder', 'not recorded')}",
+        f"- embedder: {describe_embedder(report.get('embedder'))}",
         "", "## Overall", "", *_overall(systems),
     ]  # fmt: skip
     for key, title in (("by_group", "scenario kind"), ("by_query_kind", "query kind")):

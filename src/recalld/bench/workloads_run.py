@@ -34,6 +34,7 @@ from typing import Any
 import recalld
 from recalld.bench.cases import select_by_id
 from recalld.bench.metrics import percentile
+from recalld.bench.report import embedder_record
 from recalld.bench.runner import (
     Progress,
     System,
@@ -154,7 +155,7 @@ def run_workloads(
     chosen = chosen if limit is None else chosen[:limit]
     if base is None and preset is not None:
         base = get_preset(preset)
-    model, folder, default = resources(embedder, cache_dir, settings, base)
+    model, folder, default, setting = resources(embedder, cache_dir, settings, base)
     systems = workload_systems(configs, default, baselines, variant)
     models = run_models(settings, folder)
     total = sum(len(s.queries) for s in chosen)
@@ -180,7 +181,7 @@ def run_workloads(
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "load_average": {"start": load_before, "end": load_average()},
-        "embedder": ", ".join(filter(None, [model.fingerprint.describe(), model.query_path])),
+        "embedder": embedder_record(model, setting),
         "questions": {"name": workloads.name, "scenarios": len(chosen), "queries": total},
         "options": {
             "depth": DEPTH,

@@ -21,7 +21,13 @@ from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors
 ProgressCallback = Callable[[int, int, str], None]
 
 
+EMBEDDER_OPTION = click.option(
+    "--embedder", help="local | multilingual | onnx:/model/folder | openai:MODEL: the embedder "
+    "of every store and query [default: the global --embedder setting].")  # fmt: skip
+"""Every benchmark can be re-run with another model (the report records which)."""
+
 _MODEL_OPTIONS = [
+    EMBEDDER_OPTION,
     click.option("--llm", help="openai:MODEL: run the LLM stages (expansion, auto "
                  "routing) against this model [default: none]."),
     click.option("--llm-base-url", help="The LLM's OpenAI-compatible endpoint."),
@@ -252,9 +258,10 @@ def _setting(raw: str) -> tuple[str, Any]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the report as JSON to this file.",
 )
+@EMBEDDER_OPTION
 @click.pass_context
 def ingest(ctx: click.Context, /, files: tuple[Path, ...], limit: int, generated: int | None,
-           rounds: int, json_path: Path | None) -> None:  # fmt: skip
+           rounds: int, json_path: Path | None, embedder: str | None) -> None:  # fmt: skip
     """Storage speed: add_many against the bare model on the same texts, in one run.
 
     Each FILE is a LoCoMo or LongMemEval JSON file (its turns), a .md file or a folder
@@ -268,7 +275,8 @@ def ingest(ctx: click.Context, /, files: tuple[Path, ...], limit: int, generated
     root = ctx.find_object(Ctx)
     quiet = bool(root and root.as_json)
     with errors():
-        overrides = root.overrides if root else {}
+        overrides = {**(root.overrides if root else {}), **({"embedder": embedder} if embedder
+                                                             else {})}  # fmt: skip
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
         corpora = [load_corpus(path, limit) for path in files]
         count = (0 if files else 300) if generated is None else generated
@@ -297,7 +305,7 @@ def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
     root = ctx.find_object(Ctx)
     quiet = bool(root and root.as_json)
     with errors():
-        models = {k: shared.pop(k, None) for k in ("llm", "llm_base_url", "reranker")}
+        models = {k: shared.pop(k, None) for k in ("embedder", "llm", "llm_base_url", "reranker")}
         overrides = {**(root.overrides if root else {}),
                      **{k: v for k, v in models.items() if v is not None}}  # fmt: skip
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
@@ -314,18 +322,29 @@ def _write(report: dict[str, Any], json_path: Path | None, report_dir: Path | No
            quiet: bool) -> None:  # fmt: skip
     from recalld.bench.report import markdown_report, write_json, write_report
 
-    written = []
+    written: list[Path] = []
+    skipped: list[str] = []
     if json_path is not None:
         write_json(report, json_path)
         written.append(json_path)
     if report_dir is not None:
-        written += write_report(report, report_dir)
+        paths, skipped = write_report(report, report_dir)
+        written += paths
     if quiet:
         emit_json({k: v for k, v in report.items() if k != "probes"})
-        return
-    click.echo(markdown_report(report))
-    for path in written:
-        click.echo(f"wrote {path}")
+    else:
+        click.echo(markdown_report(report))
+    tell_written(written, skipped, quiet)
+
+
+def tell_written(paths: list[Path], skipped: list[str], quiet: bool) -> None:
+    """Name the files written (on stdout, unless it carries JSON) and what was skipped
+    (always, on stderr)."""
+    if not quiet:
+        for path in paths:
+            click.echo(f"wrote {path}")
+    for note in skipped:
+        click.echo(note, err=True)
 
 
 @contextmanager

@@ -54,8 +54,9 @@ class Settings(BaseSettings):
     db: Path | str = Field(default_factory=lambda: default_data_dir() / "memory.db")
     """The store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``)."""
     embedder: str = "local"
-    """``local`` (packaged all-MiniLM-L6-v2), ``onnx:/path/to/folder``,
-    ``openai:MODEL`` (OpenAI-compatible HTTP) or ``fake`` (tests only)."""
+    """``local`` (packaged all-MiniLM-L6-v2), ``multilingual`` (multilingual-e5-small from the
+    ``multilingual`` extra), ``onnx:/path/to/folder``, ``openai:MODEL`` (OpenAI-compatible
+    HTTP) or ``fake`` (tests only)."""
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: str | None = None
     openai_dimensions: int | None = None

@@ -227,6 +227,10 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
         from recalld.providers.onnx import OnnxEmbedder
 
         return OnnxEmbedder.packaged(int8_queries=int8_queries, **batching)
+    if kind == "multilingual" and not arg:
+        from recalld.providers.multilingual import multilingual_embedder
+
+        return multilingual_embedder(settings, **batching)
     if kind == "onnx" and arg:
         from pathlib import Path
 
@@ -251,6 +255,6 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
     if kind == "fake":
         return FakeEmbedder(int(arg) if arg else 64)
     raise InvalidInputError(
-        f"unknown embedder {spec!r}: use 'local', 'onnx:/path/to/model-folder', "
+        f"unknown embedder {spec!r}: use 'local', 'multilingual', 'onnx:/path/to/model-folder', "
         "'openai:MODEL' or 'fake'"
     )

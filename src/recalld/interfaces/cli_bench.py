@@ -37,29 +37,55 @@ _MODEL_OPTIONS = [
 """The optional model stages' options, which every benchmark of retrieval quality takes."""
 
 
-def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Options every benchmark takes."""
-    options = [
-        click.option("--mode", default="auto", show_default=True,
-                     type=click.Choice(["auto", "hybrid", "vector"]),
-                     help="Search mode of recalld's own pipeline (baselines fix theirs)."),
-        click.option("--baselines/--no-baselines", default=True, show_default=True,
-                     help="Also run BM25 only and vector only on the same stores."),
-        click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-                     help="Embedding cache folder [default: the user cache dir]."),
-        click.option("--depth", default=50, show_default=True,
-                     help="Hits per search: the ranking the metrics are computed from."),
-        click.option("--budget", "budgets", multiple=True, type=int,
-                     help="Context budget in tokens (repeatable) [default: 1000 2000 4000]."),
-        click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Write the full report (every question) as JSON to this file."),
-        *_MODEL_OPTIONS,
-        click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
-                     help="Write report.md, chart.png and results.json into this folder."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
+_RUN_OPTIONS = [
+    click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Embedding cache folder [default: the user cache dir]."),
+    click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+                 help="Write the full report (every question) as JSON to this file."),
+    *_MODEL_OPTIONS,
+    click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Write report.md, chart.png and results.json into this folder."),
+]  # fmt: skip
+"""Options every benchmark of retrieval quality takes: caches, outputs, models."""
+
+
+def _with(options: list[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator adding ``options`` to a command, in that order in its help."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+_shared_options = _with([
+    click.option("--mode", default="auto", show_default=True,
+                 type=click.Choice(["auto", "hybrid", "vector"]),
+                 help="Search mode of recalld's own pipeline (baselines fix theirs)."),
+    click.option("--baselines/--no-baselines", default=True, show_default=True,
+                 help="Also run BM25 only and vector only on the same stores."),
+    click.option("--depth", default=50, show_default=True,
+                 help="Hits per search: the ranking the metrics are computed from."),
+    click.option("--budget", "budgets", multiple=True, type=int,
+                 help="Context budget in tokens (repeatable) [default: 1000 2000 4000]."),
+    *_RUN_OPTIONS,
+])  # fmt: skip
+"""Options of the conversation benchmarks (LongMemEval, LoCoMo)."""
+
+_paired_options = _with([
+    click.option("--preset", type=click.Choice(list(recalld.PRESETS)),
+                 help="recalld's pipeline as this preset [default: the configured one]."),
+    click.option("--set", "changes", multiple=True, metavar="NAME=VALUE",
+                 help="Also run a variant: the default with this retrieval setting changed "
+                 "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
+                 '\'channels=["semantic","bm25"]\'); paired against the default.'),
+    click.option("--baselines/--no-baselines", default=True, show_default=True,
+                 help="Also run plain RRF, BM25 only and vector only on the same stores."),
+    *_RUN_OPTIONS,
+])  # fmt: skip
+"""Options of the benchmarks that pair recalld's pipeline (and a variant) with plain RRF."""
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -124,32 +150,6 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
     categories = (*DEFAULT_CATEGORIES, 5) if adversarial else DEFAULT_CATEGORIES
     _run(ctx, run_locomo, file, shared, limit=limit, conversation_ids=ids,
          categories=categories)  # fmt: skip
-
-
-_PAIRED_OPTIONS = [
-    click.option("--preset", type=click.Choice(list(recalld.PRESETS)),
-                 help="recalld's pipeline as this preset [default: the configured one]."),
-    click.option("--set", "changes", multiple=True, metavar="NAME=VALUE",
-                 help="Also run a variant: the default with this retrieval setting changed "
-                 "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
-                 '\'channels=["semantic","bm25"]\'); paired against the default.'),
-    click.option("--baselines/--no-baselines", default=True, show_default=True,
-                 help="Also run plain RRF, BM25 only and vector only on the same stores."),
-    click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-                 help="Embedding cache folder [default: the user cache dir]."),
-    click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-                 help="Write the full report (every query) as JSON to this file."),
-    *_MODEL_OPTIONS,
-    click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
-                 help="Write report.md, chart.png and results.json into this folder."),
-]  # fmt: skip
-"""Options of the benchmarks that pair recalld's pipeline (and a variant) with plain RRF."""
-
-
-def _paired_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_PAIRED_OPTIONS):
-        command = option(command)
-    return command
 
 
 @bench.command()

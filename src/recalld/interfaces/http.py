@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -33,6 +34,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -73,10 +75,11 @@ log = logging.getLogger("recalld.http")
 
 ERROR_CODES: Mapping[int, str] = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-    405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "invalid_input",
+    405: "method_not_allowed", 409: "conflict", 413: "too_large",
+    415: "unsupported_media_type", 421: "misdirected", 422: "invalid_input",
     429: "rate_limited", 500: "internal", 503: "unavailable",
 }  # fmt: skip
-DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 422, 429, 503)
+DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 415, 421, 422, 429, 503)
 MAX_PAGE = 1000
 """The most memories ``GET /v1/memories`` returns a page."""
 
@@ -146,9 +149,16 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                            and media.endswith("+json"))  # fmt: skip
+
+
 class BodyLimit:
     """Refuse request bodies over ``limit`` bytes (413), by their declared length or as
-    they arrive."""
+    they arrive, and bodies that do not say they are JSON (415): the content types a web
+    page may send without asking first (``text/plain``, forms) never reach a route."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
         self.app = app
@@ -158,7 +168,14 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or ()).get(b"content-length")
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        has_body = declared not in (None, "0") or "transfer-encoding" in headers
+        if has_body and not _is_json(headers.get("content-type")):
+            given = headers.get("content-type") or "none"
+            message = "the request body must be JSON: send 'Content-Type: application/json' "
+            await error_response(415, f"{message}(got {given})")(scope, receive, send)
+            return
         too_large = f"the request body is larger than {self.limit} bytes"
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             status = 413 if declared.isdigit() else 400
@@ -189,6 +206,64 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _authority(value: str) -> tuple[str, int | None] | None:
+    """``(host, port)`` of a ``Host`` header or an origin's ``host[:port]``; None if malformed."""
+    try:
+        parts = urlsplit(f"//{value}")
+        return (parts.hostname or "", parts.port) if parts.hostname else None
+    except ValueError:
+        return None
+
+
+def local_refusal(headers: Headers, bound: str) -> tuple[int, str] | None:
+    """Why a request may come from a web page rather than a local program, or None.
+
+    A server without API keys answers whoever reaches it, and a page in the user's browser
+    reaches loopback too: directly (its ``Origin`` then names the page's site) or by DNS
+    rebinding (its ``Host`` then names the attacker's domain). So the ``Host`` must be a
+    loopback name or address or the address the server listens on (``bound``), and an
+    ``Origin``, when sent, must be this very server (same scheme-less host and port).
+    """
+    host = headers.get("host")
+    where = _authority(host) if host else None
+    if host is not None and (where is None or not (
+            is_loopback(where[0]) or where[0] == bound.strip("[]").lower())):  # fmt: skip
+        return 421, (f"Host {host!r} is not this server's address: without API keys it "
+                     "answers only on loopback (create a key with `recalld keys create` to "
+                     "serve other names)")  # fmt: skip
+    origin = headers.get("origin")
+    if origin is not None:
+        parts = urlsplit(origin)
+        same = (parts.scheme in ("http", "https") and host is not None
+                and _authority(parts.netloc) == where)  # fmt: skip
+        if not same:
+            return 403, (f"cross-site request from {origin} refused: without API keys only "
+                         "pages this server serves may call it")  # fmt: skip
+    site = headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return 403, (f"cross-site request refused (Sec-Fetch-Site: {site}): without API keys "
+                     "only pages this server serves may call it")  # fmt: skip
+    return None
+
+
+class LocalGuard:
+    """ASGI middleware on every route (``/v1``, ``/mcp``, the docs): while no API key
+    exists, refuse what :func:`local_refusal` finds (421 or 403). Requests that pass are
+    not slowed: the key count is read only for a suspect one."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = local_refusal(Headers(scope=scope), self.state.host)
+            if refusal is not None and await run_in_threadpool(self.state.active_keys) == 0:
+                await error_response(*refusal)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class RateLimiter:
@@ -421,9 +496,12 @@ def _responses(ok: int, schema: dict[str, Any], description: str) -> dict[int | 
     }
     reasons = {
         400: "The body is not JSON (or a header is malformed).",
-        401: "No key, or an invalid or revoked one.", 403: "The key may not do this.",
+        401: "No key, or an invalid or revoked one.",
+        403: "The key may not do this (without keys: a cross-site request).",
         404: "Unknown id (another tenant's ids are unknown too).",
         409: "The id exists with other content.", 413: "Body or batch too large.",
+        415: "The body is not sent as application/json.",
+        421: "Without API keys: the Host header is not a loopback name or address.",
         422: "Invalid input; the message says which field and why.",
         429: "Over the key's rate limit; see Retry-After.",
         503: "The store or the embedder is unavailable.",
@@ -508,6 +586,7 @@ def create_app(
     )
     app.state.recalld = state
     app.add_middleware(BodyLimit, limit=settings.http_max_body_bytes)
+    app.add_middleware(LocalGuard, state=state)  # outermost: before anything reads the body
     _install_error_handlers(app)
     _routes(app, state)
     for extension in mounted:

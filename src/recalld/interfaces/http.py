@@ -20,6 +20,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
@@ -53,6 +54,7 @@ from recalld.errors import (
 from recalld.providers.embedders import Embedder, resolve_embedder
 from recalld.records import AddResult, ApiKey, Context, Memory, SearchResult
 from recalld.requests import (
+    NOTHING_TO_CHANGE,
     AddMemories,
     ContextQuery,
     Filters,
@@ -155,14 +157,32 @@ def _is_json(content_type: str | None) -> bool:
                                             and media.endswith("+json"))  # fmt: skip
 
 
-class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes (413), by their declared length or as
-    they arrive, and bodies that do not say they are JSON (415): the content types a web
-    page may send without asking first (``text/plain``, forms) never reach a route."""
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+
+def json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in a JSON text, read without parsing it (brackets
+    inside strings do not count): linear, and a few milliseconds for megabytes."""
+    bare = _JSON_STRING.sub(b"", raw)
+    if bare.count(b"[") + bare.count(b"{") <= 1:
+        return int(b"[" in bare or b"{" in bare)
+    import numpy as np
+
+    step = np.zeros(256, dtype=np.int8)  # +1 for an opening bracket, -1 for a closing one
+    step[[ord("["), ord("{")]], step[[ord("]"), ord("}")]] = 1, -1
+    return int(np.cumsum(step[np.frombuffer(bare, dtype=np.uint8)], dtype=np.int32).max())
+
+
+class BodyLimit:
+    """What every route may be sent, checked before any of them parses a body: JSON only
+    (415; the content types a web page may send without asking first, ``text/plain`` and
+    forms, never reach a route), at most ``limit`` bytes (413, by the declared length or as
+    the body arrives) and nested at most ``depth`` levels (400)."""
+
+    def __init__(self, app: ASGIApp, limit: int, depth: int) -> None:
         self.app = app
         self.limit = limit
+        self.depth = depth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -170,30 +190,62 @@ class BodyLimit:
             return
         headers = Headers(scope=scope)
         declared = headers.get("content-length")
-        has_body = declared not in (None, "0") or "transfer-encoding" in headers
-        if has_body and not _is_json(headers.get("content-type")):
-            given = headers.get("content-type") or "none"
-            message = "the request body must be JSON: send 'Content-Type: application/json' "
-            await error_response(415, f"{message}(got {given})")(scope, receive, send)
+        if declared in (None, "0") and "transfer-encoding" not in headers:
+            await self.app(scope, receive, send)
             return
-        too_large = f"the request body is larger than {self.limit} bytes"
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            status = 413 if declared.isdigit() else 400
-            message = too_large if status == 413 else "invalid Content-Length header"
-            await error_response(status, message)(scope, receive, send)
+        refusal = self._refuse_headers(headers.get("content-type"), declared)
+        body = b""
+        if refusal is None:
+            read = await self._read(receive)
+            if read is None:
+                refusal = 413, self._too_large
+            elif json_depth(read) > self.depth:
+                refusal = 400, f"the request body nests deeper than {self.depth} levels"
+            body = read or b""
+        if refusal is not None:
+            await error_response(*refusal)(scope, receive, send)
             return
-        received = 0
+        sent = False
 
-        async def counted() -> Message:
-            nonlocal received
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    def _refuse_headers(self, content_type: str | None, declared: str | None) -> (
+            tuple[int, str] | None):  # fmt: skip
+        if not _is_json(content_type):
+            return 415, ("the request body must be JSON: send 'Content-Type: application/json' "
+                         f"(got {content_type or 'none'})")  # fmt: skip
+        if declared is not None and not declared.isdigit():
+            return 400, "invalid Content-Length header"
+        if declared is not None and int(declared) > self.limit:
+            return 413, self._too_large
+        return None
+
+    @property
+    def _too_large(self) -> str:
+        return f"the request body is larger than {self.limit} bytes"
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The whole body, or None once it passes the limit (or the client left)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise ApiError(413, too_large)
-            return message
-
-        await self.app(scope, counted, send)
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
 
 # -- the server's state: engines per tenant, keys, rate limits ---------------------------------
@@ -583,9 +635,12 @@ def create_app(
         "few memories that answer a question. Authenticate with `Authorization: Bearer KEY` "
         '(`recalld keys create`). Errors: `{"error": {"code", "message"}}`.',
         lifespan=lifespan,
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN: our own page works offline
+        redoc_url=None,
     )
     app.state.recalld = state
-    app.add_middleware(BodyLimit, limit=settings.http_max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.http_max_body_bytes,
+                       depth=settings.http_max_json_depth)  # fmt: skip
     app.add_middleware(LocalGuard, state=state)  # outermost: before anything reads the body
     _install_error_handlers(app)
     _routes(app, state)
@@ -604,6 +659,13 @@ def create_app(
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Any:
+        from recalld.interfaces.api_docs import POLICY, render
+
+        return HTMLResponse(render(app.openapi()), headers={"Content-Security-Policy": POLICY})
+
     return app
 
 
@@ -698,6 +760,8 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
     async def update_memory(request: Request, memory_id: str) -> Any:
         who = await caller(request)
         changes = _object(await _json_body(request), "the fields to change")
+        if not changes:
+            raise ApiError(400, NOTHING_TO_CHANGE)
         update = parse(UpdateMemory, {"id": memory_id, "changes": changes})
         return _json(await run(who.engine.run_update, update))
 
@@ -802,8 +866,10 @@ def serve(
     *,
     say: Callable[[str], None] = print,
     extensions: Sequence[ExtensionFactory] = (),
+    access_log: bool = False,
 ) -> None:
-    """Run the API with uvicorn until interrupted; says what it serves and where."""
+    """Run the API with uvicorn until interrupted; says what it serves and where, and with
+    ``access_log`` writes one line a request (client, request line, status) to stdout."""
     import uvicorn
 
     embedder = resolve_embedder(settings.embedder, settings)
@@ -826,7 +892,10 @@ def serve(
     )
     say(f"auth: {active} active API key(s), every request needs one" if active else
         "auth: no API keys exist, so requests need none: loopback only")  # fmt: skip
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+                            access_log=access_log)  # fmt: skip
+    if access_log:  # uvicorn logs requests at INFO; the rest of its log stays at WARNING
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     uvicorn.Server(config).run()
 
 

@@ -171,10 +171,11 @@ def test_with_a_key_other_names_are_served(tmp_path: Path) -> None:
             assert "missing API key" in refused(client.get("/v1/status", headers=proxied), 401)
 
 
-def test_recalld_mcp_http_on_another_loopback_address_keeps_the_guard(
+def test_recalld_mcp_http_on_another_loopback_address_keeps_the_guards(
     tmp_path: Path, cli_env: dict[str, str], recalld_command: list[str]
 ) -> None:
-    """The MCP SDK guards only 127.0.0.1, localhost and ::1 by itself."""
+    """The MCP SDK guards only 127.0.0.1, localhost and ::1 by itself; the body limits hold
+    for the MCP server alone too."""
     host, port = "127.0.0.2", free_port("127.0.0.2")
     env = {**cli_env, "RECALLD_DB": str(tmp_path / "m.db"), "RECALLD_EMBEDDER": "fake"}
     process = subprocess.Popen([*recalld_command, "mcp", "--http", "--host", host, "--port",
@@ -196,6 +197,9 @@ def test_recalld_mcp_http_on_another_loopback_address_keeps_the_guard(
         refused(post(Origin="http://evil.example"), 403)
         assert post().status_code == 200
         assert post(Origin=f"http://{host}:{port}").status_code == 200
+        deep = httpx.post(url, content=b"[" * 5_000 + b"]" * 5_000, timeout=30,
+                          headers={**MCP_ACCEPT, "Content-Type": "application/json"})  # fmt: skip
+        assert "nests deeper" in refused(deep, 400)
     finally:
         process.terminate()
         process.communicate(timeout=30)

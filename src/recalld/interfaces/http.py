@@ -904,6 +904,7 @@ def _url_host(host: str) -> str:
 
 
 __all__ = [
-    "ApiError", "Caller", "Extension", "ExtensionFactory", "RateLimiter", "ServerState",
-    "create_app", "is_loopback", "serve",
+    "ApiError", "BodyLimit", "Caller", "Extension", "ExtensionFactory", "LocalGuard",
+    "RateLimiter", "ServerState", "create_app", "is_loopback", "json_depth", "local_refusal",
+    "serve",
 ]  # fmt: skip

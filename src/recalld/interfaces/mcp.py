@@ -412,7 +412,7 @@ def run_http(settings: Settings, host: str, port: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    from recalld.interfaces.http import LocalGuard, ServerState
+    from recalld.interfaces.http import BodyLimit, LocalGuard, ServerState
     from recalld.providers.embedders import resolve_embedder
 
     state = ServerState(settings, resolve_embedder(settings.embedder, settings), host=host)
@@ -420,7 +420,8 @@ def run_http(settings: Settings, host: str, port: int) -> None:
     assert extension.lifespan is not None
     routes = Starlette(routes=[Mount(extension.path, extension.app)],
                        lifespan=lambda app: extension.lifespan())  # fmt: skip
-    app = LocalGuard(routes, state)  # Host and Origin checked whatever the loopback address
+    checked = BodyLimit(routes, settings.http_max_body_bytes, settings.http_max_json_depth)
+    app = LocalGuard(checked, state)  # Host and Origin checked whatever the loopback address
     keys = state.active_keys()
     log(f"serving store {settings.db} at http://{host}:{port}/mcp/ ("
         + (f"{keys} active API key(s): every request needs one)" if keys else

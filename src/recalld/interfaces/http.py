@@ -51,6 +51,7 @@ from recalld.errors import (
     RecalldError,
     StoreError,
 )
+from recalld.interfaces.exposure import public_message, public_status
 from recalld.providers.embedders import Embedder, resolve_embedder
 from recalld.records import AddResult, ApiKey, Context, Memory, SearchResult
 from recalld.requests import (
@@ -124,7 +125,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def recalld_error(request: Request, exc: Exception) -> Any:
         assert isinstance(exc, RecalldError)
-        return error_response(status_of(exc), str(exc))
+        return error_response(status_of(exc), public_message(exc))
 
     async def validation_error(request: Request, exc: Exception) -> Any:
         assert isinstance(exc, RequestValidationError)
@@ -814,12 +815,14 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
     @app.get(
         "/v1/status",
         tags=["server"],
-        summary="The tenant's store: counts, embedder",
+        summary="The tenant's store: counts, embedder (the store's location and indexed "
+        "folders for admin keys only)",
         responses=_responses(200, _ref("Status"), "Counts and facts."),
     )
     async def status(request: Request) -> Any:
         who = await caller(request)
-        return _json(await run(who.engine.status))
+        found = await run(who.engine.status)
+        return _json(found if who.admin else public_status(found))
 
     @app.post("/v1/import", tags=["memories"],
               summary="Import memories (JSONL) or a transcript sent as content",

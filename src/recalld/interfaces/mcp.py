@@ -28,10 +28,12 @@ import recalld
 from recalld.errors import RecalldError
 from recalld.interfaces.describe import (
     describe_context,
+    describe_list,
     describe_memory,
     describe_search,
     memories,
 )
+from recalld.interfaces.exposure import public_message, public_status
 from recalld.records import MemoryType
 from recalld.requests import (
     AddMemories,
@@ -39,7 +41,9 @@ from recalld.requests import (
     Filters,
     ForgetMemories,
     GetMemory,
+    ListQuery,
     SearchQuery,
+    SupersedeMemory,
     UpdateMemory,
     describe_errors,
     parse,
@@ -118,7 +122,7 @@ def _call(run: Callable[[], CallToolResult]) -> CallToolResult:
     try:
         return run()
     except RecalldError as exc:
-        return _error(str(exc))
+        return _error(public_message(exc))
 
 
 class _Server(MCPServer):
@@ -158,8 +162,10 @@ CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempoten
                           open_world_hint=False)  # fmt: skip
 
 
-def build_server(engine_for: EngineFor) -> MCPServer:  # noqa: C901 - one short closure per tool
-    """The MCP server with the seven memory tools, each reaching ``engine_for(ctx)``."""
+def build_server(engine_for: EngineFor,  # noqa: C901 - one short closure per tool
+                 admin_for: Callable[[Context], bool] = lambda ctx: True) -> MCPServer:  # fmt: skip
+    """The MCP server with the nine memory tools, each reaching ``engine_for(ctx)``;
+    ``admin_for(ctx)`` says whether the caller may see where the store lives."""
     server = _Server(
         "recalld", instructions=INSTRUCTIONS, version=recalld.__version__, log_level="WARNING"
     )
@@ -270,12 +276,59 @@ def build_server(engine_for: EngineFor) -> MCPServer:  # noqa: C901 - one short 
 
         return _call(run)
 
+    @server.tool(annotations=CHANGES)
+    def memory_supersede(ctx: Context, id: Id, by: Annotated[str | None, Field(
+            description="The id of the newer memory that replaces it.")] = None,
+            until: Annotated[datetime | None, Field(
+                description="The time after which it no longer holds, ISO date or "
+                "datetime.")] = None,
+            clear: Annotated[bool, Field(description="Make it current again (undo by and "
+                                         "until).")] = False) -> CallToolResult:  # fmt: skip
+        """Mark a memory as no longer current: replaced `by` a newer memory, or valid `until`
+        a time; `clear` makes it current again.
+
+        Superseded memories stay stored and listed but rank below current ones. Returns the
+        memory as it is now. Use it when a fact changed and the old memory should give way.
+        """
+
+        def run() -> CallToolResult:
+            request = parse(SupersedeMemory, _given(id=id, by=by, until=until, clear=clear))
+            return _memory(engine_for(ctx).execute(request))
+
+        return _call(run)
+
+    @server.tool(annotations=READ_ONLY)
+    def memory_list(ctx: Context, filters: FiltersArg = None,
+                    limit: Annotated[int, Field(description="How many memories (1-1000).")] = 20,
+                    offset: Annotated[int, Field(description="How many to skip (paging).")] = 0,
+                    newest_first: Annotated[bool, Field(
+                        description="Newest first (false: oldest first).")] = True,
+                    include_forgotten: Annotated[bool, Field(
+                        description="Also forgotten memories.")] = False,
+                    ) -> CallToolResult:  # fmt: skip
+        """List memories matching filters, newest first (no ranking: use memory_search to
+        find memories about something).
+
+        Returns one entry per memory with its id, date, type, labels and content.
+        """
+
+        def run() -> CallToolResult:
+            request = parse(ListQuery, _given(filters=filters, limit=limit, offset=offset,
+                                              newest_first=newest_first,
+                                              include_forgotten=include_forgotten))  # fmt: skip
+            found = engine_for(ctx).execute(request)
+            text = describe_list(found, request.offset, request.newest_first)
+            return _result(text, {"memories": found})
+
+        return _call(run)
+
     @server.tool(annotations=READ_ONLY)
     def memory_status(ctx: Context) -> CallToolResult:
         """How many memories the store holds, by type, and which embedder made the vectors."""
 
         def run() -> CallToolResult:
             status = engine_for(ctx).status()
+            status = status if admin_for(ctx) else public_status(status)
             s = status.store
             by_type = ", ".join(f"{k}: {v}" for k, v in s.by_type.items()) or "none"
             text = (f"{memories(s.memories)} ({by_type}), {s.forgotten} forgotten, "
@@ -350,11 +403,19 @@ def mcp_extension(state: ServerState) -> Extension:
     at ``/mcp/``: the same keys, the same tenant confinement, one embedder."""
     from recalld.interfaces.http import Extension
 
-    server = build_server(lambda ctx: _caller(ctx).engine)
+    server = build_server(lambda ctx: _caller(ctx).engine, lambda ctx: _caller(ctx).admin)
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # LocalGuard checks Host and Origin whatever the loopback address (the SDK's own check
+    # covers only three names, and refuses a Host without a port).
     app = server.streamable_http_app(
-        streamable_http_path="/", stateless_http=True, json_response=True, host=state.host
-    )
-    return Extension("/mcp", KeyGate(app, state), lifespan=server.session_manager.run)
+        streamable_http_path="/", stateless_http=True, json_response=True, host=state.host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )  # fmt: skip
+    from recalld.interfaces.http import LocalGuard
+
+    guarded = LocalGuard(KeyGate(app, state), state)  # whatever app it is mounted in
+    return Extension("/mcp", guarded, lifespan=server.session_manager.run)
 
 
 def run_http(settings: Settings, host: str, port: int) -> None:
@@ -363,14 +424,15 @@ def run_http(settings: Settings, host: str, port: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    from recalld.interfaces.http import ServerState
+    from recalld.interfaces.http import BodyLimit, ServerState
     from recalld.providers.embedders import resolve_embedder
 
     state = ServerState(settings, resolve_embedder(settings.embedder, settings), host=host)
     extension = mcp_extension(state)
     assert extension.lifespan is not None
-    app = Starlette(routes=[Mount(extension.path, extension.app)],
-                    lifespan=lambda app: extension.lifespan())  # fmt: skip
+    routes = Starlette(routes=[Mount(extension.path, extension.app)],
+                       lifespan=lambda app: extension.lifespan())  # fmt: skip
+    app = BodyLimit(routes, settings.http_max_body_bytes, settings.http_max_json_depth)
     keys = state.active_keys()
     log(f"serving store {settings.db} at http://{host}:{port}/mcp/ ("
         + (f"{keys} active API key(s): every request needs one)" if keys else

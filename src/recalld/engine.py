@@ -8,13 +8,14 @@ vectors to an :class:`~recalld.providers.embedders.Embedder`, ranking to
 from __future__ import annotations
 
 import builtins
+import functools
 import io
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -96,6 +97,21 @@ class Status:
     """Indexed workspaces compared with the disk; None when none was ever indexed."""
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _whole_store(method: _Method) -> _Method:
+    """Run ``method`` only on a store that is not a partial copy (see
+    :meth:`MemoryEngine.check_whole`)."""
+
+    @functools.wraps(method)
+    def call(self: MemoryEngine, *args: Any, **kwargs: Any) -> Any:
+        self.check_whole()
+        return method(self, *args, **kwargs)
+
+    return cast(_Method, call)
+
+
 class MemoryEngine:
     """A memory store with its embedder and retrieval settings. Use :func:`recalld.open`."""
 
@@ -119,8 +135,23 @@ class MemoryEngine:
         self._models = models
         self._owns_models = False
         """Whether the models were built here (from settings), so closing is ours to do."""
+        self._unfinished = store.unfinished_migration()
 
     # -- lifecycle -----------------------------------------------------------------------
+
+    def check_whole(self) -> None:
+        """Refuse to work on the partial copy an interrupted ``recalld migrate`` left.
+
+        Raises:
+            StoreError: naming ``recalld migrate`` as the way to finish the copy.
+        """
+        if self._unfinished and self.store.unfinished_migration():
+            raise StoreError(
+                f"tenant {self.store.tenancy.tenant!r} of this store is an unfinished copy: a "
+                "`recalld migrate` into it was interrupted before it was verified; run the "
+                "same `recalld migrate SOURCE DESTINATION` again to finish it"
+            )
+        self._unfinished = False
 
     def __enter__(self) -> MemoryEngine:
         return self
@@ -187,6 +218,7 @@ class MemoryEngine:
             raise InvalidInputError(f"unknown field(s) {', '.join(unknown)}")
         return self.add_many([NewMemory(content=_text(content), **fields)])[0]
 
+    @_whole_store
     def add_many(
         self,
         items: Iterable[NewMemory | str],
@@ -267,6 +299,7 @@ class MemoryEngine:
         return prepare_memory(item, now, max_content_chars=self.settings.max_content_chars,
                               namespace_for=self.store.tenancy.namespace_for)  # fmt: skip
 
+    @_whole_store
     def update(self, memory_id: str, **changes: Any) -> Memory:
         """Change fields of a memory; new content is re-embedded."""
         old = self.get(memory_id)
@@ -296,6 +329,7 @@ class MemoryEngine:
         self.store.replace(fresh, vector)
         return self.get(memory_id)
 
+    @_whole_store
     def supersede(
         self,
         memory_id: str,
@@ -334,6 +368,7 @@ class MemoryEngine:
         self.store.replace(fresh, None)
         return self.get(memory_id)
 
+    @_whole_store
     def forget(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
         """Hide memories from search (soft, the default) or delete them (``hard=True``).
 
@@ -379,6 +414,7 @@ class MemoryEngine:
 
     # -- reads ---------------------------------------------------------------------------
 
+    @_whole_store
     def get(self, memory_id: str) -> Memory:
         found = self.store.get_many([memory_id])
         if not found:
@@ -402,6 +438,7 @@ class MemoryEngine:
         ))  # fmt: skip
         return self.run_list(request)
 
+    @_whole_store
     def run_list(self, request: ListQuery) -> builtins.list[Memory]:
         request = parse(ListQuery, request)
         return self.store.list(
@@ -463,6 +500,7 @@ class MemoryEngine:
         ))  # fmt: skip
         return self.run_search(request, config=config)
 
+    @_whole_store
     def run_search(
         self, request: SearchQuery, *, config: RetrievalConfig | None = None
     ) -> SearchResult:
@@ -501,6 +539,7 @@ class MemoryEngine:
                                            **search_args))  # fmt: skip
         return self.run_context(request, config=config)
 
+    @_whole_store
     def run_context(
         self, request: ContextQuery, *, config: RetrievalConfig | None = None
     ) -> Context:
@@ -531,6 +570,7 @@ class MemoryEngine:
         sources = source_status(self.store) if isinstance(self.store, SourceIndex) else None
         return Status(stats, self.settings.embedder, stats.fingerprint, matches, sources)
 
+    @_whole_store
     def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the configured embedder, then swap in one transaction.
 
@@ -550,6 +590,7 @@ class MemoryEngine:
 
     # -- sources -------------------------------------------------------------------------
 
+    @_whole_store
     def index(
         self,
         paths: Sequence[str | os.PathLike[str]] = (),
@@ -600,6 +641,7 @@ class MemoryEngine:
             prepare=lambda item: self._prepare(item, self._clock()), clock=self._clock,
         )  # fmt: skip
 
+    @_whole_store
     def watch(
         self,
         paths: Sequence[str | os.PathLike[str]] = (),
@@ -632,6 +674,7 @@ class MemoryEngine:
             lambda: watching.snapshot(roots), on_report or (lambda report: None), options, stop,
         )  # fmt: skip
 
+    @_whole_store
     def run_import(
         self, request: ImportRequest, *, progress: Callable[[int, int], None] | None = None
     ) -> ImportReport:

@@ -53,7 +53,9 @@ def migrate(obj: Ctx, source: str, destination: str) -> None:
     Each is an SQLite file or a postgresql:// DSN; the destination's tenant must be empty
     and may not hold another embedder's vectors. The copy is verified by counts and a
     content + vector checksum. The tenant is --tenant (RECALLD_TENANT); a shared namespace
-    is copied by naming it as the tenant.
+    is copied by naming it as the tenant. Until the copy verifies the destination is marked
+    unfinished (status says so; other commands refuse it); run the same command again to
+    finish an interrupted copy.
     """
     tenant = obj.overrides.get("tenant") or "default"
     with errors():

@@ -599,6 +599,7 @@ class MemoryEngine:
         force: bool = False,
         max_file_bytes: int | None = None,
         allow_empty: bool = False,
+        follow_symlinks: bool = False,
         progress: IndexProgress | None = None,
     ) -> IndexReport:
         """Index markdown memory files incrementally; see :mod:`recalld.sources.indexer`.
@@ -609,6 +610,8 @@ class MemoryEngine:
             force: re-chunk and re-embed every file, changed or not.
             max_file_bytes: larger files are skipped and reported (default 5 MB).
             allow_empty: accept folders that match no file yet.
+            follow_symlinks: follow symbolic links that resolve outside the workspace (by
+                default they are skipped and reported in ``problems``).
             progress: called with (files done, files to do).
 
         Raises:
@@ -621,6 +624,7 @@ class MemoryEngine:
         options = IndexOptions(
             globs=None if globs is None else tuple(globs), force=force,
             max_file_bytes=max_file_bytes or MAX_FILE_BYTES, allow_empty=allow_empty,
+            follow_symlinks=follow_symlinks,
         )  # fmt: skip
         return index_sources([os.fspath(p) for p in paths], options, self._index_deps(), progress)
 

@@ -124,12 +124,36 @@ def describe_errors(errors: Iterable[Mapping[str, Any]], skip: Sequence[str] = (
     return "; ".join(dict.fromkeys(parts)) or "invalid input"
 
 
+def refuse_nul(value: object, name: str) -> None:
+    """Refuse a NUL character (U+0000) in ``value``: a string, or the strings (keys
+    included) inside lists, tuples and mappings. PostgreSQL's text cannot hold one, so
+    neither backend stores or searches it: both answer this same error.
+
+    Raises:
+        InvalidInputError: naming the field.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInputError(
+                f"{name or 'input'} contains a NUL character (U+0000), which recalld neither "
+                "stores nor searches; remove it"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            refuse_nul(key, name)
+            refuse_nul(item, f"{name}.{key}" if name else str(key))
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            refuse_nul(item, name)
+
+
 def parse(model: type[Model], data: Any) -> Model:
     """``model`` validated from ``data`` (a mapping, or an instance passed through).
 
     Raises:
-        InvalidInputError: with :func:`describe_errors`' message.
+        InvalidInputError: with :func:`describe_errors`' message, or :func:`refuse_nul`'s.
     """
+    refuse_nul(data.model_dump() if isinstance(data, BaseModel) else data, "")
     if isinstance(data, model):
         return data
     try:

@@ -17,7 +17,7 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
+from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
 from recalld.lexical import tokenize_many
 from recalld.records import ApiKey, Memory, MemoryFilter, Source
 from recalld.stores.base import (
@@ -67,6 +67,10 @@ def _pg_errors(where: str) -> Iterator[None]:
     try:
         yield
     except psycopg.errors.DataException as exc:
+        if "0x00" in str(exc):  # a NUL the facade's checks did not see: the same answer
+            raise InvalidInputError(
+                "text with a NUL character (U+0000) is neither stored nor searched; remove it"
+            ) from None
         if "dimensions" in str(exc):
             raise EmbedderMismatchError(f"the store {where} refused a vector: {exc}") from exc
         raise StoreError(f"the store {where} failed ({exc})") from exc

@@ -22,14 +22,21 @@ def postgres() -> None:
               default=local_postgres.DEFAULT_DIR, show_default=True,
               help="The server's data folder (keep it out of home folders).")  # fmt: skip
 def start(folder: Path) -> None:
-    """Start the server (creating it on first use); prints its DSN as the last line.
+    """Start the server (creating it on first use); prints the application's DSN as the
+    last line.
 
+    The application's role (recalld_app) is no superuser, so Row-Level Security walls
+    tenants off; the superuser's DSN, printed above it, is for maintenance only.
     Use it with: recalld --db "$(recalld postgres start | tail -1)" ...
     """
     with errors():
-        dsn = local_postgres.start(folder)
-    click.echo(f"PostgreSQL with pgvector is running from {folder}; its DSN:", err=True)
-    click.echo(dsn)
+        server = local_postgres.start(folder)
+    click.echo(f"PostgreSQL with pgvector is running from {folder}.", err=True)
+    click.echo(f"superuser DSN (bypasses row-level security: maintenance only, never the "
+               f"application): {server.admin_dsn}", err=True)  # fmt: skip
+    click.echo(f"application DSN (role {local_postgres.APP_ROLE}, row-level security "
+               "enforced):", err=True)  # fmt: skip
+    click.echo(server.dsn)
 
 
 @postgres.command()

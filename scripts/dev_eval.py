@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from recalld.bench.beir import run_beir
 from recalld.bench.runner import System, run_locomo, run_longmemeval
 from recalld.bench.workloads_run import run_workloads
 from recalld.retrieval.config import PRESETS, RetrievalConfig
@@ -28,64 +29,13 @@ METRICS = {
     "workloads": ("hit@1", "mrr@10"),
     "lme": ("session.recall_any@1", "session.ndcg_any@10"),
     "locomo": ("turn.recall_any@1", "turn.recall_any@10"),
-    "scifact": ("ndcg@10", "recall@100"),
+    "scifact": ("doc.ndcg@10", "doc.recall@100"),
 }
 
 
 def _run_scifact(configs: Mapping[str, RetrievalConfig | System]) -> dict[str, Any]:
-    """SciFact train through the public path (add_many of title + text), nDCG@10 and
-    recall@100 per claim."""
-    import math
-    import tempfile
-
-    import recalld
-    from recalld.bench.runner import load_embedder
-    from recalld.config import Settings
-    from recalld.providers.embedders import resolve_embedder
-    from recalld.records import NewMemory
-
-    folder = DATA / "scifact"
-    docs = [json.loads(line) for line in (folder / "corpus.jsonl").open()]
-    queries = {q["_id"]: q["text"] for q in map(json.loads, (folder / "queries.jsonl").open())}
-    qrels: dict[str, set[str]] = {}
-    for line in list((folder / "qrels/train.tsv").open())[1:]:
-        qid, did, score = line.split()
-        if int(score) > 0:
-            qrels.setdefault(qid, set()).add(did)
-    embedder = load_embedder(resolve_embedder("local", Settings.model_construct()), CACHE)
-    probes = []
-    with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings.model_construct(db=Path(tmp) / "s.db", cache_dir=CACHE)
-        with recalld.open(settings=settings, embedder=embedder) as engine:
-            added = engine.add_many(
-                [
-                    NewMemory(
-                        content=f"{d['title']}\n\n{d['text']}".strip(), metadata={"doc": d["_id"]}
-                    )
-                    for d in docs
-                ],
-                dedupe=False,
-            )
-            doc_of = {r.memory.id: d["_id"] for r, d in zip(added, docs, strict=True)}
-            for qid, gold in qrels.items():
-                per = {}
-                for name, c in configs.items():
-                    system = c if isinstance(c, System) else System(name, c, "auto")
-                    hits = engine.search(
-                        queries[qid], limit=100, mode=system.mode, config=system.config
-                    ).hits
-                    ranked = [doc_of[h.memory.id] for h in hits]
-                    dcg = sum(1 / math.log2(i + 2) for i, d in enumerate(ranked[:10]) if d in gold)
-                    ideal = sum(1 / math.log2(i + 2) for i in range(min(10, len(gold))))
-                    per[name] = {
-                        "scores": {
-                            "ndcg@10": dcg / ideal,
-                            "recall@100": len(gold & set(ranked)) / len(gold),
-                        },
-                        "top": [h.memory.id for h in hits[:10]],
-                    }
-                probes.append({"id": qid, "systems": per})
-    return {"probes": probes}
+    return run_beir(DATA / "scifact", split="train", configs=configs, cache_dir=CACHE,
+                    baselines=False)  # fmt: skip
 
 
 RUNNERS: dict[str, Callable[[Mapping[str, RetrievalConfig | System]], dict[str, Any]]] = {

@@ -25,6 +25,8 @@ from recalld.retrieval.config import PRESETS, RetrievalConfig
 
 DATA = Path(os.environ.get("RECALLD_BENCH_DATA", "../shared/benchmarks"))
 CACHE = Path(os.environ.get("RECALLD_BENCH_CACHE", "/tmp/benchcache"))
+LME_LIMIT = int(os.environ["RECALLD_LME_LIMIT"]) if os.environ.get("RECALLD_LME_LIMIT") else None
+"""Score only the first N LongMemEval_S questions (a quick run; say so with its figures)."""
 METRICS = {
     "workloads": ("hit@1", "mrr@10"),
     "lme": ("session.recall_any@1", "session.ndcg_any@10"),
@@ -42,7 +44,8 @@ RUNNERS: dict[str, Callable[[Mapping[str, RetrievalConfig | System]], dict[str, 
     "workloads": lambda c: run_workloads(DATA / "workloads/dev.json", configs=c, cache_dir=CACHE,
                                          baselines=False),
     "lme": lambda c: run_longmemeval(DATA / "longmemeval/longmemeval_s.json.gz", configs=c,
-                                     cache_dir=CACHE, baselines=False, budgets=()),
+                                     cache_dir=CACHE, baselines=False, budgets=(),
+                                     limit=LME_LIMIT),
     "locomo": lambda c: run_locomo(DATA / "locomo/locomo.json", configs=c, cache_dir=CACHE,
                                    baselines=False, budgets=()),
     "scifact": _run_scifact,

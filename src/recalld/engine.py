@@ -47,6 +47,7 @@ from recalld.requests import (
     ListQuery,
     Request,
     SearchQuery,
+    SupersedeMemory,
     UpdateMemory,
     as_utc,
     parse,
@@ -316,23 +317,24 @@ class MemoryEngine:
                 memory itself.
             NotFoundError: either id is unknown (nothing is changed then).
         """
-        if clear and (by is not None or until is not None):
-            raise InvalidInputError("clear cannot be combined with by or until")
-        if not clear and by is None and until is None:
-            raise InvalidInputError("say what supersedes the memory: by (an id) or until (a time)")
-        old = self.get(memory_id)
-        if by is not None:
-            if by == memory_id:
-                raise InvalidInputError("a memory cannot supersede itself")
-            self.get(by)
+        request = parse(SupersedeMemory, {"id": memory_id, "by": by, "until": until,
+                                          "clear": clear})  # fmt: skip
+        return self.run_supersede(request)
+
+    def run_supersede(self, request: SupersedeMemory) -> Memory:
+        """Mark the request's memory as no longer current (see :meth:`supersede`)."""
+        request = parse(SupersedeMemory, request)
+        old = self.get(request.id)
+        if request.by is not None:
+            self.get(request.by)
         fresh = replace(
             old,
-            superseded_by=None if clear else (by or old.superseded_by),
-            valid_until=None if clear else (as_utc(until) if until else old.valid_until),
+            superseded_by=None if request.clear else (request.by or old.superseded_by),
+            valid_until=None if request.clear else (as_utc(request.until) or old.valid_until),
             updated_at=self._clock(),
         )
         self.store.replace(fresh, None)
-        return self.get(memory_id)
+        return self.get(request.id)
 
     def forget(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
         """Hide memories from search (soft, the default) or delete them (``hard=True``).
@@ -370,7 +372,7 @@ class MemoryEngine:
             SearchQuery: self.run_search, ContextQuery: self.run_context,
             ListQuery: self.run_list, AddMemories: self.run_add, UpdateMemory: self.run_update,
             ForgetMemories: self.run_forget, ImportRequest: self.run_import,
-            GetMemory: lambda r: self.get(r.id),
+            GetMemory: lambda r: self.get(r.id), SupersedeMemory: self.run_supersede,
         }  # fmt: skip
         handler = handlers.get(type(request))
         if handler is None:

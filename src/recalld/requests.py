@@ -472,6 +472,46 @@ class UpdateMemory(BaseModel):
     changes: MemoryPatch
 
 
+class SupersedeMark(BaseModel):
+    """What makes a memory no longer current: give ``by``, ``until`` (or both), or ``clear``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        json_schema_extra={"examples": [{"by": "m-2"}, {"until": "2026-05-01"},
+                                        {"clear": True}]},
+    )  # fmt: skip
+
+    by: str | None = Field(default=None, min_length=1)
+    """The id of the memory that replaces it."""
+    until: datetime | None = None
+    """The time after which it counts as superseded (ISO date or datetime)."""
+    clear: bool = False
+    """Make the memory current again (undo ``by`` and ``until``)."""
+
+    @model_validator(mode="after")
+    def _one_mark(self) -> SupersedeMark:
+        if self.clear and (self.by is not None or self.until is not None):
+            raise ValueError("clear cannot be combined with by or until")
+        if not self.clear and self.by is None and self.until is None:
+            raise ValueError("say what supersedes the memory: by (an id) or until (a time)")
+        return self
+
+
+class SupersedeMemory(SupersedeMark):
+    """Mark one memory as no longer current (:meth:`MemoryEngine.run_supersede`)."""
+
+    model_config = _FORBID
+
+    id: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _not_itself(self) -> SupersedeMemory:
+        if self.by == self.id:
+            raise ValueError("a memory cannot supersede itself")
+        return self
+
+
 class GetMemory(BaseModel):
     """One memory by id (:meth:`MemoryEngine.get`)."""
 
@@ -526,5 +566,5 @@ class ImportRequest(BaseModel):
 
 
 Request = (SearchQuery | ContextQuery | ListQuery | AddMemories | UpdateMemory | GetMemory
-           | ForgetMemories | ImportRequest)  # fmt: skip
+           | ForgetMemories | ImportRequest | SupersedeMemory)  # fmt: skip
 """Every request :meth:`MemoryEngine.execute` takes."""

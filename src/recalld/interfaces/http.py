@@ -61,6 +61,8 @@ from recalld.requests import (
     MemoryIn,
     MemoryPatch,
     SearchQuery,
+    SupersedeMark,
+    SupersedeMemory,
     UpdateMemory,
     describe_errors,
     parse,
@@ -383,7 +385,7 @@ def _schemas() -> dict[str, Any]:
         ("AddMemories", AddMemories, "validation"), ("MemoryPatch", MemoryPatch, "validation"),
         ("SearchQuery", SearchQuery, "validation"), ("ContextQuery", ContextQuery, "validation"),
         ("ImportRequest", ImportRequest, "validation"), ("IndexBody", IndexBody, "validation"),
-        ("Filters", Filters, "validation"),
+        ("Filters", Filters, "validation"), ("SupersedeMark", SupersedeMark, "validation"),
     ]  # fmt: skip
     from recalld.sources.status import SourceStatus
 
@@ -625,6 +627,18 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
         changes = _object(await _json_body(request), "the fields to change")
         update = parse(UpdateMemory, {"id": memory_id, "changes": changes})
         return _json(await run(who.engine.run_update, update))
+
+    @app.post("/v1/memories/{memory_id}/supersede", tags=["memories"],
+              summary="Mark a memory as no longer current: replaced by another, or valid "
+              "until a time (clear: current again)",
+              responses=_responses(200, _ref("Memory"), "The memory as it is now."),
+              openapi_extra=_body(_ref("SupersedeMark"), [{"by": "NEWER_ID"},
+                                  {"until": "2026-05-01"}, {"clear": True}]))  # fmt: skip
+    async def supersede_memory(request: Request, memory_id: str) -> Any:
+        who = await caller(request)
+        mark = parse(SupersedeMark, _object(await _json_body(request), "by, until or clear"))
+        job = parse(SupersedeMemory, {"id": memory_id, **mark.model_dump(exclude_unset=True)})
+        return _json(await run(who.engine.run_supersede, job))
 
     @app.delete(
         "/v1/memories/{memory_id}",

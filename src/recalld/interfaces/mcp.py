@@ -28,6 +28,7 @@ import recalld
 from recalld.errors import RecalldError
 from recalld.interfaces.describe import (
     describe_context,
+    describe_list,
     describe_memory,
     describe_search,
     memories,
@@ -39,7 +40,9 @@ from recalld.requests import (
     Filters,
     ForgetMemories,
     GetMemory,
+    ListQuery,
     SearchQuery,
+    SupersedeMemory,
     UpdateMemory,
     describe_errors,
     parse,
@@ -159,7 +162,7 @@ CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempoten
 
 
 def build_server(engine_for: EngineFor) -> MCPServer:  # noqa: C901 - one short closure per tool
-    """The MCP server with the seven memory tools, each reaching ``engine_for(ctx)``."""
+    """The MCP server with the nine memory tools, each reaching ``engine_for(ctx)``."""
     server = _Server(
         "recalld", instructions=INSTRUCTIONS, version=recalld.__version__, log_level="WARNING"
     )
@@ -267,6 +270,52 @@ def build_server(engine_for: EngineFor) -> MCPServer:  # noqa: C901 - one short 
             verb = "deleted" if hard else "forgot"
             text = f"{verb} {memories(changed)}: {', '.join(request.ids)}"
             return _result(text, {"forgotten": changed, "hard": hard})
+
+        return _call(run)
+
+    @server.tool(annotations=CHANGES)
+    def memory_supersede(ctx: Context, id: Id, by: Annotated[str | None, Field(
+            description="The id of the newer memory that replaces it.")] = None,
+            until: Annotated[datetime | None, Field(
+                description="The time after which it no longer holds, ISO date or "
+                "datetime.")] = None,
+            clear: Annotated[bool, Field(description="Make it current again (undo by and "
+                                         "until).")] = False) -> CallToolResult:  # fmt: skip
+        """Mark a memory as no longer current: replaced `by` a newer memory, or valid `until`
+        a time; `clear` makes it current again.
+
+        Superseded memories stay stored and listed but rank below current ones. Returns the
+        memory as it is now. Use it when a fact changed and the old memory should give way.
+        """
+
+        def run() -> CallToolResult:
+            request = parse(SupersedeMemory, _given(id=id, by=by, until=until, clear=clear))
+            return _memory(engine_for(ctx).execute(request))
+
+        return _call(run)
+
+    @server.tool(annotations=READ_ONLY)
+    def memory_list(ctx: Context, filters: FiltersArg = None,
+                    limit: Annotated[int, Field(description="How many memories (1-1000).")] = 20,
+                    offset: Annotated[int, Field(description="How many to skip (paging).")] = 0,
+                    newest_first: Annotated[bool, Field(
+                        description="Newest first (false: oldest first).")] = True,
+                    include_forgotten: Annotated[bool, Field(
+                        description="Also forgotten memories.")] = False,
+                    ) -> CallToolResult:  # fmt: skip
+        """List memories matching filters, newest first (no ranking: use memory_search to
+        find memories about something).
+
+        Returns one entry per memory with its id, date, type, labels and content.
+        """
+
+        def run() -> CallToolResult:
+            request = parse(ListQuery, _given(filters=filters, limit=limit, offset=offset,
+                                              newest_first=newest_first,
+                                              include_forgotten=include_forgotten))  # fmt: skip
+            found = engine_for(ctx).execute(request)
+            text = describe_list(found, request.offset, request.newest_first)
+            return _result(text, {"memories": found})
 
         return _call(run)
 

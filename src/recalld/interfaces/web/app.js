@@ -277,7 +277,6 @@ async function browse(event) {
 }
 
 async function openMemory(id) {
-  notify("");
   const memory = await api("GET", `/v1/memories/${encodeURIComponent(id)}`);
   current = memory;
   showTab("browse");
@@ -359,8 +358,8 @@ async function saveEdit(event) {
     return;
   }
   await api("PATCH", `/v1/memories/${encodeURIComponent(current.id)}`, changes);
-  notify("saved", "info");
   await Promise.all([openMemory(current.id), browse()]);
+  notify("saved", "info");
 }
 
 async function togglePin() {
@@ -387,8 +386,8 @@ async function forget() {
 async function supersede(body) {
   if (!current) return;
   await api("POST", `/v1/memories/${encodeURIComponent(current.id)}/supersede`, body);
-  notify("supersession saved", "info");
   await openMemory(current.id);
+  notify("supersession saved", "info");
 }
 
 function supersedeForm(event) {

@@ -316,11 +316,11 @@ def test_curate_pin_edit_supersede_and_see_the_session(page: Page, served: Serve
     p.fill("#supersede-form input[name=by]", newer)
     p.click("#supersede-form button[type=submit]")
     p.wait_for_selector("#lineage >> text=superseded by")
-    assert "see Sintra again" in p.locator("#lineage").text_content()
+    expect(p.locator("#lineage")).to_contain_text("see Sintra again")
     assert httpx.get(f"{served.base}/v1/memories/{memory_id}").json()["superseded_by"] == newer
     p.locator("#lineage button.link", has_text=newer).click()  # follow it to the newer one
     expect(p.locator("#detail-id")).to_have_text(newer)
-    assert memory_id in p.locator("#lineage").text_content()  # what it supersedes
+    expect(p.locator("#lineage")).to_contain_text(f"supersedes {memory_id}")
     p.fill("#supersede-form input[name=by]", newer)
     p.click("#supersede-form button[type=submit]")  # a memory cannot supersede itself
     expect(p.locator("#notice")).to_contain_text("cannot supersede itself")

@@ -243,7 +243,11 @@ def near_misses(
         elif item.score > lowest and len(chosen) == request.limit:
             reason = "passed over for diversity: too like a hit above it"
         else:
-            reason = f"ranked under the last of the {request.limit} hits asked for"
+            reason = (f"ranked under the last of the {request.limit} hits asked for "
+                      f"({item.score:.4f} < {lowest:.4f})")  # fmt: skip
+        held = sorted((v, k) for k, v in item.factors.items() if v < 1.0)
+        if held:
+            reason += "; held down by " + ", ".join(f"{k} x{v:.3f}" for v, k in held)
         missed.append((item, reason))
         if len(missed) == request.near_misses:
             break

@@ -283,6 +283,8 @@ async function openMemory(id) {
   $("#detail").hidden = false;
   $("#detail-id").textContent = memory.id;
   $("#detail-content").textContent = memory.content;
+  $("#lineage").replaceChildren(el("p", { class: "dim" }, "reading…"));
+  $("#session").replaceChildren();
   $("#pin").textContent = memory.pinned ? "Unpin" : "Pin";
   $("#forget").textContent = memory.forgotten_at ? "Forgotten" : "Forget";
   $("#forget").disabled = Boolean(memory.forgotten_at);

@@ -406,3 +406,47 @@ def test_a_key_sees_only_its_tenants_memories(browser: Any, keyed: dict[str, str
         p.locator("#memories tbody tr", has_text="launch code is 0000").wait_for()
         p.click("#key-clear")
         assert p.evaluate("sessionStorage.getItem('recalld.key')") is None
+
+
+# -- recalld ui --------------------------------------------------------------------------------
+
+
+def test_recalld_ui_serves_the_page_on_loopback(served: Served, tmp_path: Path) -> None:
+    port = free_port()
+    script = shutil.which("recalld", path=str(Path(sys.executable).parent))
+    command = [script] if script else [sys.executable, "-m", "recalld.interfaces.cli"]
+    log = (tmp_path / "ui.log").open("wb")
+    ui = subprocess.Popen([*command, "ui", "--no-browser", "--port", str(port)], env=served.env,
+                          stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and ui.poll() is None:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            pytest.fail((tmp_path / "ui.log").read_text())
+        assert page.status_code == 200 and "recalld inspector" in page.text
+        status = httpx.get(f"http://127.0.0.1:{port}/v1/status").json()  # the same store
+        assert status["store"] == httpx.get(served.base + "/v1/status").json()["store"]
+    finally:
+        ui.terminate()
+        ui.wait(timeout=30)
+        log.close()
+    said = (tmp_path / "ui.log").read_text()
+    assert f"inspector at http://127.0.0.1:{port}/" in said
+
+
+def test_the_browser_opens_once_the_server_answers(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from recalld.interfaces import cli_serve
+
+    opened: list[str] = []
+    monkeypatch.setattr(cli_serve.webbrowser, "open", opened.append)
+    assert cli_serve.open_when_up(served.base + "/")
+    assert opened == [served.base + "/"]
+    assert not cli_serve.open_when_up(f"http://127.0.0.1:{free_port()}/", timeout=0.5)
+    assert opened == [served.base + "/"]

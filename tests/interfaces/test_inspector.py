@@ -18,7 +18,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from playwright.sync_api import expect, sync_playwright
+from tests.conftest import subprocess_env
 
 import recalld
 from recalld.config import Settings
@@ -110,19 +110,7 @@ class Served:
     base: str
     db: Path
     env: dict[str, str]
-
-
-def child_env(folder: Path, db: Path) -> dict[str, str]:
-    config = folder / "empty-config.toml"
-    config.write_text("", encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLD_")}
-    env.update(
-        PYTHONPATH=str(Path(recalld.__file__).resolve().parents[1]),
-        RECALLD_CONFIG=str(config),
-        RECALLD_CACHE_DIR=str(folder / "cache"),
-        RECALLD_DB=str(db),
-    )
-    return env
+    command: list[str]
 
 
 def free_port() -> int:
@@ -132,7 +120,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory, local_embedder: Embedder) -> Iterator[Served]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, local_embedder: Embedder, recalld_command: list[str]
+) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("inspector")
     db = folder / "memory.db"
     with recalld.open(settings=Settings(db=db, cache_dir=None), embedder=local_embedder) as memory:
@@ -141,12 +131,10 @@ def served(tmp_path_factory: pytest.TempPathFactory, local_embedder: Embedder) -
         )
         memory.add(HOSTILE, tags=["<b>tag</b>"], session_id="s9")
         memory.add(FORGETTABLE, session_id="s9")
-    env = child_env(folder, db)
+    env = {**subprocess_env(folder), "RECALLD_DB": str(db)}
     port = free_port()
-    script = shutil.which("recalld", path=str(Path(sys.executable).parent))
-    command = [script] if script else [sys.executable, "-m", "recalld.interfaces.cli"]
     log = (folder / "serve.log").open("wb")
-    server = subprocess.Popen([*command, "serve", "--port", str(port)], env=env,
+    server = subprocess.Popen([*recalld_command, "serve", "--port", str(port)], env=env,
                               stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
@@ -160,7 +148,7 @@ def served(tmp_path_factory: pytest.TempPathFactory, local_embedder: Embedder) -
                 time.sleep(0.2)
         else:
             pytest.fail("recalld serve did not answer within 120 s")
-        yield Served(base, db, env)
+        yield Served(base, db, env, recalld_command)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -174,9 +162,7 @@ def page(browser: Any, served: Served) -> Iterator[Page]:
 
 
 def cli_json(served: Served, *args: str) -> Any:
-    script = shutil.which("recalld", path=str(Path(sys.executable).parent))
-    command = [script] if script else [sys.executable, "-m", "recalld.interfaces.cli"]
-    done = subprocess.run([*command, "--json", *args], env=served.env, capture_output=True,
+    done = subprocess.run([*served.command, "--json", *args], env=served.env, capture_output=True,
                           text=True, timeout=300, check=True)  # fmt: skip
     return json.loads(done.stdout)
 
@@ -413,11 +399,9 @@ def test_a_key_sees_only_its_tenants_memories(browser: Any, keyed: dict[str, str
 
 def test_recalld_ui_serves_the_page_on_loopback(served: Served, tmp_path: Path) -> None:
     port = free_port()
-    script = shutil.which("recalld", path=str(Path(sys.executable).parent))
-    command = [script] if script else [sys.executable, "-m", "recalld.interfaces.cli"]
     log = (tmp_path / "ui.log").open("wb")
-    ui = subprocess.Popen([*command, "ui", "--no-browser", "--port", str(port)], env=served.env,
-                          stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+    ui = subprocess.Popen([*served.command, "ui", "--no-browser", "--port", str(port)],
+                          env=served.env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and ui.poll() is None:

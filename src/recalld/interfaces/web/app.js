@@ -90,12 +90,23 @@ function showKeyState() {
 
 // -- filters shared by search and browse ---------------------------------------------------
 
-function typeBoxes(form) {
-  const holder = form.querySelector(".types");
-  for (const type of TYPES) {
-    holder.append(el("label", {}, el("input", { type: "checkbox", name: "types", value: type }),
-      ` ${type}`));
-  }
+/** The filter fields search and browse share, put first in the form's filters fieldset. */
+function filterFields(form) {
+  const fieldset = form.querySelector("fieldset.filters");
+  const text = (label, name, placeholder) =>
+    el("label", {}, `${label} `, el("input", { name, placeholder }));
+  const fields = [
+    el("span", { class: "types" }, TYPES.map((type) => el("label", {},
+      el("input", { type: "checkbox", name: "types", value: type }), ` ${type}`))),
+    text("tags", "tags", "a, b"),
+    text("project", "project"),
+    text("session", "session_id"),
+    text("since", "since", "ISO date"),
+    text("until", "until", "ISO date"),
+  ];
+  const legend = fieldset.querySelector("legend");
+  if (legend) legend.after(...fields);
+  else fieldset.prepend(...fields);
 }
 
 function filtersOf(form) {
@@ -489,8 +500,8 @@ function showTab(name) {
 }
 
 function start() {
-  typeBoxes($("#search-form"));
-  typeBoxes($("#browse-form"));
+  filterFields($("#search-form"));
+  filterFields($("#browse-form"));
   const select = $("#edit-form").elements.type;
   select.replaceChildren(...TYPES.map((t) => el("option", { value: t }, t)));
   showKeyState();

@@ -420,7 +420,7 @@ async function store() {
   const facts = [
     ["memories", stats.memories], ["forgotten", stats.forgotten], ["sessions", stats.sessions],
     ["with vectors", stats.with_vectors], ["embedder", status.embedder],
-    ["fingerprint", stats.fingerprint ?? "none yet"],
+    ["fingerprint", fingerprintText(stats.fingerprint)],
     ["fingerprint matches", status.fingerprint_matches === null ? "not checked" : status.fingerprint_matches ? "yes" : "NO: reindex"],
     ["oldest", when(stats.oldest)], ["newest", when(stats.newest)],
     ["size", `${(stats.size_bytes / 1048576).toFixed(1)} MB`],
@@ -441,51 +441,66 @@ async function store() {
   growthChart($("#growth"), stats.added_by_day ?? {});
 }
 
+/** The stored vectors' fingerprint in short: the model and its dimension. */
+function fingerprintText(fingerprint) {
+  if (!fingerprint) return "none yet";
+  try {
+    const parsed = JSON.parse(fingerprint);
+    return `${parsed.model_id ?? "?"} (${parsed.dimension ?? "?"} dimensions)`;
+  } catch {
+    return fingerprint;
+  }
+}
+
 function countTable(table, counts) {
   const rows = Object.entries(counts).sort((a, b) => b[1] - a[1]);
   table.replaceChildren(...(rows.length ? rows : [["none", 0]]).map(([name, n]) =>
     el("tr", {}, el("td", {}, name), el("td", { class: "num" }, String(n)))));
 }
 
-/** Memories stored per day as bars, and the running total as a line. */
+/** Memories stored per day as bars, and the running total as a line (a week at least). */
 function growthChart(chart, perDay) {
   const width = 720;
   const height = 180;
-  const pad = { left: 48, right: 12, top: 12, bottom: 24 };
+  const pad = { left: 48, right: 12, top: 28, bottom: 24 };
+  const plot = { width: width - pad.left - pad.right, height: height - pad.top - pad.bottom };
   chart.setAttribute("viewBox", `0 0 ${width} ${height}`);
   const days = Object.keys(perDay).sort();
   if (!days.length) {
     chart.replaceChildren(svg("text", { x: pad.left, y: height / 2 }, "no memories yet"));
     return;
   }
+  const DAY = 86400000;
   const time = (d) => Date.parse(`${d}T00:00:00Z`);
   const first = time(days[0]);
-  const last = Math.max(time(days[days.length - 1]), first + 86400000);
-  const span = last - first;
-  const x = (d) => pad.left + ((time(d) - first) / span) * (width - pad.left - pad.right);
+  const slots = Math.max(7, Math.round((time(days[days.length - 1]) - first) / DAY) + 1);
+  const slot = plot.width / slots;
+  const x = (d) => pad.left + (Math.round((time(d) - first) / DAY) + 0.5) * slot;
+  const bottom = height - pad.bottom;
   let total = 0;
   const totals = days.map((d) => (total += perDay[d]));
-  const y = (n) => height - pad.bottom - (n / total) * (height - pad.top - pad.bottom);
+  const y = (n) => bottom - (n / total) * plot.height;
   const most = Math.max(...days.map((d) => perDay[d]));
-  const barWidth = Math.max(2, (width - pad.left - pad.right) / Math.max(days.length, span / 86400000) * 0.8);
-  const parts = [
-    svg("line", { x1: pad.left, y1: height - pad.bottom, x2: width - pad.right, y2: height - pad.bottom, class: "axis" }),
+  const barWidth = Math.max(1, Math.min(24, slot * 0.8));
+  const barHeight = (n) => (n / most) * plot.height * 0.5;
+  const line = [`${pad.left},${bottom}`];
+  days.forEach((d, i) => line.push(`${x(d)},${y(i ? totals[i - 1] : 0)}`, `${x(d)},${y(totals[i])}`));
+  line.push(`${width - pad.right},${y(total)}`);
+  const lastDay = new Date(first + (slots - 1) * DAY).toISOString().slice(0, 10);
+  chart.replaceChildren(
+    svg("line", { x1: pad.left, y1: bottom, x2: width - pad.right, y2: bottom, class: "axis" }),
     ...days.map((d) => svg("rect", {
-      x: x(d) - barWidth / 2, width: barWidth, class: "day", "data-day": d,
-      y: height - pad.bottom - (perDay[d] / most) * (height - pad.top - pad.bottom) * 0.5,
-      height: (perDay[d] / most) * (height - pad.top - pad.bottom) * 0.5,
+      x: x(d) - barWidth / 2, y: bottom - barHeight(perDay[d]), width: barWidth,
+      height: barHeight(perDay[d]), class: "day", "data-day": d, "data-count": perDay[d],
     })),
-    svg("polyline", {
-      class: "total",
-      points: days.map((d, i) => `${x(d)},${y(totals[i])}`).join(" ") +
-        (days.length === 1 ? ` ${width - pad.right},${y(total)}` : ""),
-    }),
-    svg("text", { x: 4, y: pad.top + 8 }, String(total)),
-    svg("text", { x: 4, y: height - pad.bottom }, "0"),
+    svg("polyline", { class: "total", points: line.join(" ") }),
+    svg("text", { x: 4, y: pad.top + 4 }, String(total)),
+    svg("text", { x: 4, y: bottom }, "0"),
     svg("text", { x: pad.left, y: height - 6 }, days[0]),
-    svg("text", { x: width - pad.right, y: height - 6, "text-anchor": "end" }, days[days.length - 1]),
-  ];
-  chart.replaceChildren(...parts);
+    svg("text", { x: width - pad.right, y: height - 6, "text-anchor": "end" }, lastDay),
+    svg("text", { x: width - pad.right, y: 14, "text-anchor": "end" },
+      `${total} in all; most in a day: ${most}`),
+  );
 }
 
 // -- tabs and wiring -------------------------------------------------------------------------------

@@ -86,6 +86,9 @@ class Settings(BaseSettings):
 
     http_max_body_bytes: int = Field(default=10_000_000, gt=0)
     """``recalld serve`` refuses request bodies larger than this (413)."""
+    http_max_json_depth: int = Field(default=64, gt=0)
+    """``recalld serve`` refuses request bodies whose arrays and objects nest deeper (400),
+    before parsing them."""
     http_max_batch: int = Field(default=1000, gt=0)
     """The most memories one ``POST /v1/memories`` may add (413 beyond)."""
     http_rate_limit: int = Field(default=600, ge=0)

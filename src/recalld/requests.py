@@ -41,6 +41,11 @@ from recalld.records import (
 
 MAX_LIMIT = 1000
 """The most hits a search (or memories a list) may ask for."""
+MAX_QUERY_CHARS = 10_000
+"""The longest query a search or context takes: a question or its key words fit many times
+over, and ranking a much longer text would hold a core for seconds."""
+DATE_WORDS = "an ISO date or datetime such as 2024-03-14 or 2024-03-14T09:30"
+NOTHING_TO_CHANGE = "nothing to change: give at least one field"
 IMPORT_FORMATS: tuple[str, ...] = (
     "memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo",
 )  # fmt: skip
@@ -61,10 +66,50 @@ def as_utc(moment: datetime | None) -> datetime | None:
 # -- errors ----------------------------------------------------------------------------------
 
 
+EXPECTED: Mapping[str, str] = {
+    "string_type": "a string", "bytes_type": "a string", "int_type": "an integer",
+    "int_parsing": "an integer", "int_from_float": "a whole number", "float_type": "a number",
+    "float_parsing": "a number", "bool_type": "true or false", "bool_parsing": "true or false",
+    "list_type": "a list", "tuple_type": "a list", "set_type": "a list",
+    "dict_type": "an object", "model_type": "an object", "model_attributes_type": "an object",
+    "datetime_type": DATE_WORDS, "datetime_parsing": DATE_WORDS,
+    "datetime_from_date_parsing": DATE_WORDS, "date_type": DATE_WORDS,
+    "date_parsing": DATE_WORDS, "date_from_datetime_parsing": DATE_WORDS,
+}  # fmt: skip
+"""What a field of each pydantic type error expects, in the words every door uses."""
+
+
+def _plain(error: Mapping[str, Any]) -> str:
+    """One of pydantic's errors in plain words (no pydantic wording reaches a caller)."""
+    kind, ctx = str(error.get("type")), error.get("ctx") or {}
+    if kind in EXPECTED:
+        return f"expected {EXPECTED[kind]}"
+    if kind in ("too_short", "string_too_short"):
+        least = ctx.get("min_length", 1)
+        if kind == "string_too_short":
+            return "must not be empty" if least == 1 else f"needs at least {least} characters"
+        return "needs at least one item" if least == 1 else f"needs at least {least} items"
+    if kind in ("too_long", "string_too_long"):
+        unit = "characters" if kind == "string_too_long" else "items"
+        return f"takes at most {ctx.get('max_length')} {unit}"
+    bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),
+              "greater_than": ("more than", "gt"), "less_than": ("less than", "lt")}  # fmt: skip
+    if kind in bounds:
+        words, key = bounds[kind]
+        return f"must be {words} {ctx.get(key)}"
+    if kind in ("literal_error", "enum"):
+        return f"must be {ctx.get('expected')}"
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind == "json_invalid":
+        return "is not valid JSON"
+    return "is not valid"
+
+
 def describe_errors(errors: Iterable[Mapping[str, Any]], skip: Sequence[str] = ()) -> str:
     """One line for pydantic's error list: our own checks speak for themselves, pydantic's
-    are prefixed by the field's dotted path. ``skip`` drops leading location parts (such as
-    FastAPI's ``body``)."""
+    are put in plain words (:func:`_plain`) after the field's dotted path. ``skip`` drops
+    leading location parts (such as FastAPI's ``body``)."""
     parts: list[str] = []
     errors = list(errors)
     deeper = {tuple(e.get("loc", ()))[:1] for e in errors if len(e.get("loc", ())) > 1}
@@ -83,8 +128,7 @@ def describe_errors(errors: Iterable[Mapping[str, Any]], skip: Sequence[str] = (
         elif error.get("type") == "missing":
             parts.append(f"{where} is required")
         else:
-            parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else
-                         str(error.get("msg", "invalid input")))  # fmt: skip
+            parts.append(f"{where or 'the input'}: {_plain(error)}")
     return "; ".join(dict.fromkeys(parts)) or "invalid input"
 
 
@@ -118,8 +162,13 @@ def _check_types(value: Any) -> Any:
 
 
 def _check_query(value: Any) -> Any:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
+        return value  # pydantic's type check names the field and the type
+    if not value.strip():
         raise ValueError("the query is empty")
+    if len(value) > MAX_QUERY_CHARS:
+        raise ValueError(f"the query has {len(value):,} characters, over the limit of "
+                         f"{MAX_QUERY_CHARS:,}: search with its key words")  # fmt: skip
     return value.strip()
 
 
@@ -208,8 +257,8 @@ class _Ranked(BaseModel):
 
     model_config = _FORBID
 
-    query: str = Field(min_length=1)
-    """The question or keywords."""
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    """The question or keywords (up to 10,000 characters)."""
     mode: SearchMode = "auto"
     """``vector`` (semantic only), ``hybrid`` (every channel) or ``auto``."""
     filters: Filters = Field(default_factory=Filters)
@@ -470,6 +519,12 @@ class UpdateMemory(BaseModel):
 
     id: str = Field(min_length=1)
     changes: MemoryPatch
+
+    @model_validator(mode="after")
+    def _something(self) -> UpdateMemory:
+        if not self.changes.model_fields_set:
+            raise ValueError(NOTHING_TO_CHANGE)
+        return self
 
 
 class SupersedeMark(BaseModel):

@@ -198,7 +198,9 @@ def test_bad_input_gives_the_library_message_and_changes_nothing(server: Server)
                     422) == str(library.value)  # fmt: skip
     assert "the query is empty" in error_of(c.post("/v1/search", headers=h,
                                                    json={"query": "  "}), 422)  # fmt: skip
-    assert "not valid JSON" in error_of(c.post("/v1/search", headers=h, content=b"{oops"), 400)
+    as_json = {**h, "Content-Type": "application/json"}
+    assert "not valid JSON" in error_of(c.post("/v1/search", headers=as_json, content=b"{oops"),
+                                        400)  # fmt: skip
     assert "empty" in error_of(c.post("/v1/search", headers=h, content=b""), 400)
     assert "JSON object" in error_of(c.post("/v1/search", headers=h, json=[1, 2]), 422)
     assert "priority must be between" in error_of(
@@ -328,12 +330,12 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
 def test_without_keys_only_loopback_is_served(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     app = create_app(settings, embedder=FakeEmbedder())
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         created = client.post("/v1/memories", json={"content": "no key needed on loopback"})
         assert created.status_code == 201
         assert client.get("/v1/status").json()["store"]["memories"] == 1
     public = create_app(settings, embedder=FakeEmbedder(), host="0.0.0.0")
-    with TestClient(public) as client:
+    with TestClient(public, base_url="http://127.0.0.1") as client:
         assert "missing API key" in error_of(client.get("/v1/status"), 401)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")

@@ -23,6 +23,8 @@ from recalld.io import read_memories_jsonl
 from recalld.serialize import to_json
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
+LOCAL = "http://127.0.0.1"
+"""The test client's address: a server without keys answers only a loopback Host."""
 AS_OF = "2026-04-20T09:00:00+00:00"
 """A fixed reference time: recency adjustments must not move between two calls."""
 
@@ -116,7 +118,7 @@ def through_http(settings: Settings) -> Iterator[HttpSearch]:
 
     from recalld.interfaces.http import create_app
 
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
 
         def search(body: dict[str, Any]) -> Ranked:
             answer = client.post("/v1/search", json={**body, "explain": True, "as_of": AS_OF})
@@ -153,7 +155,7 @@ def test_bad_input_gets_the_same_message_over_mcp_and_http(settings: Settings) -
 
     from recalld.interfaces.http import create_app
 
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         over_http = []
         for body in BAD_SEARCHES:
             answer = client.post("/v1/search", json=body)
@@ -253,7 +255,7 @@ def marks_by_http(settings: Settings) -> list[Outcome]:
     from recalld.interfaces.http import create_app
 
     found: list[Outcome] = []
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         for mark in MARKS:
             answer = client.post(f"/v1/memories/{OLD}/supersede", json=mark)
             if answer.status_code == 200:
@@ -322,7 +324,7 @@ def list_by_http(settings: Settings, listing: dict[str, Any]) -> list[str]:
     params.update(tag=f.get("tags", []), type=f.get("types", []))
     if "project" in f:
         params["project"] = f["project"]
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url=LOCAL) as client:
         answer = client.get("/v1/memories", params=params)
     assert answer.status_code == 200, answer.text
     return [m["id"] for m in answer.json()["memories"]]

@@ -20,8 +20,11 @@ from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
               help="Address to listen on; without API keys only a loopback address is "
                    "served.")  # fmt: skip
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--access-log", is_flag=True,
+              help="Write one line a request (client, method and path, status) to standard "
+                   "output.")  # fmt: skip
 @pass_ctx
-def serve(obj: Ctx, host: str, port: int) -> None:
+def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
 
     Requests need `Authorization: Bearer KEY` once any key exists (`recalld keys create`);
@@ -39,7 +42,7 @@ def serve(obj: Ctx, host: str, port: int) -> None:
 
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
-        run(settings, host, port, say=say, extensions=[mcp_extension])
+        run(settings, host, port, say=say, extensions=[mcp_extension], access_log=access_log)
 
 
 @click.command()

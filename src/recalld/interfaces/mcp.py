@@ -33,6 +33,7 @@ from recalld.interfaces.describe import (
     describe_search,
     memories,
 )
+from recalld.interfaces.exposure import public_message, public_status
 from recalld.records import MemoryType
 from recalld.requests import (
     AddMemories,
@@ -121,7 +122,7 @@ def _call(run: Callable[[], CallToolResult]) -> CallToolResult:
     try:
         return run()
     except RecalldError as exc:
-        return _error(str(exc))
+        return _error(public_message(exc))
 
 
 class _Server(MCPServer):
@@ -161,8 +162,10 @@ CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempoten
                           open_world_hint=False)  # fmt: skip
 
 
-def build_server(engine_for: EngineFor) -> MCPServer:  # noqa: C901 - one short closure per tool
-    """The MCP server with the nine memory tools, each reaching ``engine_for(ctx)``."""
+def build_server(engine_for: EngineFor,  # noqa: C901 - one short closure per tool
+                 admin_for: Callable[[Context], bool] = lambda ctx: True) -> MCPServer:  # fmt: skip
+    """The MCP server with the nine memory tools, each reaching ``engine_for(ctx)``;
+    ``admin_for(ctx)`` says whether the caller may see where the store lives."""
     server = _Server(
         "recalld", instructions=INSTRUCTIONS, version=recalld.__version__, log_level="WARNING"
     )
@@ -325,6 +328,7 @@ def build_server(engine_for: EngineFor) -> MCPServer:  # noqa: C901 - one short 
 
         def run() -> CallToolResult:
             status = engine_for(ctx).status()
+            status = status if admin_for(ctx) else public_status(status)
             s = status.store
             by_type = ", ".join(f"{k}: {v}" for k, v in s.by_type.items()) or "none"
             text = (f"{memories(s.memories)} ({by_type}), {s.forgotten} forgotten, "
@@ -399,11 +403,19 @@ def mcp_extension(state: ServerState) -> Extension:
     at ``/mcp/``: the same keys, the same tenant confinement, one embedder."""
     from recalld.interfaces.http import Extension
 
-    server = build_server(lambda ctx: _caller(ctx).engine)
+    server = build_server(lambda ctx: _caller(ctx).engine, lambda ctx: _caller(ctx).admin)
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    # LocalGuard checks Host and Origin whatever the loopback address (the SDK's own check
+    # covers only three names, and refuses a Host without a port).
     app = server.streamable_http_app(
-        streamable_http_path="/", stateless_http=True, json_response=True, host=state.host
-    )
-    return Extension("/mcp", KeyGate(app, state), lifespan=server.session_manager.run)
+        streamable_http_path="/", stateless_http=True, json_response=True, host=state.host,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )  # fmt: skip
+    from recalld.interfaces.http import LocalGuard
+
+    guarded = LocalGuard(KeyGate(app, state), state)  # whatever app it is mounted in
+    return Extension("/mcp", guarded, lifespan=server.session_manager.run)
 
 
 def run_http(settings: Settings, host: str, port: int) -> None:
@@ -412,14 +424,15 @@ def run_http(settings: Settings, host: str, port: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    from recalld.interfaces.http import ServerState
+    from recalld.interfaces.http import BodyLimit, ServerState
     from recalld.providers.embedders import resolve_embedder
 
     state = ServerState(settings, resolve_embedder(settings.embedder, settings), host=host)
     extension = mcp_extension(state)
     assert extension.lifespan is not None
-    app = Starlette(routes=[Mount(extension.path, extension.app)],
-                    lifespan=lambda app: extension.lifespan())  # fmt: skip
+    routes = Starlette(routes=[Mount(extension.path, extension.app)],
+                       lifespan=lambda app: extension.lifespan())  # fmt: skip
+    app = BodyLimit(routes, settings.http_max_body_bytes, settings.http_max_json_depth)
     keys = state.active_keys()
     log(f"serving store {settings.db} at http://{host}:{port}/mcp/ ("
         + (f"{keys} active API key(s): every request needs one)" if keys else

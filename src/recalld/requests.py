@@ -295,7 +295,7 @@ class SearchQuery(_Ranked):
     """Count this search as an access of the returned memories."""
     granularity: Granularity = "memory"
     """``memory`` (each hit a memory) or ``session`` (one hit per session)."""
-    near_misses: int = 0
+    near_misses: int = Field(default=0, json_schema_extra={"minimum": 0, "maximum": 100})
     """Also return this many of the next candidates below the hits (0-100), each traced
     and saying why it lost."""
 

@@ -70,3 +70,24 @@ def test_a_relevance_cut_is_the_reason(engine: recalld.MemoryEngine) -> None:
 def test_near_misses_are_bounded() -> None:
     with pytest.raises(recalld.InvalidInputError, match="near_misses must be between 0 and 100"):
         parse(SearchQuery, {"query": "x", "near_misses": 101})
+
+
+def test_with_session_granularity_a_sessions_other_memories_lost_to_it(
+    engine: recalld.MemoryEngine,
+) -> None:
+    for text in NOTES[:3]:
+        engine.add(text, session_id="same")
+    engine.add("kestrel lunch plans", session_id="other")
+    result = engine.run_search(
+        SearchQuery(
+            query="kestrel deploy", limit=1, mode="hybrid", granularity="session", near_misses=3
+        )  # fmt: skip
+    )
+    (hit,) = result.hits
+    same = [h for h in result.near_misses if h.memory.session_id == hit.memory.session_id]
+    assert same and all(
+        h.trace and h.trace.filters[0].startswith("another memory of its session ranked higher")
+        for h in same
+    )
+    assert hit.memory.session_id == "same"
+    assert {m.id for m in hit.related} >= {h.memory.id for h in same}

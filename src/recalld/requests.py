@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -61,6 +62,41 @@ def as_utc(moment: datetime | None) -> datetime | None:
     if moment is None:
         return None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+EARLIEST = datetime(2, 1, 1, tzinfo=UTC)
+LATEST = datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)
+"""The dates a caller may name (``as_of``, ``since``, ``until``, ``event_time``): a year
+inside each end of what Python's ``datetime`` holds, so that the windows and offsets
+computed around them ("last december", "two days ago", a zone's offset) stay
+representable instead of overflowing."""
+
+
+def check_moment(moment: datetime, name: str) -> datetime:
+    """``moment`` if it lies between :data:`EARLIEST` and :data:`LATEST`.
+
+    Raises:
+        ValueError: a clear message naming ``name`` and the range (pydantic's validators
+            turn it into :class:`InvalidInputError`).
+    """
+    try:
+        utc = as_utc(moment)
+    except (OverflowError, ValueError):  # a zone offset that leaves the calendar
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise ValueError(
+            f"{name} must lie between {EARLIEST.date()} and {LATEST.date()} (UTC), "
+            f"not {moment.isoformat()}"
+        )
+    return moment
+
+
+def _check_moment(value: datetime, info: ValidationInfo) -> datetime:
+    return check_moment(value, info.field_name or "a date")
+
+
+Moment = Annotated[datetime, AfterValidator(_check_moment)]
+"""A date a request may carry: in range, or a clear error."""
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -132,12 +168,36 @@ def describe_errors(errors: Iterable[Mapping[str, Any]], skip: Sequence[str] = (
     return "; ".join(dict.fromkeys(parts)) or "invalid input"
 
 
+def refuse_nul(value: object, name: str) -> None:
+    """Refuse a NUL character (U+0000) in ``value``: a string, or the strings (keys
+    included) inside lists, tuples and mappings. PostgreSQL's text cannot hold one, so
+    neither backend stores or searches it: both answer this same error.
+
+    Raises:
+        InvalidInputError: naming the field.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInputError(
+                f"{name or 'input'} contains a NUL character (U+0000), which recalld neither "
+                "stores nor searches; remove it"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            refuse_nul(key, name)
+            refuse_nul(item, f"{name}.{key}" if name else str(key))
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            refuse_nul(item, name)
+
+
 def parse(model: type[Model], data: Any) -> Model:
     """``model`` validated from ``data`` (a mapping, or an instance passed through).
 
     Raises:
-        InvalidInputError: with :func:`describe_errors`' message.
+        InvalidInputError: with :func:`describe_errors`' message, or :func:`refuse_nul`'s.
     """
+    refuse_nul(data.model_dump() if isinstance(data, BaseModel) else data, "")
     if isinstance(data, model):
         return data
     try:
@@ -231,9 +291,9 @@ class Filters(BaseModel):
     """Only memories of this session."""
     superseded_by: str | None = None
     """Only memories this memory supersedes (whose ``superseded_by`` is this id)."""
-    since: datetime | None = None
+    since: Moment | None = None
     """Only memories whose reference time is at or after this (ISO date or datetime)."""
-    until: datetime | None = None
+    until: Moment | None = None
     """Only memories whose reference time is before this."""
 
     _types = field_validator("types", mode="before")(_check_types)
@@ -262,7 +322,7 @@ class _Ranked(BaseModel):
     mode: SearchMode = "auto"
     """``vector`` (semantic only), ``hybrid`` (every channel) or ``auto``."""
     filters: Filters = Field(default_factory=Filters)
-    as_of: datetime | None = None
+    as_of: Moment | None = None
     """The reference time for relative dates and decay (default: now)."""
     boost_project: str | None = None
     """Rank this project's memories higher without filtering."""
@@ -357,7 +417,7 @@ class MemoryFields(BaseModel):
 
     type: MemoryType = "event"
     """``insight``, ``event``, ``raw``, ``turn`` or ``chunk``."""
-    event_time: datetime | None = None
+    event_time: Moment | None = None
     """When it happened (ISO); search dates the memory by it."""
     priority: float = 1.0
     """1.0-2.0: how much to favour it."""
@@ -475,7 +535,7 @@ class MemoryPatch(BaseModel):
 
     content: str | None = None
     type: MemoryType | None = None
-    event_time: datetime | None = None
+    event_time: Moment | None = None
     priority: float | None = None
     pinned: bool | None = None
     evergreen: bool | None = None

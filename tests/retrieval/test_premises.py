@@ -189,3 +189,30 @@ def test_the_top_k_is_the_first_k_of_any_larger_search(
             for limit in (1, 5, 10, 20):
                 top = [h.memory.id for h in engine.search(query, limit=limit).hits]
                 assert top == full[:limit], (query, limit)
+
+
+# -- dates ------------------------------------------------------------------------------
+
+
+def test_a_year_no_memory_is_dated_in_is_searched_as_a_word(
+    tmp_path: Path, local_embedder: Embedder
+) -> None:
+    settings = Settings.model_construct(db=tmp_path / "d.db", cache_dir=tmp_path / "cache")
+    docs = [
+        "Pneumonia cases in young children worldwide were estimated at 30 million in 2010.",
+        "Pneumonia in young children: estimates of worldwide cases and deaths by region.",
+        "Childhood pneumonia vaccines reduced hospital admissions in several countries.",
+    ]
+    query = "How many pneumonia cases in young children worldwide in 2010?"
+    with recalld.open(settings=settings, embedder=local_embedder) as engine:
+        ids = [r.id for r in engine.add_many(docs)]
+        result = engine.search(query, limit=3, as_of=NOW)
+        assert "time_window" in result.details["stood_aside"]
+        assert result.details["time_window"] is None
+        assert result.hits[0].memory.id == ids[0]
+        # Memories dated inside the year keep the window, and the trace says nothing.
+        dated = engine.add("Pneumonia ward notes from the winter.",
+                           event_time=datetime(2010, 2, 1, tzinfo=UTC))  # fmt: skip
+        kept = engine.search(query, limit=3, as_of=NOW)
+        assert "time_window" not in kept.details["stood_aside"]
+        assert kept.details["time_window"] is not None and dated.id

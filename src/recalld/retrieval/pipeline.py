@@ -124,6 +124,12 @@ def search(
         notes.append(expanded.note)
     lists, rows = retrieve(store, embedder, plan, request, config,
                            expanded.query_vector if expanded else None)  # fmt: skip
+    undated = window_unanswered(plan, lists, config) and not _dated(store, rows, lists)
+    if undated:
+        plan = replace(plan, time_window=None, terms=(*plan.terms, *plan.time_terms),
+                       time_terms=())  # fmt: skip
+        lists, rows = retrieve(store, embedder, plan, request, config,
+                               expanded.query_vector if expanded else None)  # fmt: skip
     lists += expanded.lists if expanded else ()
     lists, signal = trust_words(lists, config)
     fused = fuse(lists, config)
@@ -146,7 +152,7 @@ def search(
         or plan.query_type == "aggregation"
     )
     vectors = _Vectors(store, rows, scored, config, updates=not past)
-    aside = stood_aside(scored, past)
+    aside = stood_aside(scored, past, undated)
     scored = apply_session_support(scored, config)
     # each semantic candidate's query cosine (calibrated), for three stages
     cosines = _cosines(lists, calibration)
@@ -265,10 +271,39 @@ def near_misses(
     return missed
 
 
-def stood_aside(scored: Sequence[Scored], past: bool) -> dict[str, str]:
+def window_unanswered(
+    plan: QueryPlan, lists: Sequence[RankedList], config: RetrievalConfig
+) -> bool:
+    """Whether the query names a time ("in 2010", "last March") that no memory is dated in:
+    the temporal channel ran and found none. Where the candidates carry no event times
+    either (documents dated only by their import, :func:`_dated`), the window cannot be
+    answered: the time words are then searched as words like the others, and no window
+    boosts or cuts anything."""
+    return (
+        plan.time_window is not None
+        and plan.anchor_memory is None
+        and plan.mode != "vector"
+        and "temporal" in config.channels
+        and not any(ranked.name == "temporal" for ranked in lists)
+    )
+
+
+def _dated(store: Store, rows: SearchRows, lists: Sequence[RankedList], depth: int = 10) -> bool:
+    """Whether the top candidates carry times of their own (an event time), rather than
+    only when they were stored."""
+    ids = list(dict.fromkeys(c.memory_id for ranked in lists for c in ranked.candidates[:depth]))
+    return any(m.event_time is not None for m in _rows(store, rows, ids).values())
+
+
+def stood_aside(scored: Sequence[Scored], past: bool, undated: bool = False) -> dict[str, str]:
     """The mechanisms whose premise does not hold for this query on these candidates, and
     why: they leave every score as it is (the trace says so rather than staying silent)."""
     aside: dict[str, str] = {}
+    if undated:
+        aside["time_window"] = (
+            "no memory is dated inside the time the query names: its time words were "
+            "searched as words"
+        )
     if sessions_absent(scored):
         why = "no candidate belongs to a session"
         aside.update(session_support=why, session_topic=why, neighbor_support=why)

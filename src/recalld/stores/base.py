@@ -151,6 +151,9 @@ class StoreStats:
     added_by_day: Mapping[str, int] = field(default_factory=dict)
     """Memories stored per UTC day (ISO date, oldest first), forgotten ones included: the
     store's growth."""
+    unfinished_migration: bool = False
+    """A ``recalld migrate`` into this tenant began and was not verified (it was interrupted):
+    the memories here may be a partial copy, and only running it again makes them whole."""
 
 
 def day_counts(rows: Iterable[tuple[int, int]]) -> dict[str, int]:
@@ -158,6 +161,11 @@ def day_counts(rows: Iterable[tuple[int, int]]) -> dict[str, int]:
     :attr:`StoreStats.added_by_day`)."""
     epoch = date(1970, 1, 1)
     return {(epoch + timedelta(days=int(day))).isoformat(): int(n) for day, n in rows}
+
+
+def migration_key(namespace: str) -> str:
+    """The store fact that marks a namespace as the target of an unverified migration."""
+    return f"migrating:{namespace}"
 
 
 @dataclass(frozen=True)
@@ -288,6 +296,12 @@ class Store(Protocol):
         """
 
     def stats(self) -> StoreStats: ...
+
+    def mark_migration(self, unfinished: bool) -> None:
+        """Mark (or clear) the tenant's namespace as the target of an unverified migration."""
+
+    def unfinished_migration(self) -> bool:
+        """Whether a visible namespace is marked by :meth:`mark_migration`."""
 
     def close(self) -> None: ...
 

@@ -33,6 +33,7 @@ from recalld.stores.base import (
     compose_search_rows,
     day_counts,
     guard_public_methods,
+    migration_key,
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
@@ -393,6 +394,20 @@ class SQLiteStore:
             )
 
     # -- reads ---------------------------------------------------------------------------
+
+    def mark_migration(self, unfinished: bool) -> None:
+        key = migration_key(self.tenancy.tenant)
+        with self._write():
+            if unfinished:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (key,))
+            else:
+                self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    def unfinished_migration(self) -> bool:
+        keys = [migration_key(n) for n in self._visible]
+        marks = ",".join("?" * len(keys))
+        found = self._db.execute(f"SELECT 1 FROM meta WHERE key IN ({marks})", keys).fetchone()
+        return found is not None
 
     def get_fingerprint(self) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'embedding_fingerprint'")
@@ -768,6 +783,7 @@ class SQLiteStore:
             newest=_dt(one[4]),
             by_source=by_source,
             added_by_day=day_counts(days),
+            unfinished_migration=self.unfinished_migration(),
         )
 
     # -- indexed source files --------------------------------------------------------------

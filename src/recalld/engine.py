@@ -520,6 +520,7 @@ class MemoryEngine:
             project=request.boost_project or request.filters.project,
             explain=request.explain,
             granularity=request.granularity,
+            near_misses=request.near_misses,
         )
         chosen = config or (get_preset(request.preset) if request.preset else self.config)
         result = search(self.store, self.embedder, pipeline_request, chosen, self._clock(),
@@ -757,7 +758,7 @@ def format_hit(memory: Memory) -> str:
     return f"- ({when}) {memory.content}" if when else f"- {memory.content}"
 
 
-FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "since", "until")
+FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "superseded_by", "since", "until")
 """The keyword arguments of :meth:`MemoryEngine.search` that are :class:`Filters`."""
 
 

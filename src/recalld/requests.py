@@ -289,6 +289,8 @@ class Filters(BaseModel):
     """Only memories carrying all of these tags."""
     session_id: str | None = None
     """Only memories of this session."""
+    superseded_by: str | None = None
+    """Only memories this memory supersedes (whose ``superseded_by`` is this id)."""
     since: Moment | None = None
     """Only memories whose reference time is at or after this (ISO date or datetime)."""
     until: Moment | None = None
@@ -304,6 +306,7 @@ class Filters(BaseModel):
             types=self.types,
             tags=self.tags,
             session_id=self.session_id,
+            superseded_by=self.superseded_by,
             time_range=TimeRange(since, until) if since or until else None,
             include_forgotten=include_forgotten,
         )
@@ -352,8 +355,18 @@ class SearchQuery(_Ranked):
     """Count this search as an access of the returned memories."""
     granularity: Granularity = "memory"
     """``memory`` (each hit a memory) or ``session`` (one hit per session)."""
+    near_misses: int = Field(default=0, json_schema_extra={"minimum": 0, "maximum": 100})
+    """Also return this many of the next candidates below the hits (0-100), each traced
+    and saying why it lost."""
 
     _limit = field_validator("limit", mode="before")(_check_limit)
+
+    @field_validator("near_misses", mode="before")
+    @classmethod
+    def _near_misses(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= 100:
+            raise ValueError("near_misses must be between 0 and 100")
+        return value
 
 
 class ContextQuery(_Ranked):

@@ -1,6 +1,13 @@
-"""``recalld serve`` (the HTTP API) and ``recalld keys create|list|revoke`` (its API keys)."""
+"""``recalld serve`` (the HTTP API), ``recalld ui`` (the web inspector on a local store)
+and ``recalld keys create|list|revoke`` (the API keys)."""
 
 from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.request
+import webbrowser
 
 import click
 
@@ -36,6 +43,57 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
         run(settings, host, port, say=say, extensions=[mcp_extension], access_log=access_log)
+
+
+@click.command()
+@click.option("--port", default=0, type=click.IntRange(0, 65535),
+              help="Port on 127.0.0.1 (default: a free one).")  # fmt: skip
+@click.option("--no-browser", is_flag=True, help="Print the address, open no browser.")
+@pass_ctx
+def ui(obj: Ctx, port: int, no_browser: bool) -> None:
+    """Open the web inspector (docs/inspector.md) on this store: search with the ranking
+    explained, browse and curate memories, the store at a glance.
+
+    Serves the HTTP API on 127.0.0.1 only (as `recalld serve` does, same keys) and opens
+    its page in the browser; Ctrl-C stops it.
+    """
+    from recalld.interfaces.http import serve as run
+
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}/"
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+        if " HTTP API on " in line:
+            click.echo(f"inspector at {url} (Ctrl-C stops it)", err=True)
+
+    with errors():
+        settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
+        if not no_browser:
+            threading.Thread(target=open_when_up, args=(url,), daemon=True).start()
+        run(settings, "127.0.0.1", port, say=say)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def open_when_up(url: str, timeout: float = 60.0) -> bool:
+    """Open ``url`` in the browser once the server answers ``/healthz`` (False when it
+    did not within ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=2):  # noqa: S310 - loopback
+                webbrowser.open(url)
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 @click.group()

@@ -52,6 +52,7 @@ from recalld.errors import (
     StoreError,
 )
 from recalld.interfaces.exposure import public_message, public_status
+from recalld.interfaces.inspector import install_inspector
 from recalld.providers.embedders import Embedder, resolve_embedder
 from recalld.records import AddResult, ApiKey, Context, Memory, SearchResult
 from recalld.requests import (
@@ -645,6 +646,7 @@ def create_app(
     app.add_middleware(LocalGuard, state=state)  # outermost: before anything reads the body
     _install_error_handlers(app)
     _routes(app, state)
+    install_inspector(app)
     for extension in mounted:
         app.mount(extension.path, extension.app)
     schemas = _schemas()
@@ -723,12 +725,16 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
         type: Annotated[list[str], Query(description="Only these types (repeat it).")] = [],  # noqa: B006
         tag: Annotated[list[str], Query(description="Only memories with all these tags.")] = [],  # noqa: B006
         session_id: str | None = None,
+        superseded_by: Annotated[
+            str | None, Query(description="Only the memories this id supersedes.")
+        ] = None,
         since: Annotated[str | None, Query(description="ISO date or datetime.")] = None,
         until: Annotated[str | None, Query(description="ISO date or datetime.")] = None,
     ) -> Any:
         who = await caller(request)
         filters = {k: v for k, v in dict(project=project, scope=scope, types=type, tags=tag,
-                   session_id=session_id, since=since, until=until).items()
+                   session_id=session_id, superseded_by=superseded_by, since=since,
+                   until=until).items()
                    if v not in (None, [])}  # fmt: skip
         query = parse(
             ListQuery,

@@ -73,6 +73,8 @@ class SearchRequest:
     explain: bool = False
     granularity: Granularity = "memory"
     """``session`` returns one hit per session (its best memory, the others as related)."""
+    near_misses: int = 0
+    """Also return this many of the next candidates below the hits, traced."""
 
 
 def search(
@@ -173,13 +175,15 @@ def search(
         vectors.read(scored[: config.kupdate_window])
     scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines,
                                calibration)  # fmt: skip
+    ranked = scored
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)
     kept, reasons = relevance_filter(scored, lists, config)
     if request.granularity == "session":
         groups = group_by_session(kept)[: request.limit]
-        hits = build_hits([g[0] for g in groups], lists, reasons if request.explain else None)
+        chosen = [g[0] for g in groups]
+        hits = build_hits(chosen, lists, reasons if request.explain else None)
         hits = [
             replace(h, related=tuple(s.memory for s in g[1:]))
             for h, g in zip(hits, groups, strict=True)
@@ -188,6 +192,7 @@ def search(
         vectors.read(kept)
         chosen = assemble(kept, plan, vectors.found, config, request.limit)
         hits = build_hits(chosen, lists, reasons if request.explain else None)
+    missed = near_misses(ranked, chosen, reasons, request, config)
     return SearchResult(
         query=request.query,
         hits=tuple(hits),
@@ -212,7 +217,58 @@ def search(
             "strong_words": signal,
             **({"stages": [n.as_dict() for n in notes]} if models is not None else {}),
         },
+        near_misses=tuple(
+            replace(h, rank=len(hits) + h.rank)
+            for h in build_hits(
+                [m for m, _ in missed], lists, {m.memory.id: why for m, why in missed}
+            )  # fmt: skip
+        ),
     )
+
+
+def near_misses(
+    ranked: Sequence[Scored],
+    chosen: Sequence[Scored],
+    reasons: Mapping[str, str],
+    request: SearchRequest,
+    config: RetrievalConfig,
+) -> list[tuple[Scored, str]]:
+    """The first ``request.near_misses`` candidates (in adjusted-score order, before
+    dedup) that are not hits, each with why it lost: a copy of a better memory's content,
+    a relevance cut (``reasons`` of stage 7), another memory of its session (session
+    granularity), passed over for diversity, or simply under the last hit."""
+    if request.near_misses <= 0:
+        return []
+    taken = {s.memory.id for s in chosen}
+    sessions = {s.memory.session_id or s.memory.id for s in chosen}
+    lowest = min((s.score for s in chosen), default=0.0)
+    seen: set[str] = set()
+    missed: list[tuple[Scored, str]] = []
+    for item in ranked:
+        memory = item.memory
+        copy = memory.content_hash in seen
+        seen.add(memory.content_hash)
+        if memory.id in taken:
+            continue
+        reason = reasons.get(memory.id, "")
+        if copy and config.dedupe:
+            reason = "dropped: the same content as a better-scored memory"
+        elif reason.startswith("dropped"):
+            pass
+        elif request.granularity == "session" and (memory.session_id or memory.id) in sessions:
+            reason = "another memory of its session ranked higher"
+        elif item.score > lowest and len(chosen) == request.limit:
+            reason = "passed over for diversity: too like a hit above it"
+        else:
+            reason = (f"ranked under the last of the {request.limit} hits asked for "
+                      f"({item.score:.4f} < {lowest:.4f})")  # fmt: skip
+        held = sorted((v, k) for k, v in item.factors.items() if v < 1.0)
+        if held:
+            reason += "; held down by " + ", ".join(f"{k} x{v:.3f}" for v, k in held)
+        missed.append((item, reason))
+        if len(missed) == request.near_misses:
+            break
+    return missed
 
 
 def window_unanswered(

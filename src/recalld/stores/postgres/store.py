@@ -30,6 +30,7 @@ from recalld.stores.base import (
     StoreStats,
     Tenancy,
     Vector,
+    day_counts,
     guard_public_methods,
     migration_key,
     near_ids,
@@ -616,6 +617,16 @@ class PostgresStore:
                 (self._visible,),
             ).fetchall()
             by_type = {str(t): int(n) for t, n in types}
+            sources = conn.execute(
+                "SELECT source_kind, count(*) FROM memories WHERE namespace = ANY(%s)"
+                " AND forgotten_at IS NULL GROUP BY source_kind",
+                (self._visible,),
+            ).fetchall()
+            days = conn.execute(
+                "SELECT floor(created_at / 86400)::bigint AS day, count(*) FROM memories"
+                " WHERE namespace = ANY(%s) GROUP BY day ORDER BY day",
+                (self._visible,),
+            ).fetchall()
             size = conn.execute("SELECT pg_total_relation_size('memories')").fetchone()
             fingerprint = _get_meta(conn, "embedding_fingerprint")
             unfinished = _unfinished_migration(conn, self._visible)
@@ -624,6 +635,7 @@ class PostgresStore:
             fingerprint=fingerprint, schema_version=SCHEMA_VERSION,
             size_bytes=int(size[0]) if size else 0, by_type=by_type, sessions=one[2],
             oldest=_dt(one[3]), newest=_dt(one[4]), unfinished_migration=unfinished,
+            by_source={str(k): int(n) for k, n in sources}, added_by_day=day_counts(days),
         )  # fmt: skip
 
     # -- indexed source files --------------------------------------------------------------

@@ -275,8 +275,8 @@ def window_unanswered(
     plan: QueryPlan, lists: Sequence[RankedList], config: RetrievalConfig
 ) -> bool:
     """Whether the query names a time ("in 2010", "last March") that no memory is dated in:
-    the temporal channel ran and found none. Where the candidates carry no event times
-    either (documents dated only by their import, :func:`_dated`), the window cannot be
+    the temporal channel ran and found none. Where the candidates carry no times of their
+    own either (documents dated only by their import, :func:`_dated`), the window cannot be
     answered: the time words are then searched as words like the others, and no window
     boosts or cuts anything."""
     return (
@@ -289,10 +289,13 @@ def window_unanswered(
 
 
 def _dated(store: Store, rows: SearchRows, lists: Sequence[RankedList], depth: int = 10) -> bool:
-    """Whether the top candidates carry times of their own (an event time), rather than
-    only when they were stored."""
+    """Whether the top candidates carry times of their own: an event time, or storage times
+    that differ (memories written as things happened). Memories without event times all
+    stored at one moment (one import of documents) are not dated."""
     ids = list(dict.fromkeys(c.memory_id for ranked in lists for c in ranked.candidates[:depth]))
-    return any(m.event_time is not None for m in _rows(store, rows, ids).values())
+    memories = _rows(store, rows, ids).values()
+    stored = {m.created_at for m in memories}
+    return len(stored) > 1 or any(m.event_time is not None for m in memories)
 
 
 def stood_aside(scored: Sequence[Scored], past: bool, undated: bool = False) -> dict[str, str]:

@@ -350,7 +350,7 @@ def test_body_batch_and_rate_limits(tmp_path: Path) -> None:
         assert "larger than 2000 bytes" in error_of(big, 413)
         four = {"memories": [{"content": f"memory {i}"} for i in range(4)]}
         assert "over the limit of 3" in error_of(c.post("/v1/memories", headers=h, json=four),
-                                                 413)  # fmt: skip
+                                                 422)  # fmt: skip
         assert server.snapshot("alice") == before
         statuses = [c.get("/v1/status", headers=h).status_code for _ in range(12)]
         assert statuses.count(429) >= 1 and statuses[0] == 200

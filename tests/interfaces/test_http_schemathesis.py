@@ -1,0 +1,82 @@
+"""Schemathesis with every check (``--checks all``) against a real ``recalld serve`` on a
+loopback port: the OpenAPI document declares every limit the server enforces, and the
+server keeps to it (valid data accepted, invalid data refused, no 500, the declared
+statuses, headers and schemas, ``Allow`` on a 405, stateful sequences). Bounded: a couple
+of dozen cases per operation and phase, a fixed seed, a time limit."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import recalld
+from recalld.config import Settings
+from recalld.keys import create_key
+
+pytestmark = pytest.mark.integration
+
+RUN_SECONDS = 300
+EXCEPTIONS = """
+# The import's content must be a file of the named format, which JSON Schema cannot say.
+[[operations]]
+include-name = "POST /v1/import"
+checks.positive_data_acceptance.expected-statuses = ["2XX", "401", "403", "404", "409", "422"]
+
+# A memory's namespace must be one the caller's key is granted, which the document (one for
+# every key) cannot say.
+[[operations]]
+include-name = "POST /v1/memories"
+checks.positive_data_acceptance.expected-statuses = ["2XX", "401", "403", "404", "409", "422"]
+
+# DELETE hides a memory from search unless hard=true; GET still shows it, with forgotten_at.
+[[operations]]
+include-name = "GET /v1/memories/{memory_id}"
+checks.use_after_free.enabled = false
+"""
+"""What the document cannot declare, each with its reason; everything else is checked."""
+
+
+def test_schemathesis_with_every_check(tmp_path: Path, cli_env: dict[str, str],
+                                       recalld_command: list[str]) -> None:  # fmt: skip
+    runner = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
+    if runner is None:
+        pytest.skip("schemathesis (the dev extra) is not installed next to this Python")
+    db = tmp_path / "memory.db"
+    with recalld.open(settings=Settings(db=db, cache_dir=None, embedder="fake")) as engine:
+        key = create_key(engine.store, "fuzz")[1]  # not admin: /v1/index stays a 403
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    env = {**cli_env, "RECALLD_DB": str(db), "RECALLD_EMBEDDER": "fake",
+           "RECALLD_HTTP_RATE_LIMIT": "0"}  # fmt: skip
+    config = tmp_path / "schemathesis.toml"
+    config.write_text(EXCEPTIONS, encoding="utf-8")
+    command = [*recalld_command, "serve", "--port", str(port)]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline, up = time.monotonic() + 60, False
+        while time.monotonic() < deadline and server.poll() is None and not up:
+            try:
+                up = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert up, "recalld serve did not answer"
+        done = subprocess.run(
+            [runner, "--config-file", str(config), "run",
+             f"http://127.0.0.1:{port}/openapi.json", "-H", f"Authorization: Bearer {key}",
+             "--checks", "all", "--max-examples", "20", "--seed", "4", "--no-color"],
+            capture_output=True, text=True, timeout=RUN_SECONDS, cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    assert done.returncode == 0, done.stdout[-6000:]
+    assert " passed" in done.stdout and "Traceback" not in err, err

@@ -145,10 +145,12 @@ def _bounded(text: str, structured: dict[str, Any]) -> tuple[str, dict[str, Any]
     total = len(structured[listed]) if listed else 0
     while listed and structured[listed] and _size("", structured) > MAX_OUTPUT_CHARS // 2:
         structured[listed] = structured[listed][:-1]
-    note = "(answer cut to stay within the tool-output limit"
+    note = "(answer cut to stay within the tool-output limit: "
     if listed:
-        note += f": {len(structured[listed])} of {total} {listed} shown; ask for fewer"
-    note += "; memory_get shows one memory in full)"
+        note += (f"{len(structured[listed])} of {total} {listed} shown, long contents cut; "
+                 "ask for fewer, or memory_get one of them)")  # fmt: skip
+    else:
+        note += f"texts cut at {SHOWN_CHARS:,} characters)"
     structured["note"] = note
     room = max(0, MAX_OUTPUT_CHARS - _size("", structured) - len(note) - 2)
     return f"{text[:room]}\n{note}", structured

@@ -51,7 +51,7 @@ def pg_admin_dsn() -> Iterator[str]:
     base = Path(sys.prefix) if sys.prefix != sys.base_prefix else Path(tempfile.gettempdir())
     folder = base / "recalld-test-postgres"
     local_postgres.stop(folder)
-    dsn = local_postgres.start(folder)
+    dsn = local_postgres.start(folder).admin_dsn  # it makes and drops throwaway databases
     try:
         yield dsn
     finally:

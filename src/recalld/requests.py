@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -72,6 +73,37 @@ def as_utc(moment: datetime | None) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+EARLIEST = datetime(2, 1, 1, tzinfo=UTC)
+LATEST = datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)
+"""The dates a caller may name (``as_of``, ``since``, ``until``, ``event_time``): a year
+inside each end of what Python's ``datetime`` holds, so that the windows and offsets
+computed around them ("last december", "two days ago", a zone's offset) stay
+representable instead of overflowing."""
+
+
+def check_moment(moment: datetime, name: str) -> datetime:
+    """``moment`` if it lies between :data:`EARLIEST` and :data:`LATEST`.
+
+    Raises:
+        ValueError: a clear message naming ``name`` and the range (pydantic's validators
+            turn it into :class:`InvalidInputError`).
+    """
+    try:
+        utc = as_utc(moment)
+    except (OverflowError, ValueError):  # a zone offset that leaves the calendar
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise ValueError(
+            f"{name} must lie between {EARLIEST.date()} and {LATEST.date()} (UTC), "
+            f"not {moment.isoformat()}"
+        )
+    return moment
+
+
+def _check_moment(value: datetime, info: ValidationInfo) -> datetime:
+    return check_moment(value, info.field_name or "a date")
+
+
 def _iso_text(value: Any) -> Any:
     # pydantic would read a number (or a numeric string) as Unix time
     if isinstance(value, bool | int | float) or (
@@ -81,14 +113,18 @@ def _iso_text(value: Any) -> Any:
 
 
 _ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
+YEARS = r"^(000[2-9]|00[1-9]\d|0[1-9]\d\d|[1-8]\d{3}|9[0-8]\d\d|99[0-8]\d|999[0-8])-"
+"""The years from :data:`EARLIEST` to :data:`LATEST`, as a JSON schema pattern."""
 
+ISO_MOMENT: dict[str, Any] = {"type": "string", "pattern": YEARS,
+                              "anyOf": [{"format": "date-time"}, {"format": "date"}]}  # fmt: skip
+"""The JSON schema of a date a request takes: an ISO datetime, or a date (its midnight),
+of a year from 0002 to 9998."""
 
-ISO_MOMENT: dict[str, Any] = {"type": "string", "anyOf": [{"format": "date-time"},
-                                                          {"format": "date"}]}  # fmt: skip
-"""The JSON schema of a date a request takes: an ISO datetime, or a date (its midnight)."""
-
-Moment = Annotated[datetime, BeforeValidator(_iso_text), WithJsonSchema(ISO_MOMENT, "validation")]
-"""A date a request may carry: an ISO datetime or date string (or a ``datetime``)."""
+Moment = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_check_moment),
+                   WithJsonSchema(ISO_MOMENT, "validation")]  # fmt: skip
+"""A date a request may carry: an ISO datetime or date string (or a ``datetime``), in range,
+or a clear error."""
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -160,12 +196,36 @@ def describe_errors(errors: Iterable[Mapping[str, Any]], skip: Sequence[str] = (
     return "; ".join(dict.fromkeys(parts)) or "invalid input"
 
 
+def refuse_nul(value: object, name: str) -> None:
+    """Refuse a NUL character (U+0000) in ``value``: a string, or the strings (keys
+    included) inside lists, tuples and mappings. PostgreSQL's text cannot hold one, so
+    neither backend stores or searches it: both answer this same error.
+
+    Raises:
+        InvalidInputError: naming the field.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInputError(
+                f"{name or 'input'} contains a NUL character (U+0000), which recalld neither "
+                "stores nor searches; remove it"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            refuse_nul(key, name)
+            refuse_nul(item, f"{name}.{key}" if name else str(key))
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            refuse_nul(item, name)
+
+
 def parse(model: type[Model], data: Any) -> Model:
     """``model`` validated from ``data`` (a mapping, or an instance passed through).
 
     Raises:
-        InvalidInputError: with :func:`describe_errors`' message.
+        InvalidInputError: with :func:`describe_errors`' message, or :func:`refuse_nul`'s.
     """
+    refuse_nul(data.model_dump() if isinstance(data, BaseModel) else data, "")
     if isinstance(data, model):
         return data
     try:

@@ -17,8 +17,7 @@ from mcp_helpers import TOOLS, ok, refused, session, text
 from recalld.config import Settings
 from recalld.interfaces.mcp import MAX_OUTPUT_CHARS, Engines, build_server
 from recalld.providers.embedders import FakeEmbedder
-
-ISO = {"type": "string", "anyOf": [{"format": "date-time"}, {"format": "date"}]}
+from recalld.requests import ISO_MOMENT as ISO
 
 
 @pytest.fixture

@@ -143,7 +143,8 @@ class LazyGroup(click.Group):
 @click.option(
     "--embedder",
     envvar="RECALLD_EMBEDDER",
-    help="local | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; default local].",
+    help="local | multilingual | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; "
+    "default local].",
 )
 @click.option(
     "--tenant",

@@ -50,15 +50,22 @@ def keys() -> None:
               help="A shared namespace the key may read and write (repeatable).")  # fmt: skip
 @click.option("--admin", is_flag=True, help="May also index folders on the server.")
 @click.option("--label", help="A note to tell keys apart in `keys list`.")
+@click.option(
+    "--force", is_flag=True, help="Grant a --namespace that is another tenant's own (else refused)."
+)
 @pass_ctx
 def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
-           label: str | None) -> None:  # fmt: skip
-    """Make a key; the key itself is printed as the last line, and only this once."""
+           label: str | None, force: bool) -> None:  # fmt: skip
+    """Make a key; the key itself is printed as the last line, and only this once.
+
+    A --namespace that is another tenant's own (``default``, or the tenant of an existing
+    key) would give this key that tenant's private memories: it is refused unless --force.
+    """
     from recalld.keys import create_key
 
     with errors(), obj.engine() as engine:
         record, key = create_key(engine.store, key_tenant, shared=namespaces, admin=admin,
-                                 label=label)  # fmt: skip
+                                 label=label, force=force)  # fmt: skip
     if obj.as_json:
         emit_json({"key": key, **_public(record)})
         return

@@ -668,7 +668,8 @@ def create_app(
         version=recalld.__version__,
         description="Memory retrieval for AI agents: store what an agent learns, get back the "
         "few memories that answer a question. Authenticate with `Authorization: Bearer KEY` "
-        '(`recalld keys create`). Errors: `{"error": {"code", "message"}}`.',
+        '(`recalld keys create`). Errors: `{"error": {"code", "message"}}`. Bodies are JSON '
+        "(`Content-Type: application/json`); no text may hold a NUL character (U+0000).",
         lifespan=lifespan,
         docs_url=None,  # Swagger UI and ReDoc load from a CDN: our own page works offline
         redoc_url=None,

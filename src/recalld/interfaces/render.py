@@ -173,6 +173,9 @@ def print_status(status: Status) -> None:
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+    if s.unfinished_migration:
+        console.print("[red]unfinished copy: a `recalld migrate` into this tenant was "
+                      "interrupted before it was verified; run it again to finish[/]")  # fmt: skip
     if s.memories == 0:
         console.print(
             "[yellow]the store is empty: add memories with `recalld add` or `recalld import`[/]"

@@ -146,6 +146,14 @@ class StoreStats:
     sessions: int = 0
     oldest: datetime | None = None
     newest: datetime | None = None
+    unfinished_migration: bool = False
+    """A ``recalld migrate`` into this tenant began and was not verified (it was interrupted):
+    the memories here may be a partial copy, and only running it again makes them whole."""
+
+
+def migration_key(namespace: str) -> str:
+    """The store fact that marks a namespace as the target of an unverified migration."""
+    return f"migrating:{namespace}"
 
 
 @dataclass(frozen=True)
@@ -276,6 +284,12 @@ class Store(Protocol):
         """
 
     def stats(self) -> StoreStats: ...
+
+    def mark_migration(self, unfinished: bool) -> None:
+        """Mark (or clear) the tenant's namespace as the target of an unverified migration."""
+
+    def unfinished_migration(self) -> bool:
+        """Whether a visible namespace is marked by :meth:`mark_migration`."""
 
     def close(self) -> None: ...
 

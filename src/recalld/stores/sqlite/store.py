@@ -32,6 +32,7 @@ from recalld.stores.base import (
     Vector,
     compose_search_rows,
     guard_public_methods,
+    migration_key,
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
@@ -393,6 +394,20 @@ class SQLiteStore:
 
     # -- reads ---------------------------------------------------------------------------
 
+    def mark_migration(self, unfinished: bool) -> None:
+        key = migration_key(self.tenancy.tenant)
+        with self._write():
+            if unfinished:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (key,))
+            else:
+                self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    def unfinished_migration(self) -> bool:
+        keys = [migration_key(n) for n in self._visible]
+        marks = ",".join("?" * len(keys))
+        found = self._db.execute(f"SELECT 1 FROM meta WHERE key IN ({marks})", keys).fetchone()
+        return found is not None
+
     def get_fingerprint(self) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'embedding_fingerprint'")
         found = row.fetchone()
@@ -753,6 +768,7 @@ class SQLiteStore:
             sessions=one[2],
             oldest=_dt(one[3]),
             newest=_dt(one[4]),
+            unfinished_migration=self.unfinished_migration(),
         )
 
     # -- indexed source files --------------------------------------------------------------

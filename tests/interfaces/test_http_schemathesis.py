@@ -7,14 +7,12 @@ of dozen cases per operation and phase, a fixed seed, a time limit."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
 import pytest
+from serve_helpers import free_port, wait_until_serving
 
 import recalld
 from recalld.config import Settings
@@ -54,9 +52,7 @@ def test_schemathesis_with_every_check(tmp_path: Path, cli_env: dict[str, str],
     db = tmp_path / "memory.db"
     with recalld.open(settings=Settings(db=db, cache_dir=None, embedder="fake")) as engine:
         key = create_key(engine.store, "fuzz")[1]  # not admin: /v1/index stays a 403
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     env = {**cli_env, "RECALLD_DB": str(db), "RECALLD_EMBEDDER": "fake",
            "RECALLD_HTTP_RATE_LIMIT": "0"}  # fmt: skip
     config = tmp_path / "schemathesis.toml"
@@ -65,13 +61,7 @@ def test_schemathesis_with_every_check(tmp_path: Path, cli_env: dict[str, str],
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        deadline, up = time.monotonic() + 60, False
-        while time.monotonic() < deadline and server.poll() is None and not up:
-            try:
-                up = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-            except httpx.TransportError:
-                time.sleep(0.1)
-        assert up, "recalld serve did not answer"
+        wait_until_serving(server, port)
         done = subprocess.run(
             [runner, "--config-file", str(config), "run",
              f"http://127.0.0.1:{port}/openapi.json", "-H", f"Authorization: Bearer {key}",

@@ -97,7 +97,7 @@ class Settings(BaseSettings):
     """``recalld serve`` refuses request bodies whose arrays and objects nest deeper (400),
     before parsing them."""
     http_max_batch: int = Field(default=1000, gt=0)
-    """The most memories one ``POST /v1/memories`` may add (413 beyond)."""
+    """The most memories one ``POST /v1/memories`` may add (422 beyond)."""
     http_rate_limit: int = Field(default=600, ge=0)
     """Requests a minute each API key may make (429 beyond, with ``Retry-After``); bursts
     up to the same number are allowed. 0 turns the limit off."""

@@ -348,8 +348,9 @@ class MemoryEngine:
         return them.
 
         Raises:
-            InvalidInputError: neither ``by``, ``until`` nor ``clear`` given, or ``by`` is the
-                memory itself.
+            InvalidInputError: neither ``by``, ``until`` nor ``clear`` given, or ``clear``
+                with either.
+            ConflictError: ``by`` is the memory itself.
             NotFoundError: either id is unknown (nothing is changed then).
         """
         request = parse(SupersedeMemory, {"id": memory_id, "by": by, "until": until,
@@ -360,6 +361,8 @@ class MemoryEngine:
         """Mark the request's memory as no longer current (see :meth:`supersede`)."""
         request = parse(SupersedeMemory, request)
         old = self.get(request.id)
+        if request.by == request.id:
+            raise ConflictError("a memory cannot supersede itself")
         if request.by is not None:
             self.get(request.by)
         fresh = replace(

@@ -12,6 +12,7 @@ which is also what the HTTP API documents.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
@@ -19,13 +20,18 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictInt,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from recalld.errors import InvalidInputError
 from recalld.records import (
@@ -39,6 +45,7 @@ from recalld.records import (
     Source,
     TimeRange,
 )
+from recalld.retrieval.config import PRESETS
 
 MAX_LIMIT = 1000
 """The most hits a search (or memories a list) may ask for."""
@@ -46,6 +53,8 @@ MAX_QUERY_CHARS = 10_000
 """The longest query a search or context takes: a question or its key words fit many times
 over, and ranking a much longer text would hold a core for seconds."""
 DATE_WORDS = "an ISO date or datetime such as 2024-03-14 or 2024-03-14T09:30"
+NOT_BLANK = r"\S"
+"""The JSON schema pattern of a text that must not be blank (a non-space character)."""
 NOTHING_TO_CHANGE = "nothing to change: give at least one field"
 IMPORT_FORMATS: tuple[str, ...] = (
     "memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo",
@@ -95,8 +104,27 @@ def _check_moment(value: datetime, info: ValidationInfo) -> datetime:
     return check_moment(value, info.field_name or "a date")
 
 
-Moment = Annotated[datetime, AfterValidator(_check_moment)]
-"""A date a request may carry: in range, or a clear error."""
+def _iso_text(value: Any) -> Any:
+    # pydantic would read a number (or a numeric string) as Unix time
+    if isinstance(value, bool | int | float) or (
+            isinstance(value, str) and not _ISO_START.match(value)):  # fmt: skip
+        raise PydanticCustomError("datetime_type", "expected an ISO date or datetime")
+    return value
+
+
+_ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
+YEARS = r"^(000[2-9]|00[1-9]\d|0[1-9]\d\d|[1-8]\d{3}|9[0-8]\d\d|99[0-8]\d|999[0-8])-"
+"""The years from :data:`EARLIEST` to :data:`LATEST`, as a JSON schema pattern."""
+
+ISO_MOMENT: dict[str, Any] = {"type": "string", "pattern": YEARS,
+                              "anyOf": [{"format": "date-time"}, {"format": "date"}]}  # fmt: skip
+"""The JSON schema of a date a request takes: an ISO datetime, or a date (its midnight),
+of a year from 0002 to 9998."""
+
+Moment = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_check_moment),
+                   WithJsonSchema(ISO_MOMENT, "validation")]  # fmt: skip
+"""A date a request may carry: an ISO datetime or date string (or a ``datetime``), in range,
+or a clear error."""
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -238,15 +266,21 @@ def _check_mode(value: Any) -> Any:
     return value
 
 
+def _whole(value: Any) -> Any:
+    """A float without a fraction is the integer JSON Schema says it is (``5.0`` is ``5``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _check_limit(value: Any) -> Any:
+    value = _whole(value)
     if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= MAX_LIMIT:
         raise ValueError(f"limit must be between 1 and {MAX_LIMIT}")
     return value
 
 
 def _check_preset(value: Any) -> Any:
-    from recalld.retrieval.config import PRESETS
-
     if value is not None and (not isinstance(value, str) or value not in PRESETS):
         raise ValueError(f"unknown preset {value!r}; choose one of {', '.join(PRESETS)}")
     return value
@@ -266,7 +300,7 @@ def _check_range(name: str, low: float, high: float, value: Any) -> Any:
     return value
 
 
-_FORBID = ConfigDict(extra="forbid", frozen=True)
+_FORBID = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Filters(BaseModel):
@@ -275,6 +309,7 @@ class Filters(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [{"project": "atlas", "tags": ["deploy"],
                                          "since": "2024-03-01"}]},
     )  # fmt: skip
@@ -317,7 +352,8 @@ class _Ranked(BaseModel):
 
     model_config = _FORBID
 
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                       json_schema_extra={"pattern": NOT_BLANK})  # fmt: skip
     """The question or keywords (up to 10,000 characters)."""
     mode: SearchMode = "auto"
     """``vector`` (semantic only), ``hybrid`` (every channel) or ``auto``."""
@@ -326,7 +362,7 @@ class _Ranked(BaseModel):
     """The reference time for relative dates and decay (default: now)."""
     boost_project: str | None = None
     """Rank this project's memories higher without filtering."""
-    preset: str | None = None
+    preset: str | None = Field(default=None, json_schema_extra={"enum": [*PRESETS, None]})
     """A named settings bundle (``fast``, ``balanced``, ``thorough``)."""
 
     _query = field_validator("query", mode="before")(_check_query)
@@ -340,6 +376,7 @@ class SearchQuery(_Ranked):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [
             {"query": "when does my sister arrive?", "limit": 5},
             {"query": "deploy checklist", "limit": 3, "filters": {"project": "atlas"},
@@ -347,11 +384,11 @@ class SearchQuery(_Ranked):
         ]},
     )  # fmt: skip
 
-    limit: int = 10
+    limit: StrictInt = Field(default=10, ge=1, le=MAX_LIMIT)
     """How many hits to return (1-1000)."""
-    explain: bool = False
+    explain: StrictBool = False
     """Attach a trace (channels, fusion, adjustments) to each hit."""
-    record_access: bool = False
+    record_access: StrictBool = False
     """Count this search as an access of the returned memories."""
     granularity: Granularity = "memory"
     """``memory`` (each hit a memory) or ``session`` (one hit per session)."""
@@ -376,15 +413,16 @@ class ContextQuery(_Ranked):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [{"query": "what do I know about the deploy?",
                                          "max_tokens": 500}]},
     )  # fmt: skip
 
-    max_tokens: int | None = None
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
     """The budget in tokens (default: the retrieval config's, 2000)."""
-    limit: int | None = None
+    limit: StrictInt | None = Field(default=None, ge=1, le=MAX_LIMIT)
     """How many hits to consider (default: enough to fill the budget)."""
-    explain: bool = False
+    explain: StrictBool = False
     """Attach a trace to each hit of the block (as for a search)."""
 
     _limit = field_validator("limit", mode="before")(_check_limit)
@@ -392,6 +430,7 @@ class ContextQuery(_Ranked):
     @field_validator("max_tokens", mode="before")
     @classmethod
     def _positive(cls, value: Any) -> Any:
+        value = _whole(value)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise ValueError("max_tokens must be positive")
         return value
@@ -402,12 +441,14 @@ class ListQuery(BaseModel):
 
     model_config = _FORBID
 
-    limit: int = Field(default=50, ge=1)
+    limit: StrictInt = Field(default=50, ge=1)
     """How many memories (the HTTP API allows at most 1000 a page)."""
-    offset: int = Field(default=0, ge=0)
-    newest_first: bool = True
-    include_forgotten: bool = False
+    offset: StrictInt = Field(default=0, ge=0)
+    newest_first: StrictBool = True
+    include_forgotten: StrictBool = False
     filters: Filters = Field(default_factory=Filters)
+
+    _integers = field_validator("limit", "offset", mode="before")(_whole)
 
 
 class MemoryFields(BaseModel):
@@ -419,12 +460,12 @@ class MemoryFields(BaseModel):
     """``insight``, ``event``, ``raw``, ``turn`` or ``chunk``."""
     event_time: Moment | None = None
     """When it happened (ISO); search dates the memory by it."""
-    priority: float = 1.0
+    priority: float = Field(default=1.0, ge=1.0, le=2.0)
     """1.0-2.0: how much to favour it."""
-    pinned: bool = False
-    evergreen: bool = False
+    pinned: StrictBool = False
+    evergreen: StrictBool = False
     """Never decays."""
-    significance: float = 0.5
+    significance: float = Field(default=0.5, ge=0.0, le=1.0)
     """0.0-1.0."""
     project: str | None = None
     scope: str = "user"
@@ -465,12 +506,13 @@ class MemoryIn(MemoryFields):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [
             {"content": "My sister Ana arrives on 14 March.", "tags": ["family"]},
         ]},
     )  # fmt: skip
 
-    content: str
+    content: str = Field(json_schema_extra={"pattern": NOT_BLANK})
     """The text to remember (up to the store's limit, 100,000 characters by default)."""
     id: str | None = None
     """Give an id to make re-adding idempotent; ``null`` generates one."""
@@ -495,6 +537,7 @@ class AddMemories(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [{"memories": [
             {"content": "I moved to Berlin in March 2024.", "type": "event"},
             {"content": "Prefers tea over coffee.", "type": "insight"},
@@ -502,7 +545,7 @@ class AddMemories(BaseModel):
     )  # fmt: skip
 
     memories: tuple[MemoryIn, ...] = Field(min_length=1)
-    dedupe: bool = True
+    dedupe: StrictBool = True
     """Content identical to a live memory in the same scope, project and session is not
     stored again (its result names the existing id)."""
 
@@ -523,23 +566,31 @@ NOT_NULL = frozenset(
 """Fields of a memory that always have a value: a patch may change them, not clear them."""
 
 
+def _patch_schema(schema: dict[str, Any]) -> None:
+    """A patch names at least one field, and a field that always has a value takes no null."""
+    schema["minProperties"] = 1
+    schema["examples"] = [{"content": "Ana arrives on 15 March.", "tags": ["family", "travel"]}]
+    for name in NOT_NULL:
+        field = schema["properties"][name]
+        kinds = [k for k in field.pop("anyOf", [field]) if k.get("type") != "null"]
+        field.pop("default", None)
+        field.update(kinds[0] if len(kinds) == 1 else {"anyOf": kinds})
+    schema["properties"]["content"]["pattern"] = NOT_BLANK
+
+
 class MemoryPatch(BaseModel):
     """Fields to change on a memory; those not given are kept. New content is re-embedded."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        json_schema_extra={"examples": [{"content": "Ana arrives on 15 March.",
-                                         "tags": ["family", "travel"]}]},
-    )  # fmt: skip
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True,
+                              json_schema_extra=_patch_schema)  # fmt: skip
 
     content: str | None = None
     type: MemoryType | None = None
     event_time: Moment | None = None
-    priority: float | None = None
-    pinned: bool | None = None
-    evergreen: bool | None = None
-    significance: float | None = None
+    priority: float | None = Field(default=None, ge=1.0, le=2.0)
+    pinned: StrictBool | None = None
+    evergreen: StrictBool | None = None
+    significance: float | None = Field(default=None, ge=0.0, le=1.0)
     project: str | None = None
     scope: str | None = None
     session_id: str | None = None
@@ -593,15 +644,26 @@ class SupersedeMark(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
-        json_schema_extra={"examples": [{"by": "m-2"}, {"until": "2026-05-01"},
-                                        {"clear": True}]},
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "examples": [{"by": "m-2"}, {"until": "2026-05-01"}, {"clear": True}],
+            "anyOf": [  # by, until (or both), or clear alone
+                {"required": ["by"], "properties": {"by": {"type": "string"},
+                                                    "clear": {"const": False}}},
+                {"required": ["until"], "properties": {"until": ISO_MOMENT,
+                                                       "clear": {"const": False}}},
+                {"required": ["clear"], "properties": {"clear": {"const": True},
+                                                       "by": {"type": "null"},
+                                                       "until": {"type": "null"}}},
+            ],
+        },
     )  # fmt: skip
 
     by: str | None = Field(default=None, min_length=1)
     """The id of the memory that replaces it."""
-    until: datetime | None = None
+    until: Moment | None = None
     """The time after which it counts as superseded (ISO date or datetime)."""
-    clear: bool = False
+    clear: StrictBool = False
     """Make the memory current again (undo ``by`` and ``until``)."""
 
     @model_validator(mode="after")
@@ -620,12 +682,6 @@ class SupersedeMemory(SupersedeMark):
 
     id: str = Field(min_length=1)
 
-    @model_validator(mode="after")
-    def _not_itself(self) -> SupersedeMemory:
-        if self.by == self.id:
-            raise ValueError("a memory cannot supersede itself")
-        return self
-
 
 class GetMemory(BaseModel):
     """One memory by id (:meth:`MemoryEngine.get`)."""
@@ -641,7 +697,7 @@ class ForgetMemories(BaseModel):
     model_config = _FORBID
 
     ids: tuple[str, ...] = Field(min_length=1)
-    hard: bool = False
+    hard: StrictBool = False
     """Delete for good instead of hiding."""
 
     @field_validator("ids", mode="before")
@@ -655,7 +711,17 @@ class ImportRequest(BaseModel):
     entry point for every format. Give ``path`` (a file the process can read, ``.gz``
     fine) or ``content`` (the file's bytes or text)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={"anyOf": [  # a path or the content, not both
+            {"required": ["path"], "properties": {"path": {"type": "string"},
+                                                  "content": {"type": "null"}}},
+            {"required": ["content"], "properties": {"content": {"type": "string"},
+                                                     "path": {"type": "null"}}},
+        ]},
+    )  # fmt: skip
 
     format: ImportFormat = "memories"
     path: str | None = None

@@ -15,6 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
+from serve_helpers import free_port
 
 import recalld
 from recalld.config import Settings
@@ -30,12 +31,6 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "clientInfo": {"name": "probe", "version": "0"}}}  # fmt: skip
 MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
 SECRET = "the vault combination is 31-7-42"
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

@@ -37,6 +37,7 @@ from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import recalld
@@ -54,8 +55,9 @@ from recalld.errors import (
 from recalld.interfaces.exposure import public_message, public_status
 from recalld.interfaces.inspector import install_inspector
 from recalld.providers.embedders import Embedder, resolve_embedder
-from recalld.records import AddResult, ApiKey, Context, Memory, SearchResult
+from recalld.records import MEMORY_TYPES, AddResult, ApiKey, Context, Memory, SearchResult
 from recalld.requests import (
+    ISO_MOMENT,
     NOTHING_TO_CHANGE,
     AddMemories,
     ContextQuery,
@@ -138,9 +140,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: Exception) -> Any:
         assert isinstance(exc, StarletteHTTPException)
         message = exc.detail if isinstance(exc.detail, str) else "request refused"
+        headers = dict(exc.headers or {})
         if exc.status_code == 404:
             message = f"no such resource: {request.method} {request.url.path}"
-        return error_response(exc.status_code, message, exc.headers)
+        if exc.status_code == 405:
+            allowed = _methods_of(request.app, request.scope)
+            headers["Allow"] = ", ".join(allowed)
+            message = f"{request.method} is not allowed here; use {' or '.join(allowed)}"
+        return error_response(exc.status_code, message, headers)
 
     async def unexpected(request: Request, exc: Exception) -> Any:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
@@ -173,6 +180,17 @@ def json_depth(raw: bytes) -> int:
     step = np.zeros(256, dtype=np.int8)  # +1 for an opening bracket, -1 for a closing one
     step[[ord("["), ord("{")]], step[[ord("]"), ord("}")]] = 1, -1
     return int(np.cumsum(step[np.frombuffer(bare, dtype=np.uint8)], dtype=np.int32).max())
+
+
+def _methods_of(app: FastAPI, scope: Scope) -> list[str]:
+    """Every method the routes of this path answer (a 405's ``Allow``): Starlette names only
+    those of the first route that matched the path."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**scope, "method": "GET"})
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods - {"HEAD"})
 
 
 class BodyLimit:
@@ -540,6 +558,22 @@ def _schemas() -> dict[str, Any]:
     return schemas
 
 
+def _declare_limits(spec: dict[str, Any], settings: Settings) -> None:
+    """Write into the document the limits that depend on the settings, and the dates the
+    list's query parameters take (what :data:`~recalld.requests.Moment` declares in bodies)."""
+    schemas = spec["components"]["schemas"]
+    schemas["MemoryIn"]["properties"]["content"]["maxLength"] = settings.max_content_chars
+    schemas["MemoryPatch"]["properties"]["content"]["maxLength"] = settings.max_content_chars
+    schemas["AddMemories"]["properties"]["memories"]["maxItems"] = settings.http_max_batch
+    for item in spec["paths"].values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", ()):
+                if parameter["name"] in ("since", "until"):
+                    parameter["schema"] = {"anyOf": [ISO_MOMENT, {"type": "null"}]}
+                if parameter["name"] == "type":
+                    parameter["schema"]["items"] = {"enum": list(MEMORY_TYPES)}
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -553,7 +587,7 @@ def _responses(ok: int, schema: dict[str, Any], description: str) -> dict[int | 
         401: "No key, or an invalid or revoked one.",
         403: "The key may not do this (without keys: a cross-site request).",
         404: "Unknown id (another tenant's ids are unknown too).",
-        409: "The id exists with other content.", 413: "Body or batch too large.",
+        409: "The id exists with other content.", 413: "Body too large.",
         415: "The body is not sent as application/json.",
         421: "Without API keys: the Host header is not a loopback name or address.",
         422: "Invalid input; the message says which field and why.",
@@ -635,7 +669,8 @@ def create_app(
         version=recalld.__version__,
         description="Memory retrieval for AI agents: store what an agent learns, get back the "
         "few memories that answer a question. Authenticate with `Authorization: Bearer KEY` "
-        '(`recalld keys create`). Errors: `{"error": {"code", "message"}}`.',
+        '(`recalld keys create`). Errors: `{"error": {"code", "message"}}`. Bodies are JSON '
+        "(`Content-Type: application/json`); no text may hold a NUL character (U+0000).",
         lifespan=lifespan,
         docs_url=None,  # Swagger UI and ReDoc load from a CDN: our own page works offline
         redoc_url=None,
@@ -656,6 +691,7 @@ def create_app(
             spec = get_openapi(title=app.title, version=app.version,
                                description=app.description, routes=app.routes)  # fmt: skip
             spec.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
+            _declare_limits(spec, settings)
             spec["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             spec["security"] = [{"bearer": []}]
             app.openapi_schema = spec
@@ -702,7 +738,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
         batch = data.get("memories")
         if isinstance(batch, list) and len(batch) > state.settings.http_max_batch:
             limit = state.settings.http_max_batch
-            raise ApiError(413, f"{len(batch)} memories in one request, over the limit of "
+            raise ApiError(422, f"{len(batch)} memories in one request, over the limit of "
                            f"{limit}; split the batch")  # fmt: skip
         add = parse(AddMemories, {"memories": [parse(MemoryIn, data)]} if single else data)
         results = await run(who.engine.run_add, add)

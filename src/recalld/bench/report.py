@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from recalld.errors import InvalidInputError
+from recalld.errors import InvalidInputError, install_hint
 
 HEADLINES: Mapping[str, tuple[str, ...]] = {
     "longmemeval": ("session.recall_any@5", "session.recall_any@1", "turn.recall_all@10",
@@ -155,7 +155,7 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise InvalidInputError("charts need matplotlib: pip install 'recalld[bench]'") from exc
+        raise InvalidInputError(f"charts need matplotlib: {install_hint('bench')}") from exc
     systems = report["systems"]
     groups = ["overall", *sorted({g for s in systems.values() for g in s["by_group"]})]
     present = [m for m in HEADLINES.get(report["benchmark"], ())

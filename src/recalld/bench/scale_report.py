@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from recalld.bench.scale import ScaleReport, SizeResult, growth
-from recalld.errors import InvalidInputError
+from recalld.errors import InvalidInputError, install_hint
 
 SERIES = (
     ("vector", "recalld vector"),
@@ -110,7 +110,7 @@ def chart(report: ScaleReport, path: Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise InvalidInputError("the chart needs matplotlib: pip install 'recalld[bench]'") from exc
+        raise InvalidInputError(f"the chart needs matplotlib: {install_hint('bench')}") from exc
     figure, axes = plt.subplots(figsize=(7, 4.5), dpi=120)
     backends = _backends(report)
     for backend in backends:

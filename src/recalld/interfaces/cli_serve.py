@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 import recalld
+from recalld.errors import install_hint
 from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
 
 
@@ -21,18 +22,22 @@ def serve(obj: Ctx, host: str, port: int) -> None:
     each key reaches only its tenant's memories. OpenAPI at /openapi.json; the MCP tools
     (docs/mcp.md) at /mcp/, with the same keys.
     """
+    from recalld.interfaces.cli_mcp import has_mcp_sdk, mcp_tools
     from recalld.interfaces.http import serve as run
-    from recalld.interfaces.mcp import mcp_extension
+
+    extensions = [mcp_tools().mcp_extension] if has_mcp_sdk() else []
 
     def say(line: str) -> None:
         click.echo(line, err=True)
-        if " HTTP API on " in line:  # the line that says where: the MCP tools are there too
+        if " HTTP API on " in line and not extensions:
+            click.echo(f"MCP tools not served: {install_hint('mcp')}", err=True)
+        elif " HTTP API on " in line:  # the line that says where: the MCP tools are there too
             click.echo(f"MCP tools at {line.split(' HTTP API on ')[1].split()[0]}/mcp/ "
                        "(docs/mcp.md), with the same keys", err=True)  # fmt: skip
 
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
-        run(settings, host, port, say=say, extensions=[mcp_extension])
+        run(settings, host, port, say=say, extensions=extensions)
 
 
 @click.group()
@@ -53,7 +58,7 @@ def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
     """Make a key; the key itself is printed as the last line, and only this once."""
     from recalld.keys import create_key
 
-    with errors(), obj.engine() as engine:
+    with errors(), obj.engine(create=True) as engine:
         record, key = create_key(engine.store, key_tenant, shared=namespaces, admin=admin,
                                  label=label)  # fmt: skip
     if obj.as_json:

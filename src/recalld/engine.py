@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pydantic import BaseModel
 
-from recalld.config import Settings, is_dsn, load_settings
+from recalld.config import Settings, expand_location, load_settings
 from recalld.errors import (
     ConflictError,
     EmbedderMismatchError,
@@ -724,9 +724,10 @@ def open_engine(
     settings: Settings | None = None,
     config: RetrievalConfig | None = None,
     models: Models | None = None,
+    create: bool = True,
     **overrides: Any,
 ) -> MemoryEngine:
-    """Open (creating if needed) a memory store.
+    """Open (creating if needed, unless ``create=False``) a memory store.
 
     Args:
         db: the store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``, needs the
@@ -736,6 +737,8 @@ def open_engine(
         settings: fully resolved settings; otherwise they are loaded with ``overrides``.
         config: retrieval settings; default the preset named in settings.
         models: an LLM and / or reranker to use instead of those the settings name.
+        create: make a new SQLite store when none exists at ``db``; False raises
+            :class:`StoreError` naming the path instead.
         **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None;
             ``tenant="alice", shared=["team"]`` opens the store for a tenant.
     """
@@ -743,8 +746,8 @@ def open_engine(
         spec = embedder if isinstance(embedder, str) else None
         settings = load_settings({**overrides, "db": db, "embedder": spec})
     elif db is not None:
-        settings = settings.model_copy(update={"db": db if is_dsn(db) else Path(db)})
-    store = open_store(settings.db, Tenancy(settings.tenant, settings.shared))
+        settings = settings.model_copy(update={"db": expand_location(db)})
+    store = open_store(settings.db, Tenancy(settings.tenant, settings.shared), create=create)
     resolved = settings
     if isinstance(embedder, Embedder):
         return MemoryEngine(store, embedder, resolved, config, models=models)

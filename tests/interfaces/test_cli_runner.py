@@ -195,8 +195,8 @@ def test_import_reports_skipped_lines_and_duplicates(run: Run, tmp_path: Path) -
     assert json.loads(result.stdout) == {"read": 3, "stored": 2, "duplicates": 1,
                                          "skipped_lines": 3}  # fmt: skip
     assert result.exit_code == 0
-    assert [line.split(":")[0] for line in result.stderr.splitlines()] == [
-        "warning", "warning", "warning"]  # fmt: skip
+    assert [line.split(" at ")[0].split(":")[0] for line in result.stderr.splitlines()] == [
+        "created a new store", "warning", "warning", "warning"]  # fmt: skip
     assert "line 2" in result.stderr and "line 5" in result.stderr and "line 6" in result.stderr
     again = ok(run("--json", "import", str(source)))
     assert again["stored"] == 0 and again["duplicates"] == 3

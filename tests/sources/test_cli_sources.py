@@ -30,7 +30,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
 def test_index_status_search_workflow(run, workspace: Path) -> None:  # type: ignore[no-untyped-def]
     result = run("index", str(workspace))
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("indexed 6 file(s)")
+    assert result.stdout.startswith("indexed 6 file(s)")
     again = run("--json", "index", str(workspace))
     report = json.loads(again.stdout)
     assert report["indexed"] == [] and report["unchanged"] == 6 and not report["empty"]

@@ -56,9 +56,16 @@ class Ctx:
         self.as_json = as_json
 
     @contextmanager
-    def engine(self) -> Iterator[recalld.MemoryEngine]:
+    def engine(self, *, create: bool = False) -> Iterator[recalld.MemoryEngine]:
+        """The engine of the resolved settings. Only commands that write pass ``create``:
+        the others refuse a store that does not exist (exit 4) instead of inventing one."""
+        from recalld.locations import store_exists
+
         settings = recalld.load_settings(self.overrides, config_file=self.config_file)
-        with recalld.open(settings=settings) as engine:
+        new = create and not store_exists(settings.db)
+        with recalld.open(settings=settings, create=create) as engine:
+            if new:
+                click.echo(f"created a new store at {Path(settings.db).absolute()}", err=True)
             yield engine
 
 
@@ -211,7 +218,7 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
         priority=priority, pinned=pinned, evergreen=evergreen, id=memory_id,
         event_time=_parse_time(event_time, "--event-time"),
     )  # fmt: skip
-    with errors(), obj.engine() as engine:
+    with errors(), obj.engine(create=True) as engine:
         result = engine.run_add(parse(AddMemories, {"memories": [memory]}))[0]
     if obj.as_json:
         emit_json(result)
@@ -380,7 +387,8 @@ def import_(obj: Ctx, path: str, fmt: str) -> None:
     with errors():
         source = {"content": sys.stdin.buffer.read()} if path == "-" else {"path": path}
         request = parse(ImportRequest, {"format": fmt, **source})
-        with obj.engine() as engine, file_progress("importing", obj.as_json, unit) as bar:
+        with obj.engine(create=True) as engine, file_progress("importing", obj.as_json,
+                                                               unit) as bar:  # fmt: skip
             report = engine.run_import(request, progress=bar)
     for problem in report.problems:
         click.echo(f"warning: {problem}", err=True)

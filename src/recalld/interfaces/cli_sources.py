@@ -60,7 +60,8 @@ def index(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], force: bool,
     """
     from recalld.interfaces.render import file_progress
 
-    with errors(), obj.engine() as engine, file_progress("indexing", obj.as_json) as progress:
+    with errors(), obj.engine(create=True) as engine, \
+            file_progress("indexing", obj.as_json) as progress:  # fmt: skip
         report = engine.index(paths, globs=globs or None, force=force,
                               max_file_bytes=int(max_file_mb * 1e6), progress=progress)  # fmt: skip
     print_report(report, obj.as_json)
@@ -85,7 +86,7 @@ def watch(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], interval: fl
         click.echo("watching (Ctrl-C to stop)", err=True)
     runs = 0
     try:
-        with errors(), obj.engine() as engine:
+        with errors(), obj.engine(create=True) as engine:
             runs = engine.watch(
                 paths, globs=globs or None, interval=interval, debounce=debounce,
                 max_seconds=max_seconds, on_report=lambda r: print_report(r, obj.as_json),

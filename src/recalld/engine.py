@@ -637,23 +637,37 @@ class MemoryEngine:
     ) -> ImportReport:
         """Import a file in any format (:data:`~recalld.requests.IMPORT_FORMATS`).
 
-        ``memories`` (JSONL, one memory object a line): malformed lines are reported in
-        ``problems`` and skipped, the others stored with deduplication (``turns`` counts
-        the memories read, ``already_present`` the duplicates). Transcripts: see
-        :meth:`import_transcript`. ``progress`` is called with (done, total).
+        Every format has one policy for bad lines (:func:`~recalld.sources.importer.
+        check_problems`): each is reported in ``problems`` with its number and why, and
+        skipped; with ``strict`` any bad line refuses the whole input, storing nothing.
+        ``memories`` (JSONL, one memory object a line) are stored with deduplication
+        (``turns`` counts the memories read, ``already_present`` the duplicates).
+        Transcripts: see :meth:`import_transcript`. ``progress`` is called with (done,
+        total).
         """
-        from recalld.sources.importer import ImportReport
+        from recalld.sources.importer import ImportReport, check_problems
 
         request = parse(ImportRequest, request)
         source: str | BinaryIO = (request.path if request.path is not None
                                   else io.BytesIO(request.content or b""))  # fmt: skip
         if request.format != "memories":
-            return self.import_transcript(source, request.format, progress=progress)
-        from recalld.io import read_memories_jsonl
+            return self.import_transcript(source, request.format, progress=progress,
+                                          strict=request.strict)  # fmt: skip
+        from recalld.io import read_numbered_memories
         from recalld.sources.importer import read_source
 
         data, _, _ = read_source(source)
-        items, problems = read_memories_jsonl(data.splitlines(keepends=True))
+        numbered, problems = read_numbered_memories(data.splitlines(keepends=True))
+        items: builtins.list[NewMemory] = []
+        for number, item in numbered:
+            try:
+                self._check_new(item)
+            except InvalidInputError as exc:
+                problems.append(f"line {number}: {exc}")
+                continue
+            items.append(item)
+        problems.sort(key=_line_number)
+        check_problems(problems, len(items), "memories", request.strict)
         results = self.add_many(items, progress=_counting(progress, len(items)))
         created = sum(r.created for r in results)
         return ImportReport("memories", len(items), created, len(results) - created, 0, 0,
@@ -661,7 +675,7 @@ class MemoryEngine:
 
     def import_transcript(
         self, source: str | os.PathLike[str] | BinaryIO, fmt: str, *,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None, strict: bool = False,
     ) -> ImportReport:  # fmt: skip
         """Import a conversation transcript turn by turn; re-importing adds nothing.
 
@@ -671,6 +685,7 @@ class MemoryEngine:
                 (see :mod:`recalld.sources.transcripts` and :mod:`recalld.sources.datasets`).
             progress: called with (turns embedded or found stored, turns to store) as the
                 work advances.
+            strict: refuse the whole transcript when any line is bad (default: skip them).
         """
         from recalld.sources.importer import ImportDeps, import_transcript
 
@@ -679,11 +694,17 @@ class MemoryEngine:
             return self.add_many(items, dedupe=False, progress=_counting(progress, len(items)))
 
         deps = ImportDeps(validate=self._check_new, add_many=add_turns)
-        return import_transcript(source, fmt, deps)
+        return import_transcript(source, fmt, deps, strict=strict)
 
     def _check_new(self, item: NewMemory) -> None:
         """Raise InvalidInputError if ``item`` could not be stored."""
         self._prepare(item, self._clock())
+
+
+def _line_number(problem: str) -> int:
+    """Problems in file order: "line 12: ..." sorts by 12 (others first)."""
+    head = problem.split(":", 1)[0]
+    return int(head[5:]) if head.startswith("line ") and head[5:].isdigit() else 0
 
 
 def _counting(progress: Callable[[int, int], None] | None, total: int) -> Callable[[int], None]:

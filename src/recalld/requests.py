@@ -492,6 +492,9 @@ class ImportRequest(BaseModel):
     format: ImportFormat = "memories"
     path: str | None = None
     content: bytes | None = None
+    strict: bool = False
+    """Refuse the whole input, storing nothing, when any line is bad; by default bad lines
+    are reported by number and skipped, and the rest stored."""
 
     @field_validator("format", mode="before")
     @classmethod

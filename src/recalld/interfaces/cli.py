@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from recalld.sources.importer import ImportReport
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+EXIT_SKIPPED_LINES = 7
+"""``recalld import`` stored what it could but skipped bad lines (each reported)."""
 
 
 def emit_json(value: Any) -> None:
@@ -374,27 +376,47 @@ def supersede(obj: Ctx, memory_id: str, by: str | None, until: str | None, clear
     "claude-code: a Claude Code session .jsonl. longmemeval, locomo: those benchmarks' "
     "JSON files (.gz is fine). See docs/sources.md.",
 )
+@click.option("--strict", is_flag=True,
+              help="Refuse the whole file, storing nothing, if any line is bad.")  # fmt: skip
 @pass_ctx
-def import_(obj: Ctx, path: str, fmt: str) -> None:
+def import_(obj: Ctx, path: str, fmt: str, strict: bool) -> None:
     """Import memories or a conversation transcript from a file (or '-' for standard input).
 
     Transcripts are stored turn by turn with their session and time; importing the same
-    transcript again adds nothing.
+    transcript again adds nothing. Every format treats bad lines alike: each is reported on
+    standard error with its line number and why, and skipped; the rest is stored, and the
+    exit code is 7 when lines were skipped. With --strict a bad line refuses the whole file
+    (exit 2, nothing stored). A file with nothing importable is refused too (exit 2).
+    Memory fields: docs/memory-fields.md.
     """
     from recalld.interfaces.render import file_progress
+    from recalld.sources.importer import ImportRefused
 
     unit = "memories" if fmt == "memories" else "turns"
     with errors():
         source = {"content": sys.stdin.buffer.read()} if path == "-" else {"path": path}
-        request = parse(ImportRequest, {"format": fmt, **source})
-        with obj.engine(create=True) as engine, file_progress("importing", obj.as_json,
-                                                               unit) as bar:  # fmt: skip
-            report = engine.run_import(request, progress=bar)
+        request = parse(ImportRequest, {"format": fmt, "strict": strict, **source})
+        try:
+            with obj.engine(create=True) as engine, file_progress("importing", obj.as_json,
+                                                                   unit) as bar:  # fmt: skip
+                report = engine.run_import(request, progress=bar)
+        except ImportRefused as exc:
+            for problem in exc.problems:
+                click.echo(f"bad {problem}", err=True)
+            raise
     for problem in report.problems:
-        click.echo(f"warning: {problem}", err=True)
+        click.echo(f"warning: skipped {problem}", err=True)
+    for note in report.notes:
+        click.echo(f"warning: {note}", err=True)
     if fmt == "memories":
         _memories_summary(obj, report)
-        return
+    else:
+        _transcript_summary(obj, report)
+    if report.problems:
+        sys.exit(EXIT_SKIPPED_LINES)
+
+
+def _transcript_summary(obj: Ctx, report: ImportReport) -> None:
     if report.undated:
         click.echo(
             f"warning: {report.undated} of {report.turns} turns have no timestamp: they are "
@@ -418,8 +440,6 @@ def _memories_summary(obj: Ctx, report: ImportReport) -> None:
         emit_json(summary)
     else:
         click.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.items()))
-    if report.problems and not report.turns:
-        sys.exit(2)
 
 
 def _filters(**given: Any) -> dict[str, Any]:

@@ -568,7 +568,7 @@ class MemoryEngine:
             force: re-chunk and re-embed every file, changed or not.
             max_file_bytes: larger files are skipped and reported (default 5 MB).
             allow_empty: accept folders that match no file yet.
-            progress: called with (files done, files to do).
+            progress: called with (chunks done, chunks to embed), from before the first.
 
         Raises:
             InvalidInputError: a path does not exist, a glob is invalid, or nothing matched.

@@ -61,7 +61,7 @@ def index(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], force: bool,
     from recalld.interfaces.render import file_progress
 
     with errors(), obj.engine(create=True) as engine, \
-            file_progress("indexing", obj.as_json) as progress:  # fmt: skip
+            file_progress("indexing", obj.as_json, "chunks") as progress:  # fmt: skip
         report = engine.index(paths, globs=globs or None, force=force,
                               max_file_bytes=int(max_file_mb * 1e6), progress=progress)  # fmt: skip
     print_report(report, obj.as_json)

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from recalld.errors import InvalidInputError
+from recalld.records import IMPORT_FORMATS as IMPORT_FORMATS
 from recalld.records import (
     MEMORY_TYPES,
     SEARCH_MODES,
@@ -41,11 +42,6 @@ from recalld.records import (
 
 MAX_LIMIT = 1000
 """The most hits a search (or memories a list) may ask for."""
-IMPORT_FORMATS: tuple[str, ...] = (
-    "memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo",
-)  # fmt: skip
-"""``memories``: JSONL, one memory object a line; the others are transcripts
-(:mod:`recalld.sources.importer`)."""
 ImportFormat = Literal["memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo"]
 
 Model = TypeVar("Model", bound=BaseModel)

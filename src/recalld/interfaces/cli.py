@@ -1,4 +1,10 @@
-"""The ``recalld`` command line: parse, call one facade method, format, map errors."""
+"""The ``recalld`` command line: parse, call one facade method, format, map errors.
+
+Cheap to start: nothing heavy (pydantic, numpy, the model, the HTTP and MCP stacks) is
+imported before a command needs it, and ``search``, ``search --context`` and ``add`` go to a
+running local ``recalld serve`` of the same store when there is one
+(:mod:`recalld.interfaces.local_server`).
+"""
 
 from __future__ import annotations
 
@@ -16,18 +22,11 @@ import click
 
 import recalld
 from recalld.errors import RecalldError
-from recalld.requests import (
-    IMPORT_FORMATS,
-    AddMemories,
-    ContextQuery,
-    ForgetMemories,
-    ImportRequest,
-    ListQuery,
-    SearchQuery,
-    parse,
-)
+from recalld.records import IMPORT_FORMATS
+from recalld.retrieval.config import PRESETS
 
 if TYPE_CHECKING:
+    from recalld.interfaces.local_server import LocalServer
     from recalld.sources.importer import ImportReport
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -69,6 +68,27 @@ class Ctx:
             if new:
                 click.echo(f"created a new store at {Path(settings.db).absolute()}", err=True)
             yield engine
+
+    def server(self) -> LocalServer | None:
+        """A running local ``recalld serve`` of this store, tenant and model, if one is up."""
+        from recalld.interfaces import local_server
+
+        with errors():
+            return local_server.find(local_server.search_settings(self.overrides, self.config_file))
+
+    def remote(self, path: str, body: dict[str, Any]) -> Any:
+        """The local server's answer to ``body`` (JSON), or None to run in-process."""
+        from recalld.interfaces.local_server import ServerGone
+        from recalld.serialize import to_json
+
+        server = self.server()
+        if server is None:
+            return None
+        with errors():
+            try:
+                return server.call("POST", path, to_json(body))
+            except ServerGone:
+                return None
 
 
 @contextmanager
@@ -220,8 +240,17 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
         priority=priority, pinned=pinned, evergreen=evergreen, id=memory_id,
         event_time=_parse_time(event_time, "--event-time"),
     )  # fmt: skip
-    with errors(), obj.engine(create=True) as engine:
-        result = engine.run_add(parse(AddMemories, {"memories": [memory]}))[0]
+    from recalld.records import AddResult
+    from recalld.serialize import from_json
+
+    answer = obj.remote("/v1/memories", {k: v for k, v in memory.items() if v is not None})
+    if answer is not None:
+        result = from_json(AddResult, answer)
+    else:
+        from recalld.requests import AddMemories, parse
+
+        with errors(), obj.engine(create=True) as engine:
+            result = engine.run_add(parse(AddMemories, {"memories": [memory]}))[0]
     if obj.as_json:
         emit_json(result)
     elif result.created:
@@ -235,7 +264,7 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("-n", "--limit", default=5, show_default=True)
 @click.option("--mode", default="auto", show_default=True,
               type=click.Choice(["auto", "hybrid", "vector"]))  # fmt: skip
-@click.option("--preset", type=click.Choice(list(recalld.PRESETS)))
+@click.option("--preset", type=click.Choice(list(PRESETS)))
 @click.option("--project")
 @click.option("--scope")
 @click.option("--type", "types", multiple=True)
@@ -265,19 +294,43 @@ def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, proj
     )
     args: dict[str, Any] = dict(query=query, mode=mode, preset=preset, filters=filters,
                                 as_of=_parse_time(as_of, "--as-of"))  # fmt: skip
-    with errors(), obj.engine() as engine:
-        if max_tokens is not None:
-            context = engine.run_context(parse(ContextQuery, {**args, "max_tokens": max_tokens}))
-            emit_json(context) if obj.as_json else click.echo(context.text or "(nothing found)")
-            return
-        result = engine.run_search(parse(SearchQuery, {**args, "limit": limit,
-                                                        "explain": explain}))  # fmt: skip
+    if max_tokens is not None:
+        _context(obj, {**args, "max_tokens": max_tokens})
+        return
+    from recalld.records import SearchResult
+    from recalld.serialize import from_json
+
+    args.update(limit=limit, explain=explain)
+    answer = obj.remote("/v1/search", args)
+    if answer is not None:
+        result = from_json(SearchResult, answer)
+    else:
+        from recalld.requests import SearchQuery, parse
+
+        with errors(), obj.engine() as engine:
+            result = engine.run_search(parse(SearchQuery, args))
     if obj.as_json:
         emit_json(result)
         return
     from recalld.interfaces.render import print_search
 
     print_search(result, explain)
+
+
+def _context(obj: Ctx, args: dict[str, Any]) -> None:
+    """``search --context``: a prompt-ready block, from a local server or in-process."""
+    from recalld.records import Context
+    from recalld.serialize import from_json
+
+    answer = obj.remote("/v1/context", args)
+    if answer is not None:
+        context = from_json(Context, answer)
+    else:
+        from recalld.requests import ContextQuery, parse
+
+        with errors(), obj.engine() as engine:
+            context = engine.run_context(parse(ContextQuery, args))
+    emit_json(context) if obj.as_json else click.echo(context.text or "(nothing found)")
 
 
 @cli.command()
@@ -310,6 +363,8 @@ def list_(obj: Ctx, limit: int, offset: int, project: str | None, scope: str | N
           types: tuple[str, ...], tags: tuple[str, ...], session: str | None,
           oldest_first: bool, include_forgotten: bool) -> None:  # fmt: skip
     """List memories, newest first."""
+    from recalld.requests import ListQuery, parse
+
     with errors(), obj.engine() as engine:
         memories = engine.run_list(parse(ListQuery, dict(
             limit=limit, offset=offset, newest_first=not oldest_first,
@@ -331,6 +386,8 @@ def list_(obj: Ctx, limit: int, offset: int, project: str | None, scope: str | N
 @pass_ctx
 def forget(obj: Ctx, memory_ids: tuple[str, ...], hard: bool) -> None:
     """Forget memories (hidden from search; --hard deletes them)."""
+    from recalld.requests import ForgetMemories, parse
+
     with errors(), obj.engine() as engine:
         changed = engine.run_forget(parse(ForgetMemories, {"ids": memory_ids, "hard": hard}))
     if obj.as_json:
@@ -390,6 +447,7 @@ def import_(obj: Ctx, path: str, fmt: str, strict: bool) -> None:
     Memory fields: docs/memory-fields.md.
     """
     from recalld.interfaces.render import file_progress
+    from recalld.requests import ImportRequest, parse
     from recalld.sources.importer import ImportRefused
 
     unit = "memories" if fmt == "memories" else "turns"

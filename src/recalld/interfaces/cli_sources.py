@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors, pass_ctx
-from recalld.sources.indexer import IndexReport
+
+if TYPE_CHECKING:  # `recalld --help` lists this module's commands without loading numpy
+    from recalld.sources.indexer import IndexReport
 
 EXIT_NOTHING_INDEXED = 2
 """Exit status when the run leaves nothing searchable: an empty index must not pass quietly."""

@@ -27,10 +27,11 @@ from recalld.locations import is_dsn as is_dsn
 
 DEFAULT_BATCH_TEXTS = 32
 """Texts per model call unless ``embed_batch_tokens`` cuts the batch first (docs/ingest.md)."""
-DEFAULT_BATCH_TOKENS = 2048
-"""Padded tokens per model call: 8 windows of 256 tokens. A call's activations grow with the
-batch's tokens times its longest text: 8,192 tokens took the packaged model's process to about
-1 GB, 2,048 to about 550 MB, at the same CPU time per text (docs/ingest.md)."""
+DEFAULT_BATCH_TOKENS = 1024
+"""Padded tokens per model call: 4 windows of 256 tokens, or 32 short texts. A call's
+activations grow with the batch's tokens times its longest text: 8,192 tokens took the
+packaged model's process to about 1 GB, 1,024 to about 410 MB, with no more CPU time per
+text (docs/ingest.md)."""
 DEFAULT_EMBED_THREADS = 0
 """0: onnxruntime's own count, one thread per physical core (docs/ingest.md)."""
 

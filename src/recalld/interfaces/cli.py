@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
@@ -28,6 +28,8 @@ from recalld.retrieval.config import PRESETS
 if TYPE_CHECKING:
     from recalld.interfaces.local_server import LocalServer
     from recalld.sources.importer import ImportReport
+
+Answer = TypeVar("Answer")
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 EXIT_SKIPPED_LINES = 7
@@ -75,6 +77,23 @@ class Ctx:
 
         with errors():
             return local_server.find(local_server.search_settings(self.overrides, self.config_file))
+
+    def answer(self, path: str, args: dict[str, Any], kind: type[Answer], request: str,
+               method: str) -> Answer:  # fmt: skip
+        """The answer to a read request: from a local server at ``path`` when one is up,
+        else from ``MemoryEngine.<method>`` on ``recalld.requests.<request>`` in-process."""
+        from recalld.serialize import from_json
+
+        reply = self.remote(path, args)
+        if reply is not None:
+            return from_json(kind, reply)
+        from recalld import requests
+
+        with errors(), self.engine() as engine:
+            result: Answer = getattr(engine, method)(
+                requests.parse(getattr(requests, request), args)
+            )
+            return result
 
     def remote(self, path: str, body: dict[str, Any]) -> Any:
         """The local server's answer to ``body`` (JSON), or None to run in-process."""
@@ -298,17 +317,9 @@ def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, proj
         _context(obj, {**args, "max_tokens": max_tokens})
         return
     from recalld.records import SearchResult
-    from recalld.serialize import from_json
 
     args.update(limit=limit, explain=explain)
-    answer = obj.remote("/v1/search", args)
-    if answer is not None:
-        result = from_json(SearchResult, answer)
-    else:
-        from recalld.requests import SearchQuery, parse
-
-        with errors(), obj.engine() as engine:
-            result = engine.run_search(parse(SearchQuery, args))
+    result = obj.answer("/v1/search", args, SearchResult, "SearchQuery", "run_search")
     if obj.as_json:
         emit_json(result)
         return
@@ -320,16 +331,8 @@ def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, proj
 def _context(obj: Ctx, args: dict[str, Any]) -> None:
     """``search --context``: a prompt-ready block, from a local server or in-process."""
     from recalld.records import Context
-    from recalld.serialize import from_json
 
-    answer = obj.remote("/v1/context", args)
-    if answer is not None:
-        context = from_json(Context, answer)
-    else:
-        from recalld.requests import ContextQuery, parse
-
-        with errors(), obj.engine() as engine:
-            context = engine.run_context(parse(ContextQuery, args))
+    context = obj.answer("/v1/context", args, Context, "ContextQuery", "run_context")
     emit_json(context) if obj.as_json else click.echo(context.text or "(nothing found)")
 
 

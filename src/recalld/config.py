@@ -8,42 +8,32 @@ environment itself; only :func:`load_settings` does.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from recalld.errors import InvalidInputError
+from recalld.locations import APP_NAME as APP_NAME
+from recalld.locations import default_cache_dir as default_cache_dir
+from recalld.locations import default_config_file as default_config_file
+from recalld.locations import default_data_dir as default_data_dir
+from recalld.locations import default_store, merge_sources
+from recalld.locations import expand_location as expand_location
+from recalld.locations import expand_path as expand_path
+from recalld.locations import is_dsn as is_dsn
 
-APP_NAME = "recalld"
 DEFAULT_BATCH_TEXTS = 32
 """Texts per model call unless ``embed_batch_tokens`` cuts the batch first (docs/ingest.md)."""
-DEFAULT_BATCH_TOKENS = 8192
-"""Padded tokens per model call: 32 windows of 256 tokens, the largest batch recalld fed the
-model before batches were bounded by tokens (docs/ingest.md)."""
+DEFAULT_BATCH_TOKENS = 1024
+"""Padded tokens per model call: 4 windows of 256 tokens, or 32 short texts. A call's
+activations grow with the batch's tokens times its longest text: 8,192 tokens took the
+packaged model's process to about 1 GB, 1,024 to about 410 MB, with no more CPU time per
+text (docs/ingest.md)."""
 DEFAULT_EMBED_THREADS = 0
 """0: onnxruntime's own count, one thread per physical core (docs/ingest.md)."""
-
-
-def is_dsn(location: object) -> bool:
-    """Whether a store location names a PostgreSQL server rather than an SQLite file."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
-
-
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir(APP_NAME))
-
-
-def default_cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir(APP_NAME))
-
-
-def default_config_file() -> Path:
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 
 class Settings(BaseSettings):
@@ -51,7 +41,7 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RECALLD_", frozen=True, extra="forbid")
 
-    db: Path | str = Field(default_factory=lambda: default_data_dir() / "memory.db")
+    db: Path | str = Field(default_factory=default_store)
     """The store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``)."""
     embedder: str = "local"
     """``local`` (packaged all-MiniLM-L6-v2), ``multilingual`` (multilingual-e5-small from the
@@ -156,23 +146,8 @@ def load_settings(
         config_file: a TOML file; defaults to ``RECALLD_CONFIG`` or the user config dir.
         environ: the environment to read; defaults to ``os.environ``.
     """
-    env = dict(os.environ if environ is None else environ)
-    named = config_file or (Path(env["RECALLD_CONFIG"]) if env.get("RECALLD_CONFIG") else None)
-    if named is not None and not named.is_file():
-        raise InvalidInputError(f"config file {named} does not exist or is not a file")
-    path = named or default_config_file()
-    values: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            values.update(tomllib.loads(path.read_text(encoding="utf-8")))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(f"config file {path} is not valid TOML: {exc}") from exc
-    prefix = "RECALLD_"
-    for name in Settings.model_fields:
-        key = prefix + name.upper()
-        if key in env:
-            values[name] = env[key]
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    values = merge_sources(Settings.model_fields, overrides, config_file=config_file,
+                           environ=environ)  # fmt: skip
     unknown = sorted(set(values) - set(Settings.model_fields))
     if unknown:
         raise InvalidInputError(

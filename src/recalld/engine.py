@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from pydantic import BaseModel
 
-from recalld.config import Settings, is_dsn, load_settings
+from recalld.config import Settings, expand_location, load_settings
 from recalld.errors import (
     ConflictError,
     EmbedderMismatchError,
@@ -621,7 +621,7 @@ class MemoryEngine:
             allow_empty: accept folders that match no file yet.
             follow_symlinks: follow symbolic links that resolve outside the workspace (by
                 default they are skipped and reported in ``problems``).
-            progress: called with (files done, files to do).
+            progress: called with (chunks done, chunks to embed), from before the first.
 
         Raises:
             InvalidInputError: a path does not exist, a glob is invalid, or nothing matched.
@@ -693,23 +693,37 @@ class MemoryEngine:
     ) -> ImportReport:
         """Import a file in any format (:data:`~recalld.requests.IMPORT_FORMATS`).
 
-        ``memories`` (JSONL, one memory object a line): malformed lines are reported in
-        ``problems`` and skipped, the others stored with deduplication (``turns`` counts
-        the memories read, ``already_present`` the duplicates). Transcripts: see
-        :meth:`import_transcript`. ``progress`` is called with (done, total).
+        Every format has one policy for bad lines (:func:`~recalld.sources.importer.
+        check_problems`): each is reported in ``problems`` with its number and why, and
+        skipped; with ``strict`` any bad line refuses the whole input, storing nothing.
+        ``memories`` (JSONL, one memory object a line) are stored with deduplication
+        (``turns`` counts the memories read, ``already_present`` the duplicates).
+        Transcripts: see :meth:`import_transcript`. ``progress`` is called with (done,
+        total).
         """
-        from recalld.sources.importer import ImportReport
+        from recalld.sources.importer import ImportReport, check_problems
 
         request = parse(ImportRequest, request)
         source: str | BinaryIO = (request.path if request.path is not None
                                   else io.BytesIO(request.content or b""))  # fmt: skip
         if request.format != "memories":
-            return self.import_transcript(source, request.format, progress=progress)
-        from recalld.io import read_memories_jsonl
+            return self.import_transcript(source, request.format, progress=progress,
+                                          strict=request.strict)  # fmt: skip
+        from recalld.io import read_numbered_memories
         from recalld.sources.importer import read_source
 
         data, _, _ = read_source(source)
-        items, problems = read_memories_jsonl(data.splitlines(keepends=True))
+        numbered, problems = read_numbered_memories(data.splitlines(keepends=True))
+        items: builtins.list[NewMemory] = []
+        for number, item in numbered:
+            try:
+                self._check_new(item)
+            except InvalidInputError as exc:
+                problems.append(f"line {number}: {exc}")
+                continue
+            items.append(item)
+        problems.sort(key=_line_number)
+        check_problems(problems, len(items), "memories", request.strict)
         results = self.add_many(items, progress=_counting(progress, len(items)))
         created = sum(r.created for r in results)
         return ImportReport("memories", len(items), created, len(results) - created, 0, 0,
@@ -717,7 +731,7 @@ class MemoryEngine:
 
     def import_transcript(
         self, source: str | os.PathLike[str] | BinaryIO, fmt: str, *,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None, strict: bool = False,
     ) -> ImportReport:  # fmt: skip
         """Import a conversation transcript turn by turn; re-importing adds nothing.
 
@@ -727,6 +741,7 @@ class MemoryEngine:
                 (see :mod:`recalld.sources.transcripts` and :mod:`recalld.sources.datasets`).
             progress: called with (turns embedded or found stored, turns to store) as the
                 work advances.
+            strict: refuse the whole transcript when any line is bad (default: skip them).
         """
         from recalld.sources.importer import ImportDeps, import_transcript
 
@@ -735,11 +750,17 @@ class MemoryEngine:
             return self.add_many(items, dedupe=False, progress=_counting(progress, len(items)))
 
         deps = ImportDeps(validate=self._check_new, add_many=add_turns)
-        return import_transcript(source, fmt, deps)
+        return import_transcript(source, fmt, deps, strict=strict)
 
     def _check_new(self, item: NewMemory) -> None:
         """Raise InvalidInputError if ``item`` could not be stored."""
         self._prepare(item, self._clock())
+
+
+def _line_number(problem: str) -> int:
+    """Problems in file order: "line 12: ..." sorts by 12 (others first)."""
+    head = problem.split(":", 1)[0]
+    return int(head[5:]) if head.startswith("line ") and head[5:].isdigit() else 0
 
 
 def _counting(progress: Callable[[int, int], None] | None, total: int) -> Callable[[int], None]:
@@ -780,9 +801,10 @@ def open_engine(
     settings: Settings | None = None,
     config: RetrievalConfig | None = None,
     models: Models | None = None,
+    create: bool = True,
     **overrides: Any,
 ) -> MemoryEngine:
-    """Open (creating if needed) a memory store.
+    """Open (creating if needed, unless ``create=False``) a memory store.
 
     Args:
         db: the store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``, needs the
@@ -792,6 +814,8 @@ def open_engine(
         settings: fully resolved settings; otherwise they are loaded with ``overrides``.
         config: retrieval settings; default the preset named in settings.
         models: an LLM and / or reranker to use instead of those the settings name.
+        create: make a new SQLite store when none exists at ``db``; False raises
+            :class:`StoreError` naming the path instead.
         **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None;
             ``tenant="alice", shared=["team"]`` opens the store for a tenant.
     """
@@ -799,8 +823,8 @@ def open_engine(
         spec = embedder if isinstance(embedder, str) else None
         settings = load_settings({**overrides, "db": db, "embedder": spec})
     elif db is not None:
-        settings = settings.model_copy(update={"db": db if is_dsn(db) else Path(db)})
-    store = open_store(settings.db, Tenancy(settings.tenant, settings.shared))
+        settings = settings.model_copy(update={"db": expand_location(db)})
+    store = open_store(settings.db, Tenancy(settings.tenant, settings.shared), create=create)
     resolved = settings
     if isinstance(embedder, Embedder):
         return MemoryEngine(store, embedder, resolved, config, models=models)

@@ -13,6 +13,12 @@ from typing import Any, Literal
 MemoryType = Literal["insight", "event", "raw", "turn", "chunk"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("insight", "event", "raw", "turn", "chunk")
 
+IMPORT_FORMATS: tuple[str, ...] = (
+    "memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo",
+)  # fmt: skip
+"""``memories``: JSONL, one memory object a line; the others are transcripts
+(:mod:`recalld.sources.importer`)."""
+
 SearchMode = Literal["vector", "hybrid", "auto"]
 Granularity = Literal["memory", "session"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector", "hybrid", "auto")

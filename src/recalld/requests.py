@@ -34,6 +34,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from recalld.errors import InvalidInputError
+from recalld.records import IMPORT_FORMATS as IMPORT_FORMATS
 from recalld.records import (
     MEMORY_TYPES,
     SEARCH_MODES,
@@ -56,11 +57,6 @@ DATE_WORDS = "an ISO date or datetime such as 2024-03-14 or 2024-03-14T09:30"
 NOT_BLANK = r"\S"
 """The JSON schema pattern of a text that must not be blank (a non-space character)."""
 NOTHING_TO_CHANGE = "nothing to change: give at least one field"
-IMPORT_FORMATS: tuple[str, ...] = (
-    "memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo",
-)  # fmt: skip
-"""``memories``: JSONL, one memory object a line; the others are transcripts
-(:mod:`recalld.sources.importer`)."""
 ImportFormat = Literal["memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo"]
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -726,6 +722,9 @@ class ImportRequest(BaseModel):
     format: ImportFormat = "memories"
     path: str | None = None
     content: bytes | None = None
+    strict: bool = False
+    """Refuse the whole input, storing nothing, when any line is bad; by default bad lines
+    are reported by number and skipped, and the rest stored."""
 
     @field_validator("format", mode="before")
     @classmethod

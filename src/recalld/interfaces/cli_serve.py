@@ -3,16 +3,22 @@ and ``recalld keys create|list|revoke`` (the API keys)."""
 
 from __future__ import annotations
 
+import signal
 import socket
+import sys
 import threading
 import time
 import urllib.request
 import webbrowser
+from contextlib import nullcontext
+from pathlib import Path
 
 import click
 
 import recalld
+from recalld.errors import install_hint
 from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
+from recalld.locations import is_dsn
 
 
 @click.command()
@@ -30,19 +36,39 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     Requests need `Authorization: Bearer KEY` once any key exists (`recalld keys create`);
     each key reaches only its tenant's memories. OpenAPI at /openapi.json; the MCP tools
     (docs/mcp.md) at /mcp/, with the same keys.
+
+    It also speeds up the shell: while a keyless server runs on a loopback address,
+    `recalld search`, `search --context` and `add` with the same store, tenant and model
+    send their request to it instead of loading the model (found through a small file in
+    the user's runtime folder, removed on exit; nothing to configure).
     """
+    from recalld.interfaces.cli_mcp import has_mcp_sdk, mcp_tools
     from recalld.interfaces.http import serve as run
-    from recalld.interfaces.mcp import mcp_extension
+
+    extensions = [mcp_tools().mcp_extension] if has_mcp_sdk() else []
 
     def say(line: str) -> None:
         click.echo(line, err=True)
-        if " HTTP API on " in line:  # the line that says where: the MCP tools are there too
+        if " HTTP API on " in line and not extensions:
+            click.echo(f"MCP tools not served: {install_hint('mcp')}", err=True)
+        elif " HTTP API on " in line:  # the line that says where: the MCP tools are there too
             click.echo(f"MCP tools at {line.split(' HTTP API on ')[1].split()[0]}/mcp/ "
                        "(docs/mcp.md), with the same keys", err=True)  # fmt: skip
 
+    from recalld.interfaces.cli_mcp import is_loopback
+    from recalld.interfaces.local_server import advertise, search_settings
+
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
-        run(settings, host, port, say=say, extensions=[mcp_extension], access_log=access_log)
+        shared = search_settings(obj.overrides, obj.config_file)
+        if not is_dsn(settings.db):  # the shell finds the server by the store's full path
+            settings = settings.model_copy(update={"db": Path(shared["db"])})
+        found = advertise(shared, port) if is_loopback(host) and port else nullcontext(None)
+        # uvicorn re-raises the SIGTERM it stopped on once it is done: exit through Python
+        # then, so the discovery file is removed on the way out.
+        signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(0))
+        with found:
+            run(settings, host, port, say=say, extensions=extensions, access_log=access_log)
 
 
 @click.command()
@@ -121,7 +147,7 @@ def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
     """
     from recalld.keys import create_key
 
-    with errors(), obj.engine() as engine:
+    with errors(), obj.engine(create=True) as engine:
         record, key = create_key(engine.store, key_tenant, shared=namespaces, admin=admin,
                                  label=label, force=force)  # fmt: skip
     if obj.as_json:

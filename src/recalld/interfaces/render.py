@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -19,9 +20,11 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from recalld.engine import Status
 from recalld.records import Hit, Memory, SearchResult, TimeRange
-from recalld.sources.status import SourceStatus
+
+if TYPE_CHECKING:  # annotations only: the search output through a local server stays light
+    from recalld.engine import Status
+    from recalld.sources.status import SourceStatus
 
 console = Console(highlight=False)
 

@@ -44,7 +44,7 @@ POOL_MAX = 8
 """Connections a store handle keeps at most (one per concurrently busy thread)."""
 EF_SEARCH = 100
 """HNSW candidates examined per vector search (pgvector's default is 40); see
-docs/architecture.md for the recall measured against exact search."""
+docs/design/architecture.md for the recall measured against exact search."""
 
 
 def _ts(moment: datetime | None) -> float | None:
@@ -93,7 +93,7 @@ class PostgresStore:
 
     Args:
         dsn: ``postgresql://...``; the role needs the privileges listed in
-            docs/architecture.md (and the ``vector`` and ``pg_trgm`` extensions, which the
+            docs/design/architecture.md (and the ``vector`` and ``pg_trgm`` extensions, which the
             first migration creates if it may).
         tenancy: whose memories this handle reaches (default: the default tenant alone).
     """

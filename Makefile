@@ -2,27 +2,54 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip install --quiet -c constraints.txt
 DEMO_DB := $(or $(RECALLD_DEMO_DB),/tmp/recalld-demo.db)
+# Stamps: what is installed in .venv, redone when pyproject.toml or the pins change.
+RUNTIME := $(VENV)/.runtime-installed
+DEV := $(VENV)/.dev-installed
 
-.PHONY: install demo test lint fix bench clean
+.PHONY: install browser demo test lint fix bench clean
 
-$(BIN)/recalld: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip==24.3.1
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(BIN)/recalld
 
-install: $(BIN)/recalld
+# recalld and its runtime dependencies only, MCP included (what `make demo` needs).
+$(RUNTIME): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e '.[mcp]'
+	touch $@
 
-demo: install
+# ... plus the extras and the dev tools (tests, lint, benchmarks).
+$(DEV): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e '.[dev]'
+	touch $(RUNTIME) $@
+
+install: $(DEV)
+
+demo: $(RUNTIME)
 	rm -f $(DEMO_DB) $(DEMO_DB)-wal $(DEMO_DB)-shm
 	$(BIN)/recalld --db $(DEMO_DB) import examples/sample_conversation.jsonl
 	@while IFS= read -r q; do \
 		$(BIN)/recalld --db $(DEMO_DB) search "$$q" --limit 3 --as-of 2026-04-20 || exit 1; \
 	done < examples/questions.txt
 	$(BIN)/recalld --db $(DEMO_DB) search "when does my sister arrive?" --limit 1 --explain --as-of 2026-04-20
+	@echo
+	@echo "recalld is installed in $(CURDIR)/$(BIN); put it on your PATH with:"
+	@echo '  export PATH="$(CURDIR)/$(BIN):$$PATH"'
+	@echo "then try: recalld --db $(DEMO_DB) search 'where do I live now?'"
 
-test: install
+# The browser tests drive Debian's Chromium (Playwright cannot download its own here):
+# installed with apt-get when missing and this user may (root, or sudo without a password).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ SUDO=$$( [ "$$(id -u)" = 0 ] && echo "" || echo "sudo -n" ); \
+	  if command -v apt-get >/dev/null 2>&1 && $$SUDO true 2>/dev/null; then \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "no Chromium and no apt-get to install it: the browser tests will skip (CI fails them)"; fi; }
+
+# What CI runs (.ci/run): the lint checks, then the whole suite (browser tests included).
+test: lint browser
 	$(BIN)/python -m pytest -q
 
 lint: install

@@ -6,32 +6,38 @@
 ...     memory.search("where do I live?")
 """
 
-from recalld.config import Settings, load_settings
-from recalld.engine import MemoryEngine, Status
-from recalld.engine import open_engine as open  # noqa: A004 - the facade's entry point
-from recalld.errors import (
-    EmbedderError,
-    EmbedderMismatchError,
-    InvalidInputError,
-    NotFoundError,
-    RecalldError,
-    StoreError,
-)
-from recalld.migration import MigrationReport, migrate_store
-from recalld.records import (
-    AddResult,
-    ChannelHit,
-    Context,
-    Hit,
-    Memory,
-    MemoryFilter,
-    NewMemory,
-    SearchResult,
-    Source,
-    TimeRange,
-    Trace,
-)
-from recalld.retrieval.config import PRESETS, RetrievalConfig
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from recalld.config import Settings, load_settings
+    from recalld.engine import MemoryEngine, Status
+    from recalld.engine import open_engine as open  # noqa: A004 - the facade's entry point
+    from recalld.errors import (
+        EmbedderError,
+        EmbedderMismatchError,
+        InvalidInputError,
+        NotFoundError,
+        RecalldError,
+        StoreError,
+    )
+    from recalld.migration import MigrationReport, migrate_store
+    from recalld.records import (
+        AddResult,
+        ChannelHit,
+        Context,
+        Hit,
+        Memory,
+        MemoryFilter,
+        NewMemory,
+        SearchResult,
+        Source,
+        TimeRange,
+        Trace,
+    )
+    from recalld.retrieval.config import PRESETS, RetrievalConfig
 
 __version__ = "0.1.0"
 
@@ -64,3 +70,31 @@ __all__ = [
     "migrate_store",
     "open",
 ]
+
+
+_HOMES = {
+    "PRESETS": "recalld.retrieval.config", "RetrievalConfig": "recalld.retrieval.config",
+    "Settings": "recalld.config", "load_settings": "recalld.config",
+    "MemoryEngine": "recalld.engine", "Status": "recalld.engine", "open": "recalld.engine",
+    "MigrationReport": "recalld.migration", "migrate_store": "recalld.migration",
+    **dict.fromkeys(("EmbedderError", "EmbedderMismatchError", "InvalidInputError",
+                     "NotFoundError", "RecalldError", "StoreError"), "recalld.errors"),
+    **dict.fromkeys(("AddResult", "ChannelHit", "Context", "Hit", "Memory", "MemoryFilter",
+                     "NewMemory", "SearchResult", "Source", "TimeRange", "Trace"),
+                    "recalld.records"),
+}  # fmt: skip
+"""Where each public name lives: imported on first use, so ``import recalld`` (and the
+``recalld`` command's start) stays cheap while the model, numpy and pydantic wait."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'recalld' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), "open_engine" if name == "open" else name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -8,42 +8,32 @@ environment itself; only :func:`load_settings` does.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import platformdirs
 from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from recalld.errors import InvalidInputError
+from recalld.locations import APP_NAME as APP_NAME
+from recalld.locations import default_cache_dir as default_cache_dir
+from recalld.locations import default_config_file as default_config_file
+from recalld.locations import default_data_dir as default_data_dir
+from recalld.locations import default_store, merge_sources
+from recalld.locations import expand_location as expand_location
+from recalld.locations import expand_path as expand_path
+from recalld.locations import is_dsn as is_dsn
 
-APP_NAME = "recalld"
 DEFAULT_BATCH_TEXTS = 32
 """Texts per model call unless ``embed_batch_tokens`` cuts the batch first (docs/ingest.md)."""
-DEFAULT_BATCH_TOKENS = 8192
-"""Padded tokens per model call: 32 windows of 256 tokens, the largest batch recalld fed the
-model before batches were bounded by tokens (docs/ingest.md)."""
+DEFAULT_BATCH_TOKENS = 1024
+"""Padded tokens per model call: 4 windows of 256 tokens, or 32 short texts. A call's
+activations grow with the batch's tokens times its longest text: 8,192 tokens took the
+packaged model's process to about 1 GB, 1,024 to about 410 MB, with no more CPU time per
+text (docs/ingest.md)."""
 DEFAULT_EMBED_THREADS = 0
 """0: onnxruntime's own count, one thread per physical core (docs/ingest.md)."""
-
-
-def is_dsn(location: object) -> bool:
-    """Whether a store location names a PostgreSQL server rather than an SQLite file."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
-
-
-def default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir(APP_NAME))
-
-
-def default_cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir(APP_NAME))
-
-
-def default_config_file() -> Path:
-    return Path(platformdirs.user_config_dir(APP_NAME)) / "config.toml"
 
 
 class Settings(BaseSettings):
@@ -51,14 +41,21 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RECALLD_", frozen=True, extra="forbid")
 
-    db: Path | str = Field(default_factory=lambda: default_data_dir() / "memory.db")
+    db: Path | str = Field(default_factory=default_store)
     """The store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``)."""
     embedder: str = "local"
-    """``local`` (packaged all-MiniLM-L6-v2), ``onnx:/path/to/folder``,
-    ``openai:MODEL`` (OpenAI-compatible HTTP) or ``fake`` (tests only)."""
+    """``local`` (packaged all-MiniLM-L6-v2), ``multilingual`` (multilingual-e5-small from the
+    ``multilingual`` extra), ``onnx:/path/to/folder``, ``openai:MODEL`` (OpenAI-compatible
+    HTTP) or ``fake`` (tests only)."""
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: str | None = None
     openai_dimensions: int | None = None
+    embed_query_prefix: str | None = None
+    """Text put before every query for the ``onnx:`` and ``openai:`` embedders (e5's
+    ``"query: "``; part of the fingerprint). ``None``: an ``onnx:`` folder's own prompt
+    (``config_sentence_transformers.json``), else none."""
+    embed_document_prefix: str | None = None
+    """Text put before every stored text (e5's ``"passage: "``), as ``embed_query_prefix``."""
     cache_dir: Path | None = Field(default_factory=default_cache_dir)
     """Where the embedding cache lives; ``None`` disables it."""
     max_content_chars: int = Field(default=100_000, gt=0)
@@ -86,8 +83,11 @@ class Settings(BaseSettings):
 
     http_max_body_bytes: int = Field(default=10_000_000, gt=0)
     """``recalld serve`` refuses request bodies larger than this (413)."""
+    http_max_json_depth: int = Field(default=64, gt=0)
+    """``recalld serve`` refuses request bodies whose arrays and objects nest deeper (400),
+    before parsing them."""
     http_max_batch: int = Field(default=1000, gt=0)
-    """The most memories one ``POST /v1/memories`` may add (413 beyond)."""
+    """The most memories one ``POST /v1/memories`` may add (422 beyond)."""
     http_rate_limit: int = Field(default=600, ge=0)
     """Requests a minute each API key may make (429 beyond, with ``Retry-After``); bursts
     up to the same number are allowed. 0 turns the limit off."""
@@ -146,23 +146,8 @@ def load_settings(
         config_file: a TOML file; defaults to ``RECALLD_CONFIG`` or the user config dir.
         environ: the environment to read; defaults to ``os.environ``.
     """
-    env = dict(os.environ if environ is None else environ)
-    named = config_file or (Path(env["RECALLD_CONFIG"]) if env.get("RECALLD_CONFIG") else None)
-    if named is not None and not named.is_file():
-        raise InvalidInputError(f"config file {named} does not exist or is not a file")
-    path = named or default_config_file()
-    values: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            values.update(tomllib.loads(path.read_text(encoding="utf-8")))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidInputError(f"config file {path} is not valid TOML: {exc}") from exc
-    prefix = "RECALLD_"
-    for name in Settings.model_fields:
-        key = prefix + name.upper()
-        if key in env:
-            values[name] = env[key]
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    values = merge_sources(Settings.model_fields, overrides, config_file=config_file,
+                           environ=environ)  # fmt: skip
     unknown = sorted(set(values) - set(Settings.model_fields))
     if unknown:
         raise InvalidInputError(

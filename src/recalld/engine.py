@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from pydantic import BaseModel
 
-from recalld.config import Settings, is_dsn, load_settings
+from recalld.config import Settings, expand_location, load_settings
 from recalld.errors import (
     ConflictError,
     EmbedderMismatchError,
@@ -48,6 +48,7 @@ from recalld.requests import (
     ListQuery,
     Request,
     SearchQuery,
+    SupersedeMemory,
     UpdateMemory,
     as_utc,
     parse,
@@ -347,27 +348,31 @@ class MemoryEngine:
         return them.
 
         Raises:
-            InvalidInputError: neither ``by``, ``until`` nor ``clear`` given, or ``by`` is the
-                memory itself.
+            InvalidInputError: neither ``by``, ``until`` nor ``clear`` given, or ``clear``
+                with either.
+            ConflictError: ``by`` is the memory itself.
             NotFoundError: either id is unknown (nothing is changed then).
         """
-        if clear and (by is not None or until is not None):
-            raise InvalidInputError("clear cannot be combined with by or until")
-        if not clear and by is None and until is None:
-            raise InvalidInputError("say what supersedes the memory: by (an id) or until (a time)")
-        old = self.get(memory_id)
-        if by is not None:
-            if by == memory_id:
-                raise InvalidInputError("a memory cannot supersede itself")
-            self.get(by)
+        request = parse(SupersedeMemory, {"id": memory_id, "by": by, "until": until,
+                                          "clear": clear})  # fmt: skip
+        return self.run_supersede(request)
+
+    def run_supersede(self, request: SupersedeMemory) -> Memory:
+        """Mark the request's memory as no longer current (see :meth:`supersede`)."""
+        request = parse(SupersedeMemory, request)
+        old = self.get(request.id)
+        if request.by == request.id:
+            raise ConflictError("a memory cannot supersede itself")
+        if request.by is not None:
+            self.get(request.by)
         fresh = replace(
             old,
-            superseded_by=None if clear else (by or old.superseded_by),
-            valid_until=None if clear else (as_utc(until) if until else old.valid_until),
+            superseded_by=None if request.clear else (request.by or old.superseded_by),
+            valid_until=None if request.clear else (as_utc(request.until) or old.valid_until),
             updated_at=self._clock(),
         )
         self.store.replace(fresh, None)
-        return self.get(memory_id)
+        return self.get(request.id)
 
     @_whole_store
     def forget(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
@@ -407,7 +412,7 @@ class MemoryEngine:
             SearchQuery: self.run_search, ContextQuery: self.run_context,
             ListQuery: self.run_list, AddMemories: self.run_add, UpdateMemory: self.run_update,
             ForgetMemories: self.run_forget, ImportRequest: self.run_import,
-            GetMemory: lambda r: self.get(r.id),
+            GetMemory: lambda r: self.get(r.id), SupersedeMemory: self.run_supersede,
         }  # fmt: skip
         handler = handlers.get(type(request))
         if handler is None:
@@ -518,6 +523,7 @@ class MemoryEngine:
             project=request.boost_project or request.filters.project,
             explain=request.explain,
             granularity=request.granularity,
+            near_misses=request.near_misses,
         )
         chosen = config or (get_preset(request.preset) if request.preset else self.config)
         result = search(self.store, self.embedder, pipeline_request, chosen, self._clock(),
@@ -615,7 +621,7 @@ class MemoryEngine:
             allow_empty: accept folders that match no file yet.
             follow_symlinks: follow symbolic links that resolve outside the workspace (by
                 default they are skipped and reported in ``problems``).
-            progress: called with (files done, files to do).
+            progress: called with (chunks done, chunks to embed), from before the first.
 
         Raises:
             InvalidInputError: a path does not exist, a glob is invalid, or nothing matched.
@@ -687,23 +693,37 @@ class MemoryEngine:
     ) -> ImportReport:
         """Import a file in any format (:data:`~recalld.requests.IMPORT_FORMATS`).
 
-        ``memories`` (JSONL, one memory object a line): malformed lines are reported in
-        ``problems`` and skipped, the others stored with deduplication (``turns`` counts
-        the memories read, ``already_present`` the duplicates). Transcripts: see
-        :meth:`import_transcript`. ``progress`` is called with (done, total).
+        Every format has one policy for bad lines (:func:`~recalld.sources.importer.
+        check_problems`): each is reported in ``problems`` with its number and why, and
+        skipped; with ``strict`` any bad line refuses the whole input, storing nothing.
+        ``memories`` (JSONL, one memory object a line) are stored with deduplication
+        (``turns`` counts the memories read, ``already_present`` the duplicates).
+        Transcripts: see :meth:`import_transcript`. ``progress`` is called with (done,
+        total).
         """
-        from recalld.sources.importer import ImportReport
+        from recalld.sources.importer import ImportReport, check_problems
 
         request = parse(ImportRequest, request)
         source: str | BinaryIO = (request.path if request.path is not None
                                   else io.BytesIO(request.content or b""))  # fmt: skip
         if request.format != "memories":
-            return self.import_transcript(source, request.format, progress=progress)
-        from recalld.io import read_memories_jsonl
+            return self.import_transcript(source, request.format, progress=progress,
+                                          strict=request.strict)  # fmt: skip
+        from recalld.io import read_numbered_memories
         from recalld.sources.importer import read_source
 
         data, _, _ = read_source(source)
-        items, problems = read_memories_jsonl(data.splitlines(keepends=True))
+        numbered, problems = read_numbered_memories(data.splitlines(keepends=True))
+        items: builtins.list[NewMemory] = []
+        for number, item in numbered:
+            try:
+                self._check_new(item)
+            except InvalidInputError as exc:
+                problems.append(f"line {number}: {exc}")
+                continue
+            items.append(item)
+        problems.sort(key=_line_number)
+        check_problems(problems, len(items), "memories", request.strict)
         results = self.add_many(items, progress=_counting(progress, len(items)))
         created = sum(r.created for r in results)
         return ImportReport("memories", len(items), created, len(results) - created, 0, 0,
@@ -711,7 +731,7 @@ class MemoryEngine:
 
     def import_transcript(
         self, source: str | os.PathLike[str] | BinaryIO, fmt: str, *,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None, strict: bool = False,
     ) -> ImportReport:  # fmt: skip
         """Import a conversation transcript turn by turn; re-importing adds nothing.
 
@@ -721,6 +741,7 @@ class MemoryEngine:
                 (see :mod:`recalld.sources.transcripts` and :mod:`recalld.sources.datasets`).
             progress: called with (turns embedded or found stored, turns to store) as the
                 work advances.
+            strict: refuse the whole transcript when any line is bad (default: skip them).
         """
         from recalld.sources.importer import ImportDeps, import_transcript
 
@@ -729,11 +750,17 @@ class MemoryEngine:
             return self.add_many(items, dedupe=False, progress=_counting(progress, len(items)))
 
         deps = ImportDeps(validate=self._check_new, add_many=add_turns)
-        return import_transcript(source, fmt, deps)
+        return import_transcript(source, fmt, deps, strict=strict)
 
     def _check_new(self, item: NewMemory) -> None:
         """Raise InvalidInputError if ``item`` could not be stored."""
         self._prepare(item, self._clock())
+
+
+def _line_number(problem: str) -> int:
+    """Problems in file order: "line 12: ..." sorts by 12 (others first)."""
+    head = problem.split(":", 1)[0]
+    return int(head[5:]) if head.startswith("line ") and head[5:].isdigit() else 0
 
 
 def _counting(progress: Callable[[int, int], None] | None, total: int) -> Callable[[int], None]:
@@ -755,7 +782,7 @@ def format_hit(memory: Memory) -> str:
     return f"- ({when}) {memory.content}" if when else f"- {memory.content}"
 
 
-FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "since", "until")
+FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "superseded_by", "since", "until")
 """The keyword arguments of :meth:`MemoryEngine.search` that are :class:`Filters`."""
 
 
@@ -774,9 +801,10 @@ def open_engine(
     settings: Settings | None = None,
     config: RetrievalConfig | None = None,
     models: Models | None = None,
+    create: bool = True,
     **overrides: Any,
 ) -> MemoryEngine:
-    """Open (creating if needed) a memory store.
+    """Open (creating if needed, unless ``create=False``) a memory store.
 
     Args:
         db: the store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``, needs the
@@ -786,6 +814,8 @@ def open_engine(
         settings: fully resolved settings; otherwise they are loaded with ``overrides``.
         config: retrieval settings; default the preset named in settings.
         models: an LLM and / or reranker to use instead of those the settings name.
+        create: make a new SQLite store when none exists at ``db``; False raises
+            :class:`StoreError` naming the path instead.
         **overrides: other settings (as in :class:`Settings`), used when ``settings`` is None;
             ``tenant="alice", shared=["team"]`` opens the store for a tenant.
     """
@@ -793,8 +823,8 @@ def open_engine(
         spec = embedder if isinstance(embedder, str) else None
         settings = load_settings({**overrides, "db": db, "embedder": spec})
     elif db is not None:
-        settings = settings.model_copy(update={"db": db if is_dsn(db) else Path(db)})
-    store = open_store(settings.db, Tenancy(settings.tenant, settings.shared))
+        settings = settings.model_copy(update={"db": expand_location(db)})
+    store = open_store(settings.db, Tenancy(settings.tenant, settings.shared), create=create)
     resolved = settings
     if isinstance(embedder, Embedder):
         return MemoryEngine(store, embedder, resolved, config, models=models)

@@ -35,12 +35,21 @@ def memory_from_json(obj: dict[str, Any]) -> NewMemory:
 
 
 def read_memories_jsonl(lines: Iterable[str | bytes]) -> tuple[list[NewMemory], list[str]]:
-    """Parse every line; malformed ones are reported with their line number, the rest kept.
+    """Parse every line; malformed ones are reported with their line number, the rest kept."""
+    numbered, problems = read_numbered_memories(lines)
+    return [item for _, item in numbered], problems
+
+
+def read_numbered_memories(
+    lines: Iterable[str | bytes],
+) -> tuple[list[tuple[int, NewMemory]], list[str]]:
+    """Parse every line into (line number, memory); malformed lines are reported with their
+    number and why. Blank lines are not memories and not problems.
 
     Give ``bytes`` lines (a file opened in binary mode) to have invalid UTF-8 reported per
     line; a text stream that fails to decode stops at that point, and says so.
     """
-    items: list[NewMemory] = []
+    items: list[tuple[int, NewMemory]] = []
     problems: list[str] = []
     try:
         for number, raw in enumerate(lines, start=1):
@@ -55,7 +64,7 @@ def read_memories_jsonl(lines: Iterable[str | bytes]) -> tuple[list[NewMemory], 
                 obj = json.loads(line)
                 if not isinstance(obj, dict):
                     raise ValueError("expected a JSON object")
-                items.append(memory_from_json(obj))
+                items.append((number, memory_from_json(obj)))
             except (ValueError, TypeError) as exc:
                 problems.append(f"line {number}: {exc}")
     except UnicodeDecodeError as exc:

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from recalld.errors import InvalidInputError, StoreError
+from recalld.errors import InvalidInputError, StoreError, install_hint
 
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "recalld-postgres"
 """Where ``recalld postgres start`` keeps its data unless told otherwise."""
@@ -48,7 +48,7 @@ def _pgserver() -> ModuleType:
             import pgserver
     except ImportError as exc:
         raise StoreError(
-            "a local PostgreSQL server needs the postgres extra: pip install 'recalld[postgres]'"
+            f"a local PostgreSQL server needs the postgres extra: {install_hint('postgres')}"
         ) from exc
     return pgserver
 

@@ -13,6 +13,12 @@ from typing import Any, Literal
 MemoryType = Literal["insight", "event", "raw", "turn", "chunk"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("insight", "event", "raw", "turn", "chunk")
 
+IMPORT_FORMATS: tuple[str, ...] = (
+    "memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo",
+)  # fmt: skip
+"""``memories``: JSONL, one memory object a line; the others are transcripts
+(:mod:`recalld.sources.importer`)."""
+
 SearchMode = Literal["vector", "hybrid", "auto"]
 Granularity = Literal["memory", "session"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector", "hybrid", "auto")
@@ -152,6 +158,8 @@ class MemoryFilter:
     tags: tuple[str, ...] = ()
     """A memory must carry all of these tags."""
     session_id: str | None = None
+    superseded_by: str | None = None
+    """Only the memories this id supersedes."""
     time_range: TimeRange | None = None
     """Applies to the memory's reference time (event time, else creation time)."""
     include_forgotten: bool = False
@@ -183,7 +191,7 @@ class Trace:
     adjustments: Mapping[str, float] = field(default_factory=dict)
     """Each score adjustment's multiplicative factor (1.0 = no effect)."""
     filters: tuple[str, ...] = ()
-    """Why the hit survived the filters."""
+    """Why the hit survived the filters (for a near miss: why it lost)."""
     final_score: float = 0.0
 
 
@@ -209,6 +217,9 @@ class SearchResult:
     query_type: str
     took_ms: float
     details: Mapping[str, Any] = field(default_factory=dict)
+    near_misses: tuple[Hit, ...] = ()
+    """When asked for: the next candidates below the hits, ranked on from the last hit,
+    each traced, its trace's ``filters`` saying why it lost."""
 
 
 @dataclass(frozen=True)

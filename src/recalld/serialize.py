@@ -8,11 +8,13 @@ lists; nothing is renamed or dropped.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from datetime import date, datetime
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from types import UnionType
+from typing import TYPE_CHECKING, Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 from recalld.records import AddResult, Context, Hit, Memory, SearchResult
 
@@ -84,3 +86,38 @@ def status_json(status: Status) -> dict[str, Any]:
 def import_json(report: ImportReport) -> dict[str, Any]:
     data: dict[str, Any] = to_json(report)
     return data
+
+
+Record = TypeVar("Record")
+
+
+def from_json(kind: type[Record], data: Any) -> Record:
+    """The record ``to_json`` made ``data`` from, rebuilt (datetimes, tuples and nested
+    records included): how the shell reads a local server's answers as the records its
+    output is printed from."""
+    return cast(Record, _value(kind, data))
+
+
+def _value(kind: Any, data: Any) -> Any:
+    if data is None or kind is Any:
+        return data
+    if is_dataclass(kind) and isinstance(kind, type):
+        hints = _hints(kind)
+        return kind(**{f.name: _value(hints[f.name], data[f.name])
+                       for f in fields(kind) if f.name in data})  # fmt: skip
+    origin, args = get_origin(kind), get_args(kind)
+    if origin in (Union, UnionType):
+        present = [a for a in args if a is not type(None)]
+        return _value(present[0], data) if len(present) == 1 else data
+    if kind is datetime:
+        return datetime.fromisoformat(data)
+    if origin is tuple:
+        return tuple(_value(args[0], v) for v in data)
+    if origin in (Mapping, dict):
+        return {k: _value(args[1], v) for k, v in data.items()}
+    return data
+
+
+@functools.cache
+def _hints(kind: type) -> dict[str, Any]:
+    return get_type_hints(kind)

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import recalld
-from recalld.interfaces.cli import cli
+from recalld.interfaces.cli import EXIT_SKIPPED_LINES, cli
 
 Run = Callable[..., Result]
 
@@ -194,14 +194,19 @@ def test_import_reports_skipped_lines_and_duplicates(run: Run, tmp_path: Path) -
     result = run("--json", "import", str(source))
     assert json.loads(result.stdout) == {"read": 3, "stored": 2, "duplicates": 1,
                                          "skipped_lines": 3}  # fmt: skip
-    assert result.exit_code == 0
-    assert [line.split(":")[0] for line in result.stderr.splitlines()] == [
-        "warning", "warning", "warning"]  # fmt: skip
-    assert "line 2" in result.stderr and "line 5" in result.stderr and "line 6" in result.stderr
-    again = ok(run("--json", "import", str(source)))
-    assert again["stored"] == 0 and again["duplicates"] == 3
+    assert result.exit_code == EXIT_SKIPPED_LINES == 7
+    assert [line.split(" at ")[0].split(":")[0] for line in result.stderr.splitlines()] == [
+        "created a new store", "warning", "warning", "warning"]  # fmt: skip
+    assert "skipped line 2: " in result.stderr and "line 5" in result.stderr
+    assert "line 6" in result.stderr
+    again = run("--json", "import", str(source))
+    assert again.exit_code == 7
+    assert json.loads(again.stdout)["stored"] == 0 and json.loads(again.stdout)["duplicates"] == 3
     human = run("import", str(source))
     assert human.stdout.strip() == "read: 3, stored: 0, duplicates: 3, skipped lines: 3"
+    clean = tmp_path / "clean.jsonl"
+    clean.write_text('{"content": "a clean file"}\n', encoding="utf-8")
+    assert run("import", str(clean)).exit_code == 0
 
 
 def test_import_from_stdin_and_bad_files(run: Run, tmp_path: Path) -> None:
@@ -211,21 +216,29 @@ def test_import_from_stdin_and_bad_files(run: Run, tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.jsonl"
     garbage.write_text("nothing here is json\n{also not\n", encoding="utf-8")
     assert run("import", str(garbage)).exit_code == 2
-    # A record with empty content fails validation before anything is written, and the
-    # message says which record.
+    # Blank content is a bad line like any other: reported by number, skipped, the rest kept;
+    # --strict refuses the whole file and stores nothing.
     blank = tmp_path / "blank.jsonl"
-    blank.write_text('{"content": "would be fine"}\n{"content": "   "}\n', encoding="utf-8")
-    assert "item 2 of 2: content is empty" in failed(run("import", str(blank)), 2)
+    blank.write_text('{"content": "kept beside a blank one"}\n{"content": "   "}\n'
+                     '{"content": "also kept"}\n', encoding="utf-8")  # fmt: skip
+    strict = run("import", "--strict", str(blank))
+    assert strict.exit_code == 2
+    assert strict.stderr.splitlines()[0].startswith("bad line 2: content is empty")
+    assert "nothing imported: 1 bad line(s) (--strict" in strict.stderr
     assert len(ok(run("--json", "list", "-n", "100"))) == 5
+    skipped = run("--json", "import", str(blank))
+    assert skipped.exit_code == 7 and json.loads(skipped.stdout)["stored"] == 2
+    assert "warning: skipped line 2: content is empty" in skipped.stderr
+    assert len(ok(run("--json", "list", "-n", "100"))) == 7
     # Invalid UTF-8 is reported by line; the other lines are imported.
     mixed = tmp_path / "mixed.jsonl"
     mixed.write_bytes(
         b'{"content": "before the bad byte"}\n{"content": "caf\xe9"}\n{"content": "after it"}\n'
     )
     result = run("--json", "import", str(mixed))
-    assert result.exit_code == 0
+    assert result.exit_code == 7
     assert json.loads(result.stdout)["stored"] == 2
-    assert result.stderr.startswith("warning: line 2: not valid UTF-8")
+    assert result.stderr.startswith("warning: skipped line 2: not valid UTF-8")
     # Wrongly typed fields are reported by line too.
     typed = tmp_path / "typed.jsonl"
     typed.write_text(

@@ -86,7 +86,7 @@ def http(settings: Settings) -> Iterator[Any]:
 
     from recalld.interfaces.http import create_app
 
-    with TestClient(create_app(settings)) as client:
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         yield client
 
 

@@ -85,8 +85,9 @@ def store_with_keys(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def open_server(tmp_path_factory: pytest.TempPathFactory,
                 recalld_command: list[str]) -> Iterator[Server]:  # fmt: skip
-    """``recalld mcp --http`` on a store without keys: loopback, the settings' tenant."""
-    yield from start(tmp_path_factory.mktemp("open"), recalld_command, ["mcp", "--http"], {})
+    """``recalld mcp --http`` on a new store without keys: loopback, the settings' tenant."""
+    yield from start(tmp_path_factory.mktemp("open"), recalld_command,
+                     ["mcp", "--http", "--create"], {})  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=[["mcp", "--http"], ["serve"]], ids=["mcp", "serve"])
@@ -164,6 +165,7 @@ def test_a_non_loopback_address_is_refused_without_keys(
 ) -> None:
     done = subprocess.run(
         [*recalld_command, "--db", str(tmp_path / "m.db"), "--embedder", "fake", "mcp",
-         "--http", "--host", "0.0.0.0"], env=cli_env, capture_output=True, text=True, timeout=120,
+         "--http", "--create", "--host", "0.0.0.0"], env=cli_env, capture_output=True,
+        text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "not a loopback address" in done.stderr

@@ -19,6 +19,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_helpers import TOOLS, ok, refused, session, text
 
+import recalld
+
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "mcp.md"
 
 pytestmark = pytest.mark.integration
@@ -51,7 +53,9 @@ def test_the_docs_give_one_stdio_configuration_for_each_client() -> None:
 def launch(recalld_command: list[str], cli_env: dict[str, str], db: Path,
            **env: str) -> StdioServerParameters:  # fmt: skip
     """The documented configuration, run with this checkout's entry point on a temporary
-    store; the user's config file and embedding cache are kept out of the test."""
+    store (made first, as the user's first `recalld add` makes theirs: `recalld mcp` refuses
+    a missing one); the user's config file and embedding cache are kept out of the test."""
+    recalld.open(settings=recalld.Settings(db=db, cache_dir=None)).close()
     documented = documented_configs()["Claude Code"]
     assert documented["command"] == Path(recalld_command[0]).name
     isolation = {k: cli_env[k] for k in ("RECALLD_CONFIG", "RECALLD_CACHE_DIR")}
@@ -145,8 +149,8 @@ def test_standard_output_carries_nothing_but_the_protocol(
 ) -> None:
     """A client that closes the pipe at once: the server leaves quietly, stdout untouched."""
     env = {**cli_env, "RECALLD_DB": str(tmp_path / "m.db"), "RECALLD_EMBEDDER": "fake"}
-    done = subprocess.run([*recalld_command, "mcp"], input="", env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run([*recalld_command, "mcp", "--create"], input="", env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0 and done.stdout == ""
     assert done.stderr.startswith("recalld mcp: serving store")
 

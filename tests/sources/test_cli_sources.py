@@ -30,7 +30,7 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
 def test_index_status_search_workflow(run, workspace: Path) -> None:  # type: ignore[no-untyped-def]
     result = run("index", str(workspace))
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("indexed 6 file(s)")
+    assert result.stdout.startswith("indexed 6 file(s)")
     again = run("--json", "index", str(workspace))
     report = json.loads(again.stdout)
     assert report["indexed"] == [] and report["unchanged"] == 6 and not report["empty"]
@@ -71,10 +71,14 @@ def test_index_where_every_file_is_broken_exits_2(run, tmp_path: Path) -> None: 
 
 
 def test_import_transcript_formats(run) -> None:  # type: ignore[no-untyped-def]
+    strict = run("import", "--strict", "--format", "jsonl-transcript",
+                 str(FIXTURES / "transcript.jsonl"))  # fmt: skip
+    assert strict.exit_code == 2 and "bad line 4: not valid JSON" in strict.stderr
+    assert "nothing imported: 2 bad line(s) (--strict" in strict.stderr
     result = run("import", "--format", "jsonl-transcript", str(FIXTURES / "transcript.jsonl"))
-    assert result.exit_code == 0
+    assert result.exit_code == 7  # stored, but lines were skipped: the same policy as memories
     assert "turns read: 7, stored: 7, already present: 0, skipped lines: 2" in result.stdout
-    assert "line 4: not valid JSON" in result.stderr
+    assert "warning: skipped line 4: not valid JSON" in result.stderr
     again = run("--json", "import", "--format", "jsonl-transcript",
                 str(FIXTURES / "transcript.jsonl"))  # fmt: skip
     assert json.loads(again.stdout)["stored"] == 0
@@ -87,7 +91,7 @@ def test_import_transcript_formats(run) -> None:  # type: ignore[no-untyped-def]
 
 def test_search_shows_who_said_an_imported_turn(run) -> None:  # type: ignore[no-untyped-def]
     assert run("import", "--format", "jsonl-transcript",
-               str(FIXTURES / "transcript.jsonl")).exit_code == 0  # fmt: skip
+               str(FIXTURES / "transcript.jsonl")).exit_code == 7  # fmt: skip
     result = run("search", "salmon kibble", "--limit", "1")
     assert result.exit_code == 0
     # the content is what was said; the role is shown beside it, from metadata

@@ -258,3 +258,19 @@ def test_cjk_notes_are_found(eng: recalld.MemoryEngine, tmp_path: Path) -> None:
     assert eng.search("서울에서", mode="hybrid", limit=3).hits[0].memory.source.path == str(
         ws / "memory" / "ko.md"
     )
+
+
+def test_progress_counts_chunks_from_the_first_call(
+    eng: recalld.MemoryEngine, workspace: Path
+) -> None:
+    """The bar knows its total before the first file is embedded (no `0/?`), in chunks."""
+    calls: list[tuple[int, int]] = []
+    report = eng.index([workspace], progress=lambda done, total: calls.append((done, total)))
+    assert calls[0] == (0, report.chunks_added) and report.chunks_added > 0
+    assert calls[-1] == (report.chunks_added, report.chunks_added)
+    assert all(total == report.chunks_added for _, total in calls)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+    write(workspace / "memory" / "2026-01-01.md", "# New day\n\nOne more note.\n")
+    calls.clear()
+    again = eng.index([workspace], progress=lambda done, total: calls.append((done, total)))
+    assert again.chunks_added == 1 and calls == [(0, 1), (1, 1)]

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
-from recalld.errors import InvalidInputError
+from recalld.errors import InvalidInputError, install_hint
 
 
 def database_dsn(admin_dsn: str, name: str) -> str:
@@ -21,7 +21,7 @@ def _admin(admin_dsn: str):  # type: ignore[no-untyped-def]
         import psycopg
     except ImportError as exc:
         raise InvalidInputError(
-            "the postgres backend needs the postgres extra: pip install 'recalld[postgres]'"
+            f"the postgres backend needs the postgres extra: {install_hint('postgres')}"
         ) from exc
     try:
         return psycopg.connect(admin_dsn, autocommit=True)

@@ -1,4 +1,10 @@
-"""The ``recalld`` command line: parse, call one facade method, format, map errors."""
+"""The ``recalld`` command line: parse, call one facade method, format, map errors.
+
+Cheap to start: nothing heavy (pydantic, numpy, the model, the HTTP and MCP stacks) is
+imported before a command needs it, and ``search``, ``search --context`` and ``add`` go to a
+running local ``recalld serve`` of the same store when there is one
+(:mod:`recalld.interfaces.local_server`).
+"""
 
 from __future__ import annotations
 
@@ -10,27 +16,24 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 import recalld
 from recalld.errors import RecalldError
-from recalld.requests import (
-    IMPORT_FORMATS,
-    AddMemories,
-    ContextQuery,
-    ForgetMemories,
-    ImportRequest,
-    ListQuery,
-    SearchQuery,
-    parse,
-)
+from recalld.records import IMPORT_FORMATS
+from recalld.retrieval.config import PRESETS
 
 if TYPE_CHECKING:
+    from recalld.interfaces.local_server import LocalServer
     from recalld.sources.importer import ImportReport
 
+Answer = TypeVar("Answer")
+
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+EXIT_SKIPPED_LINES = 7
+"""``recalld import`` stored what it could but skipped bad lines (each reported)."""
 
 
 def emit_json(value: Any) -> None:
@@ -56,10 +59,55 @@ class Ctx:
         self.as_json = as_json
 
     @contextmanager
-    def engine(self) -> Iterator[recalld.MemoryEngine]:
+    def engine(self, *, create: bool = False) -> Iterator[recalld.MemoryEngine]:
+        """The engine of the resolved settings. Only commands that write pass ``create``:
+        the others refuse a store that does not exist (exit 4) instead of inventing one."""
+        from recalld.locations import store_exists
+
         settings = recalld.load_settings(self.overrides, config_file=self.config_file)
-        with recalld.open(settings=settings) as engine:
+        new = create and not store_exists(settings.db)
+        with recalld.open(settings=settings, create=create) as engine:
+            if new:
+                click.echo(f"created a new store at {Path(settings.db).absolute()}", err=True)
             yield engine
+
+    def server(self) -> LocalServer | None:
+        """A running local ``recalld serve`` of this store, tenant and model, if one is up."""
+        from recalld.interfaces import local_server
+
+        with errors():
+            return local_server.find(local_server.search_settings(self.overrides, self.config_file))
+
+    def answer(self, path: str, args: dict[str, Any], kind: type[Answer], request: str,
+               method: str) -> Answer:  # fmt: skip
+        """The answer to a read request: from a local server at ``path`` when one is up,
+        else from ``MemoryEngine.<method>`` on ``recalld.requests.<request>`` in-process."""
+        from recalld.serialize import from_json
+
+        reply = self.remote(path, args)
+        if reply is not None:
+            return from_json(kind, reply)
+        from recalld import requests
+
+        with errors(), self.engine() as engine:
+            result: Answer = getattr(engine, method)(
+                requests.parse(getattr(requests, request), args)
+            )
+            return result
+
+    def remote(self, path: str, body: dict[str, Any]) -> Any:
+        """The local server's answer to ``body`` (JSON), or None to run in-process."""
+        from recalld.interfaces.local_server import ServerGone
+        from recalld.serialize import to_json
+
+        server = self.server()
+        if server is None:
+            return None
+        with errors():
+            try:
+                return server.call("POST", path, to_json(body))
+            except ServerGone:
+                return None
 
 
 @contextmanager
@@ -81,6 +129,7 @@ LAZY_COMMANDS = {
     "migrate": "recalld.interfaces.cli_postgres:migrate",
     "postgres": "recalld.interfaces.cli_postgres:postgres",
     "serve": "recalld.interfaces.cli_serve:serve",
+    "ui": "recalld.interfaces.cli_serve:ui",
     "watch": "recalld.interfaces.cli_sources:watch",
 }
 """Commands defined in their own modules, imported only when invoked (keeps --help fast)."""
@@ -143,7 +192,8 @@ class LazyGroup(click.Group):
 @click.option(
     "--embedder",
     envvar="RECALLD_EMBEDDER",
-    help="local | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; default local].",
+    help="local | multilingual | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; "
+    "default local].",
 )
 @click.option(
     "--tenant",
@@ -211,8 +261,17 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
         priority=priority, pinned=pinned, evergreen=evergreen, id=memory_id,
         event_time=_parse_time(event_time, "--event-time"),
     )  # fmt: skip
-    with errors(), obj.engine() as engine:
-        result = engine.run_add(parse(AddMemories, {"memories": [memory]}))[0]
+    from recalld.records import AddResult
+    from recalld.serialize import from_json
+
+    answer = obj.remote("/v1/memories", {k: v for k, v in memory.items() if v is not None})
+    if answer is not None:
+        result = from_json(AddResult, answer)
+    else:
+        from recalld.requests import AddMemories, parse
+
+        with errors(), obj.engine(create=True) as engine:
+            result = engine.run_add(parse(AddMemories, {"memories": [memory]}))[0]
     if obj.as_json:
         emit_json(result)
     elif result.created:
@@ -226,7 +285,7 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("-n", "--limit", default=5, show_default=True)
 @click.option("--mode", default="auto", show_default=True,
               type=click.Choice(["auto", "hybrid", "vector"]))  # fmt: skip
-@click.option("--preset", type=click.Choice(list(recalld.PRESETS)))
+@click.option("--preset", type=click.Choice(list(PRESETS)))
 @click.option("--project")
 @click.option("--scope")
 @click.option("--type", "types", multiple=True)
@@ -236,6 +295,8 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("--until", help="ISO date: only memories before then.")
 @click.option("--as-of", help="Reference time for relative dates and decay (ISO).")
 @click.option("--explain", is_flag=True, help="Show each hit's channels, fusion and adjustments.")
+@click.option("--near-misses", type=click.IntRange(0, 100), default=0,
+              help="Also show this many of the next candidates and why each lost.")  # fmt: skip
 @click.option("--context", "max_tokens", type=int, default=None,
               help="Print a prompt-ready context block of at most this many tokens "
                    "instead.")  # fmt: skip
@@ -243,7 +304,7 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, project: str | None,
            scope: str | None, types: tuple[str, ...], tags: tuple[str, ...],
            session: str | None, since: str | None, until: str | None, as_of: str | None,
-           explain: bool, max_tokens: int | None) -> None:  # fmt: skip
+           explain: bool, near_misses: int, max_tokens: int | None) -> None:  # fmt: skip
     """Find the memories that answer QUERY."""
     filters = _filters(
         project=project,
@@ -256,19 +317,27 @@ def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, proj
     )
     args: dict[str, Any] = dict(query=query, mode=mode, preset=preset, filters=filters,
                                 as_of=_parse_time(as_of, "--as-of"))  # fmt: skip
-    with errors(), obj.engine() as engine:
-        if max_tokens is not None:
-            context = engine.run_context(parse(ContextQuery, {**args, "max_tokens": max_tokens}))
-            emit_json(context) if obj.as_json else click.echo(context.text or "(nothing found)")
-            return
-        result = engine.run_search(parse(SearchQuery, {**args, "limit": limit,
-                                                        "explain": explain}))  # fmt: skip
+    if max_tokens is not None:
+        _context(obj, {**args, "max_tokens": max_tokens})
+        return
+    from recalld.records import SearchResult
+
+    args.update(limit=limit, explain=explain, near_misses=near_misses)
+    result = obj.answer("/v1/search", args, SearchResult, "SearchQuery", "run_search")
     if obj.as_json:
         emit_json(result)
         return
     from recalld.interfaces.render import print_search
 
     print_search(result, explain)
+
+
+def _context(obj: Ctx, args: dict[str, Any]) -> None:
+    """``search --context``: a prompt-ready block, from a local server or in-process."""
+    from recalld.records import Context
+
+    context = obj.answer("/v1/context", args, Context, "ContextQuery", "run_context")
+    emit_json(context) if obj.as_json else click.echo(context.text or "(nothing found)")
 
 
 @cli.command()
@@ -301,6 +370,8 @@ def list_(obj: Ctx, limit: int, offset: int, project: str | None, scope: str | N
           types: tuple[str, ...], tags: tuple[str, ...], session: str | None,
           oldest_first: bool, include_forgotten: bool) -> None:  # fmt: skip
     """List memories, newest first."""
+    from recalld.requests import ListQuery, parse
+
     with errors(), obj.engine() as engine:
         memories = engine.run_list(parse(ListQuery, dict(
             limit=limit, offset=offset, newest_first=not oldest_first,
@@ -322,6 +393,8 @@ def list_(obj: Ctx, limit: int, offset: int, project: str | None, scope: str | N
 @pass_ctx
 def forget(obj: Ctx, memory_ids: tuple[str, ...], hard: bool) -> None:
     """Forget memories (hidden from search; --hard deletes them)."""
+    from recalld.requests import ForgetMemories, parse
+
     with errors(), obj.engine() as engine:
         changed = engine.run_forget(parse(ForgetMemories, {"ids": memory_ids, "hard": hard}))
     if obj.as_json:
@@ -367,26 +440,48 @@ def supersede(obj: Ctx, memory_id: str, by: str | None, until: str | None, clear
     "claude-code: a Claude Code session .jsonl. longmemeval, locomo: those benchmarks' "
     "JSON files (.gz is fine). See docs/sources.md.",
 )
+@click.option("--strict", is_flag=True,
+              help="Refuse the whole file, storing nothing, if any line is bad.")  # fmt: skip
 @pass_ctx
-def import_(obj: Ctx, path: str, fmt: str) -> None:
+def import_(obj: Ctx, path: str, fmt: str, strict: bool) -> None:
     """Import memories or a conversation transcript from a file (or '-' for standard input).
 
     Transcripts are stored turn by turn with their session and time; importing the same
-    transcript again adds nothing.
+    transcript again adds nothing. Every format treats bad lines alike: each is reported on
+    standard error with its line number and why, and skipped; the rest is stored, and the
+    exit code is 7 when lines were skipped. With --strict a bad line refuses the whole file
+    (exit 2, nothing stored). A file with nothing importable is refused too (exit 2).
+    Memory fields: docs/memory-fields.md.
     """
     from recalld.interfaces.render import file_progress
+    from recalld.requests import ImportRequest, parse
+    from recalld.sources.importer import ImportRefused
 
     unit = "memories" if fmt == "memories" else "turns"
     with errors():
         source = {"content": sys.stdin.buffer.read()} if path == "-" else {"path": path}
-        request = parse(ImportRequest, {"format": fmt, **source})
-        with obj.engine() as engine, file_progress("importing", obj.as_json, unit) as bar:
-            report = engine.run_import(request, progress=bar)
+        request = parse(ImportRequest, {"format": fmt, "strict": strict, **source})
+        try:
+            with obj.engine(create=True) as engine, file_progress("importing", obj.as_json,
+                                                                   unit) as bar:  # fmt: skip
+                report = engine.run_import(request, progress=bar)
+        except ImportRefused as exc:
+            for problem in exc.problems:
+                click.echo(f"bad {problem}", err=True)
+            raise
     for problem in report.problems:
-        click.echo(f"warning: {problem}", err=True)
+        click.echo(f"warning: skipped {problem}", err=True)
+    for note in report.notes:
+        click.echo(f"warning: {note}", err=True)
     if fmt == "memories":
         _memories_summary(obj, report)
-        return
+    else:
+        _transcript_summary(obj, report)
+    if report.problems:
+        sys.exit(EXIT_SKIPPED_LINES)
+
+
+def _transcript_summary(obj: Ctx, report: ImportReport) -> None:
     if report.undated:
         click.echo(
             f"warning: {report.undated} of {report.turns} turns have no timestamp: they are "
@@ -410,8 +505,6 @@ def _memories_summary(obj: Ctx, report: ImportReport) -> None:
         emit_json(summary)
     else:
         click.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.items()))
-    if report.problems and not report.turns:
-        sys.exit(2)
 
 
 def _filters(**given: Any) -> dict[str, Any]:

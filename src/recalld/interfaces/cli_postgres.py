@@ -9,7 +9,6 @@ import click
 
 from recalld import local_postgres
 from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
-from recalld.migration import migrate_store
 
 
 @click.group()
@@ -66,6 +65,8 @@ def migrate(obj: Ctx, source: str, destination: str) -> None:
     """
     tenant = obj.overrides.get("tenant") or "default"
     with errors():
+        from recalld.migration import migrate_store
+
         report = migrate_store(source, destination, tenant=tenant)
     if obj.as_json:
         emit_json(report)

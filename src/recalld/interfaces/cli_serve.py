@@ -1,11 +1,24 @@
-"""``recalld serve`` (the HTTP API) and ``recalld keys create|list|revoke`` (its API keys)."""
+"""``recalld serve`` (the HTTP API), ``recalld ui`` (the web inspector on a local store)
+and ``recalld keys create|list|revoke`` (the API keys)."""
 
 from __future__ import annotations
+
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.request
+import webbrowser
+from contextlib import nullcontext
+from pathlib import Path
 
 import click
 
 import recalld
+from recalld.errors import install_hint
 from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
+from recalld.locations import is_dsn
 
 
 @click.command()
@@ -13,26 +26,100 @@ from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
               help="Address to listen on; without API keys only a loopback address is "
                    "served.")  # fmt: skip
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--access-log", is_flag=True,
+              help="Write one line a request (client, method and path, status) to standard "
+                   "output.")  # fmt: skip
 @pass_ctx
-def serve(obj: Ctx, host: str, port: int) -> None:
+def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
 
     Requests need `Authorization: Bearer KEY` once any key exists (`recalld keys create`);
     each key reaches only its tenant's memories. OpenAPI at /openapi.json; the MCP tools
     (docs/mcp.md) at /mcp/, with the same keys.
+
+    It also speeds up the shell: while a keyless server runs on a loopback address,
+    `recalld search`, `search --context` and `add` with the same store, tenant and model
+    send their request to it instead of loading the model (found through a small file in
+    the user's runtime folder, removed on exit; nothing to configure).
     """
+    from recalld.interfaces.cli_mcp import has_mcp_sdk, mcp_tools
     from recalld.interfaces.http import serve as run
-    from recalld.interfaces.mcp import mcp_extension
+
+    extensions = [mcp_tools().mcp_extension] if has_mcp_sdk() else []
 
     def say(line: str) -> None:
         click.echo(line, err=True)
-        if " HTTP API on " in line:  # the line that says where: the MCP tools are there too
+        if " HTTP API on " in line and not extensions:
+            click.echo(f"MCP tools not served: {install_hint('mcp')}", err=True)
+        elif " HTTP API on " in line:  # the line that says where: the MCP tools are there too
             click.echo(f"MCP tools at {line.split(' HTTP API on ')[1].split()[0]}/mcp/ "
                        "(docs/mcp.md), with the same keys", err=True)  # fmt: skip
 
+    from recalld.interfaces.cli_mcp import is_loopback
+    from recalld.interfaces.local_server import advertise, search_settings
+
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
-        run(settings, host, port, say=say, extensions=[mcp_extension])
+        shared = search_settings(obj.overrides, obj.config_file)
+        if not is_dsn(settings.db):  # the shell finds the server by the store's full path
+            settings = settings.model_copy(update={"db": Path(shared["db"])})
+        found = advertise(shared, port) if is_loopback(host) and port else nullcontext(None)
+        # uvicorn re-raises the SIGTERM it stopped on once it is done: exit through Python
+        # then, so the discovery file is removed on the way out.
+        signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(0))
+        with found:
+            run(settings, host, port, say=say, extensions=extensions, access_log=access_log)
+
+
+@click.command()
+@click.option("--port", default=0, type=click.IntRange(0, 65535),
+              help="Port on 127.0.0.1 (default: a free one).")  # fmt: skip
+@click.option("--no-browser", is_flag=True, help="Print the address, open no browser.")
+@pass_ctx
+def ui(obj: Ctx, port: int, no_browser: bool) -> None:
+    """Open the web inspector (docs/inspector.md) on this store: search with the ranking
+    explained, browse and curate memories, the store at a glance.
+
+    Serves the HTTP API on 127.0.0.1 only (as `recalld serve` does, same keys) and opens
+    its page in the browser; Ctrl-C stops it.
+    """
+    from recalld.interfaces.http import serve as run
+
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}/"
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+        if " HTTP API on " in line:
+            click.echo(f"inspector at {url} (Ctrl-C stops it)", err=True)
+
+    with errors():
+        settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
+        if not no_browser:
+            threading.Thread(target=open_when_up, args=(url,), daemon=True).start()
+        run(settings, "127.0.0.1", port, say=say)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def open_when_up(url: str, timeout: float = 60.0) -> bool:
+    """Open ``url`` in the browser once the server answers ``/healthz`` (False when it
+    did not within ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=2):  # noqa: S310 - loopback
+                webbrowser.open(url)
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 @click.group()
@@ -60,7 +147,7 @@ def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
     """
     from recalld.keys import create_key
 
-    with errors(), obj.engine() as engine:
+    with errors(), obj.engine(create=True) as engine:
         record, key = create_key(engine.store, key_tenant, shared=namespaces, admin=admin,
                                  label=label, force=force)  # fmt: skip
     if obj.as_json:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
 from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors, pass_ctx
-from recalld.sources.indexer import IndexReport
+
+if TYPE_CHECKING:  # `recalld --help` lists this module's commands without loading numpy
+    from recalld.sources.indexer import IndexReport
 
 EXIT_NOTHING_INDEXED = 2
 """Exit status when the run leaves nothing searchable: an empty index must not pass quietly."""
@@ -64,7 +67,8 @@ def index(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], force: bool,
     """
     from recalld.interfaces.render import file_progress
 
-    with errors(), obj.engine() as engine, file_progress("indexing", obj.as_json) as progress:
+    with errors(), obj.engine(create=True) as engine, \
+            file_progress("indexing", obj.as_json, "chunks") as progress:  # fmt: skip
         report = engine.index(paths, globs=globs or None, force=force,
                               max_file_bytes=int(max_file_mb * 1e6),
                               follow_symlinks=follow_symlinks, progress=progress)  # fmt: skip
@@ -90,7 +94,7 @@ def watch(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], interval: fl
         click.echo("watching (Ctrl-C to stop)", err=True)
     runs = 0
     try:
-        with errors(), obj.engine() as engine:
+        with errors(), obj.engine(create=True) as engine:
             runs = engine.watch(
                 paths, globs=globs or None, interval=interval, debounce=debounce,
                 max_seconds=max_seconds, on_report=lambda r: print_report(r, obj.as_json),

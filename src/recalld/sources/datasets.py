@@ -52,6 +52,7 @@ def read_longmemeval(data: bytes) -> Parsed:
     """Turns of every distinct haystack session (see the module docstring)."""
     turns: list[Turn] = []
     problems: list[str] = []
+    notes: list[str] = []
     seen: dict[str, tuple[str, ...]] = {}
     for number, record in enumerate(_records(data, "LongMemEval records"), start=1):
         try:
@@ -60,7 +61,7 @@ def read_longmemeval(data: bytes) -> Parsed:
             problems.append(f"record {number}: {exc}")
             continue
         for session_id, when_text, messages in sessions:
-            when = _longmemeval_when(when_text, session_id, number, problems)
+            when = _longmemeval_when(when_text, session_id, number, notes)
             signature = tuple(str(m.get("content")) for m in messages)
             if session_id in seen:
                 if seen[session_id] != signature:
@@ -69,18 +70,18 @@ def read_longmemeval(data: bytes) -> Parsed:
                 continue
             seen[session_id] = signature
             turns.extend(_longmemeval_turns(session_id, when, messages, number, problems))
-    return Parsed(turns, problems, "longmemeval")
+    return Parsed(turns, problems, "longmemeval", notes=tuple(notes))
 
 
 def _longmemeval_when(
-    text: object, session_id: str, number: int, problems: list[str]
+    text: object, session_id: str, number: int, notes: list[str]
 ) -> datetime | None:
     if not isinstance(text, str):
         return None
     try:
         return parse_longmemeval_date(text)
     except LineError as exc:
-        problems.append(f"record {number}: session {session_id}: {exc}; stored undated")
+        notes.append(f"record {number}: session {session_id}: {exc}; stored undated")
         return None
 
 

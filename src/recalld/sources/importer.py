@@ -46,7 +46,9 @@ class ImportReport:
     skipped: int
     """Lines that are not conversation (tool output, summaries, meta lines)."""
     problems: tuple[str, ...]
-    """Lines or records that could not be imported, with their numbers."""
+    """Lines or records that could not be imported (skipped), with their numbers."""
+    notes: tuple[str, ...] = ()
+    """Lines stored other than as written (an unreadable date: stored undated)."""
 
 
 @dataclass(frozen=True)
@@ -108,9 +110,37 @@ def transcript_memories(
     return parsed, list(turns_to_memories(parsed, fmt, path))
 
 
+def check_problems(problems: Sequence[str], usable: int, fmt: str, strict: bool) -> None:
+    """The one policy for bad lines, in every format: each is reported (``problems`` name
+    the line or record and why); ``strict`` refuses the whole input, and an input with
+    nothing usable is refused too. Otherwise bad lines are skipped and the rest stored.
+
+    Raises:
+        ImportRefused: before anything is stored.
+    """
+    if problems and (strict or not usable):
+        why = "--strict refuses a file with bad lines" if strict and usable else (
+            f"none of its lines could be read as {fmt}")  # fmt: skip
+        raise ImportRefused(
+            f"nothing imported: {len(problems)} bad line(s) ({why}); the first: {problems[0]}",
+            tuple(problems),
+        )
+    if not usable:
+        raise ImportRefused(f"nothing to import: the input holds nothing in {fmt} format", ())
+
+
+class ImportRefused(InvalidInputError):
+    """An import that stored nothing; ``problems`` lists every bad line."""
+
+    def __init__(self, message: str, problems: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.problems = problems
+
+
 def import_transcript(
-    source: str | os.PathLike[str] | BinaryIO, fmt: str, deps: ImportDeps
-) -> ImportReport:
+    source: str | os.PathLike[str] | BinaryIO, fmt: str, deps: ImportDeps, *,
+    strict: bool = False,
+) -> ImportReport:  # fmt: skip
     """Import a transcript (see the module docstring)."""
     if fmt not in TRANSCRIPT_FORMATS:
         raise InvalidInputError(
@@ -130,18 +160,12 @@ def import_transcript(
             problems.append(f"{where}: {exc}")
             continue
         valid.append(item)
-    if not valid:
-        raise InvalidInputError(
-            f"nothing imported: none of the {len(problems)} lines or records of this {fmt} "
-            f"input could be read; the first problem: {problems[0]}"
-            if problems
-            else f"nothing to import: the input holds no conversation turns in {fmt} format"
-        )
+    check_problems(problems, len(valid), fmt, strict)
     results = deps.add_many(valid)
     stored = sum(r.created for r in results)
     return ImportReport(
         format=fmt, turns=len(parsed.turns), stored=stored,
         already_present=len(results) - stored,
         undated=sum(item.event_time is None for item in valid), skipped=parsed.skipped,
-        problems=tuple(problems),
+        problems=tuple(problems), notes=parsed.notes,
     )  # fmt: skip

@@ -8,10 +8,13 @@
    tracked files no longer matched are removed. Unchanged files are not even read.
 4. **Mark**: candidates are recorded as ``pending`` in one transaction, so a run that dies
    leaves its unfinished work visible (``recalld status``) and the next run does it.
-5. **Index**: each candidate is read and hashed (an unchanged hash only refreshes the record),
+5. **Count**: the chunks to embed, so progress is reported in chunks from the start (each
+   changed file is read and chunked here, and again in stage 6: only counts are kept).
+6. **Index**: each candidate is read and hashed (an unchanged hash only refreshes the record),
    chunked (:mod:`.chunking`), embedded a group of files at a time, and written file by file,
    each in ONE transaction that deletes its old chunks, inserts the new ones and marks it
-   ``indexed``: a kill at any moment leaves every file either fully old or fully new.
+   ``indexed``: a kill at any moment leaves every file either fully old or fully new. Only
+   one group's texts are held at a time (about ``EMBED_GROUP_CHUNKS`` chunks, or one file's).
 """
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ EMBED_GROUP_CHUNKS = 64
 still committed one transaction each."""
 
 IndexProgress = Callable[[int, int], None]
-"""Called with (files done, files to do) as files are committed."""
+"""Called with (chunks done, chunks to embed): once before any work, then as files are
+committed."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +265,29 @@ def _pending_records(candidates: list[FoundFile], tracked: dict[str, SourceFile]
     return out
 
 
-# -- 5. index ----------------------------------------------------------------------------
+# -- 5. count ----------------------------------------------------------------------------
+
+
+def _chunks_to_embed(
+    candidates: list[FoundFile], tracked: dict[str, SourceFile], options: IndexOptions
+) -> int:
+    """How many chunks stage 6 will embed; files it will skip (unreadable, unchanged) count 0."""
+    chunker = options.chunking.descriptor
+    total = 0
+    for f in candidates:
+        try:
+            text = read_text(f.path, options.max_file_bytes)
+        except SourceReadError:
+            continue
+        old = tracked.get(f.path)
+        if old is not None and not options.force and (
+                old.content_hash, old.chunker) == (text.sha256, chunker):  # fmt: skip
+            continue
+        total += len(chunk_markdown(text.text, options.chunking))
+    return total
+
+
+# -- 6. index ----------------------------------------------------------------------------
 
 
 def _index_files(
@@ -274,18 +300,19 @@ def _index_files(
     progress: IndexProgress | None,
 ) -> None:
     group: list[_Pending] = []
+    total = _chunks_to_embed(candidates, tracked, options) if progress is not None else 0
     done = 0
 
     def advance(count: int) -> None:
         nonlocal done
         done += count
         if progress is not None:
-            progress(done, len(candidates))
+            progress(done, max(total, done))
 
+    advance(0)
     for f in candidates:
         item = _prepare_file(f, tracked.get(f.path), options, deps, tally)
         if item is None:
-            advance(1)
             continue
         group.append(item)
         if sum(len(g.memories) for g in group) >= EMBED_GROUP_CHUNKS:
@@ -382,4 +409,4 @@ def _write_group(
         tally.indexed.append(item.found.path)
         tally.chunks_added += count
         tally.chunks_removed += item.replaced
-        advance(1)
+        advance(count)

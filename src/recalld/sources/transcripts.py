@@ -67,6 +67,8 @@ class Parsed:
     source_kind: str
     skipped: int = 0
     """Lines or records that are not conversation (tool output, summaries ...)."""
+    notes: tuple[str, ...] = ()
+    """What was stored other than as written (a date that could not be read: undated)."""
 
 
 class LineError(ValueError):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from recalld.config import is_dsn
-from recalld.errors import StoreError
+from recalld.errors import StoreError, install_hint
+from recalld.locations import is_dsn, missing_store, store_exists
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
@@ -26,16 +26,27 @@ __all__ = [
     "open_store",
 ]
 
-POSTGRES_EXTRA_HINT = "pip install 'recalld[postgres]'"
+POSTGRES_EXTRA_HINT = install_hint("postgres")
 
 
-def open_store(location: str | os.PathLike[str], tenancy: Tenancy | None = None) -> Store:
+def open_store(
+    location: str | os.PathLike[str], tenancy: Tenancy | None = None, *, create: bool = True
+) -> Store:
     """Open the store at ``location`` for ``tenancy``: a PostgreSQL DSN
     (``postgresql://...``) or an SQLite file. The backend is chosen here and nowhere else.
 
+    Args:
+        location: the DSN or the file.
+        tenancy: whose memories the store reaches.
+        create: make an SQLite file that does not exist yet; False refuses it instead, so a
+            mistyped path is an error rather than a new, empty memory.
+
     Raises:
-        StoreError: the store cannot be opened, or the PostgreSQL extra is not installed.
+        StoreError: the store cannot be opened, is missing (``create=False``), or the
+            PostgreSQL extra is not installed.
     """
+    if not create and not store_exists(location):
+        raise missing_store(location)
     if is_dsn(location):
         try:
             from recalld.stores.postgres import PostgresStore

@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -146,9 +146,21 @@ class StoreStats:
     sessions: int = 0
     oldest: datetime | None = None
     newest: datetime | None = None
+    by_source: Mapping[str, int] = field(default_factory=dict)
+    """Live memories per source kind (``direct``, ``file``, ``transcript`` ...)."""
+    added_by_day: Mapping[str, int] = field(default_factory=dict)
+    """Memories stored per UTC day (ISO date, oldest first), forgotten ones included: the
+    store's growth."""
     unfinished_migration: bool = False
     """A ``recalld migrate`` into this tenant began and was not verified (it was interrupted):
     the memories here may be a partial copy, and only running it again makes them whole."""
+
+
+def day_counts(rows: Iterable[tuple[int, int]]) -> dict[str, int]:
+    """``(days since 1970-01-01, count)`` rows as ISO date -> count (for
+    :attr:`StoreStats.added_by_day`)."""
+    epoch = date(1970, 1, 1)
+    return {(epoch + timedelta(days=int(day))).isoformat(): int(n) for day, n in rows}
 
 
 def migration_key(namespace: str) -> str:

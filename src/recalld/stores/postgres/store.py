@@ -30,6 +30,7 @@ from recalld.stores.base import (
     StoreStats,
     Tenancy,
     Vector,
+    day_counts,
     guard_public_methods,
     migration_key,
     near_ids,
@@ -43,7 +44,7 @@ POOL_MAX = 8
 """Connections a store handle keeps at most (one per concurrently busy thread)."""
 EF_SEARCH = 100
 """HNSW candidates examined per vector search (pgvector's default is 40); see
-docs/architecture.md for the recall measured against exact search."""
+docs/design/architecture.md for the recall measured against exact search."""
 
 
 def _ts(moment: datetime | None) -> float | None:
@@ -92,7 +93,7 @@ class PostgresStore:
 
     Args:
         dsn: ``postgresql://...``; the role needs the privileges listed in
-            docs/architecture.md (and the ``vector`` and ``pg_trgm`` extensions, which the
+            docs/design/architecture.md (and the ``vector`` and ``pg_trgm`` extensions, which the
             first migration creates if it may).
         tenancy: whose memories this handle reaches (default: the default tenant alone).
     """
@@ -616,6 +617,16 @@ class PostgresStore:
                 (self._visible,),
             ).fetchall()
             by_type = {str(t): int(n) for t, n in types}
+            sources = conn.execute(
+                "SELECT source_kind, count(*) FROM memories WHERE namespace = ANY(%s)"
+                " AND forgotten_at IS NULL GROUP BY source_kind",
+                (self._visible,),
+            ).fetchall()
+            days = conn.execute(
+                "SELECT floor(created_at / 86400)::bigint AS day, count(*) FROM memories"
+                " WHERE namespace = ANY(%s) GROUP BY day ORDER BY day",
+                (self._visible,),
+            ).fetchall()
             size = conn.execute("SELECT pg_total_relation_size('memories')").fetchone()
             fingerprint = _get_meta(conn, "embedding_fingerprint")
             unfinished = _unfinished_migration(conn, self._visible)
@@ -624,6 +635,7 @@ class PostgresStore:
             fingerprint=fingerprint, schema_version=SCHEMA_VERSION,
             size_bytes=int(size[0]) if size else 0, by_type=by_type, sessions=one[2],
             oldest=_dt(one[3]), newest=_dt(one[4]), unfinished_migration=unfinished,
+            by_source={str(k): int(n) for k, n in sources}, added_by_day=day_counts(days),
         )  # fmt: skip
 
     # -- indexed source files --------------------------------------------------------------

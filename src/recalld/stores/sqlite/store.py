@@ -31,6 +31,7 @@ from recalld.stores.base import (
     Tenancy,
     Vector,
     compose_search_rows,
+    day_counts,
     guard_public_methods,
     migration_key,
     neighbors_in_sessions,
@@ -747,6 +748,18 @@ class SQLiteStore:
                 wall_params,
             ).fetchall()
         )
+        by_source = dict(
+            self._db.execute(
+                f"SELECT m.source_kind, COUNT(*) FROM memories m WHERE {wall}"
+                " AND m.forgotten_at IS NULL GROUP BY m.source_kind",
+                wall_params,
+            ).fetchall()
+        )
+        days = self._db.execute(
+            f"SELECT CAST(m.created_at / 86400 AS INTEGER) AS day, COUNT(*) FROM memories m"
+            f" WHERE {wall} GROUP BY day ORDER BY day",
+            wall_params,
+        ).fetchall()
         vectors = self._db.execute(
             f"SELECT COUNT(*) FROM vectors v JOIN memories m ON m.pk = v.pk WHERE {wall}",
             wall_params,
@@ -768,6 +781,8 @@ class SQLiteStore:
             sessions=one[2],
             oldest=_dt(one[3]),
             newest=_dt(one[4]),
+            by_source=by_source,
+            added_by_day=day_counts(days),
             unfinished_migration=self.unfinished_migration(),
         )
 

@@ -27,6 +27,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from recalld.errors import install_hint
 from recalld.stores.base import Vector
 from recalld.stores.sqlite.vector_index import AnnIndex, MirrorRows, ann_available
 
@@ -406,8 +407,9 @@ class VectorMirror:
             if not self._warned:
                 log.warning(
                     "this store holds %d vectors; searches use exact scans (slower as it "
-                    "grows). Install the ANN extra for an index: pip install 'recalld[ann]'",
+                    "grows). Install the ANN extra for an index: %s",
                     self.size,
+                    install_hint("ann"),
                 )
                 self._warned = True
             return False

@@ -1,0 +1,151 @@
+"""The shell uses a running local `recalld serve` of its own store, found without settings."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from recalld.interfaces import local_server
+
+pytestmark = pytest.mark.integration
+
+Run = Callable[..., subprocess.CompletedProcess[str]]
+
+PROBE = """
+import json, sys
+from recalld.interfaces.cli import cli
+code = 0
+try:
+    cli.main(sys.argv[1:], prog_name="recalld")
+except SystemExit as exc:
+    code = exc.code
+print("\\nMODULES " + json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+sys.exit(code)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def env(tmp_path: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+        ) -> dict[str, str]:  # fmt: skip
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))  # this process looks there too
+    return {**cli_env, "XDG_RUNTIME_DIR": str(runtime), "RECALLD_EMBEDDER": "fake",
+            "RECALLD_DB": str(tmp_path / "served.db")}  # fmt: skip
+
+
+@pytest.fixture
+def run(env: dict[str, str]) -> Run:
+    """The CLI in a fresh interpreter; stdout ends with the modules it imported."""
+
+    def _run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", PROBE, *args], env={**env, **extra},
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    return _run
+
+
+def output(done: subprocess.CompletedProcess[str]) -> tuple[str, set[str]]:
+    text, _, modules = done.stdout.rpartition("\nMODULES ")
+    return text, set(json.loads(modules))
+
+
+@pytest.fixture
+def server(env: dict[str, str], recalld_command: list[str], run: Run) -> Iterator[int]:
+    assert run("add", "Pinning psycopg to 3.2 fixed the billing deploy.").returncode == 0
+    port = free_port()
+    process = subprocess.Popen([*recalld_command, "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    settings = local_server.search_settings({}, environ=env)
+    deadline = time.monotonic() + 90
+    while local_server.find(settings) is None:
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        assert time.monotonic() < deadline, "the server never came up"
+        time.sleep(0.2)
+    yield port
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=30)
+    if process.stderr is not None:
+        process.stderr.close()
+
+
+HEAVY_ON_THE_WAY = {"pydantic", "numpy", "onnxruntime", "tokenizers", "fastapi", "uvicorn", "mcp"}
+
+
+def test_search_add_and_context_go_through_the_server(
+    server: int, run: Run, env: dict[str, str]
+) -> None:
+    found = run("--json", "search", "psycopg deploy", "--explain")
+    text, modules = output(found)
+    assert found.returncode == 0, found.stderr
+    assert not modules & HEAVY_ON_THE_WAY, sorted(modules & HEAVY_ON_THE_WAY)
+    hits = json.loads(text)["hits"]
+    assert hits[0]["memory"]["content"].startswith("Pinning psycopg") and hits[0]["trace"]
+    human, modules = output(run("search", "psycopg deploy"))
+    assert "Pinning psycopg" in human and "1 hit(s)" in human and "numpy" not in modules
+    added, modules = output(run("add", "The staging database moved to port 6543."))
+    assert added.startswith("stored ") and "pydantic" not in modules
+    context, modules = output(run("search", "staging database port", "--context", "200"))
+    assert "port 6543" in context and "numpy" not in modules
+    refused = run("search", "x", "--limit", "0")
+    assert refused.returncode == 2 and "limit must be between 1 and 1000" in refused.stderr
+    # The same answer as in-process: another tenant's shell does not use this server.
+    alone, modules = output(run("--json", "search", "staging database port",
+                                RECALLD_TENANT="default", RECALLD_PRESET="balanced"))  # fmt: skip
+    assert "numpy" in modules  # other settings given: the shell ran it itself
+    assert json.loads(alone)["hits"][0]["memory"]["content"].startswith("The staging database")
+
+
+def test_the_server_of_another_store_is_never_used(
+    server: int, run: Run, env: dict[str, str], tmp_path: Path
+) -> None:
+    other = tmp_path / "other.db"
+    assert run("add", "only in the other store", RECALLD_DB=str(other)).returncode == 0
+    # A discovery file for the other store that points at the running server (as a stale
+    # file whose port was taken over would): the store check refuses it.
+    settings = local_server.search_settings({}, environ={**env, "RECALLD_DB": str(other)})
+    with local_server.advertise(settings, server) as written:
+        assert written is not None and written.is_file()
+        found = run("--json", "search", "store", RECALLD_DB=str(other))
+    text, modules = output(found)
+    assert "numpy" in modules
+    assert [h["memory"]["content"] for h in json.loads(text)["hits"]] == [
+        "only in the other store"]  # fmt: skip
+
+
+def test_a_stopped_server_leaves_no_file_and_the_shell_runs_alone(
+    env: dict[str, str], recalld_command: list[str], run: Run
+) -> None:
+    assert run("add", "a memory before the server").returncode == 0
+    runtime = Path(env["XDG_RUNTIME_DIR"]) / "recalld"
+    port = free_port()
+    process = subprocess.Popen([*recalld_command, "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 90
+    while not (runtime.is_dir() and list(runtime.iterdir())):
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.2)
+    (record,) = runtime.iterdir()
+    assert json.loads(record.read_text())["store"] == env["RECALLD_DB"]
+    assert record.stat().st_mode & 0o077 == 0
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=30)
+    assert list(runtime.iterdir()) == []
+    text, modules = output(run("--json", "search", "memory before"))
+    assert json.loads(text)["hits"][0]["memory"]["content"] == "a memory before the server"
+    assert "numpy" in modules

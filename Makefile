@@ -8,7 +8,7 @@ DEMO_DB := $(or $(RECALLD_DEMO_DB),/tmp/recalld-demo.db)
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: install demo test lint fix bench clean
+.PHONY: install browser demo test lint fix bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,8 +38,18 @@ demo: $(RUNTIME)
 	@echo '  export PATH="$(CURDIR)/$(BIN):$$PATH"'
 	@echo "then try: recalld --db $(DEMO_DB) search 'where do I live now?'"
 
-# What CI runs (.ci/run): the lint checks, then the whole suite.
-test: lint
+# The browser tests drive Debian's Chromium (Playwright cannot download its own here):
+# installed with apt-get when missing and this user may (root, or sudo without a password).
+browser:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	{ SUDO=$$( [ "$$(id -u)" = 0 ] && echo "" || echo "sudo -n" ); \
+	  if command -v apt-get >/dev/null 2>&1 && $$SUDO true 2>/dev/null; then \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "no Chromium and no apt-get to install it: the browser tests will skip (CI fails them)"; fi; }
+
+# What CI runs (.ci/run): the lint checks, then the whole suite (browser tests included).
+test: lint browser
 	$(BIN)/python -m pytest -q
 
 lint: install

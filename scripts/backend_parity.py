@@ -89,7 +89,7 @@ def main() -> None:
     parser.add_argument("--dsn")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="recalld-parity-"))
-    admin = args.dsn or local_postgres.start(folder / "pg")
+    admin = args.dsn or local_postgres.start(folder / "pg").admin_dsn
     name = f"parity_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")

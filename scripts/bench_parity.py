@@ -177,7 +177,7 @@ def main() -> None:
     args = parser.parse_args()
     embedder = load_embedder(resolve_embedder("local"), args.cache_dir)
     folder = Path(tempfile.mkdtemp(prefix="recalld-parity-"))
-    admin = args.dsn or local_postgres.start(folder / "pg")
+    admin = args.dsn or local_postgres.start(folder / "pg").admin_dsn
     report: dict[str, Any] = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(), "load_average": {"start": load_average()},

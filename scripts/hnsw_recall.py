@@ -45,7 +45,7 @@ def main() -> None:
     rng = np.random.default_rng(7)
     rows, queries = mixtures(base, args.rows, rng), mixtures(base, args.queries, rng)
     folder = Path(tempfile.mkdtemp(prefix="recalld-hnsw-"))
-    admin = args.dsn or local_postgres.start(folder / "pg")
+    admin = args.dsn or local_postgres.start(folder / "pg").admin_dsn
     name = f"hnsw_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")

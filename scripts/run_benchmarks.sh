@@ -2,7 +2,7 @@
 # Runs the retrieval benchmarks, one report folder each, and keeps each run's full JSON
 # report under docs/reports/ as DATE-COMMIT-NAME.json (the history of recorded figures).
 # Usage: scripts/run_benchmarks.sh [DATA_DIR] [OUT_DIR]
-#   DATA_DIR  holds workloads/, longmemeval/ and locomo/ (default: ../shared/benchmarks)
+#   DATA_DIR  holds workloads/, longmemeval/, locomo/ and scifact/ (default: ../shared/benchmarks)
 #   OUT_DIR   gets one folder per run: report.md, chart.png, results.json (default: bench-out)
 # ONLY="workloads locomo" runs only those (names below); REPORTS=DIR changes docs/reports.
 # Extra recalld options can be given in RECALLD_BENCH_ARGS (e.g. "--cache-dir /tmp/c").
@@ -12,7 +12,7 @@ DATA="${1:-../shared/benchmarks}"
 OUT="${2:-bench-out}"
 RECALLD="${RECALLD:-recalld}"
 REPORTS="${REPORTS:-docs/reports}"
-ONLY="${ONLY:-workloads_dev longmemeval_s longmemeval_s_synth longmemeval_oracle locomo}"
+ONLY="${ONLY:-workloads_dev longmemeval_s longmemeval_s_synth longmemeval_oracle locomo scifact_train}"
 STAMP="$(date -u +%F)-$(git rev-parse --short HEAD)"
 read -r -a EXTRA <<< "${RECALLD_BENCH_ARGS:-}"
 
@@ -30,4 +30,5 @@ run longmemeval_s longmemeval "$DATA/longmemeval/longmemeval_s.json.gz"
 run longmemeval_s_synth longmemeval "$DATA/longmemeval/longmemeval_s_synth.json.gz"
 run longmemeval_oracle longmemeval "$DATA/longmemeval/longmemeval_oracle.json"
 run locomo locomo "$DATA/locomo/locomo.json"
+run scifact_train beir "$DATA/scifact" --split train
 echo "reports in $OUT/*/report.md, JSON in $REPORTS/$STAMP-*.json" >&2

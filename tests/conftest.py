@@ -51,7 +51,7 @@ def pg_admin_dsn() -> Iterator[str]:
     base = Path(sys.prefix) if sys.prefix != sys.base_prefix else Path(tempfile.gettempdir())
     folder = base / "recalld-test-postgres"
     local_postgres.stop(folder)
-    dsn = local_postgres.start(folder)
+    dsn = local_postgres.start(folder).admin_dsn  # it makes and drops throwaway databases
     try:
         yield dsn
     finally:
@@ -66,21 +66,26 @@ def local_embedder() -> Embedder:
     return resolve_embedder("local")
 
 
-@pytest.fixture
-def cli_env(tmp_path: Path) -> dict[str, str]:
+def subprocess_env(folder: Path) -> dict[str, str]:
     """Environment for a ``recalld`` subprocess: this checkout's code, nothing from the user.
 
-    No user config file, the embedding cache under ``tmp_path``; tests add ``RECALLD_DB``.
+    No user config file, the embedding cache under ``folder``; callers add ``RECALLD_DB``.
     """
-    config = tmp_path / "empty-config.toml"
+    config = folder / "empty-config.toml"
     config.write_text("", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLD_")}
     env.update(
         PYTHONPATH=str(Path(recalld.__file__).resolve().parents[1]),
         RECALLD_CONFIG=str(config),
-        RECALLD_CACHE_DIR=str(tmp_path / "cli-cache"),
+        RECALLD_CACHE_DIR=str(folder / "cli-cache"),
     )
     return env
+
+
+@pytest.fixture
+def cli_env(tmp_path: Path) -> dict[str, str]:
+    """:func:`subprocess_env` under the test's ``tmp_path``."""
+    return subprocess_env(tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -44,11 +44,18 @@ class Settings(BaseSettings):
     db: Path | str = Field(default_factory=default_store)
     """The store: an SQLite file, or a PostgreSQL DSN (``postgresql://...``)."""
     embedder: str = "local"
-    """``local`` (packaged all-MiniLM-L6-v2), ``onnx:/path/to/folder``,
-    ``openai:MODEL`` (OpenAI-compatible HTTP) or ``fake`` (tests only)."""
+    """``local`` (packaged all-MiniLM-L6-v2), ``multilingual`` (multilingual-e5-small from the
+    ``multilingual`` extra), ``onnx:/path/to/folder``, ``openai:MODEL`` (OpenAI-compatible
+    HTTP) or ``fake`` (tests only)."""
     openai_base_url: str = "https://api.openai.com/v1"
     openai_api_key: str | None = None
     openai_dimensions: int | None = None
+    embed_query_prefix: str | None = None
+    """Text put before every query for the ``onnx:`` and ``openai:`` embedders (e5's
+    ``"query: "``; part of the fingerprint). ``None``: an ``onnx:`` folder's own prompt
+    (``config_sentence_transformers.json``), else none."""
+    embed_document_prefix: str | None = None
+    """Text put before every stored text (e5's ``"passage: "``), as ``embed_query_prefix``."""
     cache_dir: Path | None = Field(default_factory=default_cache_dir)
     """Where the embedding cache lives; ``None`` disables it."""
     max_content_chars: int = Field(default=100_000, gt=0)
@@ -76,8 +83,11 @@ class Settings(BaseSettings):
 
     http_max_body_bytes: int = Field(default=10_000_000, gt=0)
     """``recalld serve`` refuses request bodies larger than this (413)."""
+    http_max_json_depth: int = Field(default=64, gt=0)
+    """``recalld serve`` refuses request bodies whose arrays and objects nest deeper (400),
+    before parsing them."""
     http_max_batch: int = Field(default=1000, gt=0)
-    """The most memories one ``POST /v1/memories`` may add (413 beyond)."""
+    """The most memories one ``POST /v1/memories`` may add (422 beyond)."""
     http_rate_limit: int = Field(default=600, ge=0)
     """Requests a minute each API key may make (429 beyond, with ``Retry-After``); bursts
     up to the same number are allowed. 0 turns the limit off."""

@@ -8,13 +8,14 @@ vectors to an :class:`~recalld.providers.embedders.Embedder`, ranking to
 from __future__ import annotations
 
 import builtins
+import functools
 import io
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -47,9 +48,11 @@ from recalld.requests import (
     ListQuery,
     Request,
     SearchQuery,
+    SupersedeMemory,
     UpdateMemory,
     as_utc,
     parse,
+    refuse_nul,
 )
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
@@ -96,6 +99,21 @@ class Status:
     """Indexed workspaces compared with the disk; None when none was ever indexed."""
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _whole_store(method: _Method) -> _Method:
+    """Run ``method`` only on a store that is not a partial copy (see
+    :meth:`MemoryEngine.check_whole`)."""
+
+    @functools.wraps(method)
+    def call(self: MemoryEngine, *args: Any, **kwargs: Any) -> Any:
+        self.check_whole()
+        return method(self, *args, **kwargs)
+
+    return cast(_Method, call)
+
+
 class MemoryEngine:
     """A memory store with its embedder and retrieval settings. Use :func:`recalld.open`."""
 
@@ -119,8 +137,23 @@ class MemoryEngine:
         self._models = models
         self._owns_models = False
         """Whether the models were built here (from settings), so closing is ours to do."""
+        self._unfinished = store.unfinished_migration()
 
     # -- lifecycle -----------------------------------------------------------------------
+
+    def check_whole(self) -> None:
+        """Refuse to work on the partial copy an interrupted ``recalld migrate`` left.
+
+        Raises:
+            StoreError: naming ``recalld migrate`` as the way to finish the copy.
+        """
+        if self._unfinished and self.store.unfinished_migration():
+            raise StoreError(
+                f"tenant {self.store.tenancy.tenant!r} of this store is an unfinished copy: a "
+                "`recalld migrate` into it was interrupted before it was verified; run the "
+                "same `recalld migrate SOURCE DESTINATION` again to finish it"
+            )
+        self._unfinished = False
 
     def __enter__(self) -> MemoryEngine:
         return self
@@ -187,6 +220,7 @@ class MemoryEngine:
             raise InvalidInputError(f"unknown field(s) {', '.join(unknown)}")
         return self.add_many([NewMemory(content=_text(content), **fields)])[0]
 
+    @_whole_store
     def add_many(
         self,
         items: Iterable[NewMemory | str],
@@ -267,6 +301,7 @@ class MemoryEngine:
         return prepare_memory(item, now, max_content_chars=self.settings.max_content_chars,
                               namespace_for=self.store.tenancy.namespace_for)  # fmt: skip
 
+    @_whole_store
     def update(self, memory_id: str, **changes: Any) -> Memory:
         """Change fields of a memory; new content is re-embedded."""
         old = self.get(memory_id)
@@ -296,6 +331,7 @@ class MemoryEngine:
         self.store.replace(fresh, vector)
         return self.get(memory_id)
 
+    @_whole_store
     def supersede(
         self,
         memory_id: str,
@@ -312,28 +348,33 @@ class MemoryEngine:
         return them.
 
         Raises:
-            InvalidInputError: neither ``by``, ``until`` nor ``clear`` given, or ``by`` is the
-                memory itself.
+            InvalidInputError: neither ``by``, ``until`` nor ``clear`` given, or ``clear``
+                with either.
+            ConflictError: ``by`` is the memory itself.
             NotFoundError: either id is unknown (nothing is changed then).
         """
-        if clear and (by is not None or until is not None):
-            raise InvalidInputError("clear cannot be combined with by or until")
-        if not clear and by is None and until is None:
-            raise InvalidInputError("say what supersedes the memory: by (an id) or until (a time)")
-        old = self.get(memory_id)
-        if by is not None:
-            if by == memory_id:
-                raise InvalidInputError("a memory cannot supersede itself")
-            self.get(by)
+        request = parse(SupersedeMemory, {"id": memory_id, "by": by, "until": until,
+                                          "clear": clear})  # fmt: skip
+        return self.run_supersede(request)
+
+    def run_supersede(self, request: SupersedeMemory) -> Memory:
+        """Mark the request's memory as no longer current (see :meth:`supersede`)."""
+        request = parse(SupersedeMemory, request)
+        old = self.get(request.id)
+        if request.by == request.id:
+            raise ConflictError("a memory cannot supersede itself")
+        if request.by is not None:
+            self.get(request.by)
         fresh = replace(
             old,
-            superseded_by=None if clear else (by or old.superseded_by),
-            valid_until=None if clear else (as_utc(until) if until else old.valid_until),
+            superseded_by=None if request.clear else (request.by or old.superseded_by),
+            valid_until=None if request.clear else (as_utc(request.until) or old.valid_until),
             updated_at=self._clock(),
         )
         self.store.replace(fresh, None)
-        return self.get(memory_id)
+        return self.get(request.id)
 
+    @_whole_store
     def forget(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
         """Hide memories from search (soft, the default) or delete them (``hard=True``).
 
@@ -341,6 +382,7 @@ class MemoryEngine:
             NotFoundError: if any id is unknown (nothing is changed then).
         """
         wanted = [ids] if isinstance(ids, str) else list(ids)
+        refuse_nul(wanted, "id")
         found = {m.id for m in self.store.get_many(wanted)}
         missing = [i for i in wanted if i not in found]
         if missing:
@@ -370,7 +412,7 @@ class MemoryEngine:
             SearchQuery: self.run_search, ContextQuery: self.run_context,
             ListQuery: self.run_list, AddMemories: self.run_add, UpdateMemory: self.run_update,
             ForgetMemories: self.run_forget, ImportRequest: self.run_import,
-            GetMemory: lambda r: self.get(r.id),
+            GetMemory: lambda r: self.get(r.id), SupersedeMemory: self.run_supersede,
         }  # fmt: skip
         handler = handlers.get(type(request))
         if handler is None:
@@ -379,7 +421,9 @@ class MemoryEngine:
 
     # -- reads ---------------------------------------------------------------------------
 
+    @_whole_store
     def get(self, memory_id: str) -> Memory:
+        refuse_nul(memory_id, "id")
         found = self.store.get_many([memory_id])
         if not found:
             raise NotFoundError(f"unknown id: no memory with id {memory_id}")
@@ -402,6 +446,7 @@ class MemoryEngine:
         ))  # fmt: skip
         return self.run_list(request)
 
+    @_whole_store
     def run_list(self, request: ListQuery) -> builtins.list[Memory]:
         request = parse(ListQuery, request)
         return self.store.list(
@@ -463,6 +508,7 @@ class MemoryEngine:
         ))  # fmt: skip
         return self.run_search(request, config=config)
 
+    @_whole_store
     def run_search(
         self, request: SearchQuery, *, config: RetrievalConfig | None = None
     ) -> SearchResult:
@@ -477,6 +523,7 @@ class MemoryEngine:
             project=request.boost_project or request.filters.project,
             explain=request.explain,
             granularity=request.granularity,
+            near_misses=request.near_misses,
         )
         chosen = config or (get_preset(request.preset) if request.preset else self.config)
         result = search(self.store, self.embedder, pipeline_request, chosen, self._clock(),
@@ -501,6 +548,7 @@ class MemoryEngine:
                                            **search_args))  # fmt: skip
         return self.run_context(request, config=config)
 
+    @_whole_store
     def run_context(
         self, request: ContextQuery, *, config: RetrievalConfig | None = None
     ) -> Context:
@@ -531,6 +579,7 @@ class MemoryEngine:
         sources = source_status(self.store) if isinstance(self.store, SourceIndex) else None
         return Status(stats, self.settings.embedder, stats.fingerprint, matches, sources)
 
+    @_whole_store
     def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the configured embedder, then swap in one transaction.
 
@@ -550,6 +599,7 @@ class MemoryEngine:
 
     # -- sources -------------------------------------------------------------------------
 
+    @_whole_store
     def index(
         self,
         paths: Sequence[str | os.PathLike[str]] = (),
@@ -558,6 +608,7 @@ class MemoryEngine:
         force: bool = False,
         max_file_bytes: int | None = None,
         allow_empty: bool = False,
+        follow_symlinks: bool = False,
         progress: IndexProgress | None = None,
     ) -> IndexReport:
         """Index markdown memory files incrementally; see :mod:`recalld.sources.indexer`.
@@ -568,6 +619,8 @@ class MemoryEngine:
             force: re-chunk and re-embed every file, changed or not.
             max_file_bytes: larger files are skipped and reported (default 5 MB).
             allow_empty: accept folders that match no file yet.
+            follow_symlinks: follow symbolic links that resolve outside the workspace (by
+                default they are skipped and reported in ``problems``).
             progress: called with (chunks done, chunks to embed), from before the first.
 
         Raises:
@@ -580,6 +633,7 @@ class MemoryEngine:
         options = IndexOptions(
             globs=None if globs is None else tuple(globs), force=force,
             max_file_bytes=max_file_bytes or MAX_FILE_BYTES, allow_empty=allow_empty,
+            follow_symlinks=follow_symlinks,
         )  # fmt: skip
         return index_sources([os.fspath(p) for p in paths], options, self._index_deps(), progress)
 
@@ -600,6 +654,7 @@ class MemoryEngine:
             prepare=lambda item: self._prepare(item, self._clock()), clock=self._clock,
         )  # fmt: skip
 
+    @_whole_store
     def watch(
         self,
         paths: Sequence[str | os.PathLike[str]] = (),
@@ -632,6 +687,7 @@ class MemoryEngine:
             lambda: watching.snapshot(roots), on_report or (lambda report: None), options, stop,
         )  # fmt: skip
 
+    @_whole_store
     def run_import(
         self, request: ImportRequest, *, progress: Callable[[int, int], None] | None = None
     ) -> ImportReport:
@@ -726,7 +782,7 @@ def format_hit(memory: Memory) -> str:
     return f"- ({when}) {memory.content}" if when else f"- {memory.content}"
 
 
-FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "since", "until")
+FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "superseded_by", "since", "until")
 """The keyword arguments of :meth:`MemoryEngine.search` that are :class:`Filters`."""
 
 

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from recalld.errors import InvalidInputError, NotFoundError, StoreError
 from recalld.records import ApiKey
-from recalld.stores.base import KeyStore, Tenancy
+from recalld.stores.base import DEFAULT_TENANT, KeyStore, Tenancy
 
 PREFIX = "rk"
 
@@ -41,15 +41,33 @@ def create_key(
     shared: Sequence[str] = (),
     admin: bool = False,
     label: str | None = None,
+    force: bool = False,
 ) -> tuple[ApiKey, str]:
     """Make and store a key for ``tenant`` (and the ``shared`` namespaces it may use);
-    returns the record and the key itself, which nothing keeps."""
+    returns the record and the key itself, which nothing keeps.
+
+    Raises:
+        InvalidInputError: a shared namespace is another tenant's own (the ``default``
+            tenant's, or the tenant of an existing key) and ``force`` is not given: the key
+            would read and change that tenant's private memories.
+    """
     grant = Tenancy(tenant, tuple(shared))  # checks the names
+    keys = key_store(store)
+    if not force:
+        tenants = {DEFAULT_TENANT, *(k.tenant for k in keys.list_keys())} - {grant.tenant}
+        taken = [name for name in grant.shared if name in tenants]
+        if taken:
+            raise InvalidInputError(
+                f"{', '.join(repr(n) for n in taken)} is another tenant's own namespace: a "
+                f"key of tenant {grant.tenant!r} granted it would read and change that "
+                "tenant's private memories; grant a shared namespace (such as 'team') "
+                "instead, or pass --force (force=True) if that is meant"
+            )
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     record = ApiKey(id=key_id, tenant=grant.tenant, shared=grant.shared, admin=admin,
                     label=label, created_at=datetime.now(UTC))  # fmt: skip
-    key_store(store).add_key(record, hash_secret(secret))
+    keys.add_key(record, hash_secret(secret))
     return record, f"{PREFIX}_{key_id}_{secret}"
 
 

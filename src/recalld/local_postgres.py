@@ -13,6 +13,7 @@ import os
 import subprocess
 import tempfile
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,6 +23,21 @@ from recalld.errors import InvalidInputError, StoreError, install_hint
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "recalld-postgres"
 """Where ``recalld postgres start`` keeps its data unless told otherwise."""
 DATABASE = "recalld"
+APP_ROLE = "recalld_app"
+"""The application's role: a login without superuser or BYPASSRLS that owns the database
+and its tables. The tables force Row-Level Security on their owner, so the tenant wall
+binds it; a superuser passes through that wall."""
+
+
+@dataclass(frozen=True)
+class LocalServer:
+    """The two ways into a local server's ``recalld`` database."""
+
+    dsn: str
+    """The application's: role :data:`APP_ROLE`, Row-Level Security enforced."""
+    admin_dsn: str
+    """The superuser's: for maintenance (and the test suite's throwaway databases), never
+    for the application, since a superuser bypasses Row-Level Security."""
 
 
 def _pgserver() -> ModuleType:
@@ -49,18 +65,54 @@ def _check_dir(folder: Path) -> Path:
     return folder
 
 
-def start(folder: Path = DEFAULT_DIR) -> str:
-    """Start (initialising on first use) the server of ``folder``; returns the DSN of its
-    ``recalld`` database. A server already running there is reused."""
+def start(folder: Path = DEFAULT_DIR) -> LocalServer:
+    """Start (initialising on first use) the server of ``folder``, with its ``recalld``
+    database owned by the application role :data:`APP_ROLE`; returns both DSNs. A server
+    already running there is reused (and a database an earlier version made is handed to
+    the application role)."""
     pgserver = _pgserver()
     folder = _check_dir(folder)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server: Any = pgserver.get_server(folder, cleanup_mode=None)
+    server.psql(
+        f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN"
+        f" CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;"
+        " END IF; END $$;"
+    )
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}';")
     if "(1 row)" not in exists:
-        server.psql(f"CREATE DATABASE {DATABASE};")
-    return str(server.get_uri(DATABASE))
+        server.psql(f"CREATE DATABASE {DATABASE} OWNER {APP_ROLE};")
+    admin_dsn = str(server.get_uri(DATABASE))
+    _hand_to_app_role(admin_dsn)
+    info = server.get_postmaster_info()
+    return LocalServer(str(info.get_uri(user=APP_ROLE, database=DATABASE)), admin_dsn)
+
+
+def _hand_to_app_role(admin_dsn: str) -> None:
+    """As the superuser: the extensions the application role may not create, and every
+    table and function of the database owned by the application role."""
+    import psycopg
+
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        conn.execute(f"ALTER DATABASE {DATABASE} OWNER TO {APP_ROLE}")
+        conn.execute(f"GRANT CREATE ON SCHEMA public TO {APP_ROLE}")
+        tables = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tableowner <> %s",
+            (APP_ROLE,),
+        ).fetchall()
+        for (table,) in tables:
+            conn.execute(f'ALTER TABLE public."{table}" OWNER TO {APP_ROLE}')
+        functions = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n"
+            " ON n.oid = p.pronamespace WHERE n.nspname = 'public'"
+            " AND p.proname LIKE 'recalld%%' AND pg_get_userbyid(p.proowner) <> %s",
+            (APP_ROLE,),
+        ).fetchall()
+        for (function,) in functions:
+            conn.execute(f"ALTER FUNCTION {function} OWNER TO {APP_ROLE}")
 
 
 def stop(folder: Path = DEFAULT_DIR) -> bool:

@@ -7,6 +7,7 @@ import hashlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -44,9 +45,15 @@ def migrate_store(
     ``postgresql://`` DSN each), vectors included; the destination's namespace must be
     empty. A shared namespace is copied by naming it as the tenant.
 
+    The destination is marked unfinished before the first row is written and cleared only
+    once the copy verifies: an interrupted copy is never taken for a whole one (the engine
+    refuses to use it and ``status`` says so), and running the same migration again removes
+    the partial copy and redoes it. Run again after it finished, it verifies and reports the
+    copy (nothing is written).
+
     Raises:
         EmbedderMismatchError: the destination holds vectors of another embedder.
-        InvalidInputError: the destination already holds memories of this tenant.
+        InvalidInputError: the destination already holds other memories of this tenant.
         StoreError: the copy does not verify (counts or checksum differ).
     """
     tenancy = Tenancy(tenant)
@@ -71,11 +78,17 @@ def _copy(src: Store, dst: Store, tenant: str, batch: int,
             "embedders' vectors in one store: reindex one side first"
         )
     held = dst.stats()
-    if held.memories or held.forgotten:
+    if held.unfinished_migration:
+        _remove_partial_copy(dst, tenant, batch)
+    elif held.memories or held.forgotten:
+        if checksum(dst, tenant) == checksum(src, tenant):  # a run that finished: say so
+            files = len(src.source_files()) if isinstance(src, SourceIndex) else 0
+            return _verify(src, dst, tenant, fingerprint, files)
         raise InvalidInputError(
             f"the destination already holds {held.memories + held.forgotten} memories of "
             f"tenant {tenant!r}; copy into an empty store or tenant"
         )
+    dst.mark_migration(True)
     if fingerprint is not None:
         dst.set_fingerprint(fingerprint)
     with bulk_loading(dst):
@@ -96,7 +109,18 @@ def _copy(src: Store, dst: Store, tenant: str, batch: int,
         tracked = src.source_files()
         dst.save_source_files(tracked)
         files = len(tracked)
-    return _verify(src, dst, tenant, fingerprint, files)
+    report = _verify(src, dst, tenant, fingerprint, files)
+    dst.mark_migration(False)
+    return report
+
+
+def _remove_partial_copy(dst: Store, tenant: str, batch: int) -> None:
+    """Delete what an interrupted migration left of ``tenant`` (memories, indexed files)."""
+    ids = [m.id for rows in dst.export(batch) for m, _ in rows if m.namespace == tenant]
+    for start in range(0, len(ids), batch):
+        dst.forget(ids[start : start + batch], hard=True, at=datetime.now(UTC))
+    if isinstance(dst, SourceIndex):
+        dst.remove_source_files([f.path for f in dst.source_files()])
 
 
 def checksum(store: Store, namespace: str) -> tuple[str, int, int]:

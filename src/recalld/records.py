@@ -158,6 +158,8 @@ class MemoryFilter:
     tags: tuple[str, ...] = ()
     """A memory must carry all of these tags."""
     session_id: str | None = None
+    superseded_by: str | None = None
+    """Only the memories this id supersedes."""
     time_range: TimeRange | None = None
     """Applies to the memory's reference time (event time, else creation time)."""
     include_forgotten: bool = False
@@ -189,7 +191,7 @@ class Trace:
     adjustments: Mapping[str, float] = field(default_factory=dict)
     """Each score adjustment's multiplicative factor (1.0 = no effect)."""
     filters: tuple[str, ...] = ()
-    """Why the hit survived the filters."""
+    """Why the hit survived the filters (for a near miss: why it lost)."""
     final_score: float = 0.0
 
 
@@ -215,6 +217,9 @@ class SearchResult:
     query_type: str
     took_ms: float
     details: Mapping[str, Any] = field(default_factory=dict)
+    near_misses: tuple[Hit, ...] = ()
+    """When asked for: the next candidates below the hits, ranked on from the last hit,
+    each traced, its trace's ``filters`` saying why it lost."""
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,26 @@ which is also what the HTTP API documents.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    StrictBool,
+    StrictInt,
     ValidationError,
     ValidationInfo,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from recalld.errors import InvalidInputError
 from recalld.records import IMPORT_FORMATS as IMPORT_FORMATS
@@ -39,9 +46,17 @@ from recalld.records import (
     Source,
     TimeRange,
 )
+from recalld.retrieval.config import PRESETS
 
 MAX_LIMIT = 1000
 """The most hits a search (or memories a list) may ask for."""
+MAX_QUERY_CHARS = 10_000
+"""The longest query a search or context takes: a question or its key words fit many times
+over, and ranking a much longer text would hold a core for seconds."""
+DATE_WORDS = "an ISO date or datetime such as 2024-03-14 or 2024-03-14T09:30"
+NOT_BLANK = r"\S"
+"""The JSON schema pattern of a text that must not be blank (a non-space character)."""
+NOTHING_TO_CHANGE = "nothing to change: give at least one field"
 ImportFormat = Literal["memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo"]
 
 Model = TypeVar("Model", bound=BaseModel)
@@ -54,13 +69,107 @@ def as_utc(moment: datetime | None) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
+EARLIEST = datetime(2, 1, 1, tzinfo=UTC)
+LATEST = datetime(9998, 12, 31, 23, 59, 59, tzinfo=UTC)
+"""The dates a caller may name (``as_of``, ``since``, ``until``, ``event_time``): a year
+inside each end of what Python's ``datetime`` holds, so that the windows and offsets
+computed around them ("last december", "two days ago", a zone's offset) stay
+representable instead of overflowing."""
+
+
+def check_moment(moment: datetime, name: str) -> datetime:
+    """``moment`` if it lies between :data:`EARLIEST` and :data:`LATEST`.
+
+    Raises:
+        ValueError: a clear message naming ``name`` and the range (pydantic's validators
+            turn it into :class:`InvalidInputError`).
+    """
+    try:
+        utc = as_utc(moment)
+    except (OverflowError, ValueError):  # a zone offset that leaves the calendar
+        utc = None
+    if utc is None or not EARLIEST <= utc <= LATEST:
+        raise ValueError(
+            f"{name} must lie between {EARLIEST.date()} and {LATEST.date()} (UTC), "
+            f"not {moment.isoformat()}"
+        )
+    return moment
+
+
+def _check_moment(value: datetime, info: ValidationInfo) -> datetime:
+    return check_moment(value, info.field_name or "a date")
+
+
+def _iso_text(value: Any) -> Any:
+    # pydantic would read a number (or a numeric string) as Unix time
+    if isinstance(value, bool | int | float) or (
+            isinstance(value, str) and not _ISO_START.match(value)):  # fmt: skip
+        raise PydanticCustomError("datetime_type", "expected an ISO date or datetime")
+    return value
+
+
+_ISO_START = re.compile(r"\d{4}-\d{2}-\d{2}")
+YEARS = r"^(000[2-9]|00[1-9]\d|0[1-9]\d\d|[1-8]\d{3}|9[0-8]\d\d|99[0-8]\d|999[0-8])-"
+"""The years from :data:`EARLIEST` to :data:`LATEST`, as a JSON schema pattern."""
+
+ISO_MOMENT: dict[str, Any] = {"type": "string", "pattern": YEARS,
+                              "anyOf": [{"format": "date-time"}, {"format": "date"}]}  # fmt: skip
+"""The JSON schema of a date a request takes: an ISO datetime, or a date (its midnight),
+of a year from 0002 to 9998."""
+
+Moment = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_check_moment),
+                   WithJsonSchema(ISO_MOMENT, "validation")]  # fmt: skip
+"""A date a request may carry: an ISO datetime or date string (or a ``datetime``), in range,
+or a clear error."""
+
+
 # -- errors ----------------------------------------------------------------------------------
+
+
+EXPECTED: Mapping[str, str] = {
+    "string_type": "a string", "bytes_type": "a string", "int_type": "an integer",
+    "int_parsing": "an integer", "int_from_float": "a whole number", "float_type": "a number",
+    "float_parsing": "a number", "bool_type": "true or false", "bool_parsing": "true or false",
+    "list_type": "a list", "tuple_type": "a list", "set_type": "a list",
+    "dict_type": "an object", "model_type": "an object", "model_attributes_type": "an object",
+    "datetime_type": DATE_WORDS, "datetime_parsing": DATE_WORDS,
+    "datetime_from_date_parsing": DATE_WORDS, "date_type": DATE_WORDS,
+    "date_parsing": DATE_WORDS, "date_from_datetime_parsing": DATE_WORDS,
+}  # fmt: skip
+"""What a field of each pydantic type error expects, in the words every door uses."""
+
+
+def _plain(error: Mapping[str, Any]) -> str:
+    """One of pydantic's errors in plain words (no pydantic wording reaches a caller)."""
+    kind, ctx = str(error.get("type")), error.get("ctx") or {}
+    if kind in EXPECTED:
+        return f"expected {EXPECTED[kind]}"
+    if kind in ("too_short", "string_too_short"):
+        least = ctx.get("min_length", 1)
+        if kind == "string_too_short":
+            return "must not be empty" if least == 1 else f"needs at least {least} characters"
+        return "needs at least one item" if least == 1 else f"needs at least {least} items"
+    if kind in ("too_long", "string_too_long"):
+        unit = "characters" if kind == "string_too_long" else "items"
+        return f"takes at most {ctx.get('max_length')} {unit}"
+    bounds = {"greater_than_equal": ("at least", "ge"), "less_than_equal": ("at most", "le"),
+              "greater_than": ("more than", "gt"), "less_than": ("less than", "lt")}  # fmt: skip
+    if kind in bounds:
+        words, key = bounds[kind]
+        return f"must be {words} {ctx.get(key)}"
+    if kind in ("literal_error", "enum"):
+        return f"must be {ctx.get('expected')}"
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind == "json_invalid":
+        return "is not valid JSON"
+    return "is not valid"
 
 
 def describe_errors(errors: Iterable[Mapping[str, Any]], skip: Sequence[str] = ()) -> str:
     """One line for pydantic's error list: our own checks speak for themselves, pydantic's
-    are prefixed by the field's dotted path. ``skip`` drops leading location parts (such as
-    FastAPI's ``body``)."""
+    are put in plain words (:func:`_plain`) after the field's dotted path. ``skip`` drops
+    leading location parts (such as FastAPI's ``body``)."""
     parts: list[str] = []
     errors = list(errors)
     deeper = {tuple(e.get("loc", ()))[:1] for e in errors if len(e.get("loc", ())) > 1}
@@ -79,17 +188,40 @@ def describe_errors(errors: Iterable[Mapping[str, Any]], skip: Sequence[str] = (
         elif error.get("type") == "missing":
             parts.append(f"{where} is required")
         else:
-            parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else
-                         str(error.get("msg", "invalid input")))  # fmt: skip
+            parts.append(f"{where or 'the input'}: {_plain(error)}")
     return "; ".join(dict.fromkeys(parts)) or "invalid input"
+
+
+def refuse_nul(value: object, name: str) -> None:
+    """Refuse a NUL character (U+0000) in ``value``: a string, or the strings (keys
+    included) inside lists, tuples and mappings. PostgreSQL's text cannot hold one, so
+    neither backend stores or searches it: both answer this same error.
+
+    Raises:
+        InvalidInputError: naming the field.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise InvalidInputError(
+                f"{name or 'input'} contains a NUL character (U+0000), which recalld neither "
+                "stores nor searches; remove it"
+            )
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            refuse_nul(key, name)
+            refuse_nul(item, f"{name}.{key}" if name else str(key))
+    elif isinstance(value, list | tuple | set | frozenset):
+        for item in value:
+            refuse_nul(item, name)
 
 
 def parse(model: type[Model], data: Any) -> Model:
     """``model`` validated from ``data`` (a mapping, or an instance passed through).
 
     Raises:
-        InvalidInputError: with :func:`describe_errors`' message.
+        InvalidInputError: with :func:`describe_errors`' message, or :func:`refuse_nul`'s.
     """
+    refuse_nul(data.model_dump() if isinstance(data, BaseModel) else data, "")
     if isinstance(data, model):
         return data
     try:
@@ -114,8 +246,13 @@ def _check_types(value: Any) -> Any:
 
 
 def _check_query(value: Any) -> Any:
-    if not isinstance(value, str) or not value.strip():
+    if not isinstance(value, str):
+        return value  # pydantic's type check names the field and the type
+    if not value.strip():
         raise ValueError("the query is empty")
+    if len(value) > MAX_QUERY_CHARS:
+        raise ValueError(f"the query has {len(value):,} characters, over the limit of "
+                         f"{MAX_QUERY_CHARS:,}: search with its key words")  # fmt: skip
     return value.strip()
 
 
@@ -125,15 +262,21 @@ def _check_mode(value: Any) -> Any:
     return value
 
 
+def _whole(value: Any) -> Any:
+    """A float without a fraction is the integer JSON Schema says it is (``5.0`` is ``5``)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def _check_limit(value: Any) -> Any:
+    value = _whole(value)
     if isinstance(value, int) and not isinstance(value, bool) and not 1 <= value <= MAX_LIMIT:
         raise ValueError(f"limit must be between 1 and {MAX_LIMIT}")
     return value
 
 
 def _check_preset(value: Any) -> Any:
-    from recalld.retrieval.config import PRESETS
-
     if value is not None and (not isinstance(value, str) or value not in PRESETS):
         raise ValueError(f"unknown preset {value!r}; choose one of {', '.join(PRESETS)}")
     return value
@@ -153,7 +296,7 @@ def _check_range(name: str, low: float, high: float, value: Any) -> Any:
     return value
 
 
-_FORBID = ConfigDict(extra="forbid", frozen=True)
+_FORBID = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Filters(BaseModel):
@@ -162,6 +305,7 @@ class Filters(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [{"project": "atlas", "tags": ["deploy"],
                                          "since": "2024-03-01"}]},
     )  # fmt: skip
@@ -176,9 +320,11 @@ class Filters(BaseModel):
     """Only memories carrying all of these tags."""
     session_id: str | None = None
     """Only memories of this session."""
-    since: datetime | None = None
+    superseded_by: str | None = None
+    """Only memories this memory supersedes (whose ``superseded_by`` is this id)."""
+    since: Moment | None = None
     """Only memories whose reference time is at or after this (ISO date or datetime)."""
-    until: datetime | None = None
+    until: Moment | None = None
     """Only memories whose reference time is before this."""
 
     _types = field_validator("types", mode="before")(_check_types)
@@ -191,6 +337,7 @@ class Filters(BaseModel):
             types=self.types,
             tags=self.tags,
             session_id=self.session_id,
+            superseded_by=self.superseded_by,
             time_range=TimeRange(since, until) if since or until else None,
             include_forgotten=include_forgotten,
         )
@@ -201,16 +348,17 @@ class _Ranked(BaseModel):
 
     model_config = _FORBID
 
-    query: str = Field(min_length=1)
-    """The question or keywords."""
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                       json_schema_extra={"pattern": NOT_BLANK})  # fmt: skip
+    """The question or keywords (up to 10,000 characters)."""
     mode: SearchMode = "auto"
     """``vector`` (semantic only), ``hybrid`` (every channel) or ``auto``."""
     filters: Filters = Field(default_factory=Filters)
-    as_of: datetime | None = None
+    as_of: Moment | None = None
     """The reference time for relative dates and decay (default: now)."""
     boost_project: str | None = None
     """Rank this project's memories higher without filtering."""
-    preset: str | None = None
+    preset: str | None = Field(default=None, json_schema_extra={"enum": [*PRESETS, None]})
     """A named settings bundle (``fast``, ``balanced``, ``thorough``)."""
 
     _query = field_validator("query", mode="before")(_check_query)
@@ -224,6 +372,7 @@ class SearchQuery(_Ranked):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [
             {"query": "when does my sister arrive?", "limit": 5},
             {"query": "deploy checklist", "limit": 3, "filters": {"project": "atlas"},
@@ -231,16 +380,26 @@ class SearchQuery(_Ranked):
         ]},
     )  # fmt: skip
 
-    limit: int = 10
+    limit: StrictInt = Field(default=10, ge=1, le=MAX_LIMIT)
     """How many hits to return (1-1000)."""
-    explain: bool = False
+    explain: StrictBool = False
     """Attach a trace (channels, fusion, adjustments) to each hit."""
-    record_access: bool = False
+    record_access: StrictBool = False
     """Count this search as an access of the returned memories."""
     granularity: Granularity = "memory"
     """``memory`` (each hit a memory) or ``session`` (one hit per session)."""
+    near_misses: int = Field(default=0, json_schema_extra={"minimum": 0, "maximum": 100})
+    """Also return this many of the next candidates below the hits (0-100), each traced
+    and saying why it lost."""
 
     _limit = field_validator("limit", mode="before")(_check_limit)
+
+    @field_validator("near_misses", mode="before")
+    @classmethod
+    def _near_misses(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= 100:
+            raise ValueError("near_misses must be between 0 and 100")
+        return value
 
 
 class ContextQuery(_Ranked):
@@ -250,15 +409,16 @@ class ContextQuery(_Ranked):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [{"query": "what do I know about the deploy?",
                                          "max_tokens": 500}]},
     )  # fmt: skip
 
-    max_tokens: int | None = None
+    max_tokens: StrictInt | None = Field(default=None, ge=1)
     """The budget in tokens (default: the retrieval config's, 2000)."""
-    limit: int | None = None
+    limit: StrictInt | None = Field(default=None, ge=1, le=MAX_LIMIT)
     """How many hits to consider (default: enough to fill the budget)."""
-    explain: bool = False
+    explain: StrictBool = False
     """Attach a trace to each hit of the block (as for a search)."""
 
     _limit = field_validator("limit", mode="before")(_check_limit)
@@ -266,6 +426,7 @@ class ContextQuery(_Ranked):
     @field_validator("max_tokens", mode="before")
     @classmethod
     def _positive(cls, value: Any) -> Any:
+        value = _whole(value)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise ValueError("max_tokens must be positive")
         return value
@@ -276,12 +437,14 @@ class ListQuery(BaseModel):
 
     model_config = _FORBID
 
-    limit: int = Field(default=50, ge=1)
+    limit: StrictInt = Field(default=50, ge=1)
     """How many memories (the HTTP API allows at most 1000 a page)."""
-    offset: int = Field(default=0, ge=0)
-    newest_first: bool = True
-    include_forgotten: bool = False
+    offset: StrictInt = Field(default=0, ge=0)
+    newest_first: StrictBool = True
+    include_forgotten: StrictBool = False
     filters: Filters = Field(default_factory=Filters)
+
+    _integers = field_validator("limit", "offset", mode="before")(_whole)
 
 
 class MemoryFields(BaseModel):
@@ -291,14 +454,14 @@ class MemoryFields(BaseModel):
 
     type: MemoryType = "event"
     """``insight``, ``event``, ``raw``, ``turn`` or ``chunk``."""
-    event_time: datetime | None = None
+    event_time: Moment | None = None
     """When it happened (ISO); search dates the memory by it."""
-    priority: float = 1.0
+    priority: float = Field(default=1.0, ge=1.0, le=2.0)
     """1.0-2.0: how much to favour it."""
-    pinned: bool = False
-    evergreen: bool = False
+    pinned: StrictBool = False
+    evergreen: StrictBool = False
     """Never decays."""
-    significance: float = 0.5
+    significance: float = Field(default=0.5, ge=0.0, le=1.0)
     """0.0-1.0."""
     project: str | None = None
     scope: str = "user"
@@ -339,12 +502,13 @@ class MemoryIn(MemoryFields):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [
             {"content": "My sister Ana arrives on 14 March.", "tags": ["family"]},
         ]},
     )  # fmt: skip
 
-    content: str
+    content: str = Field(json_schema_extra={"pattern": NOT_BLANK})
     """The text to remember (up to the store's limit, 100,000 characters by default)."""
     id: str | None = None
     """Give an id to make re-adding idempotent; ``null`` generates one."""
@@ -369,6 +533,7 @@ class AddMemories(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        use_attribute_docstrings=True,
         json_schema_extra={"examples": [{"memories": [
             {"content": "I moved to Berlin in March 2024.", "type": "event"},
             {"content": "Prefers tea over coffee.", "type": "insight"},
@@ -376,7 +541,7 @@ class AddMemories(BaseModel):
     )  # fmt: skip
 
     memories: tuple[MemoryIn, ...] = Field(min_length=1)
-    dedupe: bool = True
+    dedupe: StrictBool = True
     """Content identical to a live memory in the same scope, project and session is not
     stored again (its result names the existing id)."""
 
@@ -397,23 +562,31 @@ NOT_NULL = frozenset(
 """Fields of a memory that always have a value: a patch may change them, not clear them."""
 
 
+def _patch_schema(schema: dict[str, Any]) -> None:
+    """A patch names at least one field, and a field that always has a value takes no null."""
+    schema["minProperties"] = 1
+    schema["examples"] = [{"content": "Ana arrives on 15 March.", "tags": ["family", "travel"]}]
+    for name in NOT_NULL:
+        field = schema["properties"][name]
+        kinds = [k for k in field.pop("anyOf", [field]) if k.get("type") != "null"]
+        field.pop("default", None)
+        field.update(kinds[0] if len(kinds) == 1 else {"anyOf": kinds})
+    schema["properties"]["content"]["pattern"] = NOT_BLANK
+
+
 class MemoryPatch(BaseModel):
     """Fields to change on a memory; those not given are kept. New content is re-embedded."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        json_schema_extra={"examples": [{"content": "Ana arrives on 15 March.",
-                                         "tags": ["family", "travel"]}]},
-    )  # fmt: skip
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True,
+                              json_schema_extra=_patch_schema)  # fmt: skip
 
     content: str | None = None
     type: MemoryType | None = None
-    event_time: datetime | None = None
-    priority: float | None = None
-    pinned: bool | None = None
-    evergreen: bool | None = None
-    significance: float | None = None
+    event_time: Moment | None = None
+    priority: float | None = Field(default=None, ge=1.0, le=2.0)
+    pinned: StrictBool | None = None
+    evergreen: StrictBool | None = None
+    significance: float | None = Field(default=None, ge=0.0, le=1.0)
     project: str | None = None
     scope: str | None = None
     session_id: str | None = None
@@ -454,6 +627,57 @@ class UpdateMemory(BaseModel):
     id: str = Field(min_length=1)
     changes: MemoryPatch
 
+    @model_validator(mode="after")
+    def _something(self) -> UpdateMemory:
+        if not self.changes.model_fields_set:
+            raise ValueError(NOTHING_TO_CHANGE)
+        return self
+
+
+class SupersedeMark(BaseModel):
+    """What makes a memory no longer current: give ``by``, ``until`` (or both), or ``clear``."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={
+            "examples": [{"by": "m-2"}, {"until": "2026-05-01"}, {"clear": True}],
+            "anyOf": [  # by, until (or both), or clear alone
+                {"required": ["by"], "properties": {"by": {"type": "string"},
+                                                    "clear": {"const": False}}},
+                {"required": ["until"], "properties": {"until": ISO_MOMENT,
+                                                       "clear": {"const": False}}},
+                {"required": ["clear"], "properties": {"clear": {"const": True},
+                                                       "by": {"type": "null"},
+                                                       "until": {"type": "null"}}},
+            ],
+        },
+    )  # fmt: skip
+
+    by: str | None = Field(default=None, min_length=1)
+    """The id of the memory that replaces it."""
+    until: Moment | None = None
+    """The time after which it counts as superseded (ISO date or datetime)."""
+    clear: StrictBool = False
+    """Make the memory current again (undo ``by`` and ``until``)."""
+
+    @model_validator(mode="after")
+    def _one_mark(self) -> SupersedeMark:
+        if self.clear and (self.by is not None or self.until is not None):
+            raise ValueError("clear cannot be combined with by or until")
+        if not self.clear and self.by is None and self.until is None:
+            raise ValueError("say what supersedes the memory: by (an id) or until (a time)")
+        return self
+
+
+class SupersedeMemory(SupersedeMark):
+    """Mark one memory as no longer current (:meth:`MemoryEngine.run_supersede`)."""
+
+    model_config = _FORBID
+
+    id: str = Field(min_length=1)
+
 
 class GetMemory(BaseModel):
     """One memory by id (:meth:`MemoryEngine.get`)."""
@@ -469,7 +693,7 @@ class ForgetMemories(BaseModel):
     model_config = _FORBID
 
     ids: tuple[str, ...] = Field(min_length=1)
-    hard: bool = False
+    hard: StrictBool = False
     """Delete for good instead of hiding."""
 
     @field_validator("ids", mode="before")
@@ -483,7 +707,17 @@ class ImportRequest(BaseModel):
     entry point for every format. Give ``path`` (a file the process can read, ``.gz``
     fine) or ``content`` (the file's bytes or text)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        use_attribute_docstrings=True,
+        json_schema_extra={"anyOf": [  # a path or the content, not both
+            {"required": ["path"], "properties": {"path": {"type": "string"},
+                                                  "content": {"type": "null"}}},
+            {"required": ["content"], "properties": {"content": {"type": "string"},
+                                                     "path": {"type": "null"}}},
+        ]},
+    )  # fmt: skip
 
     format: ImportFormat = "memories"
     path: str | None = None
@@ -512,5 +746,5 @@ class ImportRequest(BaseModel):
 
 
 Request = (SearchQuery | ContextQuery | ListQuery | AddMemories | UpdateMemory | GetMemory
-           | ForgetMemories | ImportRequest)  # fmt: skip
+           | ForgetMemories | ImportRequest | SupersedeMemory)  # fmt: skip
 """Every request :meth:`MemoryEngine.execute` takes."""

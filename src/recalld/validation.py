@@ -15,8 +15,12 @@ from datetime import datetime
 from recalld.entities import extract_entities
 from recalld.errors import InvalidInputError
 from recalld.records import MEMORY_TYPES, Memory, NewMemory
-from recalld.requests import as_utc
+from recalld.requests import as_utc, check_moment, refuse_nul
 from recalld.text import content_hash, normalize_content, states_event
+
+TEXT_FIELDS = ("content", "id", "scope", "project", "session_id", "tags", "entities",
+               "metadata", "embed_context", "namespace")  # fmt: skip
+"""The fields of a new memory that hold caller's text (checked by :func:`refuse_nul`)."""
 
 
 def new_id() -> str:
@@ -45,6 +49,8 @@ def prepare_memory(
     """
     content = _checked_content(item.content, max_content_chars)
     check_field_types(item)
+    for name in TEXT_FIELDS:
+        refuse_nul(getattr(item, name), name)
     if item.type not in MEMORY_TYPES:
         raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}")
     if not 1.0 <= item.priority <= 2.0:
@@ -117,6 +123,17 @@ def text_of(content: object) -> str:
     return content
 
 
+def _check_event_time(value: object) -> None:
+    if value is None:
+        return
+    if not isinstance(value, datetime):
+        raise InvalidInputError("event_time must be a datetime")
+    try:
+        check_moment(value, "event_time")
+    except ValueError as exc:
+        raise InvalidInputError(str(exc)) from None
+
+
 def check_field_types(item: NewMemory) -> None:
     """Clear errors for wrongly typed fields a Python caller may pass (the CLI parses its own)."""
     if item.tags is None:
@@ -135,8 +152,7 @@ def check_field_types(item: NewMemory) -> None:
             raise InvalidInputError(f"{name} must be a string")
     if not isinstance(item.scope, str):
         raise InvalidInputError("scope must be a string")
-    if item.event_time is not None and not isinstance(item.event_time, datetime):
-        raise InvalidInputError("event_time must be a datetime")
+    _check_event_time(item.event_time)
     for name in ("priority", "significance"):
         value = getattr(item, name)
         if isinstance(value, bool) or not isinstance(value, int | float):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,33 @@ def test_workloads_bad_options(invoke, tmp_path: Path, args: tuple[str, ...],  #
     code, output = invoke("bench", "workloads", str(WORKLOADS), "--cache-dir",
                           str(tmp_path / "c"), *args)  # fmt: skip
     assert code != 0 and message in output
+
+
+def test_every_report_carries_the_embedder(invoke, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    out, report_dir = tmp_path / "wl.json", tmp_path / "report"
+    code, output = invoke("bench", "workloads", str(WORKLOADS), "--embedder", "fake:48",
+                          "--cache-dir", str(tmp_path / "c"), "--no-baselines", "--json", str(out),
+                          "--report", str(report_dir))  # fmt: skip
+    assert code == 0, output
+    embedder = json.loads(out.read_text())["embedder"]
+    assert embedder["setting"] == "fake:48" and embedder["details"]["dimension"] == 48
+    assert len(embedder["fingerprint"]) == 16
+    line = "- embedder: `fake:48`: fake-hash (48-d, hash-bow pooling); fingerprint "
+    assert line + embedder["fingerprint"] in (report_dir / "report.md").read_text()
+    code, output = invoke("--json", "bench", "locomo", str(LOCOMO), "--embedder", "fake",
+                          "--cache-dir", str(tmp_path / "c"), "--budget", "30")  # fmt: skip
+    assert code == 0, output
+    assert json.loads(output)["embedder"]["setting"] == "fake"
+
+
+def test_report_folder_without_matplotlib(invoke, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if the bench extra were absent
+    report_dir = tmp_path / "report"
+    code, output = invoke("bench", "longmemeval", str(LME), "--embedder", "fake", "--budget",
+                          "100", "--cache-dir", str(tmp_path / "c"), "--report",
+                          str(report_dir))  # fmt: skip
+    assert code == 0, output
+    assert "chart skipped: it needs matplotlib" in output
+    assert sorted(p.name for p in report_dir.iterdir()) == ["report.md", "results.json"]
+    assert "## Session level" in (report_dir / "report.md").read_text()

@@ -63,8 +63,17 @@ def test_generated_abstracts_on_the_packaged_model(invoke) -> None:  # type: ign
     report = json.loads(output)
     (corpus,) = report["corpora"]
     assert corpus["texts"] == 6 and corpus["mean_tokens"] > 100
-    assert "all-MiniLM-L6-v2" in report["embedder"]
+    assert report["embedder"]["setting"] == "local"
+    assert "all-MiniLM-L6-v2" in report["embedder"]["described"]
     assert report["batching"]["batch_tokens"] > 0
+
+
+def test_the_embedder_option_overrides_the_setting(invoke) -> None:  # type: ignore[no-untyped-def]
+    code, output = invoke("--json", "bench", "ingest", "--generated", "3", "--rounds", "1",
+                          "--embedder", "fake:24", embedder="local")  # fmt: skip
+    assert code == 0, output
+    embedder = json.loads(output)["embedder"]
+    assert embedder["setting"] == "fake:24" and embedder["details"]["dimension"] == 24
 
 
 def test_generated_abstracts_are_deterministic() -> None:

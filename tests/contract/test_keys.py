@@ -40,3 +40,36 @@ def test_keys_are_kept_hashed_and_checked(open_as: Opener) -> None:
         revoke_key(root.store, "000000000000")
     with pytest.raises(InvalidInputError, match="invalid tenant"):
         create_key(root.store, "bad name")
+
+
+def test_granting_another_tenants_own_namespace_needs_force(open_as: Opener) -> None:
+    root = open_as()
+    create_key(root.store, "alice")
+    alice = open_as("alice")
+    secret = alice.add("alice's private diary entry").id
+    for taken in ("alice", "default"):
+        with pytest.raises(InvalidInputError, match=f"'{taken}' is another tenant's own"):
+            create_key(root.store, "eve", shared=["team", taken])
+    assert [k.tenant for k in key_store(root.store).list_keys()] == ["alice"]  # nothing made
+    record, _ = create_key(root.store, "eve", shared=["team"])  # a shared namespace is fine
+    assert record.shared == ("team",)
+    forced, _ = create_key(root.store, "eve", shared=["alice"], force=True)
+    assert forced.shared == ("alice",)
+    assert open_as("eve", shared=forced.shared).get(secret).content == "alice's private diary entry"
+
+
+def test_the_cli_refuses_the_grant_without_force(store_location: str) -> None:
+    from click.testing import CliRunner
+
+    from recalld.interfaces.cli import cli
+
+    def create(*argv: str) -> tuple[int, str]:
+        done = CliRunner().invoke(cli, ["--db", store_location, "--embedder", "fake", "keys",
+                                        "create", *argv])  # fmt: skip
+        return done.exit_code, done.output
+
+    assert create("--tenant", "alice")[0] == 0
+    code, output = create("--tenant", "eve", "--namespace", "alice")
+    assert code == 2 and "'alice' is another tenant's own namespace" in output
+    assert "--force" in output
+    assert create("--tenant", "eve", "--namespace", "alice", "--force")[0] == 0

@@ -63,7 +63,11 @@ def test_refuses_another_embedders_vectors_and_a_full_destination(
         engine.add("made by another embedder")
     with pytest.raises(recalld.EmbedderMismatchError):
         recalld.migrate_store(source, other)
-    recalld.migrate_store(source, pg_database)
+    first = recalld.migrate_store(source, pg_database)
+    assert recalld.migrate_store(source, pg_database) == first  # done already: verified again
+    with recalld.open(settings=Settings(db=source, cache_dir=None),
+                      embedder=FakeEmbedder()) as engine:  # fmt: skip
+        engine.add("a memory the copy does not hold")
     with pytest.raises(recalld.InvalidInputError, match="already holds"):
         recalld.migrate_store(source, pg_database)
 

@@ -10,7 +10,7 @@ import pytest
 
 import recalld
 from recalld.config import Settings
-from recalld.providers.embedders import Embedder
+from recalld.providers.embedders import Embedder, FakeEmbedder
 from recalld.records import TimeRange
 from recalld.retrieval.query import understand
 from recalld.stores.base import CandidateRequest, Tenancy
@@ -173,12 +173,28 @@ def test_postgres_start_and_stop_commands(tmp_path: Path) -> None:
     started = CliRunner().invoke(cli, ["postgres", "start", "--dir", str(folder)])
     try:
         assert started.exit_code == 0, started.output
-        dsn = started.output.strip().splitlines()[-1]
-        assert dsn.startswith("postgresql://")
-        with psycopg.connect(dsn) as conn:
-            assert conn.execute("SELECT 1").fetchone() == (1,)
+        dsn = started.stdout.strip().splitlines()[-1]
+        assert dsn.startswith("postgresql://recalld_app:")
+        admin = started.stderr.split("superuser DSN", 1)[1].split("): ", 1)[1].split()[0]
+        assert admin.startswith("postgresql://postgres:") and "row-level security" in (
+            started.stderr)  # fmt: skip
+        with psycopg.connect(dsn) as conn:  # the application's role: no superuser, no bypass
+            found = conn.execute("SELECT rolsuper, rolbypassrls FROM pg_roles"
+                                 " WHERE rolname = current_user").fetchone()  # fmt: skip
+            assert found == (False, False)
+        with recalld.open(dsn, tenant="alice", embedder=FakeEmbedder(), cache_dir=None) as alice:
+            alice.add("alice's private note")  # the role creates the schema and writes
+        with psycopg.connect(dsn) as conn:  # the wall binds the owner: no tenant, no rows
+            assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
+        with psycopg.connect(admin) as conn:  # the superuser passes through it
+            assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1,)
+        with psycopg.connect(admin, autocommit=True) as conn:  # as an earlier version left it
+            conn.execute("ALTER TABLE memories OWNER TO postgres")
         again = CliRunner().invoke(cli, ["postgres", "start", "--dir", str(folder)])
-        assert again.output.strip().splitlines()[-1] == dsn  # a running server is reused
+        assert again.stdout.strip().splitlines()[-1] == dsn  # a running server is reused
+        with recalld.open(dsn, tenant="alice", embedder=FakeEmbedder(), cache_dir=None) as alice:
+            alice.add("written after the tables were handed back to the application role")
+            assert alice.status().store.memories == 2
     finally:
         stopped = CliRunner().invoke(cli, ["postgres", "stop", "--dir", str(folder)])
     assert stopped.exit_code == 0 and "stopped" in stopped.output

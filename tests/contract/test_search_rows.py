@@ -4,6 +4,7 @@ PostgreSQL), equal on both backends to the separate reads it replaces."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -139,7 +140,10 @@ def test_a_postgres_search_is_one_round_trip(pg_database: str, statements: list[
 
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
                       embedder=FakeEmbedder()) as engine:  # fmt: skip
-        engine.add_many([NewMemory(f"{w} turn {i}: the {WORDS[i % 5]}", session_id=f"s{i % 3}")
+        # Turns dated over the last three weeks: a time the query names can be answered.
+        now = datetime.now(UTC)
+        engine.add_many([NewMemory(f"{w} turn {i}: the {WORDS[i % 5]}", session_id=f"s{i % 3}",
+                                   event_time=now - timedelta(days=i))
                          for i, w in enumerate(WORDS * 4)])  # fmt: skip
         engine.search("warm the pool up", limit=3)
         # A question that names a time is about the past: nothing is followed forward.

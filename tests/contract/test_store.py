@@ -79,6 +79,38 @@ def test_filters(open_as: Opener) -> None:
     assert [m.content for m in engine.list(limit=1, offset=1)] == ["kayak on the river"]
 
 
+def test_superseded_by_lists_what_a_memory_replaced(open_as: Opener) -> None:
+    engine = open_as()
+    old = engine.add("the deploy runs on Fridays", id="old").id
+    older = engine.add("the deploy runs on Thursdays", id="older").id
+    new = engine.add("the deploy runs on Mondays", id="new").id
+    engine.add("an unrelated note", id="other")
+    engine.supersede(old, by=new)
+    engine.supersede(older, by=new)
+    engine.forget(older)
+    assert {m.id for m in engine.list(superseded_by=new)} == {"old"}
+    assert {m.id for m in engine.list(superseded_by=new, include_forgotten=True)} == {
+        "old", "older"}  # fmt: skip
+    assert engine.list(superseded_by=old) == []
+    assert open_as(tenant="eve").list(superseded_by=new) == []  # the tenant wall holds
+
+
+def test_stats_count_sources_and_days(open_as: Opener) -> None:
+    days = iter([datetime(2025, 1, 1, 23, tzinfo=UTC), datetime(2025, 1, 1, 1, tzinfo=UTC),
+                 datetime(2025, 1, 3, 12, tzinfo=UTC)])  # fmt: skip
+    engine = open_as()
+    engine._clock = lambda: next(days)
+    engine.add("first")
+    engine.add("a chunk", source=Source("file", "/notes/a.md", 1, 2))
+    engine.add("third")
+    engine._clock = lambda: datetime(2025, 1, 4, tzinfo=UTC)
+    engine.forget(engine.list(limit=1)[0].id)
+    stats = engine.status().store
+    assert stats.by_source == {"direct": 1, "file": 1}  # live memories only
+    assert stats.added_by_day == {"2025-01-01": 2, "2025-01-03": 1}  # forgotten ones too
+    assert open_as(tenant="eve").status().store.added_by_day == {}
+
+
 def test_forget_soft_and_hard(open_as: Opener) -> None:
     engine = open_as()
     soft = engine.add("the soft one about kayaks").id

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 from .conftest import Opener
 
 WRITERS, READERS, PER_WRITER = 3, 3, 40
 
 
-def test_concurrent_readers_and_writers_on_one_handle(open_as: Opener) -> None:
-    engine = open_as("alice")
+def test_concurrent_readers_and_writers_on_one_handle(open_as: Opener, tmp_path: Path) -> None:
+    engine = open_as("alice", cache_dir=tmp_path / "cache")  # the cache on, as a server has it
     engine.add("seed memory so that the first searches have something to read")
     errors: list[BaseException] = []
     writers_done = threading.Event()

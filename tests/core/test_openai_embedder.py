@@ -228,3 +228,24 @@ def test_cli_uses_the_openai_embedder_from_settings(
     failed = run("add", "another memory")
     assert failed.returncode == 6
     assert failed.stderr.startswith("error: embedding endpoint answered 502")
+
+
+def test_prefixes_are_sent_and_part_of_the_fingerprint(endpoint: Endpoint) -> None:
+    settings = Settings(openai_base_url=endpoint.url, embed_query_prefix="query: ",
+                        embed_document_prefix="passage: ")  # fmt: skip
+    client = resolve_embedder("openai:e5", settings)
+    plain = OpenAIEmbedder("e5", endpoint.url)
+    try:
+        client.embed_documents(["the deploy broke"])
+        assert endpoint.requests[-1]["json"]["input"] == ["passage: the deploy broke"]
+        query = client.embed_query("the deploy broke")
+        assert endpoint.requests[-1]["json"]["input"] == ["query: the deploy broke"]
+        expected = _REFERENCE.embed_documents(["query: the deploy broke"]).vectors[0]
+        np.testing.assert_allclose(query, expected, atol=1e-6)
+        fingerprint = client.fingerprint
+        assert (fingerprint.query_prefix, fingerprint.document_prefix) == ("query: ", "passage: ")
+        assert fingerprint.key != plain.fingerprint.key
+        assert "'query: ' / 'passage: '" in fingerprint.describe()
+    finally:
+        client.close()  # type: ignore[attr-defined]
+        plain.close()

@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from serve_helpers import free_port, wait_until_serving
 
 import recalld
 from recalld.config import Settings
@@ -198,7 +199,9 @@ def test_bad_input_gives_the_library_message_and_changes_nothing(server: Server)
                     422) == str(library.value)  # fmt: skip
     assert "the query is empty" in error_of(c.post("/v1/search", headers=h,
                                                    json={"query": "  "}), 422)  # fmt: skip
-    assert "not valid JSON" in error_of(c.post("/v1/search", headers=h, content=b"{oops"), 400)
+    as_json = {**h, "Content-Type": "application/json"}
+    assert "not valid JSON" in error_of(c.post("/v1/search", headers=as_json, content=b"{oops"),
+                                        400)  # fmt: skip
     assert "empty" in error_of(c.post("/v1/search", headers=h, content=b""), 400)
     assert "JSON object" in error_of(c.post("/v1/search", headers=h, json=[1, 2]), 422)
     assert "priority must be between" in error_of(
@@ -328,12 +331,12 @@ def test_keys_cli_create_list_revoke(tmp_path: Path) -> None:
 def test_without_keys_only_loopback_is_served(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     app = create_app(settings, embedder=FakeEmbedder())
-    with TestClient(app) as client:
+    with TestClient(app, base_url="http://127.0.0.1") as client:
         created = client.post("/v1/memories", json={"content": "no key needed on loopback"})
         assert created.status_code == 201
         assert client.get("/v1/status").json()["store"]["memories"] == 1
     public = create_app(settings, embedder=FakeEmbedder(), host="0.0.0.0")
-    with TestClient(public) as client:
+    with TestClient(public, base_url="http://127.0.0.1") as client:
         assert "missing API key" in error_of(client.get("/v1/status"), 401)
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
@@ -348,7 +351,7 @@ def test_body_batch_and_rate_limits(tmp_path: Path) -> None:
         assert "larger than 2000 bytes" in error_of(big, 413)
         four = {"memories": [{"content": f"memory {i}"} for i in range(4)]}
         assert "over the limit of 3" in error_of(c.post("/v1/memories", headers=h, json=four),
-                                                 413)  # fmt: skip
+                                                 422)  # fmt: skip
         assert server.snapshot("alice") == before
         statuses = [c.get("/v1/status", headers=h).status_code for _ in range(12)]
         assert statuses.count(429) >= 1 and statuses[0] == 200
@@ -413,32 +416,18 @@ def test_real_http_round_trip_and_concurrent_searches(server: Server, live: str)
         assert client.get("/healthz").json()["version"] == recalld.__version__
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def test_recalld_serve_process_says_what_and_where(
     tmp_path: Path, cli_env: dict[str, str], recalld_command: list[str]
 ) -> None:
     """The real command: without keys a public --host falls back to loopback, and says so."""
     import subprocess
 
-    port = _free_port()
+    port = free_port()
     env = {**cli_env, "RECALLD_DB": str(tmp_path / "served.db"), "RECALLD_EMBEDDER": "fake"}
     process = subprocess.Popen([*recalld_command, "serve", "--host", "0.0.0.0", "--port",
                                 str(port)], env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        deadline, up = time.monotonic() + 60, False
-        while time.monotonic() < deadline and process.poll() is None and not up:
-            try:
-                up = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200
-            except httpx.TransportError:
-                time.sleep(0.1)
-        assert up, "recalld serve did not answer"
+        wait_until_serving(process, port)
         added = httpx.post(f"http://127.0.0.1:{port}/v1/memories", timeout=10,
                            json={"content": "served without a key on loopback"})  # fmt: skip
         assert added.status_code == 201

@@ -60,7 +60,8 @@ def api_schema(target: Target) -> Any:
 
 OPERATIONS = [("POST", "/v1/memories"), ("GET", "/v1/memories"),
               ("GET", "/v1/memories/{memory_id}"), ("PATCH", "/v1/memories/{memory_id}"),
-              ("DELETE", "/v1/memories/{memory_id}"), ("POST", "/v1/search"),
+              ("DELETE", "/v1/memories/{memory_id}"),
+              ("POST", "/v1/memories/{memory_id}/supersede"), ("POST", "/v1/search"),
               ("POST", "/v1/context"), ("GET", "/v1/status"), ("POST", "/v1/import"),
               ("POST", "/v1/index"), ("GET", "/healthz")]  # fmt: skip
 

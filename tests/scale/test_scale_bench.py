@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -80,7 +81,8 @@ def test_parse_sizes() -> None:
         parse_sizes("ten")
 
 
-def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path) -> None:
+def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
+                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     report_dir = tmp_path / "report"
     result = CliRunner().invoke(scale, [
         "--sizes", "300,600", "--queries", "3", "--embedder", "fake:64", "--pool", "40",
@@ -98,14 +100,20 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path) -> None:
     assert report["corpus"]["pool"] == 40
     table = (report_dir / "scale.md").read_text(encoding="utf-8")
     assert "| 300 |" in table and "| 600 |" in table
+    assert report["embedder"]["setting"] == "fake:64"
+    assert "Embedder: `fake:64`: fake-hash (64-d" in table
     assert (report_dir / "scale.png").read_bytes()[:4] == b"\x89PNG"
-    # A second run reuses the stores it built.
+    # A second run reuses the stores it built; without matplotlib it skips the chart alone.
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
     again = CliRunner().invoke(scale, [
         "--sizes", "300", "--queries", "2", "--embedder", "fake:64", "--pool", "40",
         "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
+        "--report", str(tmp_path / "again"),
     ])  # fmt: skip
     assert again.exit_code == 0, again.output
     assert "come from an earlier run's build" in again.output
+    assert "chart skipped: it needs matplotlib" in again.output
+    assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["scale.json", "scale.md"]
 
 
 def test_cli_refuses_sizes_the_pool_cannot_make(data_dir: Path, tmp_path: Path) -> None:

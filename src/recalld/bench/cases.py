@@ -36,7 +36,8 @@ class Probe:
     group: str
     """The breakdown it is reported under (question type, LoCoMo category)."""
     question: str
-    as_of: datetime
+    as_of: datetime | None
+    """The search's reference time; ``None`` asks as of now (a corpus without dates)."""
     gold_sessions: frozenset[str]
     gold_docs: frozenset[str]
     """Ids of the evidence memories; empty when the benchmark has no turn labels for it."""

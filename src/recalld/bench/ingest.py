@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 import recalld
+from recalld.bench.report import describe_embedder, embedder_record
 from recalld.config import Settings
 from recalld.conversation import reply_context
 from recalld.errors import InvalidInputError
@@ -146,7 +147,7 @@ def run_ingest(
     return {
         "benchmark": "ingest",
         "date": date,
-        "embedder": model.fingerprint.describe(),
+        "embedder": embedder_record(model, None if embedder else settings.embedder),
         "batching": {
             "batch_size": model.batch_size,
             "batch_tokens": model.batch_tokens,
@@ -229,7 +230,8 @@ def markdown_table(report: dict[str, Any]) -> str:
     lines = [
         "# recalld bench ingest",
         "",
-        f"Started {report['date']}, {report['seconds']} s; {report['embedder']}; "
+        f"Started {report['date']}, {report['seconds']} s; "
+        f"{describe_embedder(report['embedder'])}; "
         f"{machine['cpus']} CPUs, load average {machine['load_before'][0]} before and "
         f"{machine['load_after'][0]} after; batching {report['batching']}; medians of "
         f"{report['rounds']} rounds.",

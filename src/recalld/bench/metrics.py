@@ -32,6 +32,10 @@ LOCOMO_TURN_ANY_K = (1, 5, 10)
 LOCOMO_EVIDENCE_K = (5, 10)
 LOCOMO_TURN_NDCG_K = (10,)
 LOCOMO_SESSION_ALL_K = (5, 10)
+BEIR_NDCG_K = (10,)
+BEIR_RECALL_K = (100,)
+BEIR_MRR_K = (10,)
+"""BEIR's headline cut-offs: nDCG@10 (its leaderboard), recall@100 and MRR@10."""
 
 
 def _check(gold: Collection[str]) -> None:
@@ -212,6 +216,34 @@ def locomo_scores(
         effective = widened_k(sessions, k)
         scores[f"session.recall_all@{k}"] = recall_all(sessions[:effective], gold_sessions,
                                                        effective)  # fmt: skip
+    return scores
+
+
+def graded_ndcg(ranked: Sequence[str], grades: Mapping[str, int], k: int) -> float:
+    """NDCG@k with graded relevance as trec_eval's ``ndcg_cut`` (BEIR's scorer) defines it.
+
+    The gain of a ranked id is its grade (0 when unjudged or not above 0), discounted by
+    ``log2(position + 1)`` from position 1; the ideal ranking puts every judged id with a
+    grade above 0 first, highest grade first, whether or not the ranking found it.
+    """
+    _check([item for item, grade in grades.items() if grade > 0])
+    ideal = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
+    gains = [max(grades.get(item, 0), 0) for item in distinct(ranked)[:k]]
+    return _log_discounted(gains) / _log_discounted(ideal)
+
+
+def _log_discounted(gains: Sequence[float]) -> float:
+    return sum(gain / math.log2(position + 1) for position, gain in enumerate(gains, start=1))
+
+
+def beir_scores(ranked_ids: Sequence[str], grades: Mapping[str, int]) -> dict[str, float]:
+    """Every BEIR metric of one query, keyed ``doc.*``: graded NDCG; recall and reciprocal
+    rank counting every id graded above 0 as relevant."""
+    relevant = {item for item, grade in grades.items() if grade > 0}
+    scores = {f"doc.ndcg@{k}": graded_ndcg(ranked_ids, grades, k) for k in BEIR_NDCG_K}
+    scores.update({f"doc.recall@{k}": evidence_recall(ranked_ids, relevant, k)
+                   for k in BEIR_RECALL_K})  # fmt: skip
+    scores.update({f"doc.mrr@{k}": reciprocal_rank(ranked_ids[:k], relevant) for k in BEIR_MRR_K})
     return scores
 
 

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from recalld.errors import InvalidInputError, install_hint
+from recalld.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from recalld.providers.embedders import Embedder
 
 HEADLINES: Mapping[str, tuple[str, ...]] = {
     "longmemeval": ("session.recall_any@5", "session.recall_any@1", "turn.recall_all@10",
@@ -15,11 +18,58 @@ HEADLINES: Mapping[str, tuple[str, ...]] = {
     "locomo": ("turn.recall_any@10", "turn.evidence_recall@10", "session.recall_all@10",
                "context.evidence@2000"),
     "workloads": ("hit@1", "current_first"),
+    "beir": ("doc.ndcg@10", "doc.recall@100"),
 }  # fmt: skip
 """The metrics broken down per question type / category (the first two are charted)."""
-LEVELS = (("session", "Session level"), ("turn", "Turn level"),
+LEVELS = (("session", "Session level"), ("turn", "Turn level"), ("doc", "Document level"),
           ("context", "Evidence inside the context budget"))  # fmt: skip
 CHART_PANELS = 2
+LISTED = 12
+"""Query ids listed per paired comparison in the Markdown (the JSON has them all)."""
+TITLES = {"longmemeval": "LongMemEval", "locomo": "LoCoMo", "beir": "BEIR documents"}
+
+
+CHART_SKIPPED = "chart skipped: it needs matplotlib (pip install 'recalld[bench]')"
+
+
+class Written(NamedTuple):
+    """The files a report folder received, and what was left out and why."""
+
+    paths: list[Path]
+    skipped: list[str]
+
+
+def pyplot() -> Any | None:
+    """Matplotlib's pyplot drawing to files, or ``None`` without the ``bench`` extra."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def embedder_record(model: Embedder, setting: str | None) -> dict[str, Any]:
+    """What a report says of its embedder: the setting that chose it (``local``,
+    ``onnx:/folder`` ...; ``None`` for an embedder object given in code), the model, and
+    its fingerprint (the key every stored vector is checked against)."""
+    fingerprint = model.fingerprint
+    return {
+        "setting": setting,
+        "described": ", ".join(filter(None, [fingerprint.describe(), model.query_path])),
+        "fingerprint": fingerprint.key,
+        "details": json.loads(fingerprint.to_json()),
+    }
+
+
+def describe_embedder(value: Any) -> str:
+    """A report's embedder for a Markdown line: its setting, model and fingerprint."""
+    if not isinstance(value, Mapping):  # reports written before the record existed
+        return str(value or "not recorded")
+    setting = f"`{value['setting']}`: " if value.get("setting") else ""
+    return f"{setting}{value['described']}; fingerprint {value['fingerprint']}"
 
 
 def fmt_metric(value: float | None) -> str:
@@ -57,7 +107,7 @@ def _overview(report: Mapping[str, Any]) -> list[str]:
         f"- file: `{report['file']}`",
         f"- date: {report['date']}; machine: {m['cores']} cores, {m['platform']}, "
         f"Python {m['python']}",
-        f"- embedder: {report.get('embedder', 'not recorded')}",
+        f"- embedder: {describe_embedder(report.get('embedder'))}",
         f"- load average (1, 5, 15 min) at start {load.get('start')}, at end {load.get('end')}",
         "- questions: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in q.items()),
         "- options: " + ", ".join(f"{k} {v}" for k, v in o.items() if v not in (None, [], ())),
@@ -85,6 +135,8 @@ def _group_tables(report: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
     systems = report["systems"]
     groups = sorted({g for s in systems.values() for g in s["by_group"]})
+    if len(groups) < 2:  # one group is the overall table again
+        return []
     for metric in HEADLINES.get(report["benchmark"], ()):
         rows = []
         for group in groups:
@@ -122,6 +174,19 @@ def _speed_lines(report: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def pair_lines(report: Mapping[str, Any]) -> list[str]:
+    """The paired wins and losses of a report, a line per comparison and the ids listed."""
+    lines = []
+    for c in report.get("comparisons", []):
+        counts = f"{len(c['wins'])} won, {len(c['losses'])} lost, {c['ties']} tied"
+        lines.append(f"- **{c['system']} vs {c['against']}** at {c['metric']}: {counts}")
+        for word, ids in (("won", c["wins"]), ("lost", c["losses"])):
+            if ids:
+                more = f" and {len(ids) - LISTED} more" if len(ids) > LISTED else ""
+                lines.append(f"  - {word}: {', '.join(ids[:LISTED])}{more}")
+    return lines
+
+
 def fmt_ms(value: float | None) -> str:
     """Milliseconds for a Markdown cell (1 decimal; a dash when absent)."""
     return "–" if value is None else f"{value:.1f}"
@@ -133,8 +198,7 @@ def markdown_report(report: Mapping[str, Any]) -> str:
         from recalld.bench.workloads_report import workloads_markdown
 
         return workloads_markdown(report)
-    title = {"longmemeval": "LongMemEval", "locomo": "LoCoMo"}.get(report["benchmark"],
-                                                                   report["benchmark"])  # fmt: skip
+    title = TITLES.get(report["benchmark"], report["benchmark"])
     lines = [f"# {title} retrieval benchmark", "", *_overview(report)]
     for level, heading in LEVELS:
         table = _level_table(report, level)
@@ -143,19 +207,19 @@ def markdown_report(report: Mapping[str, Any]) -> str:
     breakdown = _group_tables(report)
     if breakdown:
         lines += ["", "## By question type / category", *breakdown]
+    pairs = pair_lines(report)
+    if pairs:
+        lines += ["", "## Paired wins and losses", "", *pairs]
     lines += ["", "## Speed", "", *_speed_lines(report)]
     return "\n".join(lines) + "\n"
 
 
-def write_chart(report: Mapping[str, Any], path: Path) -> None:
-    """A PNG of the headline metrics per group (and overall), one bar per system."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise InvalidInputError(f"charts need matplotlib: {install_hint('bench')}") from exc
+def write_chart(report: Mapping[str, Any], path: Path) -> bool:
+    """A PNG of the headline metrics per group (and overall), one bar per system; ``False``
+    (nothing written) without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
     systems = report["systems"]
     groups = ["overall", *sorted({g for s in systems.values() for g in s["by_group"]})]
     present = [m for m in HEADLINES.get(report["benchmark"], ())
@@ -180,6 +244,7 @@ def write_chart(report: Mapping[str, Any], path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
+    return True
 
 
 def _group_count(systems: Mapping[str, Any], group: str, metric: str) -> int:
@@ -198,8 +263,8 @@ def write_json(report: Mapping[str, Any], path: Path) -> None:
     path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def write_report(report: Mapping[str, Any], folder: Path) -> list[Path]:
-    """``report.md``, ``chart.png`` and ``results.json`` in ``folder``; returns their paths."""
+def write_report(report: Mapping[str, Any], folder: Path) -> Written:
+    """``report.md``, ``chart.png`` (with matplotlib) and ``results.json`` in ``folder``."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -207,7 +272,9 @@ def write_report(report: Mapping[str, Any], folder: Path) -> list[Path]:
     markdown = folder / "report.md"
     markdown.write_text(markdown_report(report), encoding="utf-8")
     chart = folder / "chart.png"
-    write_chart(report, chart)
+    charted = write_chart(report, chart)
     data = folder / "results.json"
     write_json(report, data)
-    return [markdown, chart, data]
+    if not charted:
+        return Written([markdown, data], [CHART_SKIPPED])
+    return Written([markdown, chart, data], [])

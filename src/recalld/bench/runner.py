@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import recalld
 from recalld.bench.cases import Case, Probe, select_by_id
@@ -45,6 +45,7 @@ from recalld.bench.metrics import (
     longmemeval_scores,
     percentile,
 )
+from recalld.bench.report import embedder_record
 from recalld.config import Settings, default_cache_dir
 from recalld.errors import InvalidInputError
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
@@ -143,10 +144,12 @@ def run_cases(
     depth: int = SEARCH_DEPTH,
     progress: Progress | None = None,
     models: Models | None = None,
+    embedder_setting: str | None = None,
 ) -> dict[str, Any]:
     """Run every case and return the aggregated report (see the module docstring).
 
-    ``models``: the optional LLM / reranker every case's engine uses (one for the run)."""
+    ``models``: the optional LLM / reranker every case's engine uses (one for the run);
+    ``embedder_setting``: the setting that chose ``embedder``, for the report."""
     if not systems:
         raise InvalidInputError("no system to evaluate")
     if any(b < 1 for b in budgets):
@@ -170,7 +173,7 @@ def run_cases(
         "probes": tally.probes,
         "unscored_probes": tally.unscored,
         "options": {"depth": depth, "budgets": list(budgets)},
-        "embedder": ", ".join(filter(None, [embedder.fingerprint.describe(), embedder.query_path])),
+        "embedder": embedder_record(embedder, embedder_setting),
         "machine": machine(),
         "load_average": {"start": load_before, "end": load_average()},
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -400,7 +403,7 @@ def run_longmemeval(
     questions = load_longmemeval(path)
     chosen = select_questions(questions, question_ids=question_ids,
                               include_abstention=include_abstention, limit=limit)  # fmt: skip
-    model, resolved_cache, default = resources(embedder, cache_dir, settings, base)
+    model, resolved_cache, default, setting = resources(embedder, cache_dir, settings, base)
     systems = build_systems(configs, mode=mode, baselines=baselines, base=default)
     turn_level = granularity == "turn"
 
@@ -413,7 +416,7 @@ def run_longmemeval(
     report = run_cases(
         cases, len(chosen), systems, scorer,
         embedder=model, cache_dir=resolved_cache, budgets=budgets, depth=depth,
-        progress=progress, models=run_models(settings, resolved_cache),
+        progress=progress, models=run_models(settings, resolved_cache), embedder_setting=setting,
     )  # fmt: skip
     abstention = sum(q.abstention for q in questions)
     report["options"].update({"mode": mode, "granularity": granularity,
@@ -429,7 +432,7 @@ def run_longmemeval(
         if turn_level
         else 0,
     }
-    return _ordered("longmemeval", path, report)
+    return ordered_report("longmemeval", path, report)
 
 
 def run_locomo(
@@ -460,7 +463,7 @@ def run_locomo(
     )
     chosen = conversations if limit is None else conversations[:limit]
     cases = [locomo_case(c, categories) for c in chosen]
-    model, resolved_cache, default = resources(embedder, cache_dir, settings, base)
+    model, resolved_cache, default, setting = resources(embedder, cache_dir, settings, base)
     systems = build_systems(configs, mode=mode, baselines=baselines, base=default)
 
     def scorer(ranked: Sequence[str], case: Case, probe: Probe) -> dict[str, float]:
@@ -471,7 +474,7 @@ def run_locomo(
     models = run_models(settings, resolved_cache)
     report = run_cases(
         cases, total, systems, scorer, embedder=model, cache_dir=resolved_cache,
-        budgets=budgets, depth=depth, progress=progress, models=models,
+        budgets=budgets, depth=depth, progress=progress, models=models, embedder_setting=setting,
     )  # fmt: skip
     report["options"].update({"mode": mode, "categories": list(categories), "limit": limit,
                               "conversation_ids": list(conversation_ids)})  # fmt: skip
@@ -485,15 +488,15 @@ def run_locomo(
             len(q.unknown_evidence) for c in chosen for q in c.questions if q.category in categories
         ),  # fmt: skip
     }
-    return _ordered("locomo", path, report)
+    return ordered_report("locomo", path, report)
 
 
 REPORT_ORDER = ("benchmark", "file", "date", "machine", "load_average", "embedder",
-                "questions", "options", "systems", "speed", "unscored_probes",
+                "questions", "options", "systems", "comparisons", "speed", "unscored_probes",
                 "probes")  # fmt: skip
 
 
-def _ordered(benchmark: str, path: str | Path, report: dict[str, Any]) -> dict[str, Any]:
+def ordered_report(benchmark: str, path: str | Path, report: dict[str, Any]) -> dict[str, Any]:
     """The report with its summary keys first and the per-question records last."""
     full = {"benchmark": benchmark, "file": str(path), **report}
     return {k: full[k] for k in REPORT_ORDER if k in full} | {
@@ -515,18 +518,31 @@ def run_models(settings: Settings | None, cache_dir: Path) -> Models | None:
     return build_models(settings.model_copy(update={"cache_dir": cache_dir}))
 
 
+class Resources(NamedTuple):
+    """What a run is built on, resolved from the call's arguments and the settings."""
+
+    embedder: Embedder
+    """The embedder, behind the persistent cache."""
+    cache_dir: Path
+    base: RetrievalConfig
+    """recalld's default settings, from which the baselines derive."""
+    embedder_setting: str | None
+    """The setting that chose the embedder (``None`` for an object given in code)."""
+
+
 def resources(
     embedder: Embedder | str | None,
     cache_dir: Path | None,
     settings: Settings | None,
     base: RetrievalConfig | None,
-) -> tuple[Embedder, Path, RetrievalConfig]:
+) -> Resources:
     """The embedder (behind the cache), the cache folder and recalld's default settings."""
     folder = cache_dir or (settings.cache_dir if settings else None) or default_cache_dir()
+    spec: str | None = None
     if isinstance(embedder, Embedder):
         model = embedder
     else:
         spec = embedder or (settings.embedder if settings else "local")
         model = resolve_embedder(spec, settings)
     preset = get_preset(settings.preset) if settings else get_preset("balanced")
-    return load_embedder(model, Path(folder)), Path(folder), base or preset
+    return Resources(load_embedder(model, Path(folder)), Path(folder), base or preset, spec)

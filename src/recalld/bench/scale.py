@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from recalld.bench import scale_corpus as sc
+from recalld.bench.report import embedder_record
 from recalld.errors import InvalidInputError, RecalldError
 from recalld.providers.embedders import resolve_embedder
 from recalld.stores.sqlite.vector_index import ann_available
@@ -93,6 +94,8 @@ class ScaleReport:
     corpus: dict[str, Any]
     machine: dict[str, Any]
     results: tuple[SizeResult, ...] = field(default_factory=tuple)
+    embedder: dict[str, Any] = field(default_factory=dict)
+    """The embedder's setting and fingerprint (:func:`recalld.bench.report.embedder_record`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -135,7 +138,7 @@ def run_scale(
     machine["load_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     opts = {**asdict(options), "workdir": str(options.workdir),
             "postgres": _redacted(options.postgres)}  # fmt: skip
-    return ScaleReport(opts, corpus, machine, results)
+    return ScaleReport(opts, corpus, machine, results, embedder_record(embedder, options.embedder))
 
 
 def _validate(options: ScaleOptions, source: sc.SourceText) -> None:

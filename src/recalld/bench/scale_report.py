@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from recalld.bench.report import CHART_SKIPPED, Written, describe_embedder, pyplot
 from recalld.bench.scale import ScaleReport, SizeResult, growth
-from recalld.errors import InvalidInputError, install_hint
 
 SERIES = (
     ("vector", "recalld vector"),
@@ -81,6 +81,7 @@ def markdown(report: ScaleReport) -> str:
         "Floors: SQLite exact numpy cosine and plain FTS5; PostgreSQL the HNSW index alone "
         "and the word index alone. PostgreSQL peaks are the client process's (the server's "
         "memory is not counted).",
+        f"Embedder: {describe_embedder(report.embedder)}.",
         f"Machine: {report.machine['cpus']} CPUs, {report.machine['platform']}, Python "
         f"{report.machine['python']}, load average before {_load(report.machine['load_before'])}"
         f" and after {_load(report.machine.get('load_after'))}; {report.machine['date']}.",
@@ -102,15 +103,12 @@ def _load(value: object) -> str:
     return "/".join(f"{v:.1f}" for v in value)
 
 
-def chart(report: ScaleReport, path: Path) -> None:
-    """A log-log PNG of p50 latency (p95 as a shaded band) against corpus size."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        raise InvalidInputError(f"the chart needs matplotlib: {install_hint('bench')}") from exc
+def chart(report: ScaleReport, path: Path) -> bool:
+    """A log-log PNG of p50 latency (p95 as a shaded band) against corpus size; ``False``
+    (nothing written) without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        return False
     figure, axes = plt.subplots(figsize=(7, 4.5), dpi=120)
     backends = _backends(report)
     for backend in backends:
@@ -139,13 +137,16 @@ def chart(report: ScaleReport, path: Path) -> None:
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
+    return True
 
 
-def write(report: ScaleReport, folder: Path) -> list[Path]:
-    """Write ``scale.md``, ``scale.png`` and ``scale.json`` into ``folder``."""
+def write(report: ScaleReport, folder: Path) -> Written:
+    """Write ``scale.md``, ``scale.png`` (with matplotlib) and ``scale.json`` into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = [folder / "scale.md", folder / "scale.png", folder / "scale.json"]
     paths[0].write_text(markdown(report), encoding="utf-8")
-    chart(report, paths[1])
+    charted = chart(report, paths[1])
     paths[2].write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
-    return paths
+    if not charted:
+        return Written([paths[0], paths[2]], [CHART_SKIPPED])
+    return Written(paths, [])

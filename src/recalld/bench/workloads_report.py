@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recalld.bench.report import fmt_metric, fmt_ms, table_lines
+from recalld.bench.report import describe_embedder, fmt_metric, fmt_ms, pair_lines, table_lines
 
 METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "all@10", "current_first")
 """Columns of the tables, in FORMAT.md's order."""
 BREAKDOWN_METRICS = ("hit@1", "hit@5", "mrr@10", "current_first")
-LISTED = 12
-"""Query ids listed per paired comparison in the Markdown (the JSON has them all)."""
 
 
 def _overall(systems: Mapping[str, Any]) -> list[str]:
@@ -34,18 +32,6 @@ def _breakdown(systems: Mapping[str, Any], key: str, metric: str) -> list[str]:
                  for s in systems.values()]  # fmt: skip
         rows.append([group, str(count), *cells])
     return table_lines(["group", "n", *systems], rows) if rows else []
-
-
-def _pairs(report: Mapping[str, Any]) -> list[str]:
-    lines = []
-    for c in report.get("comparisons", []):
-        counts = f"{len(c['wins'])} won, {len(c['losses'])} lost, {c['ties']} tied"
-        lines.append(f"- **{c['system']} vs {c['against']}** at {c['metric']}: {counts}")
-        for word, ids in (("won", c["wins"]), ("lost", c["losses"])):
-            if ids:
-                more = f" and {len(ids) - LISTED} more" if len(ids) > LISTED else ""
-                lines.append(f"  - {word}: {', '.join(ids[:LISTED])}{more}")
-    return lines
 
 
 def _speed(report: Mapping[str, Any]) -> list[str]:
@@ -78,7 +64,7 @@ def workloads_markdown(report: Mapping[str, Any]) -> str:
         f"{q['queries']} queries)",
         f"- date: {report['date']}; machine: {m['cores']} cores, {m['platform']}, "
         f"Python {m['python']}",
-        f"- embedder: {report.get('embedder', 'not recorded')}",
+        f"- embedder: {describe_embedder(report.get('embedder'))}",
         "", "## Overall", "", *_overall(systems),
     ]  # fmt: skip
     for key, title in (("by_group", "scenario kind"), ("by_query_kind", "query kind")):
@@ -87,7 +73,7 @@ def workloads_markdown(report: Mapping[str, Any]) -> str:
             table = _breakdown(systems, key, metric)
             if table:
                 lines += ["", f"**{metric}**", "", *table]
-    pairs = _pairs(report)
+    pairs = pair_lines(report)
     if pairs:
         lines += ["", "## Paired wins and losses", "", *pairs]
     lines += ["", "## Speed", "", *_speed(report)]

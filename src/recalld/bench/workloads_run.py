@@ -34,6 +34,7 @@ from typing import Any
 import recalld
 from recalld.bench.cases import select_by_id
 from recalld.bench.metrics import percentile
+from recalld.bench.report import embedder_record
 from recalld.bench.runner import (
     Progress,
     System,
@@ -91,8 +92,16 @@ def workload_systems(
     configs: Mapping[str, RetrievalConfig | System] | None,
     base: RetrievalConfig,
     baselines: bool,
+    variant: Mapping[str, Any] | None = None,
 ) -> list[System]:
-    """The pipeline (recalld's, or the named configs), then the plain baselines, RRF first."""
+    """The pipeline (recalld's, or the named configs), then the plain baselines, RRF first.
+
+    ``variant`` (settings to change, not with ``configs``) makes the pipelines ``recalld``
+    (``base``) and ``variant`` (``base`` with those changes), paired with each other."""
+    if variant:
+        if configs is not None:
+            raise InvalidInputError("give either configs or a variant, not both")
+        configs = {"recalld": base, "variant": base.with_changes(**variant)}
     systems = build_systems(configs, base=base, baselines=False)
     if baselines:
         plain = base.plain()
@@ -146,12 +155,8 @@ def run_workloads(
     chosen = chosen if limit is None else chosen[:limit]
     if base is None and preset is not None:
         base = get_preset(preset)
-    model, folder, default = resources(embedder, cache_dir, settings, base)
-    if variant:
-        if configs is not None:
-            raise InvalidInputError("give either configs or a variant, not both")
-        configs = {"recalld": default, "variant": default.with_changes(**variant)}
-    systems = workload_systems(configs, default, baselines)
+    model, folder, default, setting = resources(embedder, cache_dir, settings, base)
+    systems = workload_systems(configs, default, baselines, variant)
     models = run_models(settings, folder)
     total = sum(len(s.queries) for s in chosen)
     started, load_before = time.perf_counter(), load_average()
@@ -176,7 +181,7 @@ def run_workloads(
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine(),
         "load_average": {"start": load_before, "end": load_average()},
-        "embedder": ", ".join(filter(None, [model.fingerprint.describe(), model.query_path])),
+        "embedder": embedder_record(model, setting),
         "questions": {"name": workloads.name, "scenarios": len(chosen), "queries": total},
         "options": {
             "depth": DEPTH,
@@ -338,14 +343,18 @@ def _label(keys: frozenset[str], memory_id: str) -> str:
     return ",".join(plain) if plain else sorted(keys)[0]
 
 
-def comparisons(queries: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
+def comparisons(
+    queries: Sequence[Mapping[str, Any]],
+    names: Sequence[str],
+    metrics: Sequence[str] = PAIRED_METRICS,
+) -> list[dict[str, Any]]:
     """Paired wins and losses: each pipeline against plain RRF, each variant against the first."""
     pipelines = [n for n in names if n not in BASELINE_NAMES]
     pairs = [(n, "rrf") for n in pipelines if "rrf" in names]
     pairs += [(n, pipelines[0]) for n in pipelines[1:]]
     out = []
     for system, against in pairs:
-        for metric in PAIRED_METRICS:
+        for metric in metrics:
             wins, losses = [], []
             for q in queries:
                 a = q["systems"][system]["scores"][metric]

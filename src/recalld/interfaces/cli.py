@@ -129,6 +129,7 @@ LAZY_COMMANDS = {
     "migrate": "recalld.interfaces.cli_postgres:migrate",
     "postgres": "recalld.interfaces.cli_postgres:postgres",
     "serve": "recalld.interfaces.cli_serve:serve",
+    "ui": "recalld.interfaces.cli_serve:ui",
     "watch": "recalld.interfaces.cli_sources:watch",
 }
 """Commands defined in their own modules, imported only when invoked (keeps --help fast)."""
@@ -191,7 +192,8 @@ class LazyGroup(click.Group):
 @click.option(
     "--embedder",
     envvar="RECALLD_EMBEDDER",
-    help="local | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; default local].",
+    help="local | multilingual | onnx:/model/folder | openai:MODEL [env RECALLD_EMBEDDER; "
+    "default local].",
 )
 @click.option(
     "--tenant",
@@ -293,6 +295,8 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("--until", help="ISO date: only memories before then.")
 @click.option("--as-of", help="Reference time for relative dates and decay (ISO).")
 @click.option("--explain", is_flag=True, help="Show each hit's channels, fusion and adjustments.")
+@click.option("--near-misses", type=click.IntRange(0, 100), default=0,
+              help="Also show this many of the next candidates and why each lost.")  # fmt: skip
 @click.option("--context", "max_tokens", type=int, default=None,
               help="Print a prompt-ready context block of at most this many tokens "
                    "instead.")  # fmt: skip
@@ -300,7 +304,7 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, project: str | None,
            scope: str | None, types: tuple[str, ...], tags: tuple[str, ...],
            session: str | None, since: str | None, until: str | None, as_of: str | None,
-           explain: bool, max_tokens: int | None) -> None:  # fmt: skip
+           explain: bool, near_misses: int, max_tokens: int | None) -> None:  # fmt: skip
     """Find the memories that answer QUERY."""
     filters = _filters(
         project=project,
@@ -318,7 +322,7 @@ def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, proj
         return
     from recalld.records import SearchResult
 
-    args.update(limit=limit, explain=explain)
+    args.update(limit=limit, explain=explain, near_misses=near_misses)
     result = obj.answer("/v1/search", args, SearchResult, "SearchQuery", "run_search")
     if obj.as_json:
         emit_json(result)

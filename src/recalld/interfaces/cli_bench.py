@@ -21,7 +21,13 @@ from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors
 ProgressCallback = Callable[[int, int, str], None]
 
 
+EMBEDDER_OPTION = click.option(
+    "--embedder", help="local | multilingual | onnx:/model/folder | openai:MODEL: the embedder "
+    "of every store and query [default: the global --embedder setting].")  # fmt: skip
+"""Every benchmark can be re-run with another model (the report records which)."""
+
 _MODEL_OPTIONS = [
+    EMBEDDER_OPTION,
     click.option("--llm", help="openai:MODEL: run the LLM stages (expansion, auto "
                  "routing) against this model [default: none]."),
     click.option("--llm-base-url", help="The LLM's OpenAI-compatible endpoint."),
@@ -31,35 +37,55 @@ _MODEL_OPTIONS = [
 """The optional model stages' options, which every benchmark of retrieval quality takes."""
 
 
-def _model_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_MODEL_OPTIONS):
-        command = option(command)
-    return command
+_RUN_OPTIONS = [
+    click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Embedding cache folder [default: the user cache dir]."),
+    click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
+                 help="Write the full report (every question) as JSON to this file."),
+    *_MODEL_OPTIONS,
+    click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
+                 help="Write report.md, chart.png and results.json into this folder."),
+]  # fmt: skip
+"""Options every benchmark of retrieval quality takes: caches, outputs, models."""
 
 
-def _shared_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Options every benchmark takes."""
-    options = [
-        click.option("--mode", default="auto", show_default=True,
-                     type=click.Choice(["auto", "hybrid", "vector"]),
-                     help="Search mode of recalld's own pipeline (baselines fix theirs)."),
-        click.option("--baselines/--no-baselines", default=True, show_default=True,
-                     help="Also run BM25 only and vector only on the same stores."),
-        click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-                     help="Embedding cache folder [default: the user cache dir]."),
-        click.option("--depth", default=50, show_default=True,
-                     help="Hits per search: the ranking the metrics are computed from."),
-        click.option("--budget", "budgets", multiple=True, type=int,
-                     help="Context budget in tokens (repeatable) [default: 1000 2000 4000]."),
-        click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-                     help="Write the full report (every question) as JSON to this file."),
-        *_MODEL_OPTIONS,
-        click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
-                     help="Write report.md, chart.png and results.json into this folder."),
-    ]  # fmt: skip
-    for option in reversed(options):
-        command = option(command)
-    return command
+def _with(options: list[Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator adding ``options`` to a command, in that order in its help."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+_shared_options = _with([
+    click.option("--mode", default="auto", show_default=True,
+                 type=click.Choice(["auto", "hybrid", "vector"]),
+                 help="Search mode of recalld's own pipeline (baselines fix theirs)."),
+    click.option("--baselines/--no-baselines", default=True, show_default=True,
+                 help="Also run BM25 only and vector only on the same stores."),
+    click.option("--depth", default=50, show_default=True,
+                 help="Hits per search: the ranking the metrics are computed from."),
+    click.option("--budget", "budgets", multiple=True, type=int,
+                 help="Context budget in tokens (repeatable) [default: 1000 2000 4000]."),
+    *_RUN_OPTIONS,
+])  # fmt: skip
+"""Options of the conversation benchmarks (LongMemEval, LoCoMo)."""
+
+_paired_options = _with([
+    click.option("--preset", type=click.Choice(list(recalld.PRESETS)),
+                 help="recalld's pipeline as this preset [default: the configured one]."),
+    click.option("--set", "changes", multiple=True, metavar="NAME=VALUE",
+                 help="Also run a variant: the default with this retrieval setting changed "
+                 "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
+                 '\'channels=["semantic","bm25"]\'); paired against the default.'),
+    click.option("--baselines/--no-baselines", default=True, show_default=True,
+                 help="Also run plain RRF, BM25 only and vector only on the same stores."),
+    *_RUN_OPTIONS,
+])  # fmt: skip
+"""Options of the benchmarks that pair recalld's pipeline (and a variant) with plain RRF."""
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -135,44 +161,7 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
     help="Scenario ids to run (comma-separated or repeated).",
 )
 @click.option("--limit", type=click.IntRange(min=1), help="Run only the first N scenarios.")
-@click.option(
-    "--preset",
-    type=click.Choice(list(recalld.PRESETS)),
-    help="recalld's pipeline as this preset [default: the configured one].",
-)
-@click.option(
-    "--set",
-    "changes",
-    multiple=True,
-    metavar="NAME=VALUE",
-    help="Also run a variant: the default with this retrieval setting changed "
-    "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
-    '\'channels=["semantic","bm25"]\'); paired against the default.',
-)
-@click.option(
-    "--baselines/--no-baselines",
-    default=True,
-    show_default=True,
-    help="Also run plain RRF, BM25 only and vector only on the same stores.",
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Embedding cache folder [default: the user cache dir].",
-)
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the full report (every query) as JSON to this file.",
-)
-@_model_options
-@click.option(
-    "--report",
-    "report_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Write report.md, chart.png and results.json into this folder.",
-)
+@_paired_options
 @click.pass_context
 def workloads(ctx: click.Context, /, file: Path, scenario_ids: tuple[str, ...],
               limit: int | None, preset: str | None, changes: tuple[str, ...],
@@ -192,6 +181,38 @@ def workloads(ctx: click.Context, /, file: Path, scenario_ids: tuple[str, ...],
         variant = dict(_setting(raw) for raw in changes)
     _run(ctx, run_workloads, file, shared, scenario_ids=ids, limit=limit, preset=preset,
          variant=variant or None)  # fmt: skip
+
+
+@bench.command()
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--split", default="test", show_default=True,
+              type=click.Choice(["train", "test", "dev"]),
+              help="The judgements to score: qrels/SPLIT.tsv.")  # fmt: skip
+@click.option("--limit", type=click.IntRange(min=1), help="Score only the first N judged queries.")
+@click.option("--queries", "query_ids", multiple=True,
+              help="Query ids to score (comma-separated or repeated).")  # fmt: skip
+@click.option("--depth", default=100, show_default=True, type=click.IntRange(1, 1000),
+              help="Hits per search: the ranking the metrics are computed from.")  # fmt: skip
+@_paired_options
+@click.pass_context
+def beir(ctx: click.Context, /, folder: Path, split: str, limit: int | None,
+         query_ids: tuple[str, ...], preset: str | None, changes: tuple[str, ...],
+         **shared: Any) -> None:  # fmt: skip
+    """Retrieval on a document collection in BEIR's layout (e.g. SciFact, NFCorpus).
+
+    FOLDER holds corpus.jsonl (_id, title, text), queries.jsonl (_id, text) and
+    qrels/SPLIT.tsv. Every document goes into one store through add_many (title, a blank
+    line, text; its _id as the memory id); every judged query is asked of recalld's
+    pipeline and of plain RRF, BM25 only and vector only. Reports nDCG@10 (graded),
+    recall@100 and MRR@10, and the paired wins and losses against plain RRF.
+    """
+    from recalld.bench.beir import run_beir
+
+    ids = [i.strip() for raw in query_ids for i in raw.split(",") if i.strip()]
+    with errors():
+        variant = dict(_setting(raw) for raw in changes)
+    _run(ctx, run_beir, folder, shared, split=split, limit=limit, query_ids=ids,
+         preset=preset, variant=variant or None)  # fmt: skip
 
 
 def _setting(raw: str) -> tuple[str, Any]:
@@ -237,9 +258,10 @@ def _setting(raw: str) -> tuple[str, Any]:
     type=click.Path(dir_okay=False, path_type=Path),
     help="Write the report as JSON to this file.",
 )
+@EMBEDDER_OPTION
 @click.pass_context
 def ingest(ctx: click.Context, /, files: tuple[Path, ...], limit: int, generated: int | None,
-           rounds: int, json_path: Path | None) -> None:  # fmt: skip
+           rounds: int, json_path: Path | None, embedder: str | None) -> None:  # fmt: skip
     """Storage speed: add_many against the bare model on the same texts, in one run.
 
     Each FILE is a LoCoMo or LongMemEval JSON file (its turns), a .md file or a folder
@@ -253,7 +275,8 @@ def ingest(ctx: click.Context, /, files: tuple[Path, ...], limit: int, generated
     root = ctx.find_object(Ctx)
     quiet = bool(root and root.as_json)
     with errors():
-        overrides = root.overrides if root else {}
+        overrides = {**(root.overrides if root else {}), **({"embedder": embedder} if embedder
+                                                             else {})}  # fmt: skip
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
         corpora = [load_corpus(path, limit) for path in files]
         count = (0 if files else 300) if generated is None else generated
@@ -282,7 +305,7 @@ def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
     root = ctx.find_object(Ctx)
     quiet = bool(root and root.as_json)
     with errors():
-        models = {k: shared.pop(k, None) for k in ("llm", "llm_base_url", "reranker")}
+        models = {k: shared.pop(k, None) for k in ("embedder", "llm", "llm_base_url", "reranker")}
         overrides = {**(root.overrides if root else {}),
                      **{k: v for k, v in models.items() if v is not None}}  # fmt: skip
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
@@ -299,18 +322,29 @@ def _write(report: dict[str, Any], json_path: Path | None, report_dir: Path | No
            quiet: bool) -> None:  # fmt: skip
     from recalld.bench.report import markdown_report, write_json, write_report
 
-    written = []
+    written: list[Path] = []
+    skipped: list[str] = []
     if json_path is not None:
         write_json(report, json_path)
         written.append(json_path)
     if report_dir is not None:
-        written += write_report(report, report_dir)
+        paths, skipped = write_report(report, report_dir)
+        written += paths
     if quiet:
         emit_json({k: v for k, v in report.items() if k != "probes"})
-        return
-    click.echo(markdown_report(report))
-    for path in written:
-        click.echo(f"wrote {path}")
+    else:
+        click.echo(markdown_report(report))
+    tell_written(written, skipped, quiet)
+
+
+def tell_written(paths: list[Path], skipped: list[str], quiet: bool) -> None:
+    """Name the files written (on stdout, unless it carries JSON) and what was skipped
+    (always, on stderr)."""
+    if not quiet:
+        for path in paths:
+            click.echo(f"wrote {path}")
+    for note in skipped:
+        click.echo(note, err=True)
 
 
 @contextmanager

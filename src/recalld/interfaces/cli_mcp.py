@@ -58,7 +58,7 @@ def is_loopback(host: str) -> bool:
 @pass_ctx
 def mcp(obj: Ctx, http: bool, host: str, port: int, create: bool) -> None:
     """Serve memory_search, memory_context, memory_add, memory_get, memory_update,
-    memory_forget and memory_status to an agent over MCP.
+    memory_supersede, memory_forget, memory_list and memory_status to an agent over MCP.
 
     By default over stdio, as Claude Code, Cursor and Codex launch it (see docs/mcp.md);
     the store and tenant come from --db / --tenant or RECALLD_DB / RECALLD_TENANT (``~`` and

@@ -21,14 +21,21 @@ def postgres() -> None:
               default=local_postgres.DEFAULT_DIR, show_default=True,
               help="The server's data folder (keep it out of home folders).")  # fmt: skip
 def start(folder: Path) -> None:
-    """Start the server (creating it on first use); prints its DSN as the last line.
+    """Start the server (creating it on first use); prints the application's DSN as the
+    last line.
 
+    The application's role (recalld_app) is no superuser, so Row-Level Security walls
+    tenants off; the superuser's DSN, printed above it, is for maintenance only.
     Use it with: recalld --db "$(recalld postgres start | tail -1)" ...
     """
     with errors():
-        dsn = local_postgres.start(folder)
-    click.echo(f"PostgreSQL with pgvector is running from {folder}; its DSN:", err=True)
-    click.echo(dsn)
+        server = local_postgres.start(folder)
+    click.echo(f"PostgreSQL with pgvector is running from {folder}.", err=True)
+    click.echo(f"superuser DSN (bypasses row-level security: maintenance only, never the "
+               f"application): {server.admin_dsn}", err=True)  # fmt: skip
+    click.echo(f"application DSN (role {local_postgres.APP_ROLE}, row-level security "
+               "enforced):", err=True)  # fmt: skip
+    click.echo(server.dsn)
 
 
 @postgres.command()
@@ -52,7 +59,9 @@ def migrate(obj: Ctx, source: str, destination: str) -> None:
     Each is an SQLite file or a postgresql:// DSN; the destination's tenant must be empty
     and may not hold another embedder's vectors. The copy is verified by counts and a
     content + vector checksum. The tenant is --tenant (RECALLD_TENANT); a shared namespace
-    is copied by naming it as the tenant.
+    is copied by naming it as the tenant. Until the copy verifies the destination is marked
+    unfinished (status says so; other commands refuse it); run the same command again to
+    finish an interrupted copy.
     """
     tenant = obj.overrides.get("tenant") or "default"
     with errors():

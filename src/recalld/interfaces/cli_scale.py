@@ -21,8 +21,8 @@ from recalld.errors import RecalldError
 @click.option("--data", default="../shared/benchmarks", show_default=True,
               type=click.Path(file_okay=False),
               help="Holds longmemeval/longmemeval_s.json.gz, locomo/locomo.json.")  # fmt: skip
-@click.option("--embedder", default="local", show_default=True,
-              help="Embedder that embeds the pool and every query.")  # fmt: skip
+@click.option("--embedder", help="Embedder that embeds the pool and every query "
+              "[default: the global --embedder setting].")  # fmt: skip
 @click.option("--pool", "pool_size", default=3000, show_default=True,
               help="Real snippets embedded; memories are pairs of them.")  # fmt: skip
 @click.option("--seed", default=7, show_default=True)
@@ -37,23 +37,31 @@ from recalld.errors import RecalldError
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False),
               help="Write scale.md, scale.png (latency vs size) and scale.json here.")  # fmt: skip
-def scale(sizes: str, queries: int, workdir: str, data: str, embedder: str, pool_size: int,
-          seed: int, backends: str, postgres_dsn: str | None, rebuild: bool, as_json: bool,
+@click.pass_context
+def scale(ctx: click.Context, sizes: str, queries: int, workdir: str, data: str,
+          embedder: str | None, pool_size: int, seed: int, backends: str,
+          postgres_dsn: str | None, rebuild: bool, as_json: bool,
           report_dir: str | None) -> None:  # fmt: skip
     """Time builds and searches on synthetic stores of growing size (from real turns)."""
+    from recalld import load_settings
     from recalld.bench import scale_corpus, scale_report
     from recalld.bench.scale import ScaleOptions, parse_sizes, run_scale
+    from recalld.interfaces.cli import Ctx
+    from recalld.interfaces.cli_bench import tell_written
 
+    root = ctx.find_object(Ctx)
     try:
+        spec = embedder or (load_settings(root.overrides, config_file=root.config_file).embedder
+                             if root else "local")  # fmt: skip
         options = ScaleOptions(sizes=parse_sizes(sizes), queries=queries, workdir=Path(workdir),
-                               embedder=embedder, pool_size=pool_size, seed=seed,
+                               embedder=spec, pool_size=pool_size, seed=seed,
                                rebuild=rebuild, postgres=postgres_dsn,
                                backends=tuple(b.strip() for b in backends.split(",")
                                               if b.strip()))  # fmt: skip
         source = scale_corpus.read_sources(Path(data))
         with _progress_bar(enabled=not as_json) as progress:
             report = run_scale(options, source, progress)
-        written = scale_report.write(report, Path(report_dir)) if report_dir else []
+        written = scale_report.write(report, Path(report_dir)) if report_dir else None
     except RecalldError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
@@ -61,8 +69,8 @@ def scale(sizes: str, queries: int, workdir: str, data: str, embedder: str, pool
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
         click.echo(scale_report.markdown(report))
-        for path in written:
-            click.echo(f"wrote {path}")
+    if written:
+        tell_written(written.paths, written.skipped, as_json)
 
 
 class _progress_bar:  # noqa: N801 - used as a context manager, reads like one

@@ -1,9 +1,15 @@
-"""``recalld serve`` (the HTTP API) and ``recalld keys create|list|revoke`` (its API keys)."""
+"""``recalld serve`` (the HTTP API), ``recalld ui`` (the web inspector on a local store)
+and ``recalld keys create|list|revoke`` (the API keys)."""
 
 from __future__ import annotations
 
 import signal
+import socket
 import sys
+import threading
+import time
+import urllib.request
+import webbrowser
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -20,8 +26,11 @@ from recalld.locations import is_dsn
               help="Address to listen on; without API keys only a loopback address is "
                    "served.")  # fmt: skip
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--access-log", is_flag=True,
+              help="Write one line a request (client, method and path, status) to standard "
+                   "output.")  # fmt: skip
 @pass_ctx
-def serve(obj: Ctx, host: str, port: int) -> None:
+def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
 
     Requests need `Authorization: Bearer KEY` once any key exists (`recalld keys create`);
@@ -59,7 +68,58 @@ def serve(obj: Ctx, host: str, port: int) -> None:
         # then, so the discovery file is removed on the way out.
         signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(0))
         with found:
-            run(settings, host, port, say=say, extensions=extensions)
+            run(settings, host, port, say=say, extensions=extensions, access_log=access_log)
+
+
+@click.command()
+@click.option("--port", default=0, type=click.IntRange(0, 65535),
+              help="Port on 127.0.0.1 (default: a free one).")  # fmt: skip
+@click.option("--no-browser", is_flag=True, help="Print the address, open no browser.")
+@pass_ctx
+def ui(obj: Ctx, port: int, no_browser: bool) -> None:
+    """Open the web inspector (docs/inspector.md) on this store: search with the ranking
+    explained, browse and curate memories, the store at a glance.
+
+    Serves the HTTP API on 127.0.0.1 only (as `recalld serve` does, same keys) and opens
+    its page in the browser; Ctrl-C stops it.
+    """
+    from recalld.interfaces.http import serve as run
+
+    port = port or free_port()
+    url = f"http://127.0.0.1:{port}/"
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+        if " HTTP API on " in line:
+            click.echo(f"inspector at {url} (Ctrl-C stops it)", err=True)
+
+    with errors():
+        settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
+        if not no_browser:
+            threading.Thread(target=open_when_up, args=(url,), daemon=True).start()
+        run(settings, "127.0.0.1", port, say=say)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def open_when_up(url: str, timeout: float = 60.0) -> bool:
+    """Open ``url`` in the browser once the server answers ``/healthz`` (False when it
+    did not within ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "healthz", timeout=2):  # noqa: S310 - loopback
+                webbrowser.open(url)
+                return True
+        except OSError:
+            time.sleep(0.2)
+    return False
 
 
 @click.group()
@@ -74,15 +134,22 @@ def keys() -> None:
               help="A shared namespace the key may read and write (repeatable).")  # fmt: skip
 @click.option("--admin", is_flag=True, help="May also index folders on the server.")
 @click.option("--label", help="A note to tell keys apart in `keys list`.")
+@click.option(
+    "--force", is_flag=True, help="Grant a --namespace that is another tenant's own (else refused)."
+)
 @pass_ctx
 def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
-           label: str | None) -> None:  # fmt: skip
-    """Make a key; the key itself is printed as the last line, and only this once."""
+           label: str | None, force: bool) -> None:  # fmt: skip
+    """Make a key; the key itself is printed as the last line, and only this once.
+
+    A --namespace that is another tenant's own (``default``, or the tenant of an existing
+    key) would give this key that tenant's private memories: it is refused unless --force.
+    """
     from recalld.keys import create_key
 
     with errors(), obj.engine(create=True) as engine:
         record, key = create_key(engine.store, key_tenant, shared=namespaces, admin=admin,
-                                 label=label)  # fmt: skip
+                                 label=label, force=force)  # fmt: skip
     if obj.as_json:
         emit_json({"key": key, **_public(record)})
         return

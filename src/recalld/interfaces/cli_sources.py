@@ -52,21 +52,26 @@ def print_report(report: IndexReport, as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="Re-chunk and re-embed every file.")
 @click.option("--max-file-mb", type=click.FloatRange(min=0.001), default=5.0,
               show_default=True, help="Larger files are skipped and reported.")  # fmt: skip
+@click.option("--follow-symlinks", is_flag=True,
+              help="Follow symbolic links that lead out of the folder (by default they are "
+                   "skipped with a warning).")  # fmt: skip
 @pass_ctx
 def index(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], force: bool,
-          max_file_mb: float) -> None:  # fmt: skip
+          max_file_mb: float, follow_symlinks: bool) -> None:  # fmt: skip
     """Index markdown memory files: MEMORY.md and memory/**/*.md under each PATH.
 
     Incremental: only files whose content changed are re-embedded, deleted files lose their
     chunks, and an interrupted run is completed by the next. With no PATH, every workspace
-    indexed before is brought up to date.
+    indexed before is brought up to date. A symbolic link that resolves outside its folder
+    is skipped with a warning unless --follow-symlinks.
     """
     from recalld.interfaces.render import file_progress
 
     with errors(), obj.engine(create=True) as engine, \
             file_progress("indexing", obj.as_json, "chunks") as progress:  # fmt: skip
         report = engine.index(paths, globs=globs or None, force=force,
-                              max_file_bytes=int(max_file_mb * 1e6), progress=progress)  # fmt: skip
+                              max_file_bytes=int(max_file_mb * 1e6),
+                              follow_symlinks=follow_symlinks, progress=progress)  # fmt: skip
     print_report(report, obj.as_json)
     if report.empty:
         sys.exit(EXIT_NOTHING_INDEXED)

@@ -5,6 +5,8 @@ Every memory line carries its id, so the model can pass it back to the other too
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from recalld.records import Context, Hit, Memory, SearchResult
 
 SHOWN_CHARS = 1500
@@ -60,6 +62,19 @@ def describe_search(result: SearchResult, explain: bool = False) -> str:
         lines.append(f"   {_content(memory.content)}" + (_why(hit) if explain else ""))
         if hit.related:
             lines.append(f"   (+{len(hit.related)} more matching memories of this session)")
+    return "\n".join(lines)
+
+
+def describe_list(found: Sequence[Memory], offset: int = 0, newest_first: bool = True) -> str:
+    """One entry per memory of a listing: id and labels, then the (cut) content."""
+    if not found:
+        return "No memory matches these filters."
+    first = f" from #{offset + 1}" if offset else ""
+    order = "newest" if newest_first else "oldest"
+    lines = [f"{memories(len(found))}{first}, {order} first:"]
+    for memory in found:
+        lines.append(f"- id {memory.id} | {_labels(memory)}")
+        lines.append(f"  {_content(memory.content)}")
     return "\n".join(lines)
 
 

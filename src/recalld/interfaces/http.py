@@ -20,20 +20,24 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import recalld
@@ -48,9 +52,13 @@ from recalld.errors import (
     RecalldError,
     StoreError,
 )
+from recalld.interfaces.exposure import public_message, public_status
+from recalld.interfaces.inspector import install_inspector
 from recalld.providers.embedders import Embedder, resolve_embedder
-from recalld.records import AddResult, ApiKey, Context, Memory, SearchResult
+from recalld.records import MEMORY_TYPES, AddResult, ApiKey, Context, Memory, SearchResult
 from recalld.requests import (
+    ISO_MOMENT,
+    NOTHING_TO_CHANGE,
     AddMemories,
     ContextQuery,
     Filters,
@@ -60,6 +68,8 @@ from recalld.requests import (
     MemoryIn,
     MemoryPatch,
     SearchQuery,
+    SupersedeMark,
+    SupersedeMemory,
     UpdateMemory,
     describe_errors,
     parse,
@@ -71,10 +81,11 @@ log = logging.getLogger("recalld.http")
 
 ERROR_CODES: Mapping[int, str] = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-    405: "method_not_allowed", 409: "conflict", 413: "too_large", 422: "invalid_input",
+    405: "method_not_allowed", 409: "conflict", 413: "too_large",
+    415: "unsupported_media_type", 421: "misdirected", 422: "invalid_input",
     429: "rate_limited", 500: "internal", 503: "unavailable",
 }  # fmt: skip
-DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 422, 429, 503)
+DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 415, 421, 422, 429, 503)
 MAX_PAGE = 1000
 """The most memories ``GET /v1/memories`` returns a page."""
 
@@ -117,7 +128,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def recalld_error(request: Request, exc: Exception) -> Any:
         assert isinstance(exc, RecalldError)
-        return error_response(status_of(exc), str(exc))
+        return error_response(status_of(exc), public_message(exc))
 
     async def validation_error(request: Request, exc: Exception) -> Any:
         assert isinstance(exc, RequestValidationError)
@@ -129,9 +140,14 @@ def _install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: Exception) -> Any:
         assert isinstance(exc, StarletteHTTPException)
         message = exc.detail if isinstance(exc.detail, str) else "request refused"
+        headers = dict(exc.headers or {})
         if exc.status_code == 404:
             message = f"no such resource: {request.method} {request.url.path}"
-        return error_response(exc.status_code, message, exc.headers)
+        if exc.status_code == 405:
+            allowed = _methods_of(request.app, request.scope)
+            headers["Allow"] = ", ".join(allowed)
+            message = f"{request.method} is not allowed here; use {' or '.join(allowed)}"
+        return error_response(exc.status_code, message, headers)
 
     async def unexpected(request: Request, exc: Exception) -> Any:
         log.exception("unexpected error on %s %s", request.method, request.url.path)
@@ -144,37 +160,112 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(Exception, unexpected)
 
 
-class BodyLimit:
-    """Refuse request bodies over ``limit`` bytes (413), by their declared length or as
-    they arrive."""
+def _is_json(content_type: str | None) -> bool:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (media.startswith("application/")
+                                            and media.endswith("+json"))  # fmt: skip
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def json_depth(raw: bytes) -> int:
+    """How deep arrays and objects nest in a JSON text, read without parsing it (brackets
+    inside strings do not count): linear, and a few milliseconds for megabytes."""
+    bare = _JSON_STRING.sub(b"", raw)
+    if bare.count(b"[") + bare.count(b"{") <= 1:
+        return int(b"[" in bare or b"{" in bare)
+    import numpy as np
+
+    step = np.zeros(256, dtype=np.int8)  # +1 for an opening bracket, -1 for a closing one
+    step[[ord("["), ord("{")]], step[[ord("]"), ord("}")]] = 1, -1
+    return int(np.cumsum(step[np.frombuffer(bare, dtype=np.uint8)], dtype=np.int32).max())
+
+
+def _methods_of(app: FastAPI, scope: Scope) -> list[str]:
+    """Every method the routes of this path answer (a 405's ``Allow``): Starlette names only
+    those of the first route that matched the path."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**scope, "method": "GET"})
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods - {"HEAD"})
+
+
+class BodyLimit:
+    """What every route may be sent, checked before any of them parses a body: JSON only
+    (415; the content types a web page may send without asking first, ``text/plain`` and
+    forms, never reach a route), at most ``limit`` bytes (413, by the declared length or as
+    the body arrives) and nested at most ``depth`` levels (400)."""
+
+    def __init__(self, app: ASGIApp, limit: int, depth: int) -> None:
         self.app = app
         self.limit = limit
+        self.depth = depth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or ()).get(b"content-length")
-        too_large = f"the request body is larger than {self.limit} bytes"
-        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
-            status = 413 if declared.isdigit() else 400
-            message = too_large if status == 413 else "invalid Content-Length header"
-            await error_response(status, message)(scope, receive, send)
+        headers = Headers(scope=scope)
+        declared = headers.get("content-length")
+        if declared in (None, "0") and "transfer-encoding" not in headers:
+            await self.app(scope, receive, send)
             return
-        received = 0
+        refusal = self._refuse_headers(headers.get("content-type"), declared)
+        body = b""
+        if refusal is None:
+            read = await self._read(receive)
+            if read is None:
+                refusal = 413, self._too_large
+            elif json_depth(read) > self.depth:
+                refusal = 400, f"the request body nests deeper than {self.depth} levels"
+            body = read or b""
+        if refusal is not None:
+            await error_response(*refusal)(scope, receive, send)
+            return
+        sent = False
 
-        async def counted() -> Message:
-            nonlocal received
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    def _refuse_headers(self, content_type: str | None, declared: str | None) -> (
+            tuple[int, str] | None):  # fmt: skip
+        if not _is_json(content_type):
+            return 415, ("the request body must be JSON: send 'Content-Type: application/json' "
+                         f"(got {content_type or 'none'})")  # fmt: skip
+        if declared is not None and not declared.isdigit():
+            return 400, "invalid Content-Length header"
+        if declared is not None and int(declared) > self.limit:
+            return 413, self._too_large
+        return None
+
+    @property
+    def _too_large(self) -> str:
+        return f"the request body is larger than {self.limit} bytes"
+
+    async def _read(self, receive: Receive) -> bytes | None:
+        """The whole body, or None once it passes the limit (or the client left)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise ApiError(413, too_large)
-            return message
-
-        await self.app(scope, counted, send)
+            if message["type"] != "http.request":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
 
 # -- the server's state: engines per tenant, keys, rate limits ---------------------------------
@@ -187,6 +278,64 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def _authority(value: str) -> tuple[str, int | None] | None:
+    """``(host, port)`` of a ``Host`` header or an origin's ``host[:port]``; None if malformed."""
+    try:
+        parts = urlsplit(f"//{value}")
+        return (parts.hostname or "", parts.port) if parts.hostname else None
+    except ValueError:
+        return None
+
+
+def local_refusal(headers: Headers, bound: str) -> tuple[int, str] | None:
+    """Why a request may come from a web page rather than a local program, or None.
+
+    A server without API keys answers whoever reaches it, and a page in the user's browser
+    reaches loopback too: directly (its ``Origin`` then names the page's site) or by DNS
+    rebinding (its ``Host`` then names the attacker's domain). So the ``Host`` must be a
+    loopback name or address or the address the server listens on (``bound``), and an
+    ``Origin``, when sent, must be this very server (same scheme-less host and port).
+    """
+    host = headers.get("host")
+    where = _authority(host) if host else None
+    if host is not None and (where is None or not (
+            is_loopback(where[0]) or where[0] == bound.strip("[]").lower())):  # fmt: skip
+        return 421, (f"Host {host!r} is not this server's address: without API keys it "
+                     "answers only on loopback (create a key with `recalld keys create` to "
+                     "serve other names)")  # fmt: skip
+    origin = headers.get("origin")
+    if origin is not None:
+        parts = urlsplit(origin)
+        same = (parts.scheme in ("http", "https") and host is not None
+                and _authority(parts.netloc) == where)  # fmt: skip
+        if not same:
+            return 403, (f"cross-site request from {origin} refused: without API keys only "
+                         "pages this server serves may call it")  # fmt: skip
+    site = headers.get("sec-fetch-site")
+    if site is not None and site not in ("same-origin", "none"):
+        return 403, (f"cross-site request refused (Sec-Fetch-Site: {site}): without API keys "
+                     "only pages this server serves may call it")  # fmt: skip
+    return None
+
+
+class LocalGuard:
+    """ASGI middleware on every route (``/v1``, ``/mcp``, the docs): while no API key
+    exists, refuse what :func:`local_refusal` finds (421 or 403). Requests that pass are
+    not slowed: the key count is read only for a suspect one."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = local_refusal(Headers(scope=scope), self.state.host)
+            if refusal is not None and await run_in_threadpool(self.state.active_keys) == 0:
+                await error_response(*refusal)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class RateLimiter:
@@ -382,7 +531,7 @@ def _schemas() -> dict[str, Any]:
         ("AddMemories", AddMemories, "validation"), ("MemoryPatch", MemoryPatch, "validation"),
         ("SearchQuery", SearchQuery, "validation"), ("ContextQuery", ContextQuery, "validation"),
         ("ImportRequest", ImportRequest, "validation"), ("IndexBody", IndexBody, "validation"),
-        ("Filters", Filters, "validation"),
+        ("Filters", Filters, "validation"), ("SupersedeMark", SupersedeMark, "validation"),
     ]  # fmt: skip
     from recalld.sources.status import SourceStatus
 
@@ -409,6 +558,22 @@ def _schemas() -> dict[str, Any]:
     return schemas
 
 
+def _declare_limits(spec: dict[str, Any], settings: Settings) -> None:
+    """Write into the document the limits that depend on the settings, and the dates the
+    list's query parameters take (what :data:`~recalld.requests.Moment` declares in bodies)."""
+    schemas = spec["components"]["schemas"]
+    schemas["MemoryIn"]["properties"]["content"]["maxLength"] = settings.max_content_chars
+    schemas["MemoryPatch"]["properties"]["content"]["maxLength"] = settings.max_content_chars
+    schemas["AddMemories"]["properties"]["memories"]["maxItems"] = settings.http_max_batch
+    for item in spec["paths"].values():
+        for operation in item.values():
+            for parameter in operation.get("parameters", ()):
+                if parameter["name"] in ("since", "until"):
+                    parameter["schema"] = {"anyOf": [ISO_MOMENT, {"type": "null"}]}
+                if parameter["name"] == "type":
+                    parameter["schema"]["items"] = {"enum": list(MEMORY_TYPES)}
+
+
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -419,9 +584,12 @@ def _responses(ok: int, schema: dict[str, Any], description: str) -> dict[int | 
     }
     reasons = {
         400: "The body is not JSON (or a header is malformed).",
-        401: "No key, or an invalid or revoked one.", 403: "The key may not do this.",
+        401: "No key, or an invalid or revoked one.",
+        403: "The key may not do this (without keys: a cross-site request).",
         404: "Unknown id (another tenant's ids are unknown too).",
-        409: "The id exists with other content.", 413: "Body or batch too large.",
+        409: "The id exists with other content.", 413: "Body too large.",
+        415: "The body is not sent as application/json.",
+        421: "Without API keys: the Host header is not a loopback name or address.",
         422: "Invalid input; the message says which field and why.",
         429: "Over the key's rate limit; see Retry-After.",
         503: "The store or the embedder is unavailable.",
@@ -501,13 +669,19 @@ def create_app(
         version=recalld.__version__,
         description="Memory retrieval for AI agents: store what an agent learns, get back the "
         "few memories that answer a question. Authenticate with `Authorization: Bearer KEY` "
-        '(`recalld keys create`). Errors: `{"error": {"code", "message"}}`.',
+        '(`recalld keys create`). Errors: `{"error": {"code", "message"}}`. Bodies are JSON '
+        "(`Content-Type: application/json`); no text may hold a NUL character (U+0000).",
         lifespan=lifespan,
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN: our own page works offline
+        redoc_url=None,
     )
     app.state.recalld = state
-    app.add_middleware(BodyLimit, limit=settings.http_max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.http_max_body_bytes,
+                       depth=settings.http_max_json_depth)  # fmt: skip
+    app.add_middleware(LocalGuard, state=state)  # outermost: before anything reads the body
     _install_error_handlers(app)
     _routes(app, state)
+    install_inspector(app)
     for extension in mounted:
         app.mount(extension.path, extension.app)
     schemas = _schemas()
@@ -517,12 +691,20 @@ def create_app(
             spec = get_openapi(title=app.title, version=app.version,
                                description=app.description, routes=app.routes)  # fmt: skip
             spec.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
+            _declare_limits(spec, settings)
             spec["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             spec["security"] = [{"bearer": []}]
             app.openapi_schema = spec
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> Any:
+        from recalld.interfaces.api_docs import POLICY, render
+
+        return HTMLResponse(render(app.openapi()), headers={"Content-Security-Policy": POLICY})
+
     return app
 
 
@@ -556,7 +738,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
         batch = data.get("memories")
         if isinstance(batch, list) and len(batch) > state.settings.http_max_batch:
             limit = state.settings.http_max_batch
-            raise ApiError(413, f"{len(batch)} memories in one request, over the limit of "
+            raise ApiError(422, f"{len(batch)} memories in one request, over the limit of "
                            f"{limit}; split the batch")  # fmt: skip
         add = parse(AddMemories, {"memories": [parse(MemoryIn, data)]} if single else data)
         results = await run(who.engine.run_add, add)
@@ -579,12 +761,16 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
         type: Annotated[list[str], Query(description="Only these types (repeat it).")] = [],  # noqa: B006
         tag: Annotated[list[str], Query(description="Only memories with all these tags.")] = [],  # noqa: B006
         session_id: str | None = None,
+        superseded_by: Annotated[
+            str | None, Query(description="Only the memories this id supersedes.")
+        ] = None,
         since: Annotated[str | None, Query(description="ISO date or datetime.")] = None,
         until: Annotated[str | None, Query(description="ISO date or datetime.")] = None,
     ) -> Any:
         who = await caller(request)
         filters = {k: v for k, v in dict(project=project, scope=scope, types=type, tags=tag,
-                   session_id=session_id, since=since, until=until).items()
+                   session_id=session_id, superseded_by=superseded_by, since=since,
+                   until=until).items()
                    if v not in (None, [])}  # fmt: skip
         query = parse(
             ListQuery,
@@ -617,8 +803,22 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
     async def update_memory(request: Request, memory_id: str) -> Any:
         who = await caller(request)
         changes = _object(await _json_body(request), "the fields to change")
+        if not changes:
+            raise ApiError(400, NOTHING_TO_CHANGE)
         update = parse(UpdateMemory, {"id": memory_id, "changes": changes})
         return _json(await run(who.engine.run_update, update))
+
+    @app.post("/v1/memories/{memory_id}/supersede", tags=["memories"],
+              summary="Mark a memory as no longer current: replaced by another, or valid "
+              "until a time (clear: current again)",
+              responses=_responses(200, _ref("Memory"), "The memory as it is now."),
+              openapi_extra=_body(_ref("SupersedeMark"), [{"by": "NEWER_ID"},
+                                  {"until": "2026-05-01"}, {"clear": True}]))  # fmt: skip
+    async def supersede_memory(request: Request, memory_id: str) -> Any:
+        who = await caller(request)
+        mark = parse(SupersedeMark, _object(await _json_body(request), "by, until or clear"))
+        job = parse(SupersedeMemory, {"id": memory_id, **mark.model_dump(exclude_unset=True)})
+        return _json(await run(who.engine.run_supersede, job))
 
     @app.delete(
         "/v1/memories/{memory_id}",
@@ -657,12 +857,14 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
     @app.get(
         "/v1/status",
         tags=["server"],
-        summary="The tenant's store: counts, embedder",
+        summary="The tenant's store: counts, embedder (the store's location and indexed "
+        "folders for admin keys only)",
         responses=_responses(200, _ref("Status"), "Counts and facts."),
     )
     async def status(request: Request) -> Any:
         who = await caller(request)
-        return _json(await run(who.engine.status))
+        found = await run(who.engine.status)
+        return _json(found if who.admin else public_status(found))
 
     @app.post("/v1/import", tags=["memories"],
               summary="Import memories (JSONL) or a transcript sent as content",
@@ -709,8 +911,10 @@ def serve(
     *,
     say: Callable[[str], None] = print,
     extensions: Sequence[ExtensionFactory] = (),
+    access_log: bool = False,
 ) -> None:
-    """Run the API with uvicorn until interrupted; says what it serves and where."""
+    """Run the API with uvicorn until interrupted; says what it serves and where, and with
+    ``access_log`` writes one line a request (client, request line, status) to stdout."""
     import uvicorn
 
     embedder = resolve_embedder(settings.embedder, settings)
@@ -733,7 +937,10 @@ def serve(
     )
     say(f"auth: {active} active API key(s), every request needs one" if active else
         "auth: no API keys exist, so requests need none: loopback only")  # fmt: skip
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning",
+                            access_log=access_log)  # fmt: skip
+    if access_log:  # uvicorn logs requests at INFO; the rest of its log stays at WARNING
+        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     uvicorn.Server(config).run()
 
 
@@ -742,6 +949,7 @@ def _url_host(host: str) -> str:
 
 
 __all__ = [
-    "ApiError", "Caller", "Extension", "ExtensionFactory", "RateLimiter", "ServerState",
-    "create_app", "is_loopback", "serve",
+    "ApiError", "BodyLimit", "Caller", "Extension", "ExtensionFactory", "LocalGuard",
+    "RateLimiter", "ServerState", "create_app", "is_loopback", "json_depth", "local_refusal",
+    "serve",
 ]  # fmt: skip

@@ -53,6 +53,7 @@ def print_search(result: SearchResult, explain: bool) -> None:
             )
         for hit in result.hits:
             _print_explained(hit)
+        _print_near_misses(result, explain)
         return
     table = Table()
     for name in ("#", "score", "when", "content", "id"):
@@ -62,6 +63,21 @@ def print_search(result: SearchResult, explain: bool) -> None:
         table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory) + _who(hit.memory),
                       content, hit.memory.id)  # fmt: skip
     console.print(table)
+    _print_near_misses(result, explain)
+
+
+def _print_near_misses(result: SearchResult, explain: bool) -> None:
+    """The next candidates under the hits, each with why it lost."""
+    if not result.near_misses:
+        return
+    console.print(f"\n[bold]{len(result.near_misses)} near miss(es)[/]")
+    for hit in result.near_misses:
+        if explain:
+            _print_explained(hit, "lost because")
+            continue
+        why = "; ".join(hit.trace.filters) if hit.trace else ""
+        console.print(f"#{hit.rank}  {hit.score:.4f}  [dim]{hit.memory.id}[/]  {escape(why)}")
+        console.print(f"    {_short(hit.memory.content, 200)}", markup=False)
 
 
 def _window_text(window: TimeRange | None) -> str:
@@ -99,8 +115,9 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
-def _print_explained(hit: Hit) -> None:
-    """One hit and its trace, one stage a line, in the order the pipeline ran."""
+def _print_explained(hit: Hit, verdict: str = "kept because") -> None:
+    """One hit and its trace, one stage a line, in the order the pipeline ran; ``verdict``
+    introduces the trace's filter reasons (``lost because`` for a near miss)."""
     memory = hit.memory
     console.print(
         f"\n[bold]#{hit.rank}[/]  score {hit.score:.4f}  [dim]{memory.id}  {_when(memory)}"
@@ -130,7 +147,7 @@ def _print_explained(hit: Hit) -> None:
     else:
         console.print(f"    [cyan]fusion[/]       {fusion} = {trace.fused_score:.4f}")
     console.print(f"    [cyan]adjustments[/]  {factors or 'none'} -> {trace.final_score:.4f}")
-    console.print(f"    [cyan]kept because[/] {'; '.join(trace.filters)}")
+    console.print(f"    [cyan]{verdict}[/] {escape('; '.join(trace.filters))}")
     if hit.related:
         console.print(f"    [cyan]same session[/] {len(hit.related)} more matching memories")
 
@@ -176,6 +193,9 @@ def print_status(status: Status) -> None:
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
+    if s.unfinished_migration:
+        console.print("[red]unfinished copy: a `recalld migrate` into this tenant was "
+                      "interrupted before it was verified; run it again to finish[/]")  # fmt: skip
     if s.memories == 0:
         console.print(
             "[yellow]the store is empty: add memories with `recalld add` or `recalld import`[/]"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -15,9 +16,14 @@ from recalld.text import content_hash
 
 
 class EmbeddingCache:
-    """One SQLite file; safe to share between processes (WAL, short transactions)."""
+    """One SQLite file; safe to share between processes (WAL, short transactions, each
+    waiting up to ``LOCK_WAIT_S`` for another's lock) and between threads: a server's
+    threads share this connection, and sqlite3 does not serialise statements on one
+    connection (interleaved they fail with "database is locked" or ``SystemError``),
+    so every use holds ``_lock``."""
 
     def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(path, timeout=LOCK_WAIT_S, check_same_thread=False)
@@ -40,26 +46,28 @@ class EmbeddingCache:
 
     def get_many(self, fingerprint: str, hashes: Sequence[str]) -> dict[str, tuple[bytes, int]]:
         found: dict[str, tuple[bytes, int]] = {}
-        for start in range(0, len(hashes), 500):
-            chunk = list(hashes[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(
-                f"SELECT hash, vector, windows FROM embeddings WHERE fingerprint = ?"
-                f" AND hash IN ({marks})",
-                [fingerprint, *chunk],
-            )
-            found.update({h: (v, w) for h, v, w in rows})
+        with self._lock:
+            for start in range(0, len(hashes), 500):
+                chunk = list(hashes[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT hash, vector, windows FROM embeddings WHERE fingerprint = ?"
+                    f" AND hash IN ({marks})",
+                    [fingerprint, *chunk],
+                )
+                found.update({h: (v, w) for h, v, w in rows})
         return found
 
     def put_many(self, fingerprint: str, items: Sequence[tuple[str, bytes, int]]) -> None:
-        with self._db:
+        with self._lock, self._db:
             self._db.executemany(
                 "INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?, ?)",
                 [(fingerprint, h, w, v) for h, v, w in items],
             )
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
 
 class CachedEmbedder(Embedder):

@@ -53,22 +53,40 @@ class Fingerprint:
     max_tokens: int
     long_text: str
     """How text longer than ``max_tokens`` is handled (e.g. ``window-mean``)."""
+    query_prefix: str = ""
+    """Text put before every query (e5's ``"query: "``): the model was trained with it."""
+    document_prefix: str = ""
+    """Text put before every stored text (e5's ``"passage: "``)."""
+
+    def _fields(self) -> dict[str, object]:
+        # Without prefixes, a fingerprint reads as it did before they existed, so stores
+        # and caches made then still match.
+        return {k: v for k, v in asdict(self).items() if v != "" or k not in _PREFIX_FIELDS}
 
     @property
     def key(self) -> str:
         """A short stable digest, used as the embedding-cache key prefix."""
-        blob = json.dumps(asdict(self), sort_keys=True).encode()
+        blob = json.dumps(self._fields(), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(self._fields(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Fingerprint:
         return cls(**json.loads(text))
 
+    def prefix(self, *, is_query: bool) -> str:
+        """The text put before a query or a stored text."""
+        return self.query_prefix if is_query else self.document_prefix
+
     def describe(self) -> str:
-        return f"{self.model_id} ({self.dimension}-d, {self.pooling} pooling)"
+        prefixes = (f", prefixes {self.query_prefix!r} / {self.document_prefix!r}"
+                    if self.query_prefix or self.document_prefix else "")  # fmt: skip
+        return f"{self.model_id} ({self.dimension}-d, {self.pooling} pooling{prefixes})"
+
+
+_PREFIX_FIELDS = ("query_prefix", "document_prefix")
 
 
 @dataclass(frozen=True)
@@ -200,6 +218,8 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
     kind, _, arg = spec.partition(":")
     int8_queries = settings.int8_queries if settings else True
     batching: dict[str, int] = {}
+    query_prefix = settings.embed_query_prefix if settings else None
+    document_prefix = settings.embed_document_prefix if settings else None
     if settings is not None:
         batching = {"batch_size": settings.embed_batch_size, "threads": settings.embed_threads,
                     "batch_tokens": settings.embed_batch_tokens}  # fmt: skip
@@ -207,12 +227,18 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
         from recalld.providers.onnx import OnnxEmbedder
 
         return OnnxEmbedder.packaged(int8_queries=int8_queries, **batching)
+    if kind == "multilingual" and not arg:
+        from recalld.providers.multilingual import multilingual_embedder
+
+        return multilingual_embedder(settings, **batching)
     if kind == "onnx" and arg:
         from pathlib import Path
 
         from recalld.providers.onnx import OnnxEmbedder
 
-        return OnnxEmbedder.from_folder(Path(arg), int8_queries=int8_queries, **batching)
+        return OnnxEmbedder.from_folder(Path(arg), int8_queries=int8_queries, **batching,
+                                        query_prefix=query_prefix,
+                                        document_prefix=document_prefix)  # fmt: skip
     if kind == "openai" and arg:
         from recalld.providers.openai import OpenAIEmbedder
 
@@ -223,10 +249,12 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
             base_url=settings.openai_base_url,
             api_key=settings.openai_api_key,
             dimensions=settings.openai_dimensions,
+            query_prefix=query_prefix or "",
+            document_prefix=document_prefix or "",
         )
     if kind == "fake":
         return FakeEmbedder(int(arg) if arg else 64)
     raise InvalidInputError(
-        f"unknown embedder {spec!r}: use 'local', 'onnx:/path/to/model-folder', "
+        f"unknown embedder {spec!r}: use 'local', 'multilingual', 'onnx:/path/to/model-folder', "
         "'openai:MODEL' or 'fake'"
     )

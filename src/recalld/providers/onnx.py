@@ -15,6 +15,7 @@ int8 (:mod:`recalld.providers.onnx_int8`): about 2.5 ms less a search, at a cosi
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 from collections.abc import Sequence
 from importlib import resources
@@ -55,6 +56,50 @@ def _sha256(path: Path) -> str:
 def _vendored_tokenizer() -> Path:
     ref = resources.files("recalld") / "data" / "tokenizers" / "all-MiniLM-L6-v2" / "tokenizer.json"
     return Path(str(ref))
+
+
+FALLBACK_SPECIALS = (("[CLS]", "[SEP]"), ("<s>", "</s>"))
+"""Tokens that open and close a text in BERT-style and RoBERTa-style vocabularies, for a
+``tokenizer.json`` whose post-processor adds none."""
+
+
+def special_tokens(tokenizer: Any, path: Path) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer puts before and after one text: what the post-processor of its
+    ``tokenizer.json`` adds (``[CLS]``/``[SEP]``, ``<s>``/``</s>`` ...), else the first pair
+    of :data:`FALLBACK_SPECIALS` its vocabulary holds."""
+    encoding = tokenizer.encode("a", add_special_tokens=True)
+    mask = list(encoding.special_tokens_mask)
+    lead = next((i for i, m in enumerate(mask) if not m), len(mask))
+    trail = next((i for i, m in enumerate(reversed(mask)) if not m), 0)
+    ids = list(encoding.ids)
+    if lead or trail:
+        return ids[:lead], ids[len(ids) - trail :]
+    for opening, closing in FALLBACK_SPECIALS:
+        pair = [tokenizer.token_to_id(opening), tokenizer.token_to_id(closing)]
+        if None not in pair:
+            return [pair[0]], [pair[1]]
+    raise EmbedderError(
+        f"tokenizer {path} adds no special tokens and has none of "
+        f"{', '.join('/'.join(p) for p in FALLBACK_SPECIALS)}; give a tokenizer.json whose "
+        "post_processor adds the tokens the model was trained with"
+    )
+
+
+PROMPTS_FILE = "config_sentence_transformers.json"
+
+
+def folder_prompts(folder: Path) -> dict[str, str]:
+    """The query and document prompts a sentence-transformers folder declares (``""`` where
+    it declares none)."""
+    try:
+        prompts = json.loads((folder / PROMPTS_FILE).read_text(encoding="utf-8")).get("prompts")
+    except (OSError, ValueError, AttributeError):
+        prompts = None
+    found = prompts if isinstance(prompts, dict) else {}
+    document = found.get("document", found.get("passage", ""))
+    query = found.get("query", "")
+    return {"query": query if isinstance(query, str) else "",
+            "document": document if isinstance(document, str) else ""}  # fmt: skip
 
 
 def _document_options(ort: Any, threads: int) -> Any:
@@ -109,6 +154,8 @@ class OnnxEmbedder(Embedder):
         expected_sha256: str | None = None,
         int8_queries: bool = True,
         max_tokens: int = MAX_TOKENS,
+        query_prefix: str = "",
+        document_prefix: str = "",
     ) -> None:
         for label, path in (("model", model_path), ("tokenizer", tokenizer_path)):
             if not path.is_file():
@@ -138,21 +185,15 @@ class OnnxEmbedder(Embedder):
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self._inputs = {i.name for i in self._session.get_inputs()}
-        cls_id, sep_id = (self._tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]"))
-        if cls_id is None or sep_id is None:
-            raise EmbedderError(
-                f"tokenizer {tokenizer_path} has no [CLS]/[SEP] tokens; only BERT-style "
-                "sentence-embedding models are supported"
-            )
-        self._cls: int = cls_id
-        self._sep: int = sep_id
+        self._first, self._last = special_tokens(self._tokenizer, tokenizer_path)
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.max_tokens = max_tokens
         dimension = int(self._session.get_outputs()[0].shape[-1])
         self._fingerprint = Fingerprint(
-            model_id, dimension, "mean", True, max_tokens, f"window-mean/{WINDOW_OVERLAP}"
-        )
+            model_id, dimension, "mean", True, max_tokens, f"window-mean/{WINDOW_OVERLAP}",
+            query_prefix=query_prefix, document_prefix=document_prefix,
+        )  # fmt: skip
 
     @classmethod
     def packaged(
@@ -188,11 +229,17 @@ class OnnxEmbedder(Embedder):
         int8_queries: bool = True,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         threads: int = DEFAULT_EMBED_THREADS,
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
     ) -> OnnxEmbedder:
-        """Any ONNX sentence-embedding model folder holding a model and ``tokenizer.json``."""
+        """Any ONNX sentence-embedding model folder holding a model and ``tokenizer.json``.
+
+        Prefixes left ``None`` are the folder's own: the ``query`` and ``document`` (or
+        ``passage``) prompts of its ``config_sentence_transformers.json``, else none."""
         candidates = [folder / "model.onnx", folder / "onnx" / "model.onnx"]
         model = next((p for p in candidates if p.is_file()), candidates[0])
         model_id = f"onnx:{folder.resolve().name}@{_sha256(model)[:12]}" if model.is_file() else ""
+        prompts = folder_prompts(folder)
         return cls(
             model,
             folder / "tokenizer.json",
@@ -201,6 +248,8 @@ class OnnxEmbedder(Embedder):
             batch_size=batch_size,
             batch_tokens=batch_tokens,
             threads=threads,
+            query_prefix=prompts["query"] if query_prefix is None else query_prefix,
+            document_prefix=prompts["document"] if document_prefix is None else document_prefix,
         )
 
     @property
@@ -249,14 +298,18 @@ class OnnxEmbedder(Embedder):
                 self._query_sessions[busy] = session
             return session
 
-    def _windows(self, text: str) -> list[list[int]]:
-        body = self._tokenizer.encode(text, add_special_tokens=False).ids
-        width = self.max_tokens - 2
+    def _windows(self, text: str, is_query: bool = False) -> list[list[int]]:
+        """The token windows of a text (its prefix first), each between the model's special
+        tokens."""
+        prefixed = self._fingerprint.prefix(is_query=is_query) + text
+        body = self._tokenizer.encode(prefixed, add_special_tokens=False).ids
+        first, last = self._first, self._last
+        width = self.max_tokens - len(first) - len(last)
         if len(body) <= width:
-            return [[self._cls, *body, self._sep]]
+            return [[*first, *body, *last]]
         step = width - WINDOW_OVERLAP
         starts = range(0, len(body) - WINDOW_OVERLAP, step)
-        return [[self._cls, *body[s : s + width], self._sep] for s in starts]
+        return [[*first, *body[s : s + width], *last] for s in starts]
 
     def _run(self, session: Any, sequences: list[list[int]]) -> Vectors:
         longest = max(len(s) for s in sequences)
@@ -278,7 +331,7 @@ class OnnxEmbedder(Embedder):
         return [sum(len(w) for w in self._windows(t)) for t in texts]
 
     def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
-        windows = [self._windows(t) for t in texts]
+        windows = [self._windows(t, is_query) for t in texts]
         flat = [(row, seq) for row, seqs in enumerate(windows) for seq in seqs]
         # Sorting by length keeps padding, and so wasted compute, small.
         order = sorted(range(len(flat)), key=lambda i: len(flat[i][1]))

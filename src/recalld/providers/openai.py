@@ -27,6 +27,8 @@ class OpenAIEmbedder(Embedder):
         dimensions: int | None = None,
         timeout: float = 60.0,
         transport: httpx.BaseTransport | None = None,
+        query_prefix: str = "",
+        document_prefix: str = "",
     ) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(
@@ -34,6 +36,7 @@ class OpenAIEmbedder(Embedder):
         )
         self._model = model
         self._dimensions = dimensions
+        self._prefixes = {"query_prefix": query_prefix, "document_prefix": document_prefix}
         self._fingerprint: Fingerprint | None = None
 
     @property
@@ -42,7 +45,13 @@ class OpenAIEmbedder(Embedder):
             # The dimension is only known once the endpoint has answered.
             probe = self._request(["dimension probe"])
             self._fingerprint = Fingerprint(
-                f"openai:{self._model}", probe.shape[1], "provider", True, 8191, "provider"
+                f"openai:{self._model}",
+                probe.shape[1],
+                "provider",
+                True,
+                8191,
+                "provider",
+                **self._prefixes,
             )
         return self._fingerprint
 
@@ -75,7 +84,8 @@ class OpenAIEmbedder(Embedder):
         return matrix
 
     def embed_batch(self, texts: Sequence[str], *, is_query: bool) -> EmbeddingBatch:
-        matrix = self._request(texts)
+        prefix = self._prefixes["query_prefix" if is_query else "document_prefix"]
+        matrix = self._request([prefix + t for t in texts])
         if matrix.shape[1] != self.fingerprint.dimension:
             raise EmbedderError(
                 f"endpoint changed dimension: {matrix.shape[1]} != {self.fingerprint.dimension}"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
 
 from recalld.records import Memory, TimeRange
+from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
 from recalld.text import gives_new_value, only_asks, states_event, words
@@ -87,9 +88,10 @@ class QueryContext:
     """The moment age is counted from (default ``now``): see :func:`adjust`."""
     identifiers: tuple[str, ...] = ()
     """The identifiers the query names (:func:`identifiers`), lower-cased."""
-    identified_sessions: frozenset[str] = frozenset()
-    """Sessions (threads) with a candidate that contains one of ``identifiers``: their
-    other memories are about the identified thing too (see :func:`identifier_factor`)."""
+    identified: Mapping[str, float] = field(default_factory=dict)
+    """Thread (session, or a memory of its own) -> identifier factor, for the threads with a
+    candidate that contains one of ``identifiers``: their other memories are about the
+    identified thing too (see :func:`identifier_factor`)."""
 
 
 def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> float:
@@ -184,15 +186,42 @@ def identifiers(query: str) -> tuple[str, ...]:
 
 def identifier_factor(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> float:
     """A memory that contains an identifier the query names, or is in a session (a ticket's
-    thread, a conversation) where a candidate does, scores ``identifier_boost`` more: an
-    order, ticket or error code picks out its own thread exactly, where the words around
-    it ("the cake on order ...") match every order alike; and the thread's later messages
-    ("switched to lemon drizzle") often answer without repeating the code."""
+    thread, a conversation) where a candidate does, scores more: an order, ticket or error
+    code picks out its own thread exactly, where the words around it ("the cake on order
+    ...") match every order alike; and the thread's later messages ("switched to lemon
+    drizzle") often answer without repeating the code.
+
+    Premise: the identifier is rare, so that it picks out one thread. The lift is
+    ``identifier_boost`` shared among the threads among the candidates that name it
+    (:func:`identified_threads`): a ticket number in one thread lifts it fully, a gene
+    name in twenty abstracts lifts each by a twentieth, which ranks nothing."""
     if not ctx.identifiers or config.identifier_boost == 1.0:
         return 1.0
-    if memory.session_id is not None and memory.session_id in ctx.identified_sessions:
-        return config.identifier_boost
-    return config.identifier_boost if names_identifier(memory, ctx.identifiers) else 1.0
+    return ctx.identified.get(thread_of(memory), 1.0)
+
+
+def thread_of(memory: Memory) -> str:
+    """The thread a memory belongs to: its session, else itself."""
+    return memory.session_id if memory.session_id is not None else f"memory:{memory.id}"
+
+
+def identified_threads(
+    memories: Iterable[Memory], names: tuple[str, ...], boost: float
+) -> dict[str, float]:
+    """Thread -> ``1 + (boost - 1) / n`` for each thread with a memory that names one of
+    ``names``, where ``n`` is how many threads name that identifier (the rarest one it
+    names counts)."""
+    naming: dict[str, set[str]] = {}
+    for memory in memories:
+        for name in names:
+            if names_identifier(memory, (name,)):
+                naming.setdefault(name, set()).add(thread_of(memory))
+    factors: dict[str, float] = {}
+    for threads in naming.values():
+        factor = 1.0 + (boost - 1.0) / len(threads)
+        for thread in threads:
+            factors[thread] = max(factors.get(thread, 1.0), factor)
+    return factors
 
 
 def names_identifier(memory: Memory, names: tuple[str, ...]) -> bool:
@@ -244,9 +273,8 @@ def adjust(
     if dated and config.decay != "none":
         ctx = replace(ctx, decay_from=min(ctx.now, max(dated)))
     if ctx.identifiers and config.identifier_boost != 1.0:
-        threads = frozenset(m.session_id for m in memories.values()
-                            if m.session_id and names_identifier(m, ctx.identifiers))  # fmt: skip
-        ctx = replace(ctx, identified_sessions=threads)
+        found = identified_threads(memories.values(), ctx.identifiers, config.identifier_boost)
+        ctx = replace(ctx, identified=found)
     out: list[Scored] = []
     for item in fused:
         memory = memories.get(item.memory_id)
@@ -264,6 +292,7 @@ def knowledge_updates(
     reference: datetime,
     applies: bool = True,
     cosines: Mapping[str, float] | None = None,
+    calibration: Calibration = UNCALIBRATED,
 ) -> list[Scored]:
     """Current facts first.
 
@@ -275,10 +304,12 @@ def knowledge_updates(
     new value ("moved to Thursday the 9th", "now 3.12", "rebooked for the 28th":
     :func:`recalld.text.says_change`, :func:`recalld.text.states_value`) with a cosine of at least
     ``kupdate_change_similarity`` (or loosely related and as good an answer to the query,
-    by the query ``cosines``). An evergreen memory (an undated note) states a standing
-    fact, so any dated memory counts as newer. ``applies`` is False for questions about the
-    past (a named time, "the first time"), whose answer may well be the older value; it
-    turns off the detection, not the explicit marks.
+    by the query ``cosines``). Similarities are on the embedder's ``calibration`` scale
+    (:mod:`recalld.retrieval.calibration`), query ``cosines`` included. An evergreen memory
+    (an undated note) states a standing fact, so any dated memory counts as newer.
+    ``applies`` is False for questions about the past (a named time, "the first time"),
+    whose answer may well be the older value; it turns off the detection, not the explicit
+    marks.
     """
     marked = {s.memory.id for s in scored if is_superseded(s.memory, reference)}
     if marked and config.superseded == "hide":
@@ -287,7 +318,7 @@ def knowledge_updates(
     found: set[str] = set()
     if config.kupdate_factor < 1.0 and applies:
         window = scored[: config.kupdate_window]
-        found = _restated(window, vectors, cosines or {}, config) - marked
+        found = _restated(window, vectors, cosines or {}, config, calibration) - marked
     if not marked and not found:
         return scored
     out = []
@@ -313,6 +344,7 @@ def _restated(
     vectors: Mapping[str, np.ndarray],
     cosines: Mapping[str, float],
     config: RetrievalConfig,
+    calibration: Calibration,
 ) -> set[str]:
     """Ids of the memories in ``window`` that a newer one restates or says has changed.
 
@@ -337,7 +369,7 @@ def _restated(
             old, new = (a, b) if sooner(a.memory, b.memory) else (b, a)
             if sooner(new.memory, old.memory) or other_projects(a.memory, b.memory):
                 continue  # the same time (neither is newer), or facts of two projects
-            cosine = float(pairs[i, j])
+            cosine = calibration.lift(float(pairs[i, j]))
             # A turn that repeats an older one retells or confirms it ("Noted: the move is
             # on May 30th"); a note or a fact restated later is its newer version.
             restates = cosine >= config.kupdate_similarity and not is_turn(new.memory)

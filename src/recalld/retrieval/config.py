@@ -29,6 +29,11 @@ class RetrievalConfig:
     loading them is most of a search's cost. 2 and 3 measured the same on LongMemEval and
     LoCoMo at 50 hits a search; 1 lost 0.3 points of LoCoMo evidence@10."""
     min_adjust: int = 60
+    stable_limit: int = 50
+    """Pools (per channel, and of the candidates adjusted) are sized for this many results
+    whatever smaller ``limit`` a search asks for, so the top k of a search is the first k
+    of any larger one up to this limit: an agent that asks for more results gets the same
+    best answers, then more. Past it, the pools grow with the limit."""
     channels: tuple[str, ...] = ("semantic", "bm25", "temporal")
     """Channels run in hybrid mode; vector mode runs ``semantic`` alone. The ``entity``
     channel is available but not a default: with the offline extractor it cost 2-7 points
@@ -138,24 +143,30 @@ class RetrievalConfig:
     anchor_events: bool = True
     """Resolve "before/after/since <event>" by finding the event's time with a small search
     and using it as the query's time window (when the query names no time itself)."""
-    anchor_min_score: float = 0.5
-    """The event's best match must reach this cosine similarity to be trusted as its time."""
+    anchor_min_score: float = 0.48
+    """The event's best match must reach this similarity to the event's words to be trusted
+    as its time. Like every similarity threshold here it is on the embedder's calibrated
+    scale (:mod:`recalld.retrieval.calibration`: 0 = what unrelated texts score with this
+    model, 1 = identical), so it means the same with any embedder; with the packaged
+    MiniLM (chance cosine ~0.035) 0.48 is a cosine of 0.5."""
     kupdate_factor: float = 0.4
     """Knowledge updates: of two statements of the same fact, the older scores this much
     (x) so the newer value ranks first; 1.0 turns the detection off."""
-    kupdate_similarity: float = 0.85
-    """Cosine at or above which two statements count as saying the same thing (a note or a
-    fact restated later is its newer version; a conversation turn that repeats an older
-    one retells or confirms it, and supersedes nothing by that alone)."""
-    kupdate_change_similarity: float = 0.5
-    """Cosine at or above which a newer memory that says something changed ("moved to",
-    "now", "rebooked") and gives the new value (a number, a date, a version) supersedes an
-    older one on the same subject."""
-    kupdate_related_similarity: float = 0.35
+    kupdate_similarity: float = 0.845
+    """Calibrated similarity at or above which two statements count as saying the same
+    thing (a note or a fact restated later is its newer version; a conversation turn that
+    repeats an older one retells or confirms it, and supersedes nothing by that alone).
+    With the packaged MiniLM: a cosine of 0.85."""
+    kupdate_change_similarity: float = 0.48
+    """Calibrated similarity at or above which a newer memory that says something changed
+    ("moved to", "now", "rebooked") and gives the new value (a number, a date, a version)
+    supersedes an older one on the same subject (MiniLM: a cosine of 0.5)."""
+    kupdate_related_similarity: float = 0.33
     """A newer memory that says something changed and is at least this close to an older
-    one supersedes it when it also answers the query about as well (``kupdate_query_ratio``)."""
+    one (calibrated; MiniLM: a cosine of 0.35) supersedes it when it also answers the
+    query about as well (``kupdate_query_ratio``)."""
     kupdate_query_ratio: float = 0.9
-    """... its query cosine at least this share of the older memory's."""
+    """... its calibrated query similarity at least this share of the older memory's."""
     superseded_factor: float = 0.5
     """Memories marked superseded (``MemoryEngine.supersede``: replaced by another, or past
     their ``valid_until``) score this much (x)."""
@@ -204,6 +215,10 @@ class RetrievalConfig:
     answer_weight: float = 0.8
     """The turn right after a turn that only asks (a question, ``asks_penalty``) gains this
     share of the question's score before the penalty: the reply holds the answer."""
+    reply_weight: float = 0.0
+    """The reply to a turn of the user's that matched (a report of an error, a request, a
+    question without "?") gains this share of that turn's score, when the query does not
+    ask what the user said and the reply is another speaker's; 0 turns it off."""
     neighbor_radius: int = 1
     """How many turns either side of a hit receive neighbour support."""
     neighbor_depth: int = 20
@@ -245,6 +260,9 @@ class RetrievalConfig:
     reaches this (QMD's strong-signal probe) ..."""
     strong_signal_gap: float = 0.15
     """... and leads the second hit by at least this much."""
+    strong_signal_weight: float = 1.0
+    """With no LLM too: a BM25 list whose top hit is strong and clear (the two settings
+    above) weighs this much more in fusion for that query; 1.0 turns it off."""
     rerank_depth: int = 40
     """Stage 5 scores only the top this-many fused candidates (QMD: 30-40): deeper ones
     rarely reach the results, and each costs the reranker a passage."""
@@ -270,8 +288,8 @@ class RetrievalConfig:
             raise InvalidInputError("mmr_similarity must be 'cosine' or 'jaccard'")
         if not 0.0 <= self.mmr_lambda <= 1.0 or not 0.0 <= self.diversity_lambda <= 1.0:
             raise InvalidInputError("MMR lambdas must be between 0 and 1")
-        if self.candidate_multiplier < 1 or self.rrf_k < 1:
-            raise InvalidInputError("candidate_multiplier and rrf_k must be >= 1")
+        if self.candidate_multiplier < 1 or self.rrf_k < 1 or self.stable_limit < 1:
+            raise InvalidInputError("candidate_multiplier, rrf_k and stable_limit must be >= 1")
         if not 0.0 < self.asks_penalty <= 1.0:
             raise InvalidInputError("asks_penalty must be above 0 and at most 1")
         if self.kupdate_follow < 0 or self.kupdate_follow_pool < 1:
@@ -301,9 +319,9 @@ class RetrievalConfig:
             event_boost=1.0,
             asks_penalty=1.0, window_boost=1.0, order_weight=0.0, anchor_events=False,
             kupdate_factor=1.0, superseded_factor=1.0, session_boost=0.0, topic_weight=0.0,
-            neighbor_weight=0.0, answer_weight=0.0, time_terms_weight=0.0,
+            neighbor_weight=0.0, answer_weight=0.0, reply_weight=0.0, time_terms_weight=0.0,
             mmr_lambda=1.0, diverse_aggregation=False, min_score=0.0, max_gap=0.0, dedupe=False,
-            expand=False, llm_routing=False, rerank_depth=0,
+            expand=False, llm_routing=False, rerank_depth=0, strong_signal_weight=1.0,
         )  # fmt: skip
 
     def with_changes(self, **changes: Any) -> RetrievalConfig:
@@ -322,7 +340,7 @@ BALANCED = RetrievalConfig()
 """The default: every mechanism that measured as a gain on LongMemEval and LoCoMo."""
 FAST = replace(
     BALANCED, channels=("semantic", "bm25"), candidate_multiplier=2, min_candidates=20,
-    session_boost=0.0, neighbor_weight=0.0, min_adjust=30,
+    session_boost=0.0, neighbor_weight=0.0, min_adjust=30, stable_limit=20,
 )  # fmt: skip
 """Two channels, small pools, no session or neighbour evidence: the cheapest hybrid search.
 The session's topic for advice requests stays on: one pass over the scored candidates, and

@@ -316,9 +316,17 @@ def time_phrases(query: str) -> list[str]:
 
 
 def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:
-    """The time window a query names, or ``None``; naive results take ``reference``'s zone."""
+    """The time window a query names, or ``None``; naive results take ``reference``'s zone.
+
+    A time outside the calendar ("december 9999", "3000000 years ago") names no window: the
+    query is searched without one rather than failing on ordinary words.
+    """
     text = _in_english(query.lower())[0]
-    window = _relative(text, reference) or _absolute(text, reference) or _holiday(text, reference)
+    try:
+        window = (_relative(text, reference) or _absolute(text, reference)
+                  or _holiday(text, reference))  # fmt: skip
+    except (OverflowError, ValueError):
+        return None
     if window is None:
         return None
     if window.start is not None and _SINCE.search(text):

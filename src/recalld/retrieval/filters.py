@@ -27,7 +27,7 @@ def relevance_filter(
 ) -> tuple[list[Scored], dict[str, str]]:
     """Drop hits under ``min_score`` x the top score, or past a score gap.
 
-    Returns the survivors and, per survivor, why it was kept.
+    Returns the survivors and, per candidate, why it was kept or dropped.
     """
     if not scored:
         return scored, {}
@@ -45,6 +45,12 @@ def relevance_filter(
             kept.append(item)
             reasons[item.memory.id] = (
                 "above relevance threshold" if above else "exact lexical/entity match (protected)"
+            )
+        else:
+            reasons[item.memory.id] = (
+                f"dropped: under the relevance threshold ({config.min_score:g} x the top score)"
+                if item.score < floor
+                else f"dropped: past a score gap of more than {config.max_gap:.0%}"
             )
     return kept, reasons
 

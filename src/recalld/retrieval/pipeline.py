@@ -33,6 +33,7 @@ from recalld.retrieval.adjust import (
     wanted_role,
 )
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
+from recalld.retrieval.calibration import UNCALIBRATED, Calibration, calibrate
 from recalld.retrieval.channels import channel_lists, split_channels, temporal_channels
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.dates import anchor_window
@@ -47,6 +48,7 @@ from recalld.retrieval.sessions import (
     apply_session_support,
     group_by_session,
     neighbor_support,
+    sessions_absent,
     topic_support,
 )
 from recalld.retrieval.updates import follow_updates
@@ -71,6 +73,8 @@ class SearchRequest:
     explain: bool = False
     granularity: Granularity = "memory"
     """``session`` returns one hit per session (its best memory, the others as related)."""
+    near_misses: int = 0
+    """Also return this many of the next candidates below the hits, traced."""
 
 
 def search(
@@ -106,8 +110,9 @@ def search(
     """
     started = time.perf_counter()
     reference = request.as_of or now
+    calibration = calibrate(embedder)
     plan = understand(request.query, request.mode, reference)
-    plan = place_anchor(store, embedder, plan, request, config)
+    plan = place_anchor(store, embedder, plan, request, config, calibration)
     notes: list[StageNote] = []
     expanded = None
     if models is not None:
@@ -119,9 +124,16 @@ def search(
         notes.append(expanded.note)
     lists, rows = retrieve(store, embedder, plan, request, config,
                            expanded.query_vector if expanded else None)  # fmt: skip
+    undated = window_unanswered(plan, lists, config) and not _dated(store, rows, lists)
+    if undated:
+        plan = replace(plan, time_window=None, terms=(*plan.terms, *plan.time_terms),
+                       time_terms=())  # fmt: skip
+        lists, rows = retrieve(store, embedder, plan, request, config,
+                               expanded.query_vector if expanded else None)  # fmt: skip
     lists += expanded.lists if expanded else ()
+    lists, signal = trust_words(lists, config)
     fused = fuse(lists, config)
-    fused = fused[: max(config.min_adjust, request.limit * config.adjust_depth)]
+    fused = fused[: max(config.min_adjust, sized_for(request, config) * config.adjust_depth)]
     memories = _rows(store, rows, [f.memory_id for f in fused])
     if models is not None:
         fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
@@ -140,13 +152,16 @@ def search(
         or plan.query_type == "aggregation"
     )
     vectors = _Vectors(store, rows, scored, config, updates=not past)
+    aside = stood_aside(scored, past, undated)
     scored = apply_session_support(scored, config)
-    cosines = _cosines(lists)  # each semantic candidate's query cosine, for three stages
+    # each semantic candidate's query cosine (calibrated), for three stages
+    cosines = _cosines(lists, calibration)
     if plan.advice:
         scored = topic_support(scored, cosines, config)
     if config.kupdate_follow > 0 and not past:
         vectors.read(scored[: config.kupdate_follow])
-        scored = follow_updates(scored, vectors.found, store, request.filters, config, cosines)
+        scored = follow_updates(scored, vectors.found, store, request.filters, config, cosines,
+                                calibration)  # fmt: skip
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
         scored = neighbor_support(
@@ -154,17 +169,21 @@ def search(
             _neighbors(store, rows, top, config.neighbor_radius),
             lambda ids: _rows(store, rows, ids),
             config,
+            ctx.role,
         )
     if not past:
         vectors.read(scored[: config.kupdate_window])
-    scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines)
+    scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines,
+                               calibration)  # fmt: skip
+    ranked = scored
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)
     kept, reasons = relevance_filter(scored, lists, config)
     if request.granularity == "session":
         groups = group_by_session(kept)[: request.limit]
-        hits = build_hits([g[0] for g in groups], lists, reasons if request.explain else None)
+        chosen = [g[0] for g in groups]
+        hits = build_hits(chosen, lists, reasons if request.explain else None)
         hits = [
             replace(h, related=tuple(s.memory for s in g[1:]))
             for h, g in zip(hits, groups, strict=True)
@@ -173,6 +192,7 @@ def search(
         vectors.read(kept)
         chosen = assemble(kept, plan, vectors.found, config, request.limit)
         hits = build_hits(chosen, lists, reasons if request.explain else None)
+    missed = near_misses(ranked, chosen, reasons, request, config)
     return SearchResult(
         query=request.query,
         hits=tuple(hits),
@@ -193,9 +213,109 @@ def search(
             "advice": plan.advice,
             "deduplicated": folded,
             "filtered": len(scored) - len(kept),
+            "stood_aside": aside,
+            "strong_words": signal,
             **({"stages": [n.as_dict() for n in notes]} if models is not None else {}),
         },
+        near_misses=tuple(
+            replace(h, rank=len(hits) + h.rank)
+            for h in build_hits(
+                [m for m, _ in missed], lists, {m.memory.id: why for m, why in missed}
+            )  # fmt: skip
+        ),
     )
+
+
+def near_misses(
+    ranked: Sequence[Scored],
+    chosen: Sequence[Scored],
+    reasons: Mapping[str, str],
+    request: SearchRequest,
+    config: RetrievalConfig,
+) -> list[tuple[Scored, str]]:
+    """The first ``request.near_misses`` candidates (in adjusted-score order, before
+    dedup) that are not hits, each with why it lost: a copy of a better memory's content,
+    a relevance cut (``reasons`` of stage 7), another memory of its session (session
+    granularity), passed over for diversity, or simply under the last hit."""
+    if request.near_misses <= 0:
+        return []
+    taken = {s.memory.id for s in chosen}
+    sessions = {s.memory.session_id or s.memory.id for s in chosen}
+    lowest = min((s.score for s in chosen), default=0.0)
+    seen: set[str] = set()
+    missed: list[tuple[Scored, str]] = []
+    for item in ranked:
+        memory = item.memory
+        copy = memory.content_hash in seen
+        seen.add(memory.content_hash)
+        if memory.id in taken:
+            continue
+        reason = reasons.get(memory.id, "")
+        if copy and config.dedupe:
+            reason = "dropped: the same content as a better-scored memory"
+        elif reason.startswith("dropped"):
+            pass
+        elif request.granularity == "session" and (memory.session_id or memory.id) in sessions:
+            reason = "another memory of its session ranked higher"
+        elif item.score > lowest and len(chosen) == request.limit:
+            reason = "passed over for diversity: too like a hit above it"
+        else:
+            reason = (f"ranked under the last of the {request.limit} hits asked for "
+                      f"({item.score:.4f} < {lowest:.4f})")  # fmt: skip
+        held = sorted((v, k) for k, v in item.factors.items() if v < 1.0)
+        if held:
+            reason += "; held down by " + ", ".join(f"{k} x{v:.3f}" for v, k in held)
+        missed.append((item, reason))
+        if len(missed) == request.near_misses:
+            break
+    return missed
+
+
+def window_unanswered(
+    plan: QueryPlan, lists: Sequence[RankedList], config: RetrievalConfig
+) -> bool:
+    """Whether the query names a time ("in 2010", "last March") that no memory is dated in:
+    the temporal channel ran and found none. Where the candidates carry no times of their
+    own either (documents dated only by their import, :func:`_dated`), the window cannot be
+    answered: the time words are then searched as words like the others, and no window
+    boosts or cuts anything."""
+    return (
+        plan.time_window is not None
+        and plan.anchor_memory is None
+        and plan.mode != "vector"
+        and "temporal" in config.channels
+        and not any(ranked.name == "temporal" for ranked in lists)
+    )
+
+
+def _dated(store: Store, rows: SearchRows, lists: Sequence[RankedList], depth: int = 10) -> bool:
+    """Whether the top candidates carry times of their own: an event time, or storage times
+    that differ (memories written as things happened). Memories without event times all
+    stored at one moment (one import of documents) are not dated."""
+    ids = list(dict.fromkeys(c.memory_id for ranked in lists for c in ranked.candidates[:depth]))
+    memories = _rows(store, rows, ids).values()
+    stored = {m.created_at for m in memories}
+    return len(stored) > 1 or any(m.event_time is not None for m in memories)
+
+
+def stood_aside(scored: Sequence[Scored], past: bool, undated: bool = False) -> dict[str, str]:
+    """The mechanisms whose premise does not hold for this query on these candidates, and
+    why: they leave every score as it is (the trace says so rather than staying silent)."""
+    aside: dict[str, str] = {}
+    if undated:
+        aside["time_window"] = (
+            "no memory is dated inside the time the query names: its time words were "
+            "searched as words"
+        )
+    if sessions_absent(scored):
+        why = "no candidate belongs to a session"
+        aside.update(session_support=why, session_topic=why, neighbor_support=why)
+    if past:
+        aside["knowledge_updates"] = (
+            "the question asks about the past or across sessions, where an older value "
+            "may be the answer (explicit supersede marks still apply)"
+        )
+    return aside
 
 
 _PAST = re.compile(r"\b(?:did|was|were|had|used to)\b", re.IGNORECASE)
@@ -213,10 +333,11 @@ def place_anchor(
     plan: QueryPlan,
     request: SearchRequest,
     config: RetrievalConfig,
+    calibration: Calibration = UNCALIBRATED,
 ) -> QueryPlan:
     """Stage 1b: "before I moved" -> the time of the memory that best says "I moved" (by
-    cosine, trusted at ``anchor_min_score`` or above) -> the window before it. A query
-    that names a time itself keeps that time."""
+    cosine on the embedder's ``calibration`` scale, trusted at ``anchor_min_score`` or
+    above) -> the window before it. A query that names a time itself keeps that time."""
     anchor = plan.anchor
     if anchor is None or plan.time_window is not None or not config.anchor_events:
         return plan
@@ -227,7 +348,7 @@ def place_anchor(
             semantic_limit=1,
         )
     ).get("semantic", [])
-    if not found or found[0].score < config.anchor_min_score:
+    if not found or calibration.query_lift(found[0].score) < config.anchor_min_score:
         return plan
     memories = store.get_many([found[0].memory_id])
     if not memories:
@@ -348,7 +469,35 @@ def read_candidates(
 
 def pool_size(request: SearchRequest, config: RetrievalConfig) -> int:
     """How many candidates each channel proposes."""
-    return max(config.min_candidates, request.limit * config.candidate_multiplier)
+    return max(config.min_candidates, sized_for(request, config) * config.candidate_multiplier)
+
+
+def sized_for(request: SearchRequest, config: RetrievalConfig) -> int:
+    """The number of results the pools are sized for: ``stable_limit``, or the request's
+    limit past it (so a smaller limit never changes which candidates are weighed)."""
+    return max(request.limit, config.stable_limit)
+
+
+def trust_words(
+    lists: list[RankedList], config: RetrievalConfig
+) -> tuple[list[RankedList], dict[str, float] | None]:
+    """Stage 3b, query-dependent channel trust (QMD's strong signal): when the BM25 list's
+    top hit is clear (0-1 score at least ``strong_signal_score``, ahead of the second by
+    ``strong_signal_gap``), that list weighs ``strong_signal_weight`` x as much, so a weak
+    vector ranking does not outvote an exact word match. Returns the lists and the signal
+    (None when it is not strong, or the weight is 1)."""
+    if config.strong_signal_weight == 1.0:
+        return lists, None
+    for i, ranked in enumerate(lists):
+        if ranked.name != "bm25" or not ranked.candidates:
+            continue
+        top = ranked.candidates[0].score
+        gap = top - (ranked.candidates[1].score if len(ranked.candidates) > 1 else 0.0)
+        if top < config.strong_signal_score or gap < config.strong_signal_gap:
+            return lists, None
+        trusted = replace(ranked, weight=ranked.weight * config.strong_signal_weight)
+        return [*lists[:i], trusted, *lists[i + 1 :]], {"top": top, "gap": gap}
+    return lists, None
 
 
 def fuse(lists: list[RankedList], config: RetrievalConfig) -> list[Fused]:
@@ -359,10 +508,10 @@ def fuse(lists: list[RankedList], config: RetrievalConfig) -> list[Fused]:
     return rrf(lists, config.rrf_k, config.rank_bonus_first, config.rank_bonus_top3)
 
 
-def _cosines(lists: Sequence[RankedList]) -> dict[str, float]:
-    """Each semantic candidate's similarity to the query."""
-    return {c.memory_id: c.score for ranked in lists if ranked.name == "semantic"
-            for c in ranked.candidates}  # fmt: skip
+def _cosines(lists: Sequence[RankedList], calibration: Calibration) -> dict[str, float]:
+    """Each semantic candidate's similarity to the query, on the calibrated scale."""
+    return {c.memory_id: calibration.query_lift(c.score) for ranked in lists
+            if ranked.name == "semantic" for c in ranked.candidates}  # fmt: skip
 
 
 def _needs_vectors(config: RetrievalConfig, updates: bool = True) -> bool:

@@ -37,13 +37,23 @@ def session_key(memory: Memory) -> str:
 
 def apply_session_support(scored: list[Scored], config: RetrievalConfig) -> list[Scored]:
     """Multiply each memory by 1 + ``session_boost`` x its session's support (over the best
-    session's); re-sort."""
-    if config.session_boost <= 0 or not scored:
+    session's); re-sort.
+
+    Premise: the candidates include sessions (conversations, threads) whose turns can
+    support each other; where none has a session (a store of notes or documents) the
+    stage stands aside (:func:`sessions_absent`). Beside sessions, a memory without one is
+    a session of its own, so a note is never worse off than a lone turn."""
+    if config.session_boost <= 0 or sessions_absent(scored):
         return scored
     support = session_support(scored, config)
     top = max(support.values(), default=0.0) or 1.0
     lift = {s: 1.0 + config.session_boost * value / top for s, value in support.items()}
     return _lift_sessions(scored, lift, "session_support")
+
+
+def sessions_absent(scored: Sequence[Scored]) -> bool:
+    """Whether no candidate belongs to a session: session evidence has nothing to read."""
+    return all(s.memory.session_id is None for s in scored)
 
 
 def topic_support(
@@ -54,11 +64,12 @@ def topic_support(
     A session's topic score is the mean of its ``topic_turns`` best query cosines among
     the candidates (missing ones count as 0); a turn of the k-th session (k = 1, 2, ...)
     scores x(1 + ``topic_weight`` / k). The pipeline runs it for queries that ask for
-    advice, whose answer is the conversation about the matter rather than one turn. A
-    memory without a session is a session of its own; sessions with no candidate from the
-    semantic channel keep their score.
+    advice, whose answer is the conversation about the matter rather than one turn.
+    Premise: the candidates include sessions; where none has one (notes, documents) the
+    stage stands aside. Beside sessions, a memory without one is a session of its own;
+    sessions with no candidate from the semantic channel keep their score.
     """
-    if config.topic_weight <= 0:
+    if config.topic_weight <= 0 or sessions_absent(scored):
         return scored
     closest: dict[str, list[float]] = {}
     for item in scored:
@@ -88,6 +99,16 @@ def _lift_sessions(scored: list[Scored], lift: Mapping[str, float], name: str) -
     return sorted(out, key=lambda s: -s.score)
 
 
+def _lends_to_reply(memory: Memory, role: str | None, config: RetrievalConfig) -> bool:
+    """Whether the reply to ``memory`` may hold the answer: it is the user's turn, and the
+    query is not about what the user said."""
+    return config.reply_weight > 0 and role != "user" and memory.metadata.get("role") == "user"
+
+
+def _speaker(memory: Memory) -> object:
+    return memory.metadata.get("speaker") or memory.metadata.get("role")
+
+
 def group_by_session(scored: Sequence[Scored]) -> list[list[Scored]]:
     """Turns grouped by session in order of each session's best turn (memories without a
     session form groups of one)."""
@@ -102,13 +123,17 @@ def neighbor_support(
     neighbors: Mapping[str, list[tuple[str, int]]],
     load: Callable[[list[str]], Mapping[str, Memory]],
     config: RetrievalConfig,
+    role: str | None = None,
 ) -> list[Scored]:
     """A turn next to a strong hit gains ``neighbor_weight`` x that hit's score (halved per
     further step): in a conversation the answer is often the reply to the turn that matched
     the question's words. The reply to a turn that only asks gains ``answer_weight`` x the
-    question's score before its penalty. Neighbours that were not candidates are loaded and
-    added."""
+    question's score before its penalty; so does the reply to any turn of the user's
+    (a report of an error, a request) by ``reply_weight``, when the query does not ask what
+    the user said (``role``, :func:`~recalld.retrieval.adjust.wanted_role`) and the reply
+    is another speaker's. Neighbours that were not candidates are loaded and added."""
     lent: dict[str, tuple[float, str]] = {}
+    replies: dict[str, tuple[float, str]] = {}
     for item in scored[: config.neighbor_depth]:
         asks = item.factors.get("only_asks")
         for other, offset in neighbors.get(item.memory.id, ()):
@@ -117,12 +142,24 @@ def neighbor_support(
                 # The reply to a question that matched is where its answer is: it gains a
                 # share of the question's score as it was before the only-asks penalty.
                 share = max(share, config.answer_weight * item.score / asks)
+            elif offset == 1 and _lends_to_reply(item.memory, role, config):
+                reply = config.reply_weight * item.score
+                if reply > replies.get(other, (0.0, ""))[0]:
+                    replies[other] = (reply, item.memory.id)
             if share > lent.get(other, (0.0, ""))[0]:
                 lent[other] = (share, item.memory.id)
-    if not lent:
+    if not lent and not replies:
         return scored
-    present = {s.memory.id for s in scored}
-    fresh = load([i for i in lent if i not in present])
+    present = {s.memory.id: s.memory for s in scored}
+    fresh = load([i for i in {**lent, **replies} if i not in present])
+    known = {**present, **fresh}
+    for other, (reply, source) in replies.items():
+        memory = known.get(other)
+        asker = known.get(source)
+        if (memory is not None and asker is not None and _speaker(memory) != _speaker(asker)
+                and reply > lent.get(other, (0.0, ""))[0]):  # fmt: skip
+            lent[other] = (reply, source)
+    fresh = {i: m for i, m in fresh.items() if i in lent}
     out = []
     for item in scored:
         share, source = lent.get(item.memory.id, (0.0, ""))

@@ -18,6 +18,7 @@ import numpy as np
 
 from recalld.records import Memory, MemoryFilter
 from recalld.retrieval.adjust import Scored, other_projects, same_subject, sooner
+from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
 from recalld.stores.base import CandidateRequest, Store
@@ -31,10 +32,12 @@ def follow_updates(
     filters: MemoryFilter,
     config: RetrievalConfig,
     cosines: Mapping[str, float],
+    calibration: Calibration = UNCALIBRATED,
 ) -> list[Scored]:
     """``scored`` with the memories that replace its top hits lifted to their scores (or
     added). ``cosines`` are the candidates' query cosines; the vectors of the memories
-    added go into ``vectors``, for the knowledge-update stage."""
+    added go into ``vectors``, for the knowledge-update stage. Similarities are on the
+    embedder's ``calibration`` scale, ``cosines`` included."""
     if config.kupdate_factor >= 1.0:
         return scored
     leaders = [s for s in scored[: config.kupdate_follow] if s.memory.id in vectors]
@@ -48,8 +51,9 @@ def follow_updates(
         rows.update(found.memories)
         near_vectors.update(found.vectors)
         for near in found.channels[0].get("semantic", ()):
-            if near.memory_id != old.memory.id and near.score >= config.kupdate_related_similarity:
-                offers.setdefault(near.memory_id, []).append((old, near.score))
+            similarity = calibration.lift(near.score)
+            if near.memory_id != old.memory.id and similarity >= config.kupdate_related_similarity:
+                offers.setdefault(near.memory_id, []).append((old, similarity))
     present = {s.memory.id: s for s in scored}
     unread = [i for i in offers if i not in present and i not in rows]
     if unread:  # a backend in the same process reads rows and vectors on demand

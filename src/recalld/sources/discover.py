@@ -109,8 +109,13 @@ def _prefix_may_match(rel_parts: list[str], parts: list[str]) -> bool:
     return True
 
 
-def scan_root(root: str, globs: tuple[str, ...]) -> Scan:
-    """The files under ``root`` that ``globs`` match; a file root is itself the only match."""
+def scan_root(root: str, globs: tuple[str, ...], follow_symlinks: bool = False) -> Scan:
+    """The files under ``root`` that ``globs`` match; a file root is itself the only match.
+
+    A symbolic link (to a file or a folder) that resolves outside ``root`` is not followed
+    unless ``follow_symlinks``: it is reported as a problem instead, so that a link such as
+    ``memory/key.md -> ~/.ssh/id_ed25519`` never puts a file from elsewhere in the index.
+    """
     try:
         info = os.stat(root)
     except FileNotFoundError:
@@ -121,12 +126,26 @@ def scan_root(root: str, globs: tuple[str, ...]) -> Scan:
         if not stat.S_ISREG(info.st_mode):
             return Scan(root, (), (Problem(root, "not a regular file or folder"),))
         return Scan(root, (FoundFile(root, root, info.st_size, info.st_mtime_ns),), ())
-    return _walk(root, info, [glob_regex(g) for g in globs], globs)
+    inside = None if follow_symlinks else os.path.realpath(root)
+    return _walk(root, info, [glob_regex(g) for g in globs], globs, inside)
+
+
+def _leaves(entry: os.DirEntry[str], inside: str | None) -> Problem | None:
+    """The problem of a symbolic link that resolves outside the folder ``inside`` (None:
+    links are followed, or this is no link, or it stays inside)."""
+    if inside is None or not entry.is_symlink():
+        return None
+    target = os.path.realpath(entry.path)
+    if os.path.commonpath([target, inside]) == inside:
+        return None
+    return Problem(entry.path, f"symbolic link to {target}, outside the workspace: not "
+                   "followed (`recalld index --follow-symlinks` follows it)")  # fmt: skip
 
 
 def _walk(
-    root: str, info: os.stat_result, patterns: list[re.Pattern[str]], globs: tuple[str, ...]
-) -> Scan:
+    root: str, info: os.stat_result, patterns: list[re.Pattern[str]], globs: tuple[str, ...],
+    inside: str | None,
+) -> Scan:  # fmt: skip
     files: dict[tuple[int, int], FoundFile] = {}
     problems: list[Problem] = []
     seen_dirs = {(info.st_dev, info.st_ino)}
@@ -149,6 +168,9 @@ def _walk(
             if stat.S_ISDIR(child.st_mode):
                 if entry.name.startswith(".") or not _may_descend(child_rel, globs):
                     continue
+                if leaves := _leaves(entry, inside):
+                    problems.append(leaves)
+                    continue
                 key = (child.st_dev, child.st_ino)
                 if key in seen_dirs:
                     if entry.is_symlink():
@@ -160,6 +182,9 @@ def _walk(
                 seen_dirs.add(key)
                 stack.append((entry.path, child_rel))
             elif any(p.match("/".join(child_rel)) for p in patterns):
+                if leaves := _leaves(entry, inside):
+                    problems.append(leaves)
+                    continue
                 if not stat.S_ISREG(child.st_mode):
                     problems.append(Problem(entry.path, "not a regular file"))
                     continue

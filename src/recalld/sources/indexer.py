@@ -64,6 +64,8 @@ class IndexOptions:
     chunking: ChunkParams = field(default_factory=ChunkParams)
     allow_empty: bool = False
     """Accept paths that match no file (``watch`` waits for files to appear)."""
+    follow_symlinks: bool = False
+    """Follow symbolic links that lead out of a workspace (skipped with a warning if not)."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +139,7 @@ def index_sources(
     """Bring the index of ``paths`` (or of every registered root) up to date."""
     started = time.perf_counter()
     roots = _resolve_roots(paths, options, deps.store)
-    scans = [scan_root(r.path, r.globs) for r in roots]
+    scans = [scan_root(r.path, r.globs, options.follow_symlinks) for r in roots]
     tracked = {f.path: f for f in deps.store.source_files()}
     found = _claimed(scans)
     if not found and not options.allow_empty and not _tracked_under(tracked, roots):

@@ -9,10 +9,10 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
@@ -146,6 +146,26 @@ class StoreStats:
     sessions: int = 0
     oldest: datetime | None = None
     newest: datetime | None = None
+    by_source: Mapping[str, int] = field(default_factory=dict)
+    """Live memories per source kind (``direct``, ``file``, ``transcript`` ...)."""
+    added_by_day: Mapping[str, int] = field(default_factory=dict)
+    """Memories stored per UTC day (ISO date, oldest first), forgotten ones included: the
+    store's growth."""
+    unfinished_migration: bool = False
+    """A ``recalld migrate`` into this tenant began and was not verified (it was interrupted):
+    the memories here may be a partial copy, and only running it again makes them whole."""
+
+
+def day_counts(rows: Iterable[tuple[int, int]]) -> dict[str, int]:
+    """``(days since 1970-01-01, count)`` rows as ISO date -> count (for
+    :attr:`StoreStats.added_by_day`)."""
+    epoch = date(1970, 1, 1)
+    return {(epoch + timedelta(days=int(day))).isoformat(): int(n) for day, n in rows}
+
+
+def migration_key(namespace: str) -> str:
+    """The store fact that marks a namespace as the target of an unverified migration."""
+    return f"migrating:{namespace}"
 
 
 @dataclass(frozen=True)
@@ -276,6 +296,12 @@ class Store(Protocol):
         """
 
     def stats(self) -> StoreStats: ...
+
+    def mark_migration(self, unfinished: bool) -> None:
+        """Mark (or clear) the tenant's namespace as the target of an unverified migration."""
+
+    def unfinished_migration(self) -> bool:
+        """Whether a visible namespace is marked by :meth:`mark_migration`."""
 
     def close(self) -> None: ...
 

@@ -49,7 +49,7 @@ def filter_sql(filters: MemoryFilter, namespaces: Sequence[str]) -> tuple[str, P
         clauses.append("m.forgotten_at IS NULL")
     if not filters.include_superseded:
         clauses.append("m.superseded_by IS NULL")
-    for column in ("project", "scope", "session_id"):
+    for column in ("project", "scope", "session_id", "superseded_by"):
         value = getattr(filters, column)
         if value is not None:
             clauses.append(f"m.{column} = %(f_{column})s")

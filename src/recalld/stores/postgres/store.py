@@ -17,7 +17,7 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
+from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
 from recalld.lexical import tokenize_many
 from recalld.records import ApiKey, Memory, MemoryFilter, Source
 from recalld.stores.base import (
@@ -30,7 +30,9 @@ from recalld.stores.base import (
     StoreStats,
     Tenancy,
     Vector,
+    day_counts,
     guard_public_methods,
+    migration_key,
     near_ids,
     neighbors_in_sessions,
 )
@@ -66,6 +68,10 @@ def _pg_errors(where: str) -> Iterator[None]:
     try:
         yield
     except psycopg.errors.DataException as exc:
+        if "0x00" in str(exc):  # a NUL the facade's checks did not see: the same answer
+            raise InvalidInputError(
+                "text with a NUL character (U+0000) is neither stored nor searched; remove it"
+            ) from None
         if "dimensions" in str(exc):
             raise EmbedderMismatchError(f"the store {where} refused a vector: {exc}") from exc
         raise StoreError(f"the store {where} failed ({exc})") from exc
@@ -436,6 +442,18 @@ class PostgresStore:
 
     # -- reads ---------------------------------------------------------------------------
 
+    def mark_migration(self, unfinished: bool) -> None:
+        key = migration_key(self.tenancy.tenant)
+        with self._conn() as conn:
+            if unfinished:
+                _set_meta(conn, key, "1")
+            else:
+                conn.execute("DELETE FROM recalld_meta WHERE key = %s", (key,))
+
+    def unfinished_migration(self) -> bool:
+        with self._read() as conn:
+            return _unfinished_migration(conn, self._visible)
+
     def get_fingerprint(self) -> str | None:
         with self._read() as conn:  # checked before every search: one round trip
             return _get_meta(conn, "embedding_fingerprint")
@@ -599,13 +617,25 @@ class PostgresStore:
                 (self._visible,),
             ).fetchall()
             by_type = {str(t): int(n) for t, n in types}
+            sources = conn.execute(
+                "SELECT source_kind, count(*) FROM memories WHERE namespace = ANY(%s)"
+                " AND forgotten_at IS NULL GROUP BY source_kind",
+                (self._visible,),
+            ).fetchall()
+            days = conn.execute(
+                "SELECT floor(created_at / 86400)::bigint AS day, count(*) FROM memories"
+                " WHERE namespace = ANY(%s) GROUP BY day ORDER BY day",
+                (self._visible,),
+            ).fetchall()
             size = conn.execute("SELECT pg_total_relation_size('memories')").fetchone()
             fingerprint = _get_meta(conn, "embedding_fingerprint")
+            unfinished = _unfinished_migration(conn, self._visible)
         return StoreStats(
             path=self.path, memories=one[0] - one[1], forgotten=one[1], with_vectors=one[5],
             fingerprint=fingerprint, schema_version=SCHEMA_VERSION,
             size_bytes=int(size[0]) if size else 0, by_type=by_type, sessions=one[2],
-            oldest=_dt(one[3]), newest=_dt(one[4]),
+            oldest=_dt(one[3]), newest=_dt(one[4]), unfinished_migration=unfinished,
+            by_source={str(k): int(n) for k, n in sources}, added_by_day=day_counts(days),
         )  # fmt: skip
 
     # -- indexed source files --------------------------------------------------------------
@@ -795,6 +825,12 @@ def _api_key(r: Sequence[Any]) -> ApiKey:
 def _get_meta(conn: psycopg.Connection[Any], key: str) -> str | None:
     found = conn.execute("SELECT value FROM recalld_meta WHERE key = %s", (key,)).fetchone()
     return None if found is None else str(found[0])
+
+
+def _unfinished_migration(conn: psycopg.Connection[Any], namespaces: Sequence[str]) -> bool:
+    keys = [migration_key(n) for n in namespaces]
+    found = conn.execute("SELECT 1 FROM recalld_meta WHERE key = ANY(%s)", (keys,)).fetchone()
+    return found is not None
 
 
 def _set_meta(conn: psycopg.Connection[Any], key: str, value: str) -> None:

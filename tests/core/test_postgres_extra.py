@@ -15,7 +15,7 @@ def test_a_dsn_without_the_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setitem(sys.modules, "psycopg", None)  # as if not installed
     for name in ("recalld.stores.postgres", "recalld.stores.postgres.store"):
         monkeypatch.delitem(sys.modules, name, raising=False)
-    with pytest.raises(recalld.StoreError, match=r"pip install 'recalld\[postgres\]'"):
+    with pytest.raises(recalld.StoreError, match=r"pip install '\.\[postgres\]' in a clone"):
         open_store("postgresql://someone@/memories")
     with pytest.raises(recalld.StoreError, match="postgres extra"):
         recalld.open(settings=Settings(db="postgresql://someone@/memories", cache_dir=None))

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from recalld.errors import InvalidInputError
+from recalld.errors import InvalidInputError, install_hint
 
 if TYPE_CHECKING:
     from recalld.providers.embedders import Embedder
@@ -29,7 +29,7 @@ LISTED = 12
 TITLES = {"longmemeval": "LongMemEval", "locomo": "LoCoMo", "beir": "BEIR documents"}
 
 
-CHART_SKIPPED = "chart skipped: it needs matplotlib (pip install 'recalld[bench]')"
+CHART_SKIPPED = f"chart skipped: it needs matplotlib ({install_hint('bench')})"
 
 
 class Written(NamedTuple):

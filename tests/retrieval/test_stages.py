@@ -37,6 +37,8 @@ from recalld.stores.base import ChannelCandidate
 
 NOW = datetime(2024, 6, 1, tzinfo=UTC)
 BASE = RetrievalConfig()
+UNFORGET_TYPES = {"insight": 1.2, "event": 1.0, "raw": 0.5, "turn": 1.0, "chunk": 1.0}
+"""Unforget's type boosts (not a default: no net gain on the dev sets)."""
 
 
 def mem(mid: str, content: str = "", days_old: float = 0.0, **fields: object) -> Memory:
@@ -89,7 +91,8 @@ def test_project_boost_and_penalties(memory_project: str | None, factor: float) 
 
 
 def test_priority_pinned_type_significance_reinforcement() -> None:
-    cfg = BASE.with_changes(significance_weight=1.0, reinforcement_weight=0.1)
+    cfg = BASE.with_changes(significance_weight=1.0, reinforcement_weight=0.1,
+                            type_boosts=UNFORGET_TYPES)  # fmt: skip
     memory = mem("a", priority=2.0, pinned=True, type="insight", significance=0.9, access_count=3)
     got = factors_for(memory, QueryContext(NOW), cfg)
     assert got["priority"] == 2.0
@@ -103,8 +106,9 @@ def test_priority_pinned_type_significance_reinforcement() -> None:
 def test_raw_memories_rank_below_insights() -> None:
     memories = {"raw": mem("raw", type="raw"), "ins": mem("ins", type="insight")}
     fused = [Fused("raw", 1.0), Fused("ins", 0.5)]
-    out = adjust(fused, memories, QueryContext(NOW), BASE)
+    out = adjust(fused, memories, QueryContext(NOW), BASE.with_changes(type_boosts=UNFORGET_TYPES))
     assert [s.memory.id for s in out] == ["ins", "raw"]  # 0.75 > 0.5
+    assert [s.memory.id for s in adjust(fused, memories, QueryContext(NOW), BASE)] == ["raw", "ins"]
 
 
 def test_role_and_window_factors() -> None:

@@ -94,6 +94,11 @@ def load_figure(run: Run, size: int, seconds: float, levels: tuple[int, ...]) ->
         with engine(db) as filled:
             for start in range(0, size, 1000):
                 filled.add_many(memories("load", min(1000, size - start), start))
+        if backend == "postgres":  # fresh statistics, as a store in use has them
+            import psycopg
+
+            with psycopg.connect(db, autocommit=True) as conn:
+                conn.execute("VACUUM ANALYZE")
         run.say(f"{backend}: a {size}-memory store built in {time.monotonic() - started:.0f} s")
         with serve(run, db) as url:
             with httpx.Client(base_url=url, timeout=60) as warm:

@@ -388,7 +388,7 @@ class SearchQuery(_Ranked):
     """Count this search as an access of the returned memories."""
     granularity: Granularity = "memory"
     """``memory`` (each hit a memory) or ``session`` (one hit per session)."""
-    near_misses: int = Field(default=0, json_schema_extra={"minimum": 0, "maximum": 100})
+    near_misses: StrictInt = Field(default=0, json_schema_extra={"minimum": 0, "maximum": 100})
     """Also return this many of the next candidates below the hits (0-100), each traced
     and saying why it lost."""
 
@@ -397,6 +397,7 @@ class SearchQuery(_Ranked):
     @field_validator("near_misses", mode="before")
     @classmethod
     def _near_misses(cls, value: Any) -> Any:
+        value = _whole(value)
         if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= 100:
             raise ValueError("near_misses must be between 0 and 100")
         return value

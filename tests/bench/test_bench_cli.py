@@ -42,7 +42,7 @@ def test_longmemeval_smoke(invoke, tmp_path: Path) -> None:  # type: ignore[no-u
     assert report["benchmark"] == "longmemeval"
     assert report["questions"]["scored"] == 2 and report["questions"]["abstention_in_file"] == 1
     assert [p["id"] for p in report["probes"]] == ["q_iguana", "q_bike"]
-    assert set(report["systems"]) == {"recalld", "bm25", "vector"}
+    assert set(report["systems"]) == {"recalld", "rrf", "bm25", "vector"}
     for name in ("recalld", "vector"):
         metrics = report["systems"][name]["overall"]["metrics"]
         # every haystack has <= 4 sessions and 8 short turns: all fit in 4000 tokens

@@ -19,7 +19,7 @@ LOCOMO = FIXTURES / "locomo_tiny.json"
 
 def test_longmemeval_ingests_once_and_caches(tmp_path: Path) -> None:
     first = run_longmemeval(LME, embedder=FakeEmbedder(), cache_dir=tmp_path)
-    assert list(first["systems"]) == ["recalld", "bm25", "vector"]
+    assert list(first["systems"]) == ["recalld", "rrf", "bm25", "vector"]
     # 8 + 8 turns of the two scored questions, stored once for all three systems
     assert first["speed"]["memories"] == 16
     assert first["speed"]["embedding_cache"] == {"hits": 0, "misses": 16, "state": "cold"}

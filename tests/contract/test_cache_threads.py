@@ -3,7 +3,6 @@ through one engine, and through the real ``recalld serve`` on loopback, with the
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 import time
@@ -16,6 +15,7 @@ import pytest
 
 from recalld.keys import create_key
 
+from ..interfaces.serve_helpers import free_port, wait_until_serving
 from .conftest import Opener
 
 THREADS, PER_THREAD = 16, 12
@@ -53,12 +53,6 @@ def test_sixteen_threads_add_through_one_engine_with_the_cache_on(
     assert engine.status().store.with_vectors == engine.status().store.memories
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def served(
     open_as: Opener, store_location: str, tmp_path: Path, cli_env: dict[str, str],
@@ -67,21 +61,14 @@ def served(
     """``recalld serve`` on the test's store with the cache on; a key for alice and bob."""
     root = open_as()
     keys = {name: create_key(root.store, name)[1] for name in ("alice", "bob")}
-    port = _free_port()
+    port = free_port()
     env = {**cli_env, "RECALLD_DB": store_location, "RECALLD_EMBEDDER": "fake",
            "RECALLD_CACHE_DIR": str(tmp_path / "served-cache")}  # fmt: skip
     process = subprocess.Popen([*recalld_command, "serve", "--port", str(port)], env=env,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
     try:
-        deadline, up = time.monotonic() + 60, False
-        while time.monotonic() < deadline and process.poll() is None and not up:
-            try:
-                up = httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-            except httpx.TransportError:
-                time.sleep(0.1)
-        assert up, "recalld serve did not answer"
-        yield url, keys
+        wait_until_serving(process, port)
+        yield f"http://127.0.0.1:{port}", keys
     finally:
         process.terminate()
         process.communicate(timeout=30)

@@ -378,7 +378,7 @@ def test_bench_runs_with_an_llm_and_a_reranker(server: ModelServer, tmp_path: Pa
     report = json.loads(out.read_text())
     assert "--llm openai:tiny" in report["command"] and "--reranker" in report["command"]
     assert server.paths(RERANK) >= 2 and server.paths("/v1/chat/completions") >= 2
-    assert set(report["systems"]) == {"recalld", "bm25", "vector"}
+    assert set(report["systems"]) == {"recalld", "rrf", "bm25", "vector"}
 
 
 def test_bench_runs_with_a_local_onnx_reranker(tmp_path: Path) -> None:

@@ -216,3 +216,21 @@ def test_a_year_no_memory_is_dated_in_is_searched_as_a_word(
         kept = engine.search(query, limit=3, as_of=NOW)
         assert "time_window" not in kept.details["stood_aside"]
         assert kept.details["time_window"] is not None and dated.id
+
+
+def test_an_event_in_a_store_of_undated_documents_is_a_subject_not_a_time(
+    tmp_path: Path, local_embedder: Embedder
+) -> None:
+    settings = Settings.model_construct(db=tmp_path / "a.db", cache_dir=tmp_path / "cache")
+    docs = [
+        "BMP4 added to stem cells induces MSX2 expression within three hours.",
+        "MSX2 homeobox genes in craniofacial development of the mouse.",
+        "Growth factor signalling in early embryos: a review.",
+    ]
+    query = "MSX2 is induced 3 hours after the addition of BMP4"
+    with recalld.open(settings=settings, embedder=local_embedder) as engine:
+        ids = [r.id for r in engine.add_many(docs)]
+        result = engine.search(query, limit=3, as_of=NOW)
+        assert result.details["anchor"] is None and result.details["time_window"] is None
+        assert "anchor_event" in result.details["stood_aside"]
+        assert result.hits[0].memory.id == ids[0]

@@ -90,9 +90,10 @@ def build_systems(
 ) -> list[System]:
     """The systems of a run: the named configs (default: recalld's pipeline) and baselines.
 
-    Baselines are plain BM25 only (``channels=("bm25",)`` in hybrid mode) and plain vector
-    only (``mode="vector"``): ``base.plain()``, so no adjustment, session or neighbour
-    support reorders them; what a user of a plain index would get.
+    Baselines are plain RRF (BM25 and vectors fused, hybrid), plain BM25 only
+    (``channels=("bm25",)``) and plain vector only (``mode="vector"``): ``base.plain()``, so
+    no adjustment, session or neighbour support reorders them; what a user of a plain index
+    would get.
     """
     if mode not in SEARCH_MODES:
         raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}")
@@ -102,6 +103,7 @@ def build_systems(
     if baselines:
         plain = default.plain()
         systems += [
+            System("rrf", plain, "hybrid"),
             System("bm25", plain.with_changes(channels=("bm25",)), "hybrid"),
             System("vector", plain, "vector"),
         ]

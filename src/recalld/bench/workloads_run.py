@@ -102,15 +102,7 @@ def workload_systems(
         if configs is not None:
             raise InvalidInputError("give either configs or a variant, not both")
         configs = {"recalld": base, "variant": base.with_changes(**variant)}
-    systems = build_systems(configs, base=base, baselines=False)
-    if baselines:
-        plain = base.plain()
-        systems.append(System("rrf", plain, "hybrid"))
-        systems += build_systems({}, base=base)
-    names = [s.name for s in systems]
-    if len(set(names)) != len(names):
-        raise InvalidInputError(f"system names must be unique, got {', '.join(names)}")
-    return systems
+    return build_systems(configs, base=base, baselines=baselines)
 
 
 def run_workloads(

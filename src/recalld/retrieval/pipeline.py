@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
@@ -153,6 +153,11 @@ def search(
     )
     vectors = _Vectors(store, rows, scored, config, updates=not past)
     aside = stood_aside(scored, past, undated)
+    if plan.anchor is not None and plan.anchor_memory is None and config.anchor_events:
+        aside["anchor_event"] = (
+            "no memory close enough to the event the query names, or the memories carry no "
+            "times of their own to place it"
+        )
     scored = apply_session_support(scored, config)
     # each semantic candidate's query cosine (calibrated), for three stages
     cosines = _cosines(lists, calibration)
@@ -289,13 +294,22 @@ def window_unanswered(
 
 
 def _dated(store: Store, rows: SearchRows, lists: Sequence[RankedList], depth: int = 10) -> bool:
-    """Whether the top candidates carry times of their own: an event time, or storage times
-    that differ (memories written as things happened). Memories without event times all
-    stored at one moment (one import of documents) are not dated."""
+    """Whether the top candidates carry times of their own (:func:`times_of_their_own`)."""
     ids = list(dict.fromkeys(c.memory_id for ranked in lists for c in ranked.candidates[:depth]))
-    memories = _rows(store, rows, ids).values()
-    stored = {m.created_at for m in memories}
-    return len(stored) > 1 or any(m.event_time is not None for m in memories)
+    return times_of_their_own(_rows(store, rows, ids).values())
+
+
+ANCHOR_PEERS = 5
+"""How many memories closest to an event the anchor stage reads to judge whether the store's
+memories carry times of their own."""
+
+
+def times_of_their_own(memories: Iterable[Memory]) -> bool:
+    """Whether memories carry times of their own: an event time, or storage times that
+    differ (memories written as things happened). Memories without event times all stored
+    at one moment (one import of documents) do not."""
+    listed = list(memories)
+    return any(m.event_time is not None for m in listed) or len({m.created_at for m in listed}) > 1
 
 
 def stood_aside(scored: Sequence[Scored], past: bool, undated: bool = False) -> dict[str, str]:
@@ -337,7 +351,12 @@ def place_anchor(
 ) -> QueryPlan:
     """Stage 1b: "before I moved" -> the time of the memory that best says "I moved" (by
     cosine on the embedder's ``calibration`` scale, trusted at ``anchor_min_score`` or
-    above) -> the window before it. A query that names a time itself keeps that time."""
+    above) -> the window before it. A query that names a time itself keeps that time.
+
+    Premise: the memories carry times of their own (:func:`times_of_their_own`, read on the
+    event's closest ``ANCHOR_PEERS``): in a store of documents all stored at one moment, "3
+    hours after the addition of BMP4" names no moment of the store, and the event's words
+    are the query's subject."""
     anchor = plan.anchor
     if anchor is None or plan.time_window is not None or not config.anchor_events:
         return plan
@@ -345,20 +364,21 @@ def place_anchor(
         CandidateRequest(
             filters=request.filters,
             query_vector=embedder.embed_query(anchor.text),
-            semantic_limit=1,
+            semantic_limit=ANCHOR_PEERS,
         )
     ).get("semantic", [])
     if not found or calibration.query_lift(found[0].score) < config.anchor_min_score:
         return plan
-    memories = store.get_many([found[0].memory_id])
-    if not memories:
+    by_id = {m.id: m for m in store.get_many([c.memory_id for c in found])}
+    event = by_id.get(found[0].memory_id)
+    if event is None or not times_of_their_own(by_id.values()):
         return plan
-    window = anchor_window(anchor.relation, memories[0].reference_time)
+    window = anchor_window(anchor.relation, event.reference_time)
     # Like time words, the event's words only say when: as search terms they would rank
     # the event itself ("I moved to Lisbon") above what happened before or after it.
     event_words = set(keywords(anchor.text))
     terms = tuple(t for t in plan.terms if t not in event_words) or plan.terms
-    return replace(plan, time_window=window, terms=terms, anchor_memory=memories[0].id)
+    return replace(plan, time_window=window, terms=terms, anchor_memory=event.id)
 
 
 def retrieve(

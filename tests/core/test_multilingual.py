@@ -78,6 +78,6 @@ def test_without_the_package_the_error_says_what_to_install(
         raise metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(multilingual.metadata, "version", missing)
-    with pytest.raises(EmbedderError, match=r"pip install 'recalld\[multilingual\]'"):
+    with pytest.raises(EmbedderError, match=r"pip install '\.\[multilingual\]' in a clone"):
         resolve_embedder("multilingual", Settings(cache_dir=tmp_path))
     assert not any(tmp_path.iterdir())

@@ -173,8 +173,8 @@ def test_recalld_mcp_http_on_another_loopback_address_keeps_the_guards(
     for the MCP server alone too."""
     host, port = "127.0.0.2", free_port("127.0.0.2")
     env = {**cli_env, "RECALLD_DB": str(tmp_path / "m.db"), "RECALLD_EMBEDDER": "fake"}
-    process = subprocess.Popen([*recalld_command, "mcp", "--http", "--host", host, "--port",
-                                str(port)], env=env, stdout=subprocess.DEVNULL,
+    process = subprocess.Popen([*recalld_command, "mcp", "--http", "--create", "--host", host,
+                                "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
     url = f"http://{host}:{port}/mcp/"
     try:

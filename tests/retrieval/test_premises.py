@@ -236,3 +236,17 @@ def test_an_event_in_a_store_of_undated_documents_is_a_subject_not_a_time(
         assert result.details["anchor"] is None and result.details["time_window"] is None
         assert "anchor_event" in result.details["stood_aside"]
         assert result.hits[0].memory.id == ids[0]
+
+
+def test_memories_of_one_moment_never_supersede_each_other() -> None:
+    # Two abstracts stored in one import: the same time, so neither is the newer version.
+    vector = np.ones(8, dtype=np.float32) / np.sqrt(8)
+    a = mem("a", "Drug X now lowers blood pressure by 12 mmHg in trials.", type="event")
+    b = mem("b", "Drug X lowers blood pressure by 10 mmHg in trials.", type="event")
+    out = knowledge_updates([scored(a, 1.0), scored(b, 0.9)], {"a": vector, "b": vector},
+                            BASE, NOW, True, {}, UNCALIBRATED)  # fmt: skip
+    assert [(s.memory.id, s.score) for s in out] == [("a", 1.0), ("b", 0.9)]
+    later = mem("c", "Drug X now lowers blood pressure by 12 mmHg in trials.", days_old=-1)
+    out = knowledge_updates([scored(b, 1.0), scored(later, 0.9)], {"b": vector, "c": vector},
+                            BASE, NOW, True, {}, UNCALIBRATED)  # fmt: skip
+    assert out[0].memory.id == "c" and out[1].factors["superseded"] == BASE.kupdate_factor

@@ -367,7 +367,7 @@ def _restated(
         for j in range(i + 1, len(window)):
             b = window[j]
             old, new = (a, b) if sooner(a.memory, b.memory) else (b, a)
-            if sooner(new.memory, old.memory) or other_projects(a.memory, b.memory):
+            if not sooner(old.memory, new.memory) or other_projects(a.memory, b.memory):
                 continue  # the same time (neither is newer), or facts of two projects
             cosine = calibration.lift(float(pairs[i, j]))
             # A turn that repeats an older one retells or confirms it ("Noted: the move is

@@ -6,6 +6,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -161,12 +162,23 @@ def test_search_outputs(run: Run) -> None:
     assert as_json["budget"] == 50 and as_json["tokens"] <= 50
 
 
-def test_explain_header_shows_the_window_an_event_gave(run: Run) -> None:
-    moved = ok(run("--json", "add", "I moved to Lisbon", "--event-time", "2024-03-10"))["id"]
-    ok(run("--json", "add", "I adopted a cat named Miso", "--event-time", "2024-01-05"))
-    human = run("search", "what pet did I get before I moved to Lisbon?", "--explain")
-    assert human.exit_code == 0
-    header = " ".join(human.stdout.split("#1")[0].split())
+def test_explain_header_shows_the_window_an_event_gave(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Anchors to events are off by default; the header shows one where a search uses them.
+    from recalld.config import Settings
+    from recalld.interfaces.render import print_search
+    from recalld.providers.embedders import FakeEmbedder
+    from recalld.retrieval.config import BALANCED
+
+    settings = Settings.model_construct(db=tmp_path / "a.db", cache_dir=None)
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+        moved = engine.add("I moved to Lisbon", event_time=datetime(2024, 3, 10, tzinfo=UTC)).id
+        engine.add("I adopted a cat named Miso", event_time=datetime(2024, 1, 5, tzinfo=UTC))
+        result = engine.search("what pet did I get before I moved to Lisbon?", explain=True,
+                               config=BALANCED.with_changes(anchor_events=True))  # fmt: skip
+    print_search(result, explain=True)
+    header = " ".join(capsys.readouterr().out.split("#1")[0].split())
     assert "time window before 2024-03-10" in header
     assert f"before 'I moved to Lisbon', dated by {moved}" in header
 

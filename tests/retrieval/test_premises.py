@@ -250,3 +250,11 @@ def test_memories_of_one_moment_never_supersede_each_other() -> None:
     out = knowledge_updates([scored(b, 1.0), scored(later, 0.9)], {"b": vector, "c": vector},
                             BASE, NOW, True, {}, UNCALIBRATED)  # fmt: skip
     assert out[0].memory.id == "c" and out[1].factors["superseded"] == BASE.kupdate_factor
+
+
+def test_reply_lending_stands_aside_where_the_query_language_gives_no_cue() -> None:
+    from recalld.retrieval.adjust import role_readable
+
+    assert role_readable("how did we fix the deploy?")
+    assert not role_readable("先週の土曜日に何をしましたか？")
+    assert not role_readable("Was war letzten Samstag im Nachtdienst los?")

@@ -62,6 +62,22 @@ _FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|i'm|i've|i'd|i'll)\b", re.
 """A question in the first person singular is about the person asking ("where did I ...")."""
 
 
+_ENGLISH_CUES = re.compile(
+    r"\b(?:what|when|where|who|which|how|why|did|does|do|is|are|were|the|an|we|you|our|"
+    r"us|my|can|should)\b",
+    re.IGNORECASE,
+)
+"""Common English words that other languages do not spell alike ("was", "a", "i" and "me"
+are German, Spanish or Italian words too): a query with none of them is in another
+language, whose cues to whom it is about (:func:`wanted_role`) this module does not read."""
+
+
+def role_readable(query: str) -> bool:
+    """Whether :func:`wanted_role` can read ``query`` (its role cues are English): a query in
+    Japanese may ask what the user did without a pronoun at all."""
+    return _ENGLISH_CUES.search(query) is not None
+
+
 def wanted_role(query: str) -> str | None:
     """``assistant`` when the query asks what the assistant said; ``user`` when it asks about
     the asker in the first person ("what degree did I get?"): a personal memory question is

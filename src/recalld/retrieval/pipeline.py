@@ -29,6 +29,7 @@ from recalld.retrieval.adjust import (
     adjust,
     identifiers,
     knowledge_updates,
+    role_readable,
     time_order,
     wanted_role,
 )
@@ -153,6 +154,10 @@ def search(
     )
     vectors = _Vectors(store, rows, scored, config, updates=not past)
     aside = stood_aside(scored, past, undated)
+    if config.reply_weight > 0 and not role_readable(request.query):
+        aside["reply_support"] = (
+            "the query's language gives no cue to whether it asks what the user said"
+        )
     if plan.anchor is not None and plan.anchor_memory is None and config.anchor_events:
         aside["anchor_event"] = (
             "no memory close enough to the event the query names, or the memories carry no "
@@ -174,7 +179,7 @@ def search(
             _neighbors(store, rows, top, config.neighbor_radius),
             lambda ids: _rows(store, rows, ids),
             config,
-            ctx.role,
+            ctx.role if role_readable(request.query) else "user",
         )
     if not past:
         vectors.read(scored[: config.kupdate_window])

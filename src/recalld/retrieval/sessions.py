@@ -130,8 +130,9 @@ def neighbor_support(
     the question's words. The reply to a turn that only asks gains ``answer_weight`` x the
     question's score before its penalty; so does the reply to any turn of the user's
     (a report of an error, a request) by ``reply_weight``, when the query does not ask what
-    the user said (``role``, :func:`~recalld.retrieval.adjust.wanted_role`) and the reply
-    is another speaker's. Neighbours that were not candidates are loaded and added."""
+    the user said (``role``, :func:`~recalld.retrieval.adjust.wanted_role`; the caller
+    passes ``user`` where it cannot tell) and the reply is another speaker's. Neighbours
+    that were not candidates are loaded and added."""
     lent: dict[str, tuple[float, str]] = {}
     replies: dict[str, tuple[float, str]] = {}
     for item in scored[: config.neighbor_depth]:

@@ -17,7 +17,7 @@ bounded in time, it runs:
    the CLI, HTTP and MCP: an answer or a clear refusal, never a crash;
 5. probes: another tenant's ids, revoked and malformed keys, a grant of another tenant's
    namespace, a symlink out of an indexed workspace;
-6. whether the top 10 of ``limit=10`` is the first 10 of ``limit=50`` (reported);
+6. whether the top 10 of ``limit=10`` is the first 10 of ``limit=50``;
 7. the load figure: searches/s and p50/p95/p99 at 8, 32 and 64 clients through
    ``recalld serve`` on a 10k-memory store, one request in ten an add.
 

@@ -3,7 +3,8 @@ rare identifiers, sessions that exist, and a ranking that does not depend on ``l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -195,18 +196,26 @@ def test_the_top_k_is_the_first_k_of_any_larger_search(
 # -- dates ------------------------------------------------------------------------------
 
 
+@contextmanager
+def one_import(
+    tmp_path: Path, embedder: Embedder, docs: list[str]
+) -> Iterator[tuple[recalld.MemoryEngine, list[str]]]:
+    """A store of documents added in one call (one moment, no event times), and their ids."""
+    settings = Settings.model_construct(db=tmp_path / "docs.db", cache_dir=tmp_path / "cache")
+    with recalld.open(settings=settings, embedder=embedder) as engine:
+        yield engine, [r.id for r in engine.add_many(docs)]
+
+
 def test_a_year_no_memory_is_dated_in_is_searched_as_a_word(
     tmp_path: Path, local_embedder: Embedder
 ) -> None:
-    settings = Settings.model_construct(db=tmp_path / "d.db", cache_dir=tmp_path / "cache")
     docs = [
         "Pneumonia cases in young children worldwide were estimated at 30 million in 2010.",
         "Pneumonia in young children: estimates of worldwide cases and deaths by region.",
         "Childhood pneumonia vaccines reduced hospital admissions in several countries.",
     ]
     query = "How many pneumonia cases in young children worldwide in 2010?"
-    with recalld.open(settings=settings, embedder=local_embedder) as engine:
-        ids = [r.id for r in engine.add_many(docs)]
+    with one_import(tmp_path, local_embedder, docs) as (engine, ids):
         result = engine.search(query, limit=3, as_of=NOW)
         assert "time_window" in result.details["stood_aside"]
         assert result.details["time_window"] is None
@@ -222,7 +231,6 @@ def test_a_year_no_memory_is_dated_in_is_searched_as_a_word(
 def test_an_event_in_a_store_of_undated_documents_is_a_subject_not_a_time(
     tmp_path: Path, local_embedder: Embedder
 ) -> None:
-    settings = Settings.model_construct(db=tmp_path / "a.db", cache_dir=tmp_path / "cache")
     docs = [
         "BMP4 added to stem cells induces MSX2 expression within three hours.",
         "MSX2 homeobox genes in craniofacial development of the mouse.",
@@ -230,8 +238,7 @@ def test_an_event_in_a_store_of_undated_documents_is_a_subject_not_a_time(
     ]
     query = "MSX2 is induced 3 hours after the addition of BMP4"
     anchored = BASE.with_changes(anchor_events=True)
-    with recalld.open(settings=settings, embedder=local_embedder) as engine:
-        ids = [r.id for r in engine.add_many(docs)]
+    with one_import(tmp_path, local_embedder, docs) as (engine, ids):
         result = engine.search(query, limit=3, as_of=NOW, config=anchored)
         assert result.details["anchor"] is None and result.details["time_window"] is None
         assert "anchor_event" in result.details["stood_aside"]

@@ -153,16 +153,8 @@ def search(
         or plan.query_type == "aggregation"
     )
     vectors = _Vectors(store, rows, scored, config, updates=not past)
-    aside = stood_aside(scored, past, undated)
-    if config.reply_weight > 0 and not role_readable(request.query):
-        aside["reply_support"] = (
-            "the query's language gives no cue to whether it asks what the user said"
-        )
-    if plan.anchor is not None and plan.anchor_memory is None and config.anchor_events:
-        aside["anchor_event"] = (
-            "no memory close enough to the event the query names, or the memories carry no "
-            "times of their own to place it"
-        )
+    readable = role_readable(request.query)
+    aside = stood_aside(scored, plan, config, past=past, undated=undated, readable=readable)
     scored = apply_session_support(scored, config)
     # each semantic candidate's query cosine (calibrated), for three stages
     cosines = _cosines(lists, calibration)
@@ -179,7 +171,7 @@ def search(
             _neighbors(store, rows, top, config.neighbor_radius),
             lambda ids: _rows(store, rows, ids),
             config,
-            ctx.role if role_readable(request.query) else "user",
+            ctx.role if readable else "user",
         )
     if not past:
         vectors.read(scored[: config.kupdate_window])
@@ -317,10 +309,29 @@ def times_of_their_own(memories: Iterable[Memory]) -> bool:
     return any(m.event_time is not None for m in listed) or len({m.created_at for m in listed}) > 1
 
 
-def stood_aside(scored: Sequence[Scored], past: bool, undated: bool = False) -> dict[str, str]:
+def stood_aside(
+    scored: Sequence[Scored],
+    plan: QueryPlan,
+    config: RetrievalConfig,
+    *,
+    past: bool,
+    undated: bool = False,
+    readable: bool = True,
+) -> dict[str, str]:
     """The mechanisms whose premise does not hold for this query on these candidates, and
-    why: they leave every score as it is (the trace says so rather than staying silent)."""
+    why: they leave every score as it is (the trace says so rather than staying silent).
+    ``undated``: the time window could not be answered; ``readable``: the query's role cues
+    can be read (:func:`~recalld.retrieval.adjust.role_readable`)."""
     aside: dict[str, str] = {}
+    if config.reply_weight > 0 and not readable:
+        aside["reply_support"] = (
+            "the query's language gives no cue to whether it asks what the user said"
+        )
+    if plan.anchor is not None and plan.anchor_memory is None and config.anchor_events:
+        aside["anchor_event"] = (
+            "no memory close enough to the event the query names, or the memories carry no "
+            "times of their own to place it"
+        )
     if undated:
         aside["time_window"] = (
             "no memory is dated inside the time the query names: its time words were "

@@ -7,8 +7,6 @@ server on 127.0.0.1 with an ephemeral port checks the real HTTP path.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from serve_helpers import free_port, wait_until_serving
+from serve_helpers import free_port, uvicorn_thread, wait_until_serving
 
 import recalld
 from recalld.config import Settings
@@ -378,21 +376,8 @@ def test_the_rate_limiter_refills() -> None:
 @pytest.fixture(scope="module")
 def live(server: Server) -> Iterator[str]:
     """The same app under uvicorn on 127.0.0.1, an ephemeral port."""
-    import uvicorn
-
-    config = uvicorn.Config(server.app, host="127.0.0.1", port=0, log_level="warning",
-                            lifespan="off")  # fmt: skip
-    runner = uvicorn.Server(config)
-    thread = threading.Thread(target=runner.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not runner.started and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.05)
-    assert runner.started, "uvicorn did not start"
-    port = runner.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    runner.should_exit = True
-    thread.join(timeout=10)
+    with uvicorn_thread(server.app, "127.0.0.1", 0, lifespan="off") as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def test_real_http_round_trip_and_concurrent_searches(server: Server, live: str) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serve_helpers import free_port
+from serve_helpers import free_port, uvicorn_thread
 
 import recalld
 from recalld.config import Settings
@@ -49,26 +48,13 @@ class Live:
 def serve(folder: Path, host: str) -> Iterator[Live]:
     """``create_app`` (with the MCP tools mounted) under uvicorn on ``host``, on the store
     in ``folder`` (no key unless the test made one)."""
-    import uvicorn
-
     notes = folder / "notes"
     notes.mkdir()
     (notes / "vault.md").write_text(f"# Vault\n\n{SECRET}\n", encoding="utf-8")
     settings = Settings(db=folder / "memory.db", cache_dir=None, embedder="fake")
     app = create_app(settings, embedder=FakeEmbedder(), host=host, extensions=[mcp_extension])
-    port = free_port(host)
-    runner = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-    thread = threading.Thread(target=runner.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not runner.started and time.monotonic() < deadline and thread.is_alive():
-        time.sleep(0.05)
-    assert runner.started, "uvicorn did not start"
-    try:
+    with uvicorn_thread(app, host, free_port(host)) as port:
         yield Live(f"http://{host}:{port}", port, host, settings, notes)
-    finally:
-        runner.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module", params=["127.0.0.1", "127.0.0.2"])

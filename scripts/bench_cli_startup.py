@@ -13,6 +13,9 @@ peak resident memory (``ru_maxrss`` of that child):
 - ``recalld search QUERY`` while a ``recalld serve`` of the same store runs (the request
   goes to it; the model stays in the server).
 
+The package's modules are compiled first (``compileall``), as ``pip install`` does: with
+``PYTHONDONTWRITEBYTECODE`` set, an editable install would otherwise compile them on every call.
+
 Targets on a quiet machine: ``--help`` <= 0.25 s; search through the server <= 0.15 s and
 <= 80 MB. The load average is recorded before and after; on a busy machine the CPU seconds
 (user + system) of each child say more than its wall time.
@@ -70,6 +73,10 @@ def main() -> None:
     parser.add_argument("--recalld", default=str(Path(sys.executable).parent / "recalld"))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    package = Path(local_server.__file__).parents[1]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True,
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+                   stdout=subprocess.DEVNULL)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         runtime = Path(tmp) / "runtime"
         runtime.mkdir(mode=0o700)

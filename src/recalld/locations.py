@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -106,6 +105,8 @@ def merge_sources(
     path = named or default_config_file()
     values: dict[str, Any] = {}
     if path.is_file():
+        import tomllib  # only when a config file exists: the shell starts faster
+
         try:
             values.update(tomllib.loads(path.read_text(encoding="utf-8")))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -84,7 +84,10 @@ def server(env: dict[str, str], recalld_command: list[str], run: Run) -> Iterato
         process.stderr.close()
 
 
-HEAVY_ON_THE_WAY = {"pydantic", "numpy", "onnxruntime", "tokenizers", "fastapi", "uvicorn", "mcp"}
+HEAVY_ON_THE_WAY = {"pydantic", "numpy", "onnxruntime", "tokenizers", "fastapi", "uvicorn", "mcp",
+                    "http", "email"}  # fmt: skip
+"""What a search through the server must not import (``http.client`` alone, through the email
+package, would cost the shell a sixth of its start)."""
 
 
 def test_search_add_and_context_go_through_the_server(
@@ -98,6 +101,7 @@ def test_search_add_and_context_go_through_the_server(
     assert hits[0]["memory"]["content"].startswith("Pinning psycopg") and hits[0]["trace"]
     human, modules = output(run("search", "psycopg deploy"))
     assert "Pinning psycopg" in human and "1 hit(s)" in human and "numpy" not in modules
+    assert not modules & HEAVY_ON_THE_WAY, sorted(modules & HEAVY_ON_THE_WAY)
     added, modules = output(run("add", "The staging database moved to port 6543."))
     assert added.startswith("stored ") and "pydantic" not in modules
     context, modules = output(run("search", "staging database port", "--context", "200"))
@@ -149,3 +153,17 @@ def test_a_stopped_server_leaves_no_file_and_the_shell_runs_alone(
     text, modules = output(run("--json", "search", "memory before"))
     assert json.loads(text)["hits"][0]["memory"]["content"] == "a memory before the server"
     assert "numpy" in modules
+
+
+def test_answers_are_read_whole_or_refused() -> None:
+    plain = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n{}"
+    assert local_server.parse_response(plain) == (200, b"{}")
+    chunked = (b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n"
+               b"3\r\n{\"a\r\n5;ext=1\r\n\": 1}\r\n0\r\n\r\n")  # fmt: skip
+    assert local_server.parse_response(chunked) == (404, b'{"a": 1}')
+    with pytest.raises(ValueError, match="ended after 1 of 2 bytes"):
+        local_server.parse_response(plain[:-1])
+    with pytest.raises(ValueError, match="chunked answer ended early"):
+        local_server.parse_response(chunked[:-12])
+    with pytest.raises(ValueError, match="no HTTP response"):
+        local_server.parse_response(b"SSH-2.0-OpenSSH_9.6\r\n")

@@ -453,7 +453,7 @@ def import_(obj: Ctx, path: str, fmt: str, strict: bool) -> None:
     (exit 2, nothing stored). A file with nothing importable is refused too (exit 2).
     Memory fields: docs/memory-fields.md.
     """
-    from recalld.interfaces.render import file_progress
+    from recalld.interfaces.progress import file_progress
     from recalld.requests import ImportRequest, parse
     from recalld.sources.importer import ImportRefused
 
@@ -531,7 +531,7 @@ def status(obj: Ctx) -> None:
 @pass_ctx
 def reindex(obj: Ctx, yes: bool) -> None:
     """Re-embed every memory with the configured embedder (e.g. after changing models)."""
-    from recalld.interfaces.render import progress_bar
+    from recalld.interfaces.progress import progress_bar
 
     with errors(), obj.engine() as engine:
         stats = engine.status().store

@@ -356,7 +356,7 @@ def _progress(label: str, quiet: bool) -> Iterator[ProgressCallback | None]:
     from rich.console import Console
     from rich.progress import Progress, TimeElapsedColumn
 
-    from recalld.interfaces.render import bar_columns
+    from recalld.interfaces.progress import bar_columns
 
     console = Console(stderr=True)
     if not console.is_terminal:

@@ -65,7 +65,7 @@ def index(obj: Ctx, paths: tuple[str, ...], globs: tuple[str, ...], force: bool,
     indexed before is brought up to date. A symbolic link that resolves outside its folder
     is skipped with a warning unless --follow-symlinks.
     """
-    from recalld.interfaces.render import file_progress
+    from recalld.interfaces.progress import file_progress
 
     with errors(), obj.engine(create=True) as engine, \
             file_progress("indexing", obj.as_json, "chunks") as progress:  # fmt: skip

@@ -9,16 +9,18 @@ store, and sends the request there: no model to load, no numpy or pydantic to im
 no such server is up, or it stops answering, the command runs in-process as before.
 
 Only keyless servers are used (a server with API keys answers 401, and the shell runs the
-command itself). Cheap to import: the standard library and :mod:`recalld.locations` only.
+command itself). Cheap to import: the standard library and :mod:`recalld.locations` only;
+the requests are spoken over a plain socket (``http.client`` alone would cost the shell more
+than a tenth of its start, through the email package it parses headers with).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import http.client
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -148,15 +150,54 @@ def find(settings: Mapping[str, Any]) -> LocalServer | None:
 
 
 def _request(port: int, method: str, path: str, body: Any, timeout: float) -> tuple[int, Any]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    """One HTTP/1.1 exchange with 127.0.0.1:``port`` (connection closed after it): the status
+    and the JSON body, or ServerGone when no complete answer came."""
+    payload = b"" if body is None else json.dumps(body).encode("utf-8")
+    head = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close",
+            f"Content-Length: {len(payload)}"]  # fmt: skip
+    if body is not None:
+        head.append("Content-Type: application/json")
     try:
-        payload = None if body is None else json.dumps(body).encode("utf-8")
-        headers = {"Content-Type": "application/json"} if payload is not None else {}
-        connection.request(method, path, body=payload, headers=headers)
-        response = connection.getresponse()
-        text = response.read()
-        return response.status, json.loads(text) if text else None
-    except (OSError, http.client.HTTPException, ValueError) as exc:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
+            connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode("ascii") + payload)
+            received = []
+            while chunk := connection.recv(65536):
+                received.append(chunk)
+        status, text = parse_response(b"".join(received))
+        return status, json.loads(text) if text else None
+    except (OSError, ValueError) as exc:
         raise ServerGone(str(exc)) from exc
-    finally:
-        connection.close()
+
+
+def parse_response(raw: bytes) -> tuple[int, bytes]:
+    """The status and body of a whole HTTP/1.1 response read to the connection's end.
+
+    Raises:
+        ValueError: not an HTTP response, or its body is shorter than it says.
+    """
+    header, separator, body = raw.partition(b"\r\n\r\n")
+    lines = header.decode("latin-1").split("\r\n")
+    version, _, rest = lines[0].partition(" ")
+    if not separator or not version.startswith("HTTP/1."):
+        raise ValueError("no HTTP response")
+    status = int(rest.split(" ", 1)[0])
+    fields = dict(line.lower().split(":", 1) for line in lines[1:] if ":" in line)
+    if fields.get("transfer-encoding", "").strip() == "chunked":
+        return status, _unchunk(body)
+    length = fields.get("content-length")
+    if length is not None and len(body) < int(length):
+        raise ValueError(f"the answer ended after {len(body)} of {int(length)} bytes")
+    return status, body if length is None else body[: int(length)]
+
+
+def _unchunk(body: bytes) -> bytes:
+    parts = []
+    while True:
+        size_line, separator, body = body.partition(b"\r\n")
+        size = int(size_line.split(b";", 1)[0], 16)
+        if not separator or len(body) < size:
+            raise ValueError("the chunked answer ended early")
+        if size == 0:
+            return b"".join(parts)
+        parts.append(body[:size])
+        body = body[size + 2 :]

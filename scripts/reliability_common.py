@@ -4,9 +4,7 @@ backends, a ``recalld`` subprocess environment and a ``recalld serve`` on loopba
 from __future__ import annotations
 
 import os
-import socket
 import sqlite3
-import subprocess
 import sys
 import time
 import uuid
@@ -17,9 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 import recalld
+from recalld.bench import load
 from recalld.config import Settings
 from recalld.providers.embedders import FakeEmbedder
 from recalld.records import NewMemory
@@ -161,44 +158,10 @@ def memories(prefix: str, count: int, start: int = 0) -> list[NewMemory]:
             for i in range(start, start + count)]  # fmt: skip
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextmanager
 def serve(run: Run, location: str) -> Iterator[str]:
     """``recalld serve`` on the store, on 127.0.0.1 (cache on); its base URL."""
-    port = free_port()
     env = cli_env(run, RECALLD_DB=location, RECALLD_HTTP_RATE_LIMIT="1000000")
-    log = (run.folder / f"serve-{port}.log").open("w")
-    process = subprocess.Popen([*recalld_command(), "serve", "--port", str(port)], env=env,
-                               stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and process.poll() is None:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        else:
-            raise RuntimeError(f"recalld serve did not start: see {log.name}")
+    log = run.folder / f"serve-{len(list(run.folder.glob('serve-*')))}.log"
+    with load.served(env, log) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=30)
-        log.close()
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return 0.0
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]

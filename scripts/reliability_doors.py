@@ -14,8 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
-from reliability_common import Run, engine, memories, percentile, serve, text
+from reliability_common import Run, engine, memories, serve, text
 
+from recalld.bench import load
+from recalld.bench.load import percentile
 from recalld.errors import RecalldError
 from recalld.keys import create_key
 
@@ -101,9 +103,7 @@ def load_figure(run: Run, size: int, seconds: float, levels: tuple[int, ...]) ->
                 conn.execute("VACUUM ANALYZE")
         run.say(f"{backend}: a {size}-memory store built in {time.monotonic() - started:.0f} s")
         with serve(run, db) as url:
-            with httpx.Client(base_url=url, timeout=60) as warm:
-                for query in queries[:20]:
-                    warm.post("/v1/search", json={"query": query, "limit": 10})
+            load.warm(url, queries)
             for level in levels:
                 run.load.append(_load_level(url, backend, size, level, seconds, queries))
                 row = run.load[-1]
@@ -113,50 +113,8 @@ def load_figure(run: Run, size: int, seconds: float, levels: tuple[int, ...]) ->
 
 def _load_level(url: str, backend: str, size: int, level: int, seconds: float,
                 queries: list[str]) -> dict[str, Any]:  # fmt: skip
-    searches: list[float] = []
-    adds, errors = [0], [0]
-    lock = threading.Lock()
-    window = [0.0, 0.0]  # start, deadline: set once every client is connected
-
-    def go() -> None:
-        window[0] = time.monotonic()
-        window[1] = window[0] + seconds
-
-    ready = threading.Barrier(level, action=go)
-
-    def client(n: int) -> None:
-        i = 0
-        with httpx.Client(base_url=url, timeout=60) as http:
-            http.get("/healthz")  # connected before the clock starts
-            ready.wait()
-            while time.monotonic() < window[1]:
-                i += 1
-                add = (i + n) % 10 == 0
-                started = time.monotonic()
-                try:
-                    if add:
-                        answer = http.post("/v1/memories", json={"content": text(f"l{n}", i)})
-                    else:
-                        query = queries[(n * 31 + i) % len(queries)]
-                        answer = http.post("/v1/search", json={"query": query, "limit": 10})
-                    ok = answer.status_code in (200, 201)
-                except httpx.HTTPError:
-                    ok = False
-                took = time.monotonic() - started
-                with lock:
-                    errors[0] += not ok
-                    if add:
-                        adds[0] += 1
-                    else:
-                        searches.append(took)
-
-    with ThreadPoolExecutor(level) as pool:
-        list(pool.map(client, range(level)))
-    elapsed = time.monotonic() - window[0]
-    return {"backend": backend, "memories": size, "clients": level,
-            "searches_per_s": len(searches) / elapsed, "adds": adds[0], "errors": errors[0],
-            "requests": len(searches) + adds[0],
-            **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)}}  # fmt: skip
+    row = load.measure(url, level, seconds, queries, lambda n, i: text(f"l{n}", i))
+    return {"backend": backend, "memories": size, **row}
 
 
 # -- the bad-input corpus -------------------------------------------------------------------

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from recalld.bench import scale_corpus as sc
-from recalld.bench.scale import parse_sizes
+from recalld.bench.scale import parse_clients, parse_sizes
 from recalld.bench.scale_postgres import database_dsn
 from recalld.errors import InvalidInputError
 from recalld.interfaces.cli_scale import scale
@@ -87,7 +87,7 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
     result = CliRunner().invoke(scale, [
         "--sizes", "300,600", "--queries", "3", "--embedder", "fake:64", "--pool", "40",
         "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
-        "--report", str(report_dir), "--json",
+        "--report", str(report_dir), "--json", "--clients", "1,3", "--load-seconds", "0.5",
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     report = json.loads(result.output[: result.output.rindex("}") + 1])
@@ -97,9 +97,15 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
         assert row["build"]["insert_s"] > 0
         for key in ("vector", "hybrid", "numpy", "fts5", "embed"):
             assert 0 < row["search"][key]["p50_ms"] <= row["search"][key]["p95_ms"]
+        # The load went through a real `recalld serve` on the store, searches only.
+        assert [level["clients"] for level in row["load"]] == [1, 3]
+        for level in row["load"]:
+            assert level["searches_per_s"] > 0 and level["errors"] == 0 and level["adds"] == 0
+            assert 0 < level["p50_ms"] <= level["p95_ms"] <= level["p99_ms"]
     assert report["corpus"]["pool"] == 40
     table = (report_dir / "scale.md").read_text(encoding="utf-8")
     assert "| 300 |" in table and "| 600 |" in table
+    assert "| 600 | sqlite | 3 |" in table
     assert report["embedder"]["setting"] == "fake:64"
     assert "Embedder: `fake:64`: fake-hash (64-d" in table
     assert (report_dir / "scale.png").read_bytes()[:4] == b"\x89PNG"
@@ -108,12 +114,20 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
     again = CliRunner().invoke(scale, [
         "--sizes", "300", "--queries", "2", "--embedder", "fake:64", "--pool", "40",
         "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
-        "--report", str(tmp_path / "again"),
+        "--report", str(tmp_path / "again"), "--clients", "0",
     ])  # fmt: skip
     assert again.exit_code == 0, again.output
     assert "come from an earlier run's build" in again.output
     assert "chart skipped: it needs matplotlib" in again.output
     assert sorted(p.name for p in (tmp_path / "again").iterdir()) == ["scale.json", "scale.md"]
+    assert "Load through" not in again.output
+
+
+def test_parse_clients() -> None:
+    assert parse_clients("8, 32,8") == (8, 32)
+    assert parse_clients("0") == () and parse_clients("") == ()
+    with pytest.raises(InvalidInputError, match="not a client count"):
+        parse_clients("eight")
 
 
 def test_cli_refuses_sizes_the_pool_cannot_make(data_dir: Path, tmp_path: Path) -> None:
@@ -139,15 +153,19 @@ def test_cli_runs_both_backends_side_by_side(
     import psycopg
 
     args = ["--sizes", "300", "--queries", "3", "--embedder", "fake:64", "--pool", "40",
-            "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
+            "--data", str(data_dir), "--workdir", str(tmp_path / "work"), "--clients", "0",
             "--backends", "sqlite,postgres", "--postgres", pg_admin_dsn]  # fmt: skip
     try:
-        result = CliRunner().invoke(scale, [*args, "--report", str(tmp_path / "r"), "--json"])
+        result = CliRunner().invoke(scale, [*args, "--report", str(tmp_path / "r"), "--json",
+                                            "--clients", "2", "--load-seconds", "0.5"])  # fmt: skip
         assert result.exit_code == 0, result.output
         report = json.loads(result.output[: result.output.rindex("}") + 1])
         rows = {row["backend"]: row for row in report["results"]}
         assert set(rows) == {"sqlite", "postgres"}
         assert rows["postgres"]["file_bytes"] > 0 and rows["postgres"]["index_bytes"] > 0
+        for row in rows.values():  # a server on each backend's store answered the load
+            (level,) = row["load"]
+            assert level["clients"] == 2 and level["searches_per_s"] > 0 and not level["errors"]
         for key in ("vector", "hybrid", "embed", "vector_floor", "text_floor"):
             assert rows["postgres"]["search"][key]["p50_ms"] > 0
         assert "numpy" in rows["sqlite"]["search"] and "numpy" not in rows["postgres"]["search"]

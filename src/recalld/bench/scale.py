@@ -7,6 +7,9 @@ again once the index is saved), p50/p95
 latency of ``vector`` and ``hybrid`` searches through the facade with the query embedded
 by the real model inside each timed call, the same queries through plain FTS5 and plain
 exact numpy cosine as floors, and peak memory of the build and of the search process.
+Then load: ``recalld serve`` on the store, N client threads searching at once for a fixed
+time (:mod:`recalld.bench.load`; searches only, so the store stays as built), searches/s
+and p50/p95/p99 at each client count.
 How the corpus is made: :mod:`recalld.bench.scale_corpus`.
 
 With ``postgres`` (an admin DSN), every size is also built and searched on PostgreSQL, in
@@ -66,6 +69,10 @@ class ScaleOptions:
     """Rebuild stores that a previous run left in ``workdir`` for the same corpus."""
     backends: tuple[str, ...] = ("sqlite",)
     """Which backends to build and search at every size (``sqlite``, ``postgres``)."""
+    clients: tuple[int, ...] = (8, 32)
+    """Client counts of the load through ``recalld serve``; none skips it."""
+    load_seconds: float = 10.0
+    """How long each client count runs."""
     postgres: str | None = None
     """Admin DSN of the PostgreSQL server that holds one database per size (a role that
     may create databases); needed when ``backends`` names ``postgres``."""
@@ -84,6 +91,9 @@ class SizeResult:
     ann: bool
     reused_build: bool
     backend: str = "sqlite"
+    load: tuple[dict[str, Any], ...] = ()
+    """One row per client count: searches/s, p50/p95/p99 ms, errors
+    (:func:`recalld.bench.load.measure`)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,9 @@ def _validate(options: ScaleOptions, source: sc.SourceText) -> None:
         raise InvalidInputError("sizes must be positive integers")
     if not 1 <= options.queries <= len(source.questions):
         raise InvalidInputError(f"--queries must be 1 to {len(source.questions)}")
+    if any(c < 1 for c in options.clients) or options.load_seconds <= 0:
+        raise InvalidInputError("--clients takes positive counts and --load-seconds a "
+                                "positive time")  # fmt: skip
     if options.pool_size < 2:
         raise InvalidInputError("the pool needs at least 2 snippets")
     unknown = set(options.backends) - set(BACKENDS)
@@ -188,6 +201,7 @@ def _one_size(
     indexed = _child("index", note, db=str(db), pool_path=str(pool_path))
     searched = _child("search", note, db=str(db), embedder=options.embedder,
                       questions=questions, limit=options.limit)  # fmt: skip
+    loaded = _load(options, str(db), f"sqlite-{size}", questions, note)
     return SizeResult(
         size=size,
         build=build,
@@ -197,6 +211,7 @@ def _one_size(
         index_bytes=_tree_size(Path(f"{db}.ann")),
         ann=size >= ANN_MIN_ROWS and ann_available(),
         reused_build=reused,
+        load=loaded,
     )
 
 
@@ -230,10 +245,37 @@ def _one_size_postgres(
     indexed = _child("index", note, db=dsn, pool_path=str(pool_path))
     searched = _child("search", note, db=dsn, embedder=options.embedder,
                       questions=questions, limit=options.limit)  # fmt: skip
+    loaded = _load(options, dsn, f"postgres-{size}", questions, note)
     table, index = sp.sizes(dsn)
     return SizeResult(size=size, build=build, index=indexed, search=searched,
                       file_bytes=table, index_bytes=index, ann=True, reused_build=reused,
-                      backend="postgres")  # fmt: skip
+                      backend="postgres", load=loaded)  # fmt: skip
+
+
+def _load(options: ScaleOptions, db: str, name: str, questions: list[str],
+          note: Progress) -> tuple[dict[str, Any], ...]:  # fmt: skip
+    """Searches through ``recalld serve`` on the store at each client count of ``options``."""
+    from recalld.bench import load
+
+    if not options.clients:
+        return ()
+    note(f"starting recalld serve for the load ({name})", 0, 0)
+    env = load.server_env(db, options.embedder, options.workdir,
+                          RECALLD_CACHE_DIR=str(options.workdir / "serve-cache"))  # fmt: skip
+    rows = []
+    with load.served(env, options.workdir / f"serve-{name}.log") as url:
+        load.warm(url, questions)
+        for done, clients in enumerate(options.clients):
+            note(f"load: {clients} clients for {options.load_seconds:g} s ({name})", done,
+                 len(options.clients))  # fmt: skip
+            row = load.measure(url, clients, options.load_seconds, questions,
+                               new_memory=_no_add, add_every=0, limit=options.limit)  # fmt: skip
+            rows.append(row)
+    return tuple(rows)
+
+
+def _no_add(client: int, request: int) -> str:
+    raise AssertionError("the scale load sends searches only")
 
 
 def _redacted(dsn: str | None) -> str | None:
@@ -327,6 +369,16 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             raise InvalidInputError(f"not a corpus size: {part!r} (use e.g. 10000,100k,1M)")
         sizes.append(int(digits) * scale)
     return tuple(dict.fromkeys(sizes))
+
+
+def parse_clients(text: str) -> tuple[int, ...]:
+    """``"8,32"`` -> ``(8, 32)``; ``"0"`` or ``""`` -> no load."""
+    counts = []
+    for part in filter(str.strip, text.split(",")):
+        if not part.strip().isdigit():
+            raise InvalidInputError(f"not a client count: {part!r} (use e.g. 8,32, or 0)")
+        counts.append(int(part))
+    return tuple(c for c in dict.fromkeys(counts) if c > 0)
 
 
 def growth(results: Sequence[SizeResult], key: str) -> list[float]:

@@ -71,6 +71,7 @@ def markdown(report: ScaleReport) -> str:
         for key, label in (("vector", "recalld vector"), ("hybrid", "recalld hybrid")):
             ratios = ", ".join(f"x{g:.2f}" for g in growth(results, key))
             lines.append(f"- {label}: {ratios}")
+    lines += _load_table(report)
     fidelity = report.corpus["fidelity"]
     lines += [
         "",
@@ -95,6 +96,22 @@ def markdown(report: ScaleReport) -> str:
         lines.append(f"At {', '.join(loaded)} the fresh first search loaded an ANN index saved "
                      "by an earlier run instead of building it.")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _load_table(report: ScaleReport) -> list[str]:
+    rows = [(r, row) for r in report.results for row in r.load]
+    if not rows:
+        return []
+    lines = ["", f"Load through `recalld serve` (searches only, limit {report.options['limit']},"
+             f" each client count for {report.options['load_seconds']:g} s, clients on this "
+             "machine):", "",  # fmt: skip
+             "| memories | backend | clients | searches/s | p50 ms | p95 ms | p99 ms | errors |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r, row in rows:
+        lines.append(f"| {r.size:,} | {r.backend} | {row['clients']} "
+                     f"| {row['searches_per_s']:.1f} | {row['p50_ms']:.0f} | {row['p95_ms']:.0f} "
+                     f"| {row['p99_ms']:.0f} | {row['errors']} |")  # fmt: skip
+    return lines
 
 
 def _load(value: object) -> str:

@@ -33,6 +33,12 @@ from recalld.errors import RecalldError
               help="Admin DSN of the PostgreSQL server for the postgres backend (one "
                    "database recalld_scale_<size> per size); `recalld postgres start` prints "
                    "one.")  # fmt: skip
+@click.option("--clients", default="8,32", show_default=True,
+              help="Client counts of the load through `recalld serve` on each store, comma "
+                   "separated; 0 skips the load.")  # fmt: skip
+@click.option(
+    "--load-seconds", default=10.0, show_default=True, help="How long each client count runs."
+)
 @click.option("--rebuild", is_flag=True, help="Rebuild stores a previous run left in --workdir.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False),
@@ -40,12 +46,13 @@ from recalld.errors import RecalldError
 @click.pass_context
 def scale(ctx: click.Context, sizes: str, queries: int, workdir: str, data: str,
           embedder: str | None, pool_size: int, seed: int, backends: str,
-          postgres_dsn: str | None, rebuild: bool, as_json: bool,
+          postgres_dsn: str | None, clients: str, load_seconds: float, rebuild: bool,
+          as_json: bool,
           report_dir: str | None) -> None:  # fmt: skip
     """Time builds and searches on synthetic stores of growing size (from real turns)."""
     from recalld import load_settings
     from recalld.bench import scale_corpus, scale_report
-    from recalld.bench.scale import ScaleOptions, parse_sizes, run_scale
+    from recalld.bench.scale import ScaleOptions, parse_clients, parse_sizes, run_scale
     from recalld.interfaces.cli import Ctx
     from recalld.interfaces.cli_bench import tell_written
 
@@ -56,6 +63,7 @@ def scale(ctx: click.Context, sizes: str, queries: int, workdir: str, data: str,
         options = ScaleOptions(sizes=parse_sizes(sizes), queries=queries, workdir=Path(workdir),
                                embedder=spec, pool_size=pool_size, seed=seed,
                                rebuild=rebuild, postgres=postgres_dsn,
+                               clients=parse_clients(clients), load_seconds=load_seconds,
                                backends=tuple(b.strip() for b in backends.split(",")
                                               if b.strip()))  # fmt: skip
         source = scale_corpus.read_sources(Path(data))

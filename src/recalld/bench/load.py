@@ -1,0 +1,166 @@
+"""Load through ``recalld serve``: searches per second and their latency under N clients.
+
+:func:`served` starts ``recalld serve`` on a store, on a free port of 127.0.0.1, and stops
+it after; :func:`measure` runs N client threads against it for a fixed time, each sending
+searches (``POST /v1/search``, limit 10) with one request in ``add_every`` an add, and
+reports searches/s and the searches' p50/p95/p99. Loopback only, bounded in time: every
+client stops at the deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
+
+Used by ``recalld bench scale`` (the real model, the scale corpus) and by the adversarial
+run (``scripts/reliability.py``, the fake embedder).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from recalld.errors import RecalldError
+
+START_TIMEOUT_S = 180.0
+"""How long the server may take to answer ``/healthz`` (it loads the model first)."""
+REQUEST_TIMEOUT_S = 60.0
+SERVE = [sys.executable, "-c", "from recalld.interfaces.cli import main; main()", "serve"]
+
+
+class LoadBenchError(RecalldError):
+    """The server under test did not start."""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
+    """``recalld serve`` with ``env`` (its ``RECALLD_DB``, embedder ...) on 127.0.0.1, its
+    output in ``log``; yields the base URL once it answers, stops it after.
+
+    Raises:
+        LoadBenchError: the server exited or did not answer within ``START_TIMEOUT_S``.
+    """
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log.open("w") as out:
+        process = subprocess.Popen([*SERVE, "--port", str(port)], env=dict(env), stdout=out,
+                                   stderr=subprocess.STDOUT)  # fmt: skip
+        try:
+            _wait_for(url, process, log)
+            yield url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=30)
+
+
+def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise LoadBenchError(f"recalld serve did not start (exit code {process.poll()}): see {log}")
+
+
+def server_env(db: str, embedder: str, folder: Path, **extra: str) -> dict[str, str]:
+    """The environment of a server under load: this one without recalld's settings, then
+    the store, the embedder, an empty config file in ``folder`` (not the user's) and no
+    rate limit (the clients are the load)."""
+    config = folder / "load-server.toml"
+    config.write_text("", encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLD_")}
+    env.update(RECALLD_DB=db, RECALLD_EMBEDDER=embedder, RECALLD_CONFIG=str(config),
+               RECALLD_HTTP_RATE_LIMIT="1000000", **extra)  # fmt: skip
+    return env
+
+
+def measure(
+    url: str,
+    clients: int,
+    seconds: float,
+    queries: Sequence[str],
+    new_memory: Callable[[int, int], str],
+    add_every: int = 10,
+    limit: int = 10,
+) -> dict[str, Any]:
+    """``clients`` threads for ``seconds`` each (the clock starts once all are connected):
+    client ``n``'s ``i``-th request is an add of ``new_memory(n, i)`` when ``(i + n)`` is a
+    multiple of ``add_every``, else a search of the next question. Errors count every
+    request that was not a 2xx (or got no answer)."""
+    searches: list[float] = []
+    adds, errors = [0], [0]
+    lock = threading.Lock()
+    window = [0.0, 0.0]  # start, deadline: set once every client is connected
+
+    def go() -> None:
+        window[0] = time.monotonic()
+        window[1] = window[0] + seconds
+
+    ready = threading.Barrier(clients, action=go)
+
+    def client(n: int) -> None:
+        i = 0
+        with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
+            http.get("/healthz")  # connected before the clock starts
+            ready.wait()
+            while time.monotonic() < window[1]:
+                i += 1
+                add = add_every > 0 and (i + n) % add_every == 0
+                started = time.monotonic()
+                try:
+                    if add:
+                        answer = http.post("/v1/memories", json={"content": new_memory(n, i)})
+                    else:
+                        query = queries[(n * 31 + i) % len(queries)]
+                        answer = http.post("/v1/search", json={"query": query, "limit": limit})
+                    ok = answer.status_code in (200, 201)
+                except httpx.HTTPError:
+                    ok = False
+                took = time.monotonic() - started
+                with lock:
+                    errors[0] += not ok
+                    if add:
+                        adds[0] += 1
+                    else:
+                        searches.append(took)
+
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client, range(clients)))
+    elapsed = time.monotonic() - window[0]
+    return {"clients": clients, "seconds": round(elapsed, 2),
+            "searches_per_s": len(searches) / elapsed, "adds": adds[0], "errors": errors[0],
+            "requests": len(searches) + adds[0],
+            **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)}}  # fmt: skip
+
+
+def warm(url: str, queries: Sequence[str], count: int = 20) -> None:
+    """A few searches first, so that the figures are a warm server's."""
+    with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
+        for query in queries[:count]:
+            http.post("/v1/search", json={"query": query, "limit": 10})
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q``-th percentile (0 for no values)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]

@@ -59,7 +59,15 @@ from recalld.retrieval.config import RetrievalConfig, get_preset
 from recalld.retrieval.models import Models, build_models
 from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores import open_store
-from recalld.stores.base import DedupKey, SourceIndex, Store, StoreStats, Tenancy
+from recalld.stores.base import (
+    DedupKey,
+    SourceIndex,
+    Store,
+    StoreStats,
+    Tenancy,
+    dedup_key,
+    id_taken,
+)
 from recalld.text import estimate_tokens
 from recalld.validation import prepare_memory
 from recalld.validation import text_of as _text
@@ -256,8 +264,7 @@ class MemoryEngine:
         call, then commit them ``WRITE_BATCH`` at a time. ``progress`` advances as memories
         are found already stored and as the model finishes each batch."""
         existing_ids = {m.id: m for m in self.store.get_many([m.id for m in span])}
-        keys = [(m.content_hash, m.scope, m.project, m.session_id, m.namespace or "")
-                for m in span]  # fmt: skip
+        keys = [dedup_key(m) for m in span]
         duplicates = self.store.find_duplicates(keys) if dedupe else {}
         results: list[AddResult | None] = []
         fresh: list[Memory] = []
@@ -279,21 +286,23 @@ class MemoryEngine:
             embedded = self._with_cache(embedder).embed_documents(texts, progress)
             fp = embedder.fingerprint.to_json()
             stamped = [replace(m, embedding_fingerprint=fp) for m in fresh]
+            # Checked again inside each write's lock: another handle or process may have
+            # stored the same memory while this one was embedding.
+            late: dict[str, str] = {}
             for start in range(0, len(stamped), WRITE_BATCH):
-                self.store.insert(stamped[start : start + WRITE_BATCH],
-                                  embedded.vectors[start : start + WRITE_BATCH])  # fmt: skip
+                late |= self.store.insert_unique(stamped[start : start + WRITE_BATCH],
+                                                 embedded.vectors[start : start + WRITE_BATCH],
+                                                 by_content=dedupe)  # fmt: skip
             windows = dict(zip((m.id for m in fresh), embedded.windows, strict=True))
-            results = [r or AddResult(m.id, True, embedding_windows=windows[m.id])
+            results = [r or (AddResult(m.id, False, late[m.id]) if m.id in late
+                             else AddResult(m.id, True, embedding_windows=windows[m.id]))
                        for r, m in zip(results, span, strict=True)]  # fmt: skip
         return [r for r in results if r is not None]
 
     @staticmethod
     def _same_id(new: Memory, old: Memory) -> AddResult:
         if new.content_hash != old.content_hash:
-            raise ConflictError(
-                f"a memory with id {new.id} already exists with other content; "
-                "use update() to change it"
-            )
+            raise id_taken(new.id)
         return AddResult(old.id, False, old.id)
 
     def _prepare(self, item: NewMemory, now: datetime) -> Memory:

@@ -191,7 +191,7 @@ def parse_response(raw: bytes) -> tuple[int, bytes]:
 
 
 def _unchunk(body: bytes) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         size_line, separator, body = body.partition(b"\r\n")
         size = int(size_line.split(b";", 1)[0], 16)

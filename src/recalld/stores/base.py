@@ -18,7 +18,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from recalld.errors import InvalidInputError
+from recalld.errors import ConflictError, InvalidInputError
 from recalld.records import ApiKey, Memory, MemoryFilter, TimeRange
 
 Vector = npt.NDArray[np.float32]
@@ -71,6 +71,49 @@ class Tenancy:
 
 DedupKey = tuple[str, str, str | None, str | None, str]
 """(content_hash, scope, project, session_id, namespace): equal keys are duplicates."""
+
+
+def dedup_key(memory: Memory) -> DedupKey:
+    """What makes two memories the same for ``dedupe``: content, scope, project, session
+    and namespace."""
+    return (memory.content_hash, memory.scope, memory.project, memory.session_id,
+            memory.namespace or "")  # fmt: skip
+
+
+def id_taken(memory_id: str) -> ConflictError:
+    return ConflictError(f"a memory with id {memory_id} already exists with other content; "
+                         "use update() to change it")  # fmt: skip
+
+
+def already_stored(
+    memories: Sequence[Memory],
+    get_many: Callable[[Sequence[str]], list[Memory]],
+    find_duplicates: Callable[[Sequence[DedupKey]], dict[DedupKey, str]],
+    by_content: bool = True,
+) -> dict[str, str]:
+    """Which of ``memories`` the store already holds, as {id: stored id}: the same id with
+    the same content, or (``by_content``) a live memory of the same :func:`dedup_key`, or
+    an earlier one of ``memories``. Read inside the write's lock by ``insert_unique``.
+
+    Raises:
+        ConflictError: an id is stored with other content.
+    """
+    stored = {m.id: m for m in get_many([m.id for m in memories])}
+    keys = [dedup_key(m) for m in memories]
+    live = find_duplicates(keys) if by_content else {}
+    found: dict[str, str] = {}
+    seen: dict[DedupKey, str] = {}
+    for memory, key in zip(memories, keys, strict=True):
+        old = stored.get(memory.id)
+        if old is not None:
+            if old.content_hash != memory.content_hash:
+                raise id_taken(memory.id)
+            found[memory.id] = old.id
+        elif by_content and (key in live or key in seen):
+            found[memory.id] = live.get(key) or seen[key]
+        else:
+            seen[key] = memory.id
+    return found
 
 
 @dataclass(frozen=True)
@@ -212,6 +255,19 @@ class Store(Protocol):
 
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         """Insert new memories (row i of ``vectors`` is memory i's); atomic."""
+
+    def insert_unique(
+        self, memories: Sequence[Memory], vectors: Vector | None, by_content: bool = True
+    ) -> dict[str, str]:
+        """Insert the memories that are still new when the write takes its lock, atomically
+        with that check, so that adds at the same moment through other handles or processes
+        store one copy: a memory whose id is stored with the same content, or (with
+        ``by_content``) whose :data:`DedupKey` a live memory has, is skipped (see
+        :func:`already_stored`). Returns {skipped id: the stored id it matches}.
+
+        Raises:
+            ConflictError: an id is stored with other content (nothing is written).
+        """
 
     def replace(self, memory: Memory, vector: Vector | None) -> None:
         """Overwrite a stored memory (same id); ``vector`` None keeps the old one."""

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,7 @@ from recalld.stores.base import (
     StoreStats,
     Tenancy,
     Vector,
+    already_stored,
     day_counts,
     guard_public_methods,
     migration_key,
@@ -171,6 +173,31 @@ class PostgresStore:
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         with self._conn() as conn:
             self._insert_rows(conn, memories, vectors)
+
+    def insert_unique(
+        self, memories: Sequence[Memory], vectors: Vector | None, by_content: bool = True
+    ) -> dict[str, str]:
+        """Transaction-scoped advisory locks on each memory's id and content (taken in one
+        order, so two writers cannot deadlock) make the check and the insert one step for
+        every other writer of the same memory; other writes go on in parallel. The vector
+        column's first dimension is set before them: its table lock, taken while this
+        transaction holds the locks and another writer's reads hold the table, would
+        deadlock."""
+        with self._conn() as conn:
+            if vectors is not None:
+                self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
+            keys = sorted({f"{self.tenancy.namespace_for(m.namespace)}\x1f{part}"
+                           for m in memories
+                           for part in (f"id {m.id}", f"content {m.content_hash}")})  # fmt: skip
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM"
+                         " (SELECT k FROM unnest(%s::text[]) AS k ORDER BY k) AS ordered",
+                         (keys,))  # fmt: skip
+            skipped = already_stored(memories, partial(self._get_many, conn),
+                                     partial(self._find_duplicates, conn), by_content)  # fmt: skip
+            keep = [i for i, m in enumerate(memories) if m.id not in skipped]
+            rows = None if vectors is None else np.asarray(vectors)[keep]
+            self._insert_rows(conn, [memories[i] for i in keep], rows)
+        return skipped
 
     def _insert_rows(
         self, conn: psycopg.Connection[Any], memories: Sequence[Memory], vectors: Vector | None
@@ -462,11 +489,14 @@ class PostgresStore:
         if not ids:
             return []
         with self._conn() as conn:
-            rows = conn.execute(
-                f"SELECT {q.SELECT_COLUMNS} FROM memories m WHERE m.id = ANY(%s)"
-                " AND m.namespace = ANY(%s) ORDER BY m.namespace = %s",
-                (list(ids), self._visible, self.tenancy.tenant),
-            ).fetchall()
+            return self._get_many(conn, ids)
+
+    def _get_many(self, conn: psycopg.Connection[Any], ids: Sequence[str]) -> list[Memory]:
+        rows = conn.execute(
+            f"SELECT {q.SELECT_COLUMNS} FROM memories m WHERE m.id = ANY(%s)"
+            " AND m.namespace = ANY(%s) ORDER BY m.namespace = %s",
+            (list(ids), self._visible, self.tenancy.tenant),
+        ).fetchall()
         found = {r[0]: _memory(r) for r in rows}
         return [found[i] for i in ids if i in found]
 
@@ -497,15 +527,20 @@ class PostgresStore:
         return {i: np.asarray(v.to_numpy(), dtype=np.float32) for i, v in rows}
 
     def find_duplicates(self, keys: Sequence[DedupKey]) -> dict[DedupKey, str]:
+        with self._conn() as conn:
+            return self._find_duplicates(conn, keys)
+
+    def _find_duplicates(
+        self, conn: psycopg.Connection[Any], keys: Sequence[DedupKey]
+    ) -> dict[DedupKey, str]:
         wanted = set(keys)
         found: dict[DedupKey, str] = {}
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT id, content_hash, scope, project, session_id, namespace FROM memories"
-                " WHERE content_hash = ANY(%s) AND namespace = ANY(%s) AND forgotten_at IS NULL"
-                " ORDER BY pk",
-                (sorted({k[0] for k in keys}), self._visible),
-            ).fetchall()
+        rows = conn.execute(
+            "SELECT id, content_hash, scope, project, session_id, namespace FROM memories"
+            " WHERE content_hash = ANY(%s) AND namespace = ANY(%s) AND forgotten_at IS NULL"
+            " ORDER BY pk",
+            (sorted({k[0] for k in keys}), self._visible),
+        ).fetchall()
         for r in rows:
             key = (r[1], r[2], r[3], r[4], r[5])
             if key in wanted:

@@ -30,6 +30,7 @@ from recalld.stores.base import (
     StoreStats,
     Tenancy,
     Vector,
+    already_stored,
     compose_search_rows,
     day_counts,
     guard_public_methods,
@@ -254,6 +255,16 @@ class SQLiteStore:
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         with self._write():
             self._insert_rows(memories, vectors)
+
+    def insert_unique(
+        self, memories: Sequence[Memory], vectors: Vector | None, by_content: bool = True
+    ) -> dict[str, str]:
+        with self._write():  # BEGIN IMMEDIATE: one writer at a time, across processes
+            skipped = already_stored(memories, self.get_many, self.find_duplicates, by_content)
+            keep = [i for i, m in enumerate(memories) if m.id not in skipped]
+            self._insert_rows([memories[i] for i in keep],
+                              None if vectors is None else np.asarray(vectors)[keep])  # fmt: skip
+        return skipped
 
     def _insert_rows(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]

@@ -52,7 +52,7 @@ from recalld.requests import (
     UpdateMemory,
     as_utc,
     parse,
-    refuse_nul,
+    refuse_unstorable,
 )
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
@@ -391,7 +391,7 @@ class MemoryEngine:
             NotFoundError: if any id is unknown (nothing is changed then).
         """
         wanted = [ids] if isinstance(ids, str) else list(ids)
-        refuse_nul(wanted, "id")
+        refuse_unstorable(wanted, "id")
         found = {m.id for m in self.store.get_many(wanted)}
         missing = [i for i in wanted if i not in found]
         if missing:
@@ -432,7 +432,7 @@ class MemoryEngine:
 
     @_whole_store
     def get(self, memory_id: str) -> Memory:
-        refuse_nul(memory_id, "id")
+        refuse_unstorable(memory_id, "id")
         found = self.store.get_many([memory_id])
         if not found:
             raise NotFoundError(f"unknown id: no memory with id {memory_id}")

@@ -192,10 +192,12 @@ def describe_errors(errors: Iterable[Mapping[str, Any]], skip: Sequence[str] = (
     return "; ".join(dict.fromkeys(parts)) or "invalid input"
 
 
-def refuse_nul(value: object, name: str) -> None:
-    """Refuse a NUL character (U+0000) in ``value``: a string, or the strings (keys
-    included) inside lists, tuples and mappings. PostgreSQL's text cannot hold one, so
-    neither backend stores or searches it: both answer this same error.
+def refuse_unstorable(value: object, name: str) -> None:
+    """Refuse text no store can hold in ``value`` (a string, or the strings, keys included,
+    inside lists, tuples and mappings): a NUL character (U+0000), which PostgreSQL's text
+    cannot hold, so that neither backend stores or searches it; and a lone surrogate
+    (U+D800-U+DFFF), which is not Unicode text and has no UTF-8 form. Both backends answer
+    the same error.
 
     Raises:
         InvalidInputError: naming the field.
@@ -206,22 +208,30 @@ def refuse_nul(value: object, name: str) -> None:
                 f"{name or 'input'} contains a NUL character (U+0000), which recalld neither "
                 "stores nor searches; remove it"
             )
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InvalidInputError(
+                    f"{name or 'input'} is not valid Unicode text: {exc.reason} "
+                    f"(U+{ord(value[exc.start]):04X} at character {exc.start + 1})"
+                ) from None
     elif isinstance(value, Mapping):
         for key, item in value.items():
-            refuse_nul(key, name)
-            refuse_nul(item, f"{name}.{key}" if name else str(key))
+            refuse_unstorable(key, name)
+            refuse_unstorable(item, f"{name}.{key}" if name else str(key))
     elif isinstance(value, list | tuple | set | frozenset):
         for item in value:
-            refuse_nul(item, name)
+            refuse_unstorable(item, name)
 
 
 def parse(model: type[Model], data: Any) -> Model:
     """``model`` validated from ``data`` (a mapping, or an instance passed through).
 
     Raises:
-        InvalidInputError: with :func:`describe_errors`' message, or :func:`refuse_nul`'s.
+        InvalidInputError: with :func:`describe_errors`' message, or :func:`refuse_unstorable`'s.
     """
-    refuse_nul(data.model_dump() if isinstance(data, BaseModel) else data, "")
+    refuse_unstorable(data.model_dump() if isinstance(data, BaseModel) else data, "")
     if isinstance(data, model):
         return data
     try:

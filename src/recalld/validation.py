@@ -15,12 +15,12 @@ from datetime import datetime
 from recalld.entities import extract_entities
 from recalld.errors import InvalidInputError
 from recalld.records import MEMORY_TYPES, Memory, NewMemory
-from recalld.requests import as_utc, check_moment, refuse_nul
+from recalld.requests import as_utc, check_moment, refuse_unstorable
 from recalld.text import content_hash, normalize_content, states_event
 
 TEXT_FIELDS = ("content", "id", "scope", "project", "session_id", "tags", "entities",
                "metadata", "embed_context", "namespace")  # fmt: skip
-"""The fields of a new memory that hold caller's text (checked by :func:`refuse_nul`)."""
+"""The fields of a new memory that hold caller's text (checked by :func:`refuse_unstorable`)."""
 
 
 def new_id() -> str:
@@ -50,7 +50,7 @@ def prepare_memory(
     content = _checked_content(item.content, max_content_chars)
     check_field_types(item)
     for name in TEXT_FIELDS:
-        refuse_nul(getattr(item, name), name)
+        refuse_unstorable(getattr(item, name), name)
     if item.type not in MEMORY_TYPES:
         raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}")
     if not 1.0 <= item.priority <= 2.0:

@@ -36,10 +36,14 @@ FIELDS = st.fixed_dictionaries(
         "session_id": st.none() | TAG,
         "event_time": st.none()
         | st.datetimes(datetime(1990, 1, 1), datetime(2090, 1, 1), timezones=st.just(UTC)),
-        # NUL is refused everywhere (tests/contract/test_nul.py), so the model never sends it.
+        # NUL and lone surrogates are refused everywhere (tests/contract/test_nul.py and
+        # add_unstorable below), so the model sends neither here.
         "metadata": st.dictionaries(
             TAG,
-            st.integers() | st.text(st.characters(exclude_characters="\x00"), max_size=10),
+            st.integers()
+            | st.text(
+                st.characters(exclude_characters="\x00", exclude_categories=("Cs",)), max_size=10
+            ),
             max_size=3,
         ),
     },
@@ -148,6 +152,15 @@ class MemoryModel(RuleBasedStateMachine):
     def add_blank(self, content: str) -> None:
         with pytest.raises(InvalidInputError):
             self.engine.add(content)
+
+    @rule(field=st.sampled_from(["metadata", "tags", "project", "session_id", "scope"]),
+          bad=st.sampled_from(["\ud800", "ok \udfff", "\x00"]))  # fmt: skip
+    def add_unstorable(self, field: str, bad: str) -> None:
+        """Text no store can hold is refused with a message naming the field; nothing is
+        stored (the model's next check would see it)."""
+        value = {"metadata": {"note": bad}, "tags": [bad]}.get(field, bad)
+        with pytest.raises(InvalidInputError, match=field):
+            self.engine.add("a memory with one bad field", **{field: value})
 
     @rule()
     def reopen(self) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from recalld.retrieval.fusion import RankedList, linear, rrf
+from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.stores.base import ChannelCandidate
 
 ids = st.lists(st.sampled_from([f"m{i}" for i in range(12)]), unique=True, max_size=10)
@@ -80,3 +80,15 @@ def test_linear_hand_computed() -> None:
     assert abs(got["x"] - 0.7) < 1e-12
     assert abs(got["y"] - 0.7 * 0.25) < 1e-12
     assert abs(got["z"] - 0.3) < 1e-12
+
+
+def test_fused_results_carry_every_field_and_stay_frozen() -> None:
+    import dataclasses
+
+    import pytest
+
+    (first, *_) = rrf([RankedList("bm25", [ChannelCandidate("a", 1, 2.0)])])
+    assert set(vars(first)) == {f.name for f in dataclasses.fields(Fused)}
+    assert first == Fused("a", first.score, {"bm25": 1 / 61, "top_rank_bonus": 0.05})
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        first.score = 1.0  # type: ignore[misc]

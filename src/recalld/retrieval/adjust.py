@@ -254,24 +254,60 @@ def window_factor(memory: Memory, window: TimeRange | None, config: RetrievalCon
 
 
 def factors_for(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> dict[str, float]:
-    """Every factor that is not 1.0, by name."""
-    now, project = ctx.now, ctx.project
-    factors = {
-        "decay": decay_factor(memory, ctx.decay_from or now, config),
-        "priority": memory.priority if config.use_priority else 1.0,
-        "pinned": config.pinned_boost if memory.pinned else 1.0,
-        "project": project_factor(memory, project, config),
-        "type": config.type_boosts.get(memory.type, 1.0),
-        "significance": 1.0 + config.significance_weight * (memory.significance - 0.5),
-        "reinforcement": 1.0 + config.reinforcement_weight * math.log2(1 + memory.access_count),
-        "role": role_factor(memory, ctx.role, config),
-        "speaker": speaker_factor(memory, ctx.query_words, config),
-        "identifier": identifier_factor(memory, ctx, config),
-        "time_window": window_factor(memory, ctx.window, config),
-        "event_statement": event_factor(memory, config),
-        "only_asks": asks_factor(memory, ctx.advice, config),
-    }
-    return {name: value for name, value in factors.items() if value != 1.0}
+    """Every factor that is not 1.0, by name (in one fixed order, so that their product
+    is the same number every time). A factor this query and configuration cannot move
+    (its boost 1.0, no project asked for, no time window ...) is not computed: this runs
+    for every candidate of every search."""
+    factors: dict[str, float] = {}
+    _memory_factors(memory, ctx, config, factors)
+    _query_factors(memory, ctx, config, factors)
+    return factors
+
+
+def _memory_factors(
+    memory: Memory, ctx: QueryContext, config: RetrievalConfig, out: dict[str, float]
+) -> None:
+    """The factors of the memory's own fields: age, priority, pin, project, type,
+    significance, reinforcement."""
+    if config.decay != "none":
+        _put(out, "decay", decay_factor(memory, ctx.decay_from or ctx.now, config))
+    if config.use_priority:
+        _put(out, "priority", memory.priority)
+    if memory.pinned:
+        _put(out, "pinned", config.pinned_boost)
+    if ctx.project is not None:
+        _put(out, "project", project_factor(memory, ctx.project, config))
+    if config.type_boosts:
+        _put(out, "type", config.type_boosts.get(memory.type, 1.0))
+    if config.significance_weight:
+        _put(out, "significance", 1.0 + config.significance_weight * (memory.significance - 0.5))
+    if config.reinforcement_weight and memory.access_count:
+        _put(out, "reinforcement",
+             1.0 + config.reinforcement_weight * math.log2(1 + memory.access_count))  # fmt: skip
+
+
+def _query_factors(
+    memory: Memory, ctx: QueryContext, config: RetrievalConfig, out: dict[str, float]
+) -> None:
+    """The factors of what the query asks: role, speaker, identifier, time window, and the
+    conversation priors (events told, questions that only ask)."""
+    if ctx.role is not None:
+        _put(out, "role", role_factor(memory, ctx.role, config))
+    if ctx.query_words and config.speaker_boost != 1.0:
+        _put(out, "speaker", speaker_factor(memory, ctx.query_words, config))
+    if ctx.identifiers:
+        _put(out, "identifier", identifier_factor(memory, ctx, config))
+    if ctx.window is not None:
+        _put(out, "time_window", window_factor(memory, ctx.window, config))
+    if config.event_boost != 1.0:
+        _put(out, "event_statement", event_factor(memory, config))
+    if config.asks_penalty != 1.0 and not ctx.advice:
+        _put(out, "only_asks", asks_factor(memory, ctx.advice, config))
+
+
+def _put(out: dict[str, float], name: str, value: float) -> None:
+    if value != 1.0:
+        out[name] = value
 
 
 def adjust(

@@ -61,7 +61,9 @@ def rrf(
         bonus = bonus_first if rank == 1 else bonus_top3
         if bonus:
             parts[memory_id]["top_rank_bonus"] = bonus
-    return _sorted([Fused(m, math.fsum(s.values()), s) for m, s in parts.items()])
+    ordered = sorted(((math.fsum(s.values()), m) for m, s in parts.items()),
+                     key=lambda pair: (-pair[0], pair[1]))  # fmt: skip
+    return [_fused(m, score, parts[m]) for score, m in ordered]
 
 
 def linear(lists: Sequence[RankedList], weights: Mapping[str, float]) -> list[Fused]:
@@ -85,6 +87,16 @@ def linear(lists: Sequence[RankedList], weights: Mapping[str, float]) -> list[Fu
             share = parts.setdefault(cand.memory_id, {})
             share[ranked.name] = max(share.get(ranked.name, 0.0), weight * norm)
     return _sorted([Fused(m, math.fsum(s.values()), s) for m, s in parts.items()])
+
+
+def _fused(memory_id: str, score: float, contributions: dict[str, float]) -> Fused:
+    """A :class:`Fused` made without the frozen dataclass's ``__init__`` (which sets each
+    field through ``object.__setattr__``): fusion makes one per candidate of every search.
+    Every field is given; the instance is as frozen as one made the usual way."""
+    fused = object.__new__(Fused)
+    fused.__dict__.update(memory_id=memory_id, score=score, contributions=contributions,
+                          rerank={})  # fmt: skip
+    return fused
 
 
 def _sorted(fused: list[Fused]) -> list[Fused]:

@@ -637,10 +637,12 @@ def build_hits(
 ) -> list[Hit]:
     """Stage 9: wrap survivors as hits; traces reuse the numbers computed above."""
     places: dict[str, list[ChannelHit]] = {}
-    if reasons is not None:
+    if reasons is not None and scored:
+        wanted = {item.memory.id for item in scored}  # not every channel's whole pool
         for ranked in lists:
             for cand in ranked.candidates:
-                places.setdefault(cand.memory_id, []).append(_place(ranked.name, cand))
+                if cand.memory_id in wanted:
+                    places.setdefault(cand.memory_id, []).append(_place(ranked.name, cand))
     hits = []
     for rank, item in enumerate(scored, start=1):
         trace = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -79,8 +80,30 @@ def _row(memory: Memory, namespace: str, position: int | None) -> tuple[Any, ...
     )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=4096)
 def _json_tuple(text: str) -> tuple[Any, ...]:
+    """Tags and entities: immutable once parsed, so one parse serves every row that has
+    the same list (many do: ``["user"]``, the same few entities)."""
     return () if text == "[]" else tuple(json.loads(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _flat_json(text: str) -> tuple[tuple[str, Any], ...] | None:
+    """A metadata object's items when every value is a scalar (most rows: ``{"role":
+    "user"}``), else None; cached, since a search decodes a hundred rows that share a few."""
+    value = json.loads(text)
+    flat = isinstance(value, dict) and all(
+        v is None or isinstance(v, str | int | float | bool) for v in value.values()
+    )
+    return tuple(value.items()) if flat else None
+
+
+def _metadata(text: str) -> dict[str, Any]:
+    """A fresh dict each row (callers may change it); nested values parsed anew."""
+    if text == "{}":
+        return {}
+    items = _flat_json(text)
+    return dict(items) if items is not None else dict(json.loads(text))
 
 
 def _memory(r: Sequence[Any]) -> Memory:
@@ -107,7 +130,7 @@ def _memory(r: Sequence[Any]) -> Memory:
         significance=significance, project=project, scope=scope, session_id=session_id,
         source=Source(source_kind, source_path, source_start, source_end, source_ref),
         tags=_json_tuple(tags), entities=_json_tuple(entities),
-        metadata={} if metadata == "{}" else json.loads(metadata), valid_until=_dt(valid_until),
+        metadata=_metadata(metadata), valid_until=_dt(valid_until),
         superseded_by=superseded_by, embedding_fingerprint=fingerprint,
         forgotten_at=_dt(forgotten_at), embed_context=embed_context,
         tells_event=None if tells_event is None else bool(tells_event), namespace=namespace,

@@ -312,7 +312,8 @@ class MemoryEngine:
 
     @_whole_store
     def update(self, memory_id: str, **changes: Any) -> Memory:
-        """Change fields of a memory; new content is re-embedded."""
+        """Change fields of a memory; new content is re-embedded. Changes that leave every
+        field as it is write nothing (``updated_at`` stays)."""
         old = self.get(memory_id)
         allowed = set(NewMemory.__dataclass_fields__) - {"id"}
         unknown = sorted(set(changes) - allowed)
@@ -330,6 +331,9 @@ class MemoryEngine:
                         valid_until=old.valid_until, superseded_by=old.superseded_by,
                         position=old.position if fresh.session_id == old.session_id
                         else None)  # fmt: skip
+        if replace(fresh, updated_at=old.updated_at,
+                   embedding_fingerprint=old.embedding_fingerprint) == old:  # fmt: skip
+            return old
         vector = None
         if fresh.embedding_text != old.embedding_text:
             embedded = self._with_cache(self.embedder).embed_documents([fresh.embedding_text])

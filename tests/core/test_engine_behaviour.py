@@ -131,6 +131,20 @@ def test_update_reembeds_changed_content_only(open_store: Opener) -> None:
     assert engine.search("cat sofa", mode="hybrid", config=BM25_ONLY).hits == ()
 
 
+def test_an_update_that_changes_nothing_writes_nothing(open_store: Opener) -> None:
+    clock = [datetime(2026, 3, 1, tzinfo=UTC)]
+    engine = open_store(FakeEmbedder(), cache_dir=None)
+    engine._clock = lambda: clock[0]
+    memory_id = engine.add("the cat sleeps on the sofa", tags=["pets"], project="home").id
+    before = engine.get(memory_id)
+    clock[0] = datetime(2026, 3, 2, tzinfo=UTC)
+    assert engine.update(memory_id) == before
+    assert engine.update(memory_id, tags=["pets"], project="home") == before
+    assert engine.get(memory_id).updated_at == before.updated_at
+    changed = engine.update(memory_id, tags=["pets", "sofa"])
+    assert changed.tags == ("pets", "sofa") and changed.updated_at == clock[0]
+
+
 # -- the embedding cache -----------------------------------------------------------------
 
 

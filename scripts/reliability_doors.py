@@ -164,6 +164,9 @@ def _cases() -> list[Case]:
               for a in SEARCH_ARGS]  # fmt: skip
     cases += [("event_time 9999-12-31T23:59:59", "add",
                {"content": "late", "event_time": "9999-12-31T23:59:59"})]  # fmt: skip
+    cases += [(f"{field} with a lone surrogate", "add", {"content": "fine text", field: value})
+              for field, value in (("metadata", {"note": "lone \ud800"}), ("tags", ["\udfff"]),
+                                   ("project", "p\ud800"), ("session_id", "s\udc00"))]  # fmt: skip
     return cases
 
 

@@ -19,7 +19,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,27 +31,16 @@ DATA = "../shared/benchmarks/longmemeval/longmemeval_s.json.gz"
 
 def child(args: argparse.Namespace) -> None:
     """Time the searches with whatever ``recalld`` this process imports; print the times."""
-    import recalld
-    from recalld.bench.longmemeval import load_longmemeval, longmemeval_case, select_questions
-    from recalld.bench.runner import load_embedder
-    from recalld.config import Settings
-    from recalld.providers.embedders import resolve_embedder
+    from lme_probes import warm_probes
 
-    embedder = load_embedder(resolve_embedder("local"), args.cache_dir)
-    chosen = select_questions(load_longmemeval(args.file), limit=args.questions)
+    import recalld
+
     times = []
-    for question in chosen:
-        case = longmemeval_case(question, "turn", None)
-        with tempfile.TemporaryDirectory() as folder:
-            settings = Settings.model_construct(db=Path(folder) / "s.db", cache_dir=args.cache_dir)
-            with recalld.open(settings=settings, embedder=embedder) as engine:
-                engine.add_many([d.memory for d in case.docs], dedupe=False)
-                for probe in case.probes:
-                    engine.search(probe.question, limit=10, as_of=probe.as_of)  # warm
-                    for _ in range(args.repeats):
-                        clock = time.perf_counter()
-                        engine.search(probe.question, limit=10, as_of=probe.as_of)
-                        times.append((time.perf_counter() - clock) * 1000)
+    for engine, probe in warm_probes(args.file, args.questions, args.cache_dir):
+        for _ in range(args.repeats):
+            clock = time.perf_counter()
+            engine.search(probe.question, limit=10, as_of=probe.as_of)
+            times.append((time.perf_counter() - clock) * 1000)
     print(json.dumps({"module": recalld.__file__, "times_ms": times}))
 
 

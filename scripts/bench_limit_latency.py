@@ -16,17 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from lme_probes import warm_probes
 
-import recalld
-from recalld.bench.longmemeval import load_longmemeval, longmemeval_case, select_questions
-from recalld.bench.runner import load_embedder
-from recalld.config import Settings
-from recalld.providers.embedders import resolve_embedder
 from recalld.retrieval.config import BALANCED
 
 
@@ -39,31 +34,23 @@ def main() -> None:
     args = parser.parse_args()
     variants = {"stable pools (default)": BALANCED,
                 "pools sized for the limit": BALANCED.with_changes(stable_limit=1)}  # fmt: skip
-    embedder = load_embedder(resolve_embedder("local"), args.cache_dir)
-    chosen = select_questions(load_longmemeval(args.file), limit=args.questions)
     timings: dict[str, list[float]] = {name: [] for name in variants}
     load_before = os.getloadavg()
-    for question in chosen:
-        case = longmemeval_case(question, "turn", None)
-        with tempfile.TemporaryDirectory() as folder:
-            settings = Settings.model_construct(db=Path(folder) / "s.db", cache_dir=args.cache_dir)
-            with recalld.open(settings=settings, embedder=embedder) as engine:
-                engine.add_many([d.memory for d in case.docs], dedupe=False)
-                for probe in case.probes:
-                    engine.search(probe.question, limit=10, as_of=probe.as_of)  # warm
-                    for _ in range(args.rounds):
-                        for name, config in variants.items():
-                            clock = time.perf_counter()
-                            engine.search(probe.question, limit=10, as_of=probe.as_of,
-                                          config=config)  # fmt: skip
-                            timings[name].append((time.perf_counter() - clock) * 1000)
+    questions = 0
+    for engine, probe in warm_probes(args.file, args.questions, args.cache_dir):
+        questions += 1
+        for _ in range(args.rounds):
+            for name, config in variants.items():
+                clock = time.perf_counter()
+                engine.search(probe.question, limit=10, as_of=probe.as_of, config=config)
+                timings[name].append((time.perf_counter() - clock) * 1000)
     summary = {
         name: {"p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
                "searches": len(t)}
         for name, t in timings.items()
     }  # fmt: skip
     first, second = (summary[n]["p50_ms"] for n in variants)
-    print(json.dumps({"file": args.file, "questions": len(chosen), "rounds": args.rounds,
+    print(json.dumps({"file": args.file, "questions": questions, "rounds": args.rounds,
                       "variants": summary, "p50_ratio": first / second,
                       "load_average": {"start": load_before, "end": os.getloadavg()}},
                      indent=2))  # fmt: skip

@@ -177,21 +177,20 @@ class PostgresStore:
     def insert_unique(
         self, memories: Sequence[Memory], vectors: Vector | None, by_content: bool = True
     ) -> dict[str, str]:
-        """Transaction-scoped advisory locks on each memory's id and content (taken in one
-        order, so two writers cannot deadlock) make the check and the insert one step for
-        every other writer of the same memory; other writes go on in parallel. The vector
-        column's first dimension is set before them: its table lock, taken while this
-        transaction holds the locks and another writer's reads hold the table, would
-        deadlock."""
+        """A transaction-scoped advisory lock on each namespace written (taken in one
+        order, so two writers cannot deadlock) makes the check and the insert one step for
+        every other writer of that namespace, as ``BEGIN IMMEDIATE`` does on SQLite: one
+        lock a namespace, not one a memory, so a large batch cannot fill the server's lock
+        table. The vector column's first dimension is set before it: that table lock, taken
+        while this transaction holds the advisory lock and another writer's reads hold the
+        table, would deadlock."""
         with self._conn() as conn:
             if vectors is not None:
                 self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
-            keys = sorted({f"{self.tenancy.namespace_for(m.namespace)}\x1f{part}"
-                           for m in memories
-                           for part in (f"id {m.id}", f"content {m.content_hash}")})  # fmt: skip
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM"
-                         " (SELECT k FROM unnest(%s::text[]) AS k ORDER BY k) AS ordered",
-                         (keys,))  # fmt: skip
+            spaces = sorted({self.tenancy.namespace_for(m.namespace) for m in memories})
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('recalld add ' || n, 0))"
+                         " FROM (SELECT n FROM unnest(%s::text[]) AS n ORDER BY n) AS ordered",
+                         (spaces,))  # fmt: skip
             skipped = already_stored(memories, partial(self._get_many, conn),
                                      partial(self._find_duplicates, conn), by_content)  # fmt: skip
             keep = [i for i, m in enumerate(memories) if m.id not in skipped]

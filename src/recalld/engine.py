@@ -60,13 +60,11 @@ from recalld.retrieval.models import Models, build_models
 from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores import open_store
 from recalld.stores.base import (
-    DedupKey,
     SourceIndex,
     Store,
     StoreStats,
     Tenancy,
-    dedup_key,
-    id_taken,
+    already_stored,
 )
 from recalld.text import estimate_tokens
 from recalld.validation import prepare_memory
@@ -263,23 +261,12 @@ class MemoryEngine:
         """Classify ``span`` (same id, duplicate or fresh), embed the fresh memories in one
         call, then commit them ``WRITE_BATCH`` at a time. ``progress`` advances as memories
         are found already stored and as the model finishes each batch."""
-        existing_ids = {m.id: m for m in self.store.get_many([m.id for m in span])}
-        keys = [dedup_key(m) for m in span]
-        duplicates = self.store.find_duplicates(keys) if dedupe else {}
-        results: list[AddResult | None] = []
-        fresh: list[Memory] = []
-        seen: dict[DedupKey, str] = {}
-        for memory, key in zip(span, keys, strict=True):
-            if memory.id in existing_ids:
-                results.append(self._same_id(memory, existing_ids[memory.id]))
-            elif dedupe and (key in duplicates or key in seen):
-                results.append(AddResult(memory.id, False, duplicates.get(key) or seen[key]))
-            else:
-                seen[key] = memory.id
-                fresh.append(memory)
-                results.append(None)
+        known = already_stored(span, self.store.get_many, self.store.find_duplicates, dedupe)
+        fresh = [m for m, match in zip(span, known, strict=True) if match is None]
         if progress is not None and len(fresh) < len(span):
             progress(len(span) - len(fresh))
+        late: dict[str, str] = {}
+        windows: dict[str, int] = {}
         if fresh:
             embedder = self.embedder
             texts = [m.embedding_text for m in fresh]
@@ -288,22 +275,15 @@ class MemoryEngine:
             stamped = [replace(m, embedding_fingerprint=fp) for m in fresh]
             # Checked again inside each write's lock: another handle or process may have
             # stored the same memory while this one was embedding.
-            late: dict[str, str] = {}
             for start in range(0, len(stamped), WRITE_BATCH):
                 late |= self.store.insert_unique(stamped[start : start + WRITE_BATCH],
                                                  embedded.vectors[start : start + WRITE_BATCH],
                                                  by_content=dedupe)  # fmt: skip
             windows = dict(zip((m.id for m in fresh), embedded.windows, strict=True))
-            results = [r or (AddResult(m.id, False, late[m.id]) if m.id in late
-                             else AddResult(m.id, True, embedding_windows=windows[m.id]))
-                       for r, m in zip(results, span, strict=True)]  # fmt: skip
-        return [r for r in results if r is not None]
-
-    @staticmethod
-    def _same_id(new: Memory, old: Memory) -> AddResult:
-        if new.content_hash != old.content_hash:
-            raise id_taken(new.id)
-        return AddResult(old.id, False, old.id)
+        return [AddResult(m.id, False, match) if match is not None
+                else AddResult(m.id, False, late[m.id]) if m.id in late
+                else AddResult(m.id, True, embedding_windows=windows[m.id])
+                for m, match in zip(span, known, strict=True)]  # fmt: skip
 
     def _prepare(self, item: NewMemory, now: datetime) -> Memory:
         """``item`` checked and made a :class:`Memory` (see :func:`prepare_memory`)."""

@@ -90,10 +90,11 @@ def already_stored(
     get_many: Callable[[Sequence[str]], list[Memory]],
     find_duplicates: Callable[[Sequence[DedupKey]], dict[DedupKey, str]],
     by_content: bool = True,
-) -> dict[str, str]:
-    """Which of ``memories`` the store already holds, as {id: stored id}: the same id with
-    the same content, or (``by_content``) a live memory of the same :func:`dedup_key`, or
-    an earlier one of ``memories``. Read inside the write's lock by ``insert_unique``.
+) -> list[str | None]:
+    """For each of ``memories``, in order, the id of the memory the store already holds for
+    it, or None for a new one: the same id with the same content, or (``by_content``) a
+    live memory of the same :func:`dedup_key`, or an earlier one of ``memories``. Read by
+    ``add_many`` before it embeds, and again by ``insert_unique`` inside the write's lock.
 
     Raises:
         ConflictError: an id is stored with other content.
@@ -101,18 +102,19 @@ def already_stored(
     stored = {m.id: m for m in get_many([m.id for m in memories])}
     keys = [dedup_key(m) for m in memories]
     live = find_duplicates(keys) if by_content else {}
-    found: dict[str, str] = {}
+    found: list[str | None] = []
     seen: dict[DedupKey, str] = {}
     for memory, key in zip(memories, keys, strict=True):
         old = stored.get(memory.id)
         if old is not None:
             if old.content_hash != memory.content_hash:
                 raise id_taken(memory.id)
-            found[memory.id] = old.id
+            found.append(old.id)
         elif by_content and (key in live or key in seen):
-            found[memory.id] = live.get(key) or seen[key]
+            found.append(live.get(key) or seen[key])
         else:
             seen[key] = memory.id
+            found.append(None)
     return found
 
 

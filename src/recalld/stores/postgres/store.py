@@ -191,12 +191,12 @@ class PostgresStore:
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('recalld add ' || n, 0))"
                          " FROM (SELECT n FROM unnest(%s::text[]) AS n ORDER BY n) AS ordered",
                          (spaces,))  # fmt: skip
-            skipped = already_stored(memories, partial(self._get_many, conn),
-                                     partial(self._find_duplicates, conn), by_content)  # fmt: skip
-            keep = [i for i, m in enumerate(memories) if m.id not in skipped]
+            found = already_stored(memories, partial(self._get_many, conn),
+                                   partial(self._find_duplicates, conn), by_content)  # fmt: skip
+            keep = [i for i, match in enumerate(found) if match is None]
             rows = None if vectors is None else np.asarray(vectors)[keep]
             self._insert_rows(conn, [memories[i] for i in keep], rows)
-        return skipped
+        return {m.id: match for m, match in zip(memories, found, strict=True) if match}
 
     def _insert_rows(
         self, conn: psycopg.Connection[Any], memories: Sequence[Memory], vectors: Vector | None

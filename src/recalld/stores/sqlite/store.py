@@ -283,11 +283,11 @@ class SQLiteStore:
         self, memories: Sequence[Memory], vectors: Vector | None, by_content: bool = True
     ) -> dict[str, str]:
         with self._write():  # BEGIN IMMEDIATE: one writer at a time, across processes
-            skipped = already_stored(memories, self.get_many, self.find_duplicates, by_content)
-            keep = [i for i, m in enumerate(memories) if m.id not in skipped]
+            found = already_stored(memories, self.get_many, self.find_duplicates, by_content)
+            keep = [i for i, match in enumerate(found) if match is None]
             self._insert_rows([memories[i] for i in keep],
                               None if vectors is None else np.asarray(vectors)[keep])  # fmt: skip
-        return skipped
+        return {m.id: match for m, match in zip(memories, found, strict=True) if match}
 
     def _insert_rows(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]

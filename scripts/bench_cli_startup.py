@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from recalld.interfaces import local_server
+from recalld.interfaces.cli_serve import free_port
 
 QUERY = "how did we fix the deploy?"
 MEMORIES = [
@@ -57,13 +57,6 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     if child.stderr is not None:
         child.stderr.close()
     return wall, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def main() -> None:

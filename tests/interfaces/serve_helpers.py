@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
+from recalld.bench.load import answers
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -23,14 +23,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 def wait_until_serving(process: subprocess.Popen[str], port: int, seconds: float = 60.0) -> None:
     """Return once the server on 127.0.0.1:``port`` answers ``/healthz``; fail the test if
     its process exits first or it takes longer than ``seconds``."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.1)
-    raise AssertionError("recalld serve did not answer")
+    assert answers(f"http://127.0.0.1:{port}", process, seconds), "recalld serve did not answer"
 
 
 @contextmanager

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from serve_helpers import free_port
 
 from recalld.interfaces import local_server
 
@@ -30,13 +30,6 @@ except SystemExit as exc:
 print("\\nMODULES " + json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
 sys.exit(code)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ run (``scripts/reliability.py``, the fake embedder).
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from typing import Any
 import httpx
 
 from recalld.errors import RecalldError
+from recalld.interfaces.cli_serve import free_port
 
 START_TIMEOUT_S = 180.0
 """How long the server may take to answer ``/healthz`` (it loads the model first)."""
@@ -36,12 +36,6 @@ SERVE = [sys.executable, "-c", "from recalld.interfaces.cli import main; main()"
 
 class LoadBenchError(RecalldError):
     """The server under test did not start."""
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -58,7 +52,9 @@ def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
         process = subprocess.Popen([*SERVE, "--port", str(port)], env=dict(env), stdout=out,
                                    stderr=subprocess.STDOUT)  # fmt: skip
         try:
-            _wait_for(url, process, log)
+            if not answers(url, process):
+                raise LoadBenchError(f"recalld serve did not start (exit code "
+                                     f"{process.poll()}): see {log}")  # fmt: skip
             yield url
         finally:
             process.terminate()
@@ -69,15 +65,17 @@ def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
                 process.wait(timeout=30)
 
 
-def _wait_for(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
+def answers(url: str, process: subprocess.Popen[Any], seconds: float = START_TIMEOUT_S) -> bool:
+    """Whether the server at ``url`` answers ``/healthz`` before its ``process`` exits or
+    ``seconds`` pass (polled every 0.1 s)."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and process.poll() is None:
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
-                return
+                return True
         except httpx.TransportError:
             time.sleep(0.1)
-    raise LoadBenchError(f"recalld serve did not start (exit code {process.poll()}): see {log}")
+    return False
 
 
 def server_env(db: str, embedder: str, folder: Path, **extra: str) -> dict[str, str]:
@@ -97,13 +95,14 @@ def measure(
     clients: int,
     seconds: float,
     queries: Sequence[str],
-    new_memory: Callable[[int, int], str],
+    new_memory: Callable[[int, int], str] | None = None,
     add_every: int = 10,
     limit: int = 10,
 ) -> dict[str, Any]:
     """``clients`` threads for ``seconds`` each (the clock starts once all are connected):
     client ``n``'s ``i``-th request is an add of ``new_memory(n, i)`` when ``(i + n)`` is a
-    multiple of ``add_every``, else a search of the next question. Errors count every
+    multiple of ``add_every`` (never without ``new_memory``), else a search of the next
+    question. Errors count every
     request that was not a 2xx (or got no answer)."""
     searches: list[float] = []
     adds, errors = [0], [0]
@@ -123,11 +122,12 @@ def measure(
             ready.wait()
             while time.monotonic() < window[1]:
                 i += 1
-                add = add_every > 0 and (i + n) % add_every == 0
+                add = new_memory is not None and (i + n) % add_every == 0
+                content = new_memory(n, i) if new_memory is not None and add else ""
                 started = time.monotonic()
                 try:
                     if add:
-                        answer = http.post("/v1/memories", json={"content": new_memory(n, i)})
+                        answer = http.post("/v1/memories", json={"content": content})
                     else:
                         query = queries[(n * 31 + i) % len(queries)]
                         answer = http.post("/v1/search", json={"query": query, "limit": limit})

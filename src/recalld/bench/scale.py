@@ -268,14 +268,11 @@ def _load(options: ScaleOptions, db: str, name: str, questions: list[str],
         for done, clients in enumerate(options.clients):
             note(f"load: {clients} clients for {options.load_seconds:g} s ({name})", done,
                  len(options.clients))  # fmt: skip
-            row = load.measure(url, clients, options.load_seconds, questions,
-                               new_memory=_no_add, add_every=0, limit=options.limit)  # fmt: skip
+            row = load.measure(
+                url, clients, options.load_seconds, questions, limit=options.limit
+            )  # searches only: the store stays as built
             rows.append(row)
     return tuple(rows)
-
-
-def _no_add(client: int, request: int) -> str:
-    raise AssertionError("the scale load sends searches only")
 
 
 def _redacted(dsn: str | None) -> str | None:

@@ -35,6 +35,7 @@ import httpx
 import numpy as np
 
 import recalld
+from recalld.bench.load import answers
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
 from recalld.requests import ImportRequest, SearchQuery, parse
@@ -137,13 +138,8 @@ def serve(db: Path, port: int) -> subprocess.Popen[str]:
                PYTHONPATH=str(Path(recalld.__file__).resolve().parents[1]))  # fmt: skip
     command = [str(Path(sys.executable).parent / "recalld"), "serve", "--port", str(port)]
     process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and process.poll() is None:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except httpx.TransportError:
-            time.sleep(0.2)
+    if answers(f"http://127.0.0.1:{port}", process, 120):
+        return process
     process.kill()
     raise SystemExit(f"recalld serve did not start: {process.communicate()[1]}")
 

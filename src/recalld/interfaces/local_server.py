@@ -4,7 +4,7 @@
 folder (its port, process id and the store's resolved path) and removes it on exit. The file
 is named after a digest of the settings a search depends on, so ``recalld search`` (and
 ``add`` and ``search --context``) finds the server of exactly its own store, tenant, model
-and preset without any configuration, checks that it answers ``/healthz`` and serves that
+and preset without any configuration, checks that its ``/v1/status`` answers for that
 store, and sends the request there: no model to load, no numpy or pydantic to import. When
 no such server is up, or it stops answering, the command runs in-process as before.
 
@@ -38,7 +38,7 @@ SEARCH_SETTINGS = (
 with the same values as the shell resolves."""
 
 CHECK_TIMEOUT_S = 1.0
-"""How long the health checks may take before the shell runs the command itself."""
+"""How long the status check may take before the shell runs the command itself."""
 CALL_TIMEOUT_S = 600.0
 
 
@@ -137,14 +137,14 @@ def find(settings: Mapping[str, Any]) -> LocalServer | None:
         record = json.loads(path.read_text(encoding="utf-8"))
         port, pid = int(record["port"]), int(record["pid"])
         os.kill(pid, 0)  # a server that died without cleaning up leaves a stale file
-        health = _request(port, "GET", "/healthz", None, CHECK_TIMEOUT_S)
+        # One round trip: a status answered for this store says the server is up as well.
         status = _request(port, "GET", "/v1/status", None, CHECK_TIMEOUT_S)
     except (OSError, ValueError, KeyError, TypeError, ServerGone):
         return None
     same_store = isinstance(status[1], dict) and (
         status[1].get("store", {}).get("path") == settings["db"] == record.get("store")
     )
-    if health[0] != 200 or status[0] != 200 or not same_store:
+    if status[0] != 200 or not same_store:
         return None
     return LocalServer(port)
 

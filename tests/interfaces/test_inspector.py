@@ -271,6 +271,8 @@ def test_forget_from_the_page(page: Page, served: Served) -> None:
     assert p.locator("#forget").text_content() == "Click again to forget"
     p.click("#forget")
     p.wait_for_selector("#detail", state="hidden")
+    # The page hides the detail, then reloads the list: wait for that reload's table.
+    p.locator("#memories tbody tr", has_text=FORGETTABLE).wait_for(state="detached")
     assert p.locator("#memories tbody tr", has_text=FORGETTABLE).count() == 0
     assert "forgotten" in p.locator("#notice").text_content()
     listed = httpx.get(served.base + "/v1/memories", params={"limit": 100}).json()["memories"]

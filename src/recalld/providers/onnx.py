@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from recalld import threads
 from recalld.config import DEFAULT_BATCH_TEXTS, DEFAULT_BATCH_TOKENS, DEFAULT_EMBED_THREADS
 from recalld.errors import EmbedderError
 from recalld.providers.embedders import (
@@ -32,7 +31,6 @@ from recalld.providers.embedders import (
     EmbeddingBatch,
     Fingerprint,
     Vectors,
-    cores_shared,
     l2_normalize,
     plan_batches,
 )
@@ -118,25 +116,14 @@ def _document_options(ort: Any, threads: int) -> Any:
 
 
 QUERY_THREADS = 1
-"""Threads of the query session on a busy machine. A query is one short sequence (about 15
-tokens), and onnxruntime's default pool (a thread per core) waits for work by spinning,
-which on cores busy with other processes burns the time slices the model needs: on the
-2-core machine at load ~5, 50 benchmark questions embedded in 6.6 ms median on one
-non-spinning thread against 12.5 ms with the default (docs/ingest.md); with one of the two
-cores taken by another process (load 1.2-1.6), 3.6-3.9 ms against 7.2-8.1 ms. On idle cores
-the default is the faster (3.0 ms against 4.7 ms at load 0.7, 2026-11-24), so a query runs
-on the session that fits the machine's load at that moment
-(:func:`recalld.threads.machine_busy`); both give bit-identical vectors."""
-
-
-def _query_options(ort: Any, busy: bool) -> Any:
-    """Session options for embedding queries: one non-spinning thread on a busy machine,
-    onnxruntime's default pool on an idle one."""
-    if busy:
-        return _document_options(ort, QUERY_THREADS)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    return options
+"""Threads of the query session, which do not spin. A query is one short sequence (about 15
+tokens). onnxruntime's default pool (a thread per core) waits for work by spinning: it embeds
+a query faster on idle cores (3.0 ms against 4.7 ms, load 0.7, 2026-11-24), but its spinning
+thread takes the core the rest of the search, other searches of a server, or other processes
+need. Measured on whole searches (50 questions x 4 on a 10k store, 2026-11-26, load 1.3):
+the same wall time on one thread (16.5-17.3 ms against 16.3-17.2 ms), at half the CPU
+(17 ms against 32-34 ms per search); on a busy machine one thread also embeds in half the
+time (6.6 ms against 12.5 ms at load ~5, docs/ingest.md)."""
 
 
 class OnnxEmbedder(Embedder):
@@ -180,7 +167,7 @@ class OnnxEmbedder(Embedder):
             raise EmbedderError(f"cannot load embedding model {model_path}: {exc}") from exc
         # Built on the first query, so that a process that only stores never pays for it.
         self._float_queries = not int8_queries  # queries run on the document session
-        self._query_sessions: dict[bool, Any] = {}  # by threads.machine_busy()
+        self._query_session: Any = None
         self._int8_graph: tuple[bytes, int] | None = None
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
@@ -267,17 +254,14 @@ class OnnxEmbedder(Embedder):
         self._query()
         return self._int8_nodes
 
-    def _query(self, busy: bool | None = None) -> Any:
-        """The session a query runs on: the int8 graph's, built on first use (one session
-        for a busy machine and one for an idle one, :data:`QUERY_THREADS`; ``busy`` None:
-        by the load now), or the document session when the setting is off or the model has
-        no int8 weights."""
-        busy = (cores_shared() or threads.machine_busy()) if busy is None else busy
+    def _query(self) -> Any:
+        """The session a query runs on: the int8 graph's, built on first use
+        (:data:`QUERY_THREADS`), or the document session when the setting is off or the model
+        has no int8 weights."""
         with self._query_lock:
             if self._float_queries:
                 return self._session
-            session = self._query_sessions.get(busy)
-            if session is None:
+            if self._query_session is None:
                 try:
                     import onnxruntime as ort
 
@@ -287,16 +271,17 @@ class OnnxEmbedder(Embedder):
                             self._float_queries = True
                             return self._session
                     graph, self._int8_nodes = self._int8_graph
-                    session = ort.InferenceSession(
-                        graph, _query_options(ort, busy), providers=["CPUExecutionProvider"]
+                    self._query_session = ort.InferenceSession(
+                        graph,
+                        _document_options(ort, QUERY_THREADS),
+                        providers=["CPUExecutionProvider"],
                     )
                 except Exception as exc:  # onnx and onnxruntime raise their own plain errors
                     raise EmbedderError(
                         f"cannot build the int8 query graph of {self._model_path}: {exc}; "
                         "set int8_queries = false to embed queries in float32"
                     ) from exc
-                self._query_sessions[busy] = session
-            return session
+            return self._query_session
 
     def _windows(self, text: str, is_query: bool = False) -> list[list[int]]:
         """The token windows of a text (its prefix first), each between the model's special

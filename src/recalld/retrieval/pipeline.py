@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from recalld.providers.embedders import Embedder, sharing_cores
+from recalld.providers.embedders import Embedder
 from recalld.records import (
     ChannelHit,
     Granularity,
@@ -485,9 +485,7 @@ def read_candidates(
     words_requests = [words_part, *requests[1:]] if words_part else list(requests[1:])
 
     def by_vector_here() -> SearchRows:
-        with sharing_cores():
-            vector = embed()
-        return store.search_rows([replace(vector_part, query_vector=vector)], **flags)
+        return store.search_rows([replace(vector_part, query_vector=embed())], **flags)
 
     by_vector, (by_words,) = _word_threads.run_beside(
         by_vector_here, [partial(store.search_rows, words_requests, **flags)]

@@ -35,7 +35,7 @@ from recalld.stores.sqlite.vector_index import (
     _saved,
     ann_available,
 )
-from recalld.stores.sqlite.vectors import MAX_ANN_CANDIDATES, RESCORE_FACTOR
+from recalld.stores.sqlite.vectors import MAX_ANN_CANDIDATES, RESCORE_FACTOR, cosines
 
 log = logging.getLogger("recalld")
 
@@ -200,7 +200,7 @@ class LazyAnn:
             return []
         seqs = np.array([r[1] for r in rows], dtype=np.int64)
         matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-        scores = matrix.reshape(len(rows), -1) @ query
+        scores = cosines(matrix.reshape(len(rows), -1), query)
         order = np.lexsort((seqs, -scores))[:limit]
         return [(str(rows[i][3]), float(scores[i])) for i in order]
 

@@ -56,6 +56,19 @@ Mask = npt.NDArray[np.bool_]
 _Item = TypeVar("_Item", bound=np.generic)
 
 
+def cosines(matrix: npt.NDArray[np.float32], query: Vector) -> npt.NDArray[np.float32]:
+    """``matrix @ query`` for unit rows, computed by numpy's own loops rather than BLAS.
+
+    OpenBLAS spreads a product this size over a thread per core, and its threads then spin
+    waiting for more work (on the 2-core machine, 50 searches of a 10k store: 57 ms of CPU
+    and 29 ms wall per search through BLAS, 33 and 16.5 with it held to one thread). The
+    spinning thread takes the core the query's embedding and the word channels need, and a
+    server pays it on every search. ``einsum`` on one thread is as fast as BLAS on two here
+    (0.8 ms at 10k x 384, 6.7 against 8.2 ms at 100k) and leaves the other core alone.
+    """
+    return np.einsum("ij,j->i", matrix, query)
+
+
 @dataclass(frozen=True)
 class Changes:
     """What one refresh changed: pks dropped, and rows (pk, seq, vector, memory id) added
@@ -362,7 +375,7 @@ class VectorMirror:
             rows = self._ann_rows(query, limit, mask, allowed_count)
         if rows is None:
             rows = self._exact_rows(query, limit, mask, allowed_count)
-        scores = self.matrix[rows] @ query
+        scores = cosines(self.matrix[rows], query)
         order = np.lexsort((rows, -scores))[:limit]
         return [int(rows[i]) for i in order], [float(scores[i]) for i in order]
 
@@ -372,10 +385,10 @@ class VectorMirror:
         """Rows of the exact top ``limit`` among ``mask``."""
         if allowed_count < self._count // 4:
             candidates = np.flatnonzero(mask)
-            scores = self.matrix[candidates] @ query
+            scores = cosines(self.matrix[candidates], query)
         else:
             candidates = np.arange(self._count)
-            scores = np.where(mask, self.matrix @ query, -np.inf)
+            scores = np.where(mask, cosines(self.matrix, query), -np.inf)
         count = min(limit, allowed_count)
         top = np.argpartition(-scores, count - 1)[:count]
         return candidates[top]

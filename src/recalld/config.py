@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     http_rate_limit: int = Field(default=600, ge=0)
     """Requests a minute each API key may make (429 beyond, with ``Retry-After``); bursts
     up to the same number are allowed. 0 turns the limit off."""
+    http_search_concurrency: int = Field(default=0, ge=0)
+    """Searches (``/v1/search``, ``/v1/context``) ``recalld serve`` runs at once; the others
+    wait their turn, first come first served. 0: twice the cores. A search is CPU work, and
+    more of them at once than cores only take turns at Python's lock (docs/http.md)."""
 
     @field_validator("db", mode="before")
     @classmethod

@@ -6,20 +6,22 @@ from __future__ import annotations
 
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from serve_helpers import free_port, wait_until_serving
+from serve_helpers import free_port, uvicorn_thread, wait_until_serving
 
 from recalld.config import Settings
 from recalld.interfaces.http import create_app, json_depth
 from recalld.interfaces.mcp import mcp_extension
-from recalld.providers.embedders import FakeEmbedder
+from recalld.providers.embedders import FakeEmbedder, Vectors
 from recalld.requests import MAX_QUERY_CHARS
 
 LOCAL = "http://127.0.0.1"
@@ -143,3 +145,42 @@ def test_serve_access_log(tmp_path: Path, cli_env: dict[str, str],
         out, err = process.communicate(timeout=30)
     assert '"GET /healthz HTTP/1.1" 200' in out, (out, err)
     assert '"GET /v1/memories/nope HTTP/1.1" 404' in out, (out, err)
+
+
+class SlowQueries(FakeEmbedder):
+    """Each query takes 0.2 s, and the most queries embedded at once is counted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.active = self.most = 0
+        self.lock = threading.Lock()
+
+    def embed_query(self, text: str) -> Vectors:
+        with self.lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+        time.sleep(0.2)
+        with self.lock:
+            self.active -= 1
+        return super().embed_query(text)
+
+
+@pytest.mark.parametrize("turns", [1, 3])
+def test_a_server_runs_at_most_its_search_turns_at_once(tmp_path: Path, turns: int) -> None:
+    """Six searches and contexts sent at once: the server runs ``http_search_concurrency``
+    of them at a time, and answers every one."""
+    embedder = SlowQueries()
+    settings = Settings(db=tmp_path / "memory.db", cache_dir=None, embedder="fake",
+                        http_search_concurrency=turns)  # fmt: skip
+    app = create_app(settings, embedder=embedder)
+    with uvicorn_thread(app, "127.0.0.1", 0) as port, httpx.Client(
+        base_url=f"{LOCAL}:{port}", timeout=30
+    ) as http:
+        assert http.post("/v1/memories", json={"content": "a memory"}).status_code == 201
+        calls = [("/v1/search" if n % 2 else "/v1/context", {"query": f"question {n}"})
+                 for n in range(6)]  # fmt: skip
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(lambda call: http.post(*call[:1], json=call[1]), calls))
+    assert [a.status_code for a in answers] == [200] * 6
+    assert 1 <= embedder.most <= turns  # never more at once than the turns
+    assert embedder.most > 1 or turns == 1  # and more than one when there are more turns

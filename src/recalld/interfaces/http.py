@@ -17,9 +17,11 @@ each extension is built from the :class:`ServerState` (for its engines and
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -716,6 +718,15 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
     async def run(function: Callable[..., Any], *args: Any) -> Any:
         return await run_in_threadpool(function, *args)
 
+    searching = asyncio.Semaphore(
+        state.settings.http_search_concurrency or 2 * (os.cpu_count() or 1)
+    )
+
+    async def search_turn(function: Callable[..., Any], *args: Any) -> Any:
+        """``function`` on a worker thread once one of the search turns is free."""
+        async with searching:
+            return await run_in_threadpool(function, *args)
+
     @app.get("/healthz", tags=["server"], summary="Liveness (no key needed)",
              responses=_responses(200, _ref("Health"), "The server is up."),
              openapi_extra={"security": []})  # fmt: skip
@@ -841,7 +852,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
     async def search(request: Request) -> Any:
         who = await caller(request)
         query = parse(SearchQuery, _object(await _json_body(request), "a search"))
-        return _json(await run(who.engine.run_search, query))
+        return _json(await search_turn(who.engine.run_search, query))
 
     @app.post("/v1/context", tags=["retrieval"],
               summary="A prompt-ready block of the best memories under a token budget",
@@ -852,7 +863,7 @@ def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place
     async def context(request: Request) -> Any:
         who = await caller(request)
         query = parse(ContextQuery, _object(await _json_body(request), "a context query"))
-        return _json(await run(who.engine.run_context, query))
+        return _json(await search_turn(who.engine.run_context, query))
 
     @app.get(
         "/v1/status",

@@ -88,6 +88,7 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
         "--sizes", "300,600", "--queries", "3", "--embedder", "fake:64", "--pool", "40",
         "--data", str(data_dir), "--workdir", str(tmp_path / "work"),
         "--report", str(report_dir), "--json", "--clients", "1,3", "--load-seconds", "0.5",
+        "--p99-ms", "5000",
     ])  # fmt: skip
     assert result.exit_code == 0, result.output
     report = json.loads(result.output[: result.output.rindex("}") + 1])
@@ -102,10 +103,22 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
         for level in row["load"]:
             assert level["searches_per_s"] > 0 and level["errors"] == 0 and level["adds"] == 0
             assert 0 < level["p50_ms"] <= level["p95_ms"] <= level["p99_ms"]
+        # Then the capacity search at the most clients: four scheduled runs, bisecting
+        # below the closed loop's rate; a schedule never sends faster than its rate.
+        capacity, closed = row["capacity"], row["load"][1]
+        assert capacity["clients"] == 3 and capacity["p99_target_ms"] == 5000
+        rates = [t["rate"] for t in capacity["tries"]]
+        assert len(rates) == 4 and rates[0] == pytest.approx(0.8 * closed["searches_per_s"])
+        assert all(0 < r < closed["searches_per_s"] for r in rates)
+        for done in capacity["tries"]:
+            assert done["searches_per_s"] <= done["rate"] * 1.1 and done["errors"] == 0
+        assert capacity["best"] in [{k: v for k, v in t.items() if k != "held"}
+                                    for t in capacity["tries"] if t["held"]]  # fmt: skip
     assert report["corpus"]["pool"] == 40
     table = (report_dir / "scale.md").read_text(encoding="utf-8")
     assert "| 300 |" in table and "| 600 |" in table
     assert "| 600 | sqlite | 3 |" in table
+    assert "| 600 | sqlite | 3 | 5000 |" in table  # the capacity row
     assert report["embedder"]["setting"] == "fake:64"
     assert "Embedder: `fake:64`: fake-hash (64-d" in table
     assert (report_dir / "scale.png").read_bytes()[:4] == b"\x89PNG"

@@ -3,8 +3,10 @@
 :func:`served` starts ``recalld serve`` on a store, on a free port of 127.0.0.1, and stops
 it after; :func:`measure` runs N client threads against it for a fixed time, each sending
 searches (``POST /v1/search``, limit 10) with one request in ``add_every`` an add, and
-reports searches/s and the searches' p50/p95/p99. Loopback only, bounded in time: every
-client stops at the deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
+reports searches/s and the searches' p50/p95/p99. Given a ``rate``, the clients send on a
+schedule instead of as fast as answers come, and :func:`capacity` finds the highest rate the
+server holds within a p99 target. Loopback only, bounded in time: every client stops at the
+deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
 
 Used by ``recalld bench scale`` (the real model, the scale corpus) and by the adversarial
 run (``scripts/reliability.py``, the fake embedder).
@@ -98,12 +100,18 @@ def measure(
     new_memory: Callable[[int, int], str] | None = None,
     add_every: int = 10,
     limit: int = 10,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """``clients`` threads for ``seconds`` each (the clock starts once all are connected):
     client ``n``'s ``i``-th request is an add of ``new_memory(n, i)`` when ``(i + n)`` is a
     multiple of ``add_every`` (never without ``new_memory``), else a search of the next
-    question. Errors count every
-    request that was not a 2xx (or got no answer)."""
+    question. Errors count every request that was not a 2xx (or got no answer).
+
+    Without ``rate`` each client sends its next request when the last is answered. With
+    ``rate`` (requests/s, all clients together) each request has its moment on a fixed
+    schedule, the clients taking turns; a client that is late sends at once, and a
+    request's latency counts from its moment, so the time it waited behind a slow answer
+    is counted too (a closed loop would leave it out and flatter a saturated server)."""
     searches: list[float] = []
     adds, errors = [0], [0]
     lock = threading.Lock()
@@ -125,6 +133,11 @@ def measure(
                 add = new_memory is not None and (i + n) % add_every == 0
                 content = new_memory(n, i) if new_memory is not None and add else ""
                 started = time.monotonic()
+                if rate is not None:
+                    started = window[0] + ((i - 1) * clients + n) / rate
+                    if started >= window[1]:
+                        break
+                    time.sleep(max(0.0, started - time.monotonic()))
                 try:
                     if add:
                         answer = http.post("/v1/memories", json={"content": content})
@@ -145,10 +158,43 @@ def measure(
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     elapsed = time.monotonic() - window[0]
-    return {"clients": clients, "seconds": round(elapsed, 2),
+    return {"clients": clients, "seconds": round(elapsed, 2), "rate": rate,
             "searches_per_s": len(searches) / elapsed, "adds": adds[0], "errors": errors[0],
             "requests": len(searches) + adds[0],
             **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)}}  # fmt: skip
+
+
+def capacity(
+    url: str,
+    clients: int,
+    seconds: float,
+    queries: Sequence[str],
+    p99_ms: float,
+    ceiling: float,
+    steps: int = 4,
+    limit: int = 10,
+) -> dict[str, Any]:
+    """The highest rate of searches (per second, ``clients`` sending on a schedule) whose
+    p99 stays within ``p99_ms`` with no error: a bisection between 0 and ``ceiling`` (the
+    searches/s of a closed loop, which no schedule can beat) in ``steps`` tries of
+    ``seconds`` each. Returns the best try that held (``None`` if none did) and every try.
+    """
+    low, high = 0.0, ceiling
+    tries: list[dict[str, Any]] = []
+    best: dict[str, Any] | None = None
+    rate = ceiling * 0.8
+    for _ in range(steps):
+        row = measure(url, clients, seconds, queries, limit=limit, rate=rate)
+        held = row["p99_ms"] <= p99_ms and row["errors"] == 0 and row["searches_per_s"] > 0
+        tries.append({**row, "held": held})
+        if held:
+            low = rate
+            if best is None or row["searches_per_s"] > best["searches_per_s"]:
+                best = row
+        else:
+            high = rate
+        rate = (low + high) / 2
+    return {"clients": clients, "p99_target_ms": p99_ms, "best": best, "tries": tries}
 
 
 def warm(url: str, queries: Sequence[str], count: int = 20) -> None:

@@ -9,7 +9,8 @@ by the real model inside each timed call, the same queries through plain FTS5 an
 exact numpy cosine as floors, and peak memory of the build and of the search process.
 Then load: ``recalld serve`` on the store, N client threads searching at once for a fixed
 time (:mod:`recalld.bench.load`; searches only, so the store stays as built), searches/s
-and p50/p95/p99 at each client count.
+and p50/p95/p99 at each client count; then, at the most clients, the highest rate of searches
+the server holds with p99 within ``p99_ms`` (:func:`recalld.bench.load.capacity`).
 How the corpus is made: :mod:`recalld.bench.scale_corpus`.
 
 With ``postgres`` (an admin DSN), every size is also built and searched on PostgreSQL, in
@@ -73,6 +74,10 @@ class ScaleOptions:
     """Client counts of the load through ``recalld serve``; none skips it."""
     load_seconds: float = 10.0
     """How long each client count runs."""
+    p99_ms: float = 150.0
+    """The p99 target of the capacity search at the most clients (0 skips it)."""
+    capacity_steps: int = 4
+    """Tries of the capacity search, ``load_seconds`` each."""
     postgres: str | None = None
     """Admin DSN of the PostgreSQL server that holds one database per size (a role that
     may create databases); needed when ``backends`` names ``postgres``."""
@@ -94,6 +99,9 @@ class SizeResult:
     load: tuple[dict[str, Any], ...] = ()
     """One row per client count: searches/s, p50/p95/p99 ms, errors
     (:func:`recalld.bench.load.measure`)."""
+    capacity: dict[str, Any] | None = None
+    """The highest rate held within the p99 target at the most clients, with every try
+    (:func:`recalld.bench.load.capacity`)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +167,8 @@ def _validate(options: ScaleOptions, source: sc.SourceText) -> None:
     if any(c < 1 for c in options.clients) or options.load_seconds <= 0:
         raise InvalidInputError("--clients takes positive counts and --load-seconds a "
                                 "positive time")  # fmt: skip
+    if options.p99_ms < 0 or options.capacity_steps < 1:
+        raise InvalidInputError("--p99-ms takes a time in ms (0 skips the capacity search)")
     if options.pool_size < 2:
         raise InvalidInputError("the pool needs at least 2 snippets")
     unknown = set(options.backends) - set(BACKENDS)
@@ -201,7 +211,7 @@ def _one_size(
     indexed = _child("index", note, db=str(db), pool_path=str(pool_path))
     searched = _child("search", note, db=str(db), embedder=options.embedder,
                       questions=questions, limit=options.limit)  # fmt: skip
-    loaded = _load(options, str(db), f"sqlite-{size}", questions, note)
+    loaded, capacity = _load(options, str(db), f"sqlite-{size}", questions, note)
     return SizeResult(
         size=size,
         build=build,
@@ -212,6 +222,7 @@ def _one_size(
         ann=size >= ANN_MIN_ROWS and ann_available(),
         reused_build=reused,
         load=loaded,
+        capacity=capacity,
     )
 
 
@@ -245,20 +256,21 @@ def _one_size_postgres(
     indexed = _child("index", note, db=dsn, pool_path=str(pool_path))
     searched = _child("search", note, db=dsn, embedder=options.embedder,
                       questions=questions, limit=options.limit)  # fmt: skip
-    loaded = _load(options, dsn, f"postgres-{size}", questions, note)
+    loaded, capacity = _load(options, dsn, f"postgres-{size}", questions, note)
     table, index = sp.sizes(dsn)
     return SizeResult(size=size, build=build, index=indexed, search=searched,
                       file_bytes=table, index_bytes=index, ann=True, reused_build=reused,
-                      backend="postgres", load=loaded)  # fmt: skip
+                      backend="postgres", load=loaded, capacity=capacity)  # fmt: skip
 
 
 def _load(options: ScaleOptions, db: str, name: str, questions: list[str],
-          note: Progress) -> tuple[dict[str, Any], ...]:  # fmt: skip
-    """Searches through ``recalld serve`` on the store at each client count of ``options``."""
+          note: Progress) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:  # fmt: skip
+    """Searches through ``recalld serve`` on the store at each client count of ``options``,
+    then the capacity search at the most clients."""
     from recalld.bench import load
 
     if not options.clients:
-        return ()
+        return (), None
     note(f"starting recalld serve for the load ({name})", 0, 0)
     env = load.server_env(db, options.embedder, options.workdir,
                           RECALLD_CACHE_DIR=str(options.workdir / "serve-cache"))  # fmt: skip
@@ -272,7 +284,15 @@ def _load(options: ScaleOptions, db: str, name: str, questions: list[str],
                 url, clients, options.load_seconds, questions, limit=options.limit
             )  # searches only: the store stays as built
             rows.append(row)
-    return tuple(rows)
+        found = None
+        if options.p99_ms:
+            top = max(rows, key=lambda r: r["clients"])
+            note(f"load: the rate {top['clients']} clients hold within p99 "
+                 f"{options.p99_ms:g} ms ({name})", 0, 0)  # fmt: skip
+            found = load.capacity(url, top["clients"], options.load_seconds, questions,
+                                  options.p99_ms, top["searches_per_s"],
+                                  options.capacity_steps, limit=options.limit)  # fmt: skip
+    return tuple(rows), found
 
 
 def _redacted(dsn: str | None) -> str | None:

@@ -39,6 +39,10 @@ from recalld.errors import RecalldError
 @click.option(
     "--load-seconds", default=10.0, show_default=True, help="How long each client count runs."
 )
+@click.option("--p99-ms", default=150.0, show_default=True,
+              help="Then find the highest rate of searches the server holds at the "
+                   "most clients with p99 within this many ms (four more runs); 0 skips "
+                   "it.")  # fmt: skip
 @click.option("--rebuild", is_flag=True, help="Rebuild stores a previous run left in --workdir.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
 @click.option("--report", "report_dir", type=click.Path(file_okay=False),
@@ -46,7 +50,8 @@ from recalld.errors import RecalldError
 @click.pass_context
 def scale(ctx: click.Context, sizes: str, queries: int, workdir: str, data: str,
           embedder: str | None, pool_size: int, seed: int, backends: str,
-          postgres_dsn: str | None, clients: str, load_seconds: float, rebuild: bool,
+          postgres_dsn: str | None, clients: str, load_seconds: float, p99_ms: float,
+          rebuild: bool,
           as_json: bool,
           report_dir: str | None) -> None:  # fmt: skip
     """Time builds and searches on synthetic stores of growing size (from real turns)."""
@@ -64,6 +69,7 @@ def scale(ctx: click.Context, sizes: str, queries: int, workdir: str, data: str,
                                embedder=spec, pool_size=pool_size, seed=seed,
                                rebuild=rebuild, postgres=postgres_dsn,
                                clients=parse_clients(clients), load_seconds=load_seconds,
+                               p99_ms=p99_ms,
                                backends=tuple(b.strip() for b in backends.split(",")
                                               if b.strip()))  # fmt: skip
         source = scale_corpus.read_sources(Path(data))

@@ -173,9 +173,10 @@ def test_a_server_runs_at_most_its_search_turns_at_once(tmp_path: Path, turns: i
     settings = Settings(db=tmp_path / "memory.db", cache_dir=None, embedder="fake",
                         http_search_concurrency=turns)  # fmt: skip
     app = create_app(settings, embedder=embedder)
-    with uvicorn_thread(app, "127.0.0.1", 0) as port, httpx.Client(
-        base_url=f"{LOCAL}:{port}", timeout=30
-    ) as http:
+    with (
+        uvicorn_thread(app, "127.0.0.1", 0) as port,
+        httpx.Client(base_url=f"{LOCAL}:{port}", timeout=30) as http,
+    ):
         assert http.post("/v1/memories", json={"content": "a memory"}).status_code == 201
         calls = [("/v1/search" if n % 2 else "/v1/context", {"query": f"question {n}"})
                  for n in range(6)]  # fmt: skip

@@ -222,13 +222,19 @@ _PARAM = re.compile(r"%\((\w+)\)s")
 
 
 def search_rows_sql(
-    blocks: Sequence[tuple[str, Params]], *, vectors: bool, radius: int, depth: int
+    blocks: Sequence[tuple[str, Params]],
+    *,
+    vectors: bool,
+    radius: int,
+    depth: int,
+    rows_depth: int,
 ) -> tuple[str, Params]:
     """ONE statement for :meth:`Store.search_rows`: each request's :func:`candidates_sql`
     (``blocks``, parameters renamed apart) as ``hit`` rows, the session neighbours of the
     first request's candidates ranked within ``depth`` as ``near`` rows (``channel`` = whose
-    neighbour, ``n`` = offset), and the memory row of every candidate and neighbour as
-    ``row`` rows (with the vector when asked). Needs ``%(namespaces)s``.
+    neighbour, ``n`` = offset), and as ``row`` rows the memory row of every neighbour and of
+    every candidate ranked within ``rows_depth`` in some channel (with its vector when
+    asked). Needs ``%(namespaces)s``.
 
     Columns: kind, req, channel, n, id, score, then :data:`SELECT_COLUMNS` and the vector.
     """
@@ -246,7 +252,7 @@ def search_rows_sql(
     # out of TOAST and sent.
     embedding = ("CASE WHEN m.id IN (SELECT id FROM hits) THEN m.embedding END" if vectors
                  else "NULL::vector")  # fmt: skip
-    params.update(radius=radius, depth=depth)
+    params.update(radius=radius, depth=depth, rows_depth=rows_depth)
     sql = f"""
 WITH hits AS ({hits}),
 near AS (SELECT DISTINCT id FROM hits WHERE req = 0 AND n <= %(depth)s AND %(radius)s > 0),
@@ -262,7 +268,7 @@ pairs AS (
     JOIN members o ON o.namespace = c.namespace AND o.session_id = c.session_id
         AND o.rn <> c.rn AND abs(o.rn - c.rn) <= %(radius)s
     WHERE c.id IN (SELECT id FROM near)),
-wanted AS (SELECT id FROM hits UNION SELECT other FROM pairs)
+wanted AS (SELECT id FROM hits WHERE n <= %(rows_depth)s UNION SELECT other FROM pairs)
 SELECT 'row' AS kind, NULL::int AS req, NULL::text AS channel, (m.namespace = %(tenant)s)::int
     AS n, m.id, NULL::float8 AS score, {SELECT_COLUMNS}, {embedding}
     FROM memories m WHERE m.id IN (SELECT id FROM wanted) AND m.namespace = ANY(%(namespaces)s)

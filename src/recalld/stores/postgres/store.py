@@ -44,6 +44,13 @@ from recalld.text import has_cjk
 
 POOL_MAX = 8
 """Connections a store handle keeps at most (one per concurrently busy thread)."""
+ROWS_DEPTH = 50
+"""A search's one statement also returns the rows (and vectors) of the candidates ranked
+within this in some channel, and of the top candidates' session neighbours; the pipeline
+reads the few others it keeps in one or two more single-statement lookups. Rows cost the
+client more than those round trips: reading every candidate's row (about 1,000 with the
+neighbours of all 200 of the first channel list) took a 10k search 107 ms on average,
+reading these 39-46 ms (docs/postgres.md)."""
 EF_SEARCH = 100
 """HNSW candidates examined per vector search (pgvector's default is 40); see
 docs/design/architecture.md for the recall measured against exact search."""
@@ -487,7 +494,7 @@ class PostgresStore:
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         if not ids:
             return []
-        with self._conn() as conn:
+        with self._read() as conn:  # a search's reads: no BEGIN / COMMIT round trips
             return self._get_many(conn, ids)
 
     def _get_many(self, conn: psycopg.Connection[Any], ids: Sequence[str]) -> list[Memory]:
@@ -504,7 +511,7 @@ class PostgresStore:
     ) -> dict[str, list[tuple[str, int]]]:
         if not ids or radius < 1:
             return {}
-        with self._conn() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 "SELECT m.id, m.namespace, m.session_id FROM memories m"
                 " WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id"
@@ -517,7 +524,7 @@ class PostgresStore:
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         if not ids:
             return {}
-        with self._conn() as conn:
+        with self._read() as conn:
             rows = conn.execute(
                 "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND namespace = ANY(%s)"
                 " AND embedding IS NOT NULL ORDER BY namespace = %s",
@@ -615,12 +622,9 @@ class PostgresStore:
     ) -> SearchRows:
         """One statement, sent in one round trip (autocommit: no BEGIN / COMMIT)."""
         blocks = [self._candidates_sql(r) for r in requests]
-        # Neighbours of every candidate of the first request, not only those within the
-        # depth: in the database they cost little, and no later round trip is needed.
-        depth = max([neighbor_depth, *(_limit(r) for r in requests[:1])])
         sql, values = q.search_rows_sql([b for b in blocks if b[0]], vectors=vectors,
-                                        radius=max(neighbor_radius, 0),
-                                        depth=depth)  # fmt: skip
+                                        radius=max(neighbor_radius, 0), depth=neighbor_depth,
+                                        rows_depth=ROWS_DEPTH)  # fmt: skip
         values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
         with self._read() as conn:
             try:
@@ -634,7 +638,7 @@ class PostgresStore:
                     f"the query vector's dimensions differ from the store's vectors ({exc})"
                 ) from exc
         return _search_rows(requests, [bool(b[0]) for b in blocks], rows, vectors,
-                            neighbor_radius, depth)  # fmt: skip
+                            neighbor_radius, neighbor_depth)  # fmt: skip
 
     def stats(self) -> StoreStats:
         with self._conn() as conn:
@@ -873,12 +877,6 @@ def _set_meta(conn: psycopg.Connection[Any], key: str, value: str) -> None:
         " SET value = excluded.value",
         (key, value),
     )
-
-
-def _limit(request: CandidateRequest) -> int:
-    """The largest rank a request's channels can give."""
-    return max(request.semantic_limit, request.window_semantic_limit, request.bm25_limit,
-               request.entity_limit, request.temporal_limit)  # fmt: skip
 
 
 def _channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:

@@ -66,7 +66,8 @@ def cosines(matrix: npt.NDArray[np.float32], query: Vector) -> npt.NDArray[np.fl
     server pays it on every search. ``einsum`` on one thread is as fast as BLAS on two here
     (0.8 ms at 10k x 384, 6.7 against 8.2 ms at 100k) and leaves the other core alone.
     """
-    return np.einsum("ij,j->i", matrix, query)
+    scores: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, query)
+    return scores
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,8 @@ class Run:
     """False when the PostgreSQL server is the run's own (its folder goes at the end)."""
     checks: list[Check] = field(default_factory=list)
     load: list[dict[str, Any]] = field(default_factory=list)
+    held: list[dict[str, Any]] = field(default_factory=list)
+    """The capacity searches (:func:`recalld.bench.load.capacity`), one per backend."""
     databases: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
 

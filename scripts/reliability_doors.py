@@ -85,8 +85,10 @@ def _http_clients(run: Run, backend: str, clients: int, rounds: int) -> None:
 # -- the load figure ------------------------------------------------------------------------
 
 
-def load_figure(run: Run, size: int, seconds: float, levels: tuple[int, ...]) -> None:
-    """Searches/s and latency percentiles at each client count, adds mixed in (1 in 10)."""
+def load_figure(run: Run, size: int, seconds: float, levels: tuple[int, ...],
+                p99_ms: float = 150.0, held_at: int = 32) -> None:  # fmt: skip
+    """Searches/s and latency percentiles at each client count, adds mixed in (1 in 10);
+    then the highest rate ``held_at`` clients on a schedule keep within ``p99_ms``."""
     rng = random.Random(run.seed)
     queries = [f"{rng.choice(text('q', i).split()[3:9])} {text('q', i).split()[5]} berth {i}"
                for i in range(200)]  # fmt: skip
@@ -109,6 +111,16 @@ def load_figure(run: Run, size: int, seconds: float, levels: tuple[int, ...]) ->
                 row = run.load[-1]
                 run.say(f"{backend} {level} clients: {row['searches_per_s']:.0f} searches/s, "
                         f"p99 {row['p99_ms']:.0f} ms, errors {row['errors']}")  # fmt: skip
+            closed = next((r for r in run.load if r["backend"] == backend
+                           and r["clients"] == held_at), None)  # fmt: skip
+            if closed is not None:
+                ceiling = closed["requests"] / closed["seconds"]
+                found = load.capacity(url, held_at, seconds, queries, p99_ms, ceiling,
+                                      new_memory=lambda n, i: text(f"c{n}", i))  # fmt: skip
+                run.held.append({"backend": backend, "memories": size, **found})
+                best = found["best"] or {"searches_per_s": 0.0}
+                run.say(f"{backend}: {best['searches_per_s']:.0f} searches/s held within p99 "
+                        f"{p99_ms:g} ms at {held_at} clients")  # fmt: skip
 
 
 def _load_level(url: str, backend: str, size: int, level: int, seconds: float,

@@ -173,18 +173,20 @@ def capacity(
     ceiling: float,
     steps: int = 4,
     limit: int = 10,
+    new_memory: Callable[[int, int], str] | None = None,
 ) -> dict[str, Any]:
-    """The highest rate of searches (per second, ``clients`` sending on a schedule) whose
-    p99 stays within ``p99_ms`` with no error: a bisection between 0 and ``ceiling`` (the
-    searches/s of a closed loop, which no schedule can beat) in ``steps`` tries of
-    ``seconds`` each. Returns the best try that held (``None`` if none did) and every try.
+    """The highest rate of requests (per second, ``clients`` sending on a schedule) whose
+    searches' p99 stays within ``p99_ms`` with no error: a bisection between 0 and
+    ``ceiling`` (the rate of a closed loop, which no schedule can beat) in ``steps`` tries
+    of ``seconds`` each, adds mixed in as :func:`measure` mixes them. Returns the best try
+    that held (``None`` if none did) and every try.
     """
     low, high = 0.0, ceiling
     tries: list[dict[str, Any]] = []
     best: dict[str, Any] | None = None
     rate = ceiling * 0.8
     for _ in range(steps):
-        row = measure(url, clients, seconds, queries, limit=limit, rate=rate)
+        row = measure(url, clients, seconds, queries, new_memory, limit=limit, rate=rate)
         held = row["p99_ms"] <= p99_ms and row["errors"] == 0 and row["searches_per_s"] > 0
         tries.append({**row, "held": held})
         if held:

@@ -34,14 +34,19 @@ class Fused:
 
 
 def rrf(
-    lists: Sequence[RankedList], k: int = 60, bonus_first: float = 0.05, bonus_top3: float = 0.02
+    lists: Sequence[RankedList],
+    k: int = 60,
+    bonus_first: float = 0.05,
+    bonus_top3: float = 0.02,
+    keep: int | None = None,
 ) -> list[Fused]:
     """Weighted reciprocal rank fusion with QMD's top-rank bonus.
 
     ``score = sum(weight / (k + rank))`` over the lists a memory appears in, plus
     ``bonus_first`` (rank 1) or ``bonus_top3`` (ranks 2-3) for its best rank in an
     original-query list. Shares are summed exactly (``math.fsum``) and ties break by memory
-    id, so neither the score nor the order depends on the order of the lists.
+    id, so neither the score nor the order depends on the order of the lists. ``keep``:
+    only the first that many are returned (the rest are never made).
     """
     parts: dict[str, dict[str, float]] = {}
     best: dict[str, int] = {}  # the best rank <= 3 in an original list: all the bonus needs
@@ -63,7 +68,7 @@ def rrf(
             parts[memory_id]["top_rank_bonus"] = bonus
     ordered = sorted(((math.fsum(s.values()), m) for m, s in parts.items()),
                      key=lambda pair: (-pair[0], pair[1]))  # fmt: skip
-    return [_fused(m, score, parts[m]) for score, m in ordered]
+    return [_fused(m, score, parts[m]) for score, m in ordered[:keep]]
 
 
 def linear(lists: Sequence[RankedList], weights: Mapping[str, float]) -> list[Fused]:

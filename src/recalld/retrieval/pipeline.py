@@ -133,8 +133,9 @@ def search(
                                expanded.query_vector if expanded else None)  # fmt: skip
     lists += expanded.lists if expanded else ()
     lists, signal = trust_words(lists, config)
-    fused = fuse(lists, config)
-    fused = fused[: max(config.min_adjust, sized_for(request, config) * config.adjust_depth)]
+    fused = fuse(
+        lists, config, max(config.min_adjust, sized_for(request, config) * config.adjust_depth)
+    )
     memories = _rows(store, rows, [f.memory_id for f in fused])
     if models is not None:
         fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
@@ -534,12 +535,12 @@ def trust_words(
     return lists, None
 
 
-def fuse(lists: list[RankedList], config: RetrievalConfig) -> list[Fused]:
-    """Stage 4."""
+def fuse(lists: list[RankedList], config: RetrievalConfig, keep: int) -> list[Fused]:
+    """Stage 4: the first ``keep`` of the fused ranking."""
     if config.fusion == "linear":
         weights = {"semantic": config.vector_weight, "bm25": config.text_weight}
-        return linear(lists, {**config.channel_weights, **weights})
-    return rrf(lists, config.rrf_k, config.rank_bonus_first, config.rank_bonus_top3)
+        return linear(lists, {**config.channel_weights, **weights})[:keep]
+    return rrf(lists, config.rrf_k, config.rank_bonus_first, config.rank_bonus_top3, keep)
 
 
 def _cosines(lists: Sequence[RankedList], calibration: Calibration) -> dict[str, float]:

@@ -12,8 +12,9 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
@@ -53,6 +54,29 @@ def machine_busy() -> bool:
     except (AttributeError, OSError):  # no load average on this platform
         return False
     return load - own_load() >= (os.cpu_count() or 1) / 2
+
+
+_in_flight = 0
+_in_flight_lock = threading.Lock()
+
+
+@contextmanager
+def searching() -> Iterator[None]:
+    """Count a search in flight in this process while the block runs (see :func:`alone`)."""
+    global _in_flight
+    with _in_flight_lock:
+        _in_flight += 1
+    try:
+        yield
+    finally:
+        with _in_flight_lock:
+            _in_flight -= 1
+
+
+def alone() -> bool:
+    """Whether at most one search (the caller's own) is in flight in this process: a server
+    answering several at once has none of its cores to spare for one of them."""
+    return _in_flight <= 1
 
 
 class LazyPool:

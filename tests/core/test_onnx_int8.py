@@ -10,8 +10,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from recalld import threads
 from recalld.config import load_settings
-from recalld.providers.embedders import Embedder, resolve_embedder
+from recalld.providers.embedders import Embedder, resolve_embedder, sharing_cores
 from recalld.providers.onnx import OnnxEmbedder
 from recalld.providers.onnx_int8 import int8_query_graph
 
@@ -172,16 +173,35 @@ def test_the_packaged_model_embeds_queries_in_int8(
         assert np.isclose(np.linalg.norm(int8), 1.0, atol=1e-5)
 
 
-def test_queries_run_on_one_thread_that_does_not_spin(local_embedder: Embedder) -> None:
-    """A query runs on one thread that does not spin (a spinning pool takes the core the rest
-    of the search needs, docs/ingest.md), and every query reuses that one session."""
+def test_queries_spread_over_the_cores_only_when_the_search_has_them_alone(
+    local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query runs on onnxruntime's default pool only when no other search of this process
+    is in flight, no other thread of its own search works and the machine is not busy;
+    otherwise on one thread that does not spin (a spinning pool takes the core the others
+    need, docs/ingest.md). The vectors are exactly the same either way."""
     assert isinstance(local_embedder, OnnxEmbedder)
-    session = local_embedder._query()
-    options = session.get_session_options()
+    spread, single = local_embedder._query(spread=True), local_embedder._query(spread=False)
+    assert spread is not single
+    options = single.get_session_options()
     assert options.intra_op_num_threads == 1
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
-    local_embedder.embed_query(QUERIES[0])
-    assert local_embedder._query() is session
+    assert spread.get_session_options().intra_op_num_threads == 0  # onnxruntime decides
+    monkeypatch.setattr(threads, "machine_busy", lambda: False)
+    with threads.searching():
+        assert local_embedder._query() is spread
+        with sharing_cores():  # another thread of this search works meanwhile
+            assert local_embedder._query() is single
+        with threads.searching():  # a second search in flight
+            assert local_embedder._query() is single
+        monkeypatch.setattr(threads, "machine_busy", lambda: True)
+        assert local_embedder._query() is single
+    vectors = {}
+    for state, session in (("spread", spread), ("single", single)):
+        local_embedder._query_sessions = {True: session, False: session}
+        vectors[state] = np.stack([local_embedder.embed_query(q) for q in QUERIES])
+    local_embedder._query_sessions = {True: spread, False: single}
+    np.testing.assert_array_equal(vectors["spread"], vectors["single"])
 
 
 def test_a_query_longer_than_the_window_runs_in_int8_too(

@@ -6,6 +6,7 @@ import os
 import signal
 import time
 from collections import deque
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,26 @@ def test_a_pool_runs_work_again_in_a_forked_child() -> None:
         os.waitpid(child, 0)
         pytest.fail("the forked child's pool never ran the work")
     assert os.waitstatus_to_exitcode(found[1]) == 0
+
+
+def test_a_search_counts_itself_in_flight(tmp_path: Path) -> None:
+    """While a search runs, the process knows it is in flight (so that a query embeds on
+    the cores it has alone), and knows when a second one is; after, none is."""
+    import recalld
+    from recalld.providers.embedders import FakeEmbedder, Vectors
+
+    seen: list[tuple[int, bool]] = []
+
+    class Watching(FakeEmbedder):
+        def embed_query(self, text: str) -> Vectors:
+            if text == "harbour crane":  # the search's own query (not the calibration's)
+                seen.append((threads._in_flight, threads.alone()))
+            return super().embed_query(text)
+
+    with recalld.open(tmp_path / "m.db", embedder=Watching()) as engine:
+        engine.add("a memory about the harbour crane")
+        engine.search("harbour crane")
+        with threads.searching():  # another search of this process in flight
+            engine.search("harbour crane")
+    assert seen == [(1, True), (2, False)]
+    assert threads._in_flight == 0 and threads.alone()

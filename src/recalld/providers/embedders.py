@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +21,25 @@ if TYPE_CHECKING:
     from recalld.config import Settings
 
 Vectors = npt.NDArray[np.float32]
+
+_sharing_cores: ContextVar[bool] = ContextVar("recalld_sharing_cores", default=False)
+
+
+@contextmanager
+def sharing_cores() -> Iterator[None]:
+    """Embed on one thread inside this block: the caller runs other work on another thread
+    meanwhile (a search reading its word channels), so an embedder with a choice of thread
+    pools leaves the other cores to it."""
+    token = _sharing_cores.set(True)
+    try:
+        yield
+    finally:
+        _sharing_cores.reset(token)
+
+
+def cores_shared() -> bool:
+    """Whether this thread is inside :func:`sharing_cores`."""
+    return _sharing_cores.get()
 
 
 @dataclass(frozen=True)

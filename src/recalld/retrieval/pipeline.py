@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from recalld.providers.embedders import Embedder
+from recalld.providers.embedders import Embedder, sharing_cores
 from recalld.records import (
     ChannelHit,
     Granularity,
@@ -55,7 +55,7 @@ from recalld.retrieval.sessions import (
 from recalld.retrieval.updates import follow_updates
 from recalld.stores.base import CandidateRequest, ChannelCandidate, SearchRows, Store, Vector
 from recalld.text import keywords, words
-from recalld.threads import LazyPool
+from recalld.threads import LazyPool, searching
 
 CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
 
@@ -109,6 +109,18 @@ def search(
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;
     9. explain: traces are built from the numbers stages 3-7 recorded.
     """
+    with searching():
+        return _search(store, embedder, request, config, now, models)
+
+
+def _search(
+    store: Store,
+    embedder: Embedder,
+    request: SearchRequest,
+    config: RetrievalConfig,
+    now: datetime,
+    models: Models | None,
+) -> SearchResult:
     started = time.perf_counter()
     reference = request.as_of or now
     calibration = calibrate(embedder)
@@ -486,7 +498,9 @@ def read_candidates(
     words_requests = [words_part, *requests[1:]] if words_part else list(requests[1:])
 
     def by_vector_here() -> SearchRows:
-        return store.search_rows([replace(vector_part, query_vector=embed())], **flags)
+        with sharing_cores():
+            vector = embed()
+        return store.search_rows([replace(vector_part, query_vector=vector)], **flags)
 
     by_vector, (by_words,) = _word_threads.run_beside(
         by_vector_here, [partial(store.search_rows, words_requests, **flags)]

@@ -241,6 +241,7 @@ def _postgres_floors(dsn: str, model: Any, questions: list[str]) -> dict[str, An
                 return []
             ctes, params = bm25_ctes(query, "m.forgotten_at IS NULL")
             return conn.execute(f"WITH {', '.join(ctes)} SELECT id FROM bm25",
-                                {**params, "bm25_limit": FLOOR_LIMIT}).fetchall()  # fmt: skip
+                                {**params, "bm25_limit": FLOOR_LIMIT,
+                                 "namespaces": ["default"]}).fetchall()  # fmt: skip
 
         return {"vector_floor": _timed(questions, vector), "text_floor": _timed(questions, text)}

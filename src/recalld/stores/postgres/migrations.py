@@ -272,6 +272,99 @@ def m005_lex_rows(cur: Any) -> None:
     )
 
 
+def m006_tenant_words(cur: Any) -> None:
+    """A tenant's word channel reads and counts only the namespaces its search may see.
+
+    - ``recalld_lex_keys(namespace, tokens)`` is a row's tokens plus one key for its
+      namespace (a control character no FTS5 token holds, then the name); a GIN index on it
+      replaces the one on the tokens alone. ``recalld_lex_rows(token, namespaces)`` asks it
+      for the rows holding both the token and a namespace's key: GIN's scan of two
+      required keys skips through the long list of a common word using the short one of a
+      small tenant, so a tenant's word reads cost what its own rows cost, not the table's.
+    - ``lexical_stats`` keeps its delta rows per namespace, so that N and the mean length
+      are the visible namespaces' too: BM25 over a tenant's own memories, which another
+      tenant's words can neither read nor shift (before, the rows counted were the visible
+      ones only under Row-Level Security, and N was always the table's).
+    """
+    cur.execute(
+        "CREATE OR REPLACE FUNCTION recalld_lex_keys(namespace text, tokens text[])"
+        " RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE"
+        " AS $$ SELECT array_append(tokens, E'\\x01' || namespace) $$"
+    )
+    cur.execute("CREATE INDEX IF NOT EXISTS memories_ns_lex ON memories"
+                " USING gin (recalld_lex_keys(namespace, lex_tokens))")  # fmt: skip
+    cur.execute("DROP INDEX IF EXISTS memories_lex")
+    cur.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION recalld_lex_rows(token text, namespaces text[])
+        RETURNS TABLE (
+            pk bigint, id text, namespace text, ref_time double precision,
+            forgotten_at double precision, superseded_by text, project text, scope text,
+            session_id text, type text, tags text[], lex_length integer, lex_tokens text[])
+        LANGUAGE sql STABLE
+        SET enable_seqscan = off SET work_mem = '64MB'
+        AS $$ SELECT {", ".join(f"m.{c.strip()}" for c in LEX_ROWS_COLUMNS.split(","))}
+              FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m
+                  WHERE recalld_lex_keys(m.namespace, m.lex_tokens)
+                      @> ARRAY[$1, E'\\x01' || v.ns]) m $$
+        """
+    )
+    cur.execute("ALTER TABLE lexical_stats ADD COLUMN IF NOT EXISTS namespace text NOT NULL"
+                " DEFAULT ''")  # fmt: skip
+    cur.execute("DELETE FROM lexical_stats")
+    cur.execute("ALTER TABLE memories NO FORCE ROW LEVEL SECURITY")  # every tenant's rows
+    cur.execute("INSERT INTO lexical_stats (namespace, rows, tokens) SELECT namespace, count(*),"
+                " coalesce(sum(lex_length), 0) FROM memories GROUP BY namespace")  # fmt: skip
+    cur.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
+    cur.execute("CREATE INDEX IF NOT EXISTS lexical_stats_ns ON lexical_stats (namespace)")
+    added = "SELECT namespace, count(*) AS r, coalesce(sum(lex_length), 0) AS t FROM new_rows"
+    gone = "SELECT namespace, -count(*) AS r, -coalesce(sum(lex_length), 0) AS t FROM old_rows"
+    for event, deltas in (
+        ("insert", f"{added} GROUP BY namespace"),
+        ("delete", f"{gone} GROUP BY namespace"),
+        ("update", f"{added} GROUP BY namespace UNION ALL {gone} GROUP BY namespace"),
+    ):
+        cur.execute(
+            f"""
+            CREATE OR REPLACE FUNCTION recalld_lexical_stats_{event}() RETURNS trigger
+            LANGUAGE plpgsql AS $$
+            DECLARE
+                written bigint;
+                last bigint;
+            BEGIN
+                IF NOT EXISTS (SELECT 1 FROM ({deltas}) d
+                               GROUP BY namespace HAVING sum(r) <> 0 OR sum(t) <> 0) THEN
+                    RETURN NULL;  -- nothing changed (and nothing is written)
+                END IF;
+                INSERT INTO lexical_stats (namespace, rows, tokens)
+                    SELECT namespace, sum(r), sum(t) FROM ({deltas}) d
+                    GROUP BY namespace HAVING sum(r) <> 0 OR sum(t) <> 0;
+                GET DIAGNOSTICS written = ROW_COUNT;
+                IF written = 0 THEN
+                    RETURN NULL;
+                END IF;
+                last := currval(pg_get_serial_sequence('lexical_stats', 'id'));
+                IF last / {LEXICAL_STATS_COMPACT} <> (last - written) / {LEXICAL_STATS_COMPACT}
+                        AND pg_try_advisory_xact_lock(hashtext('recalld_lexical_stats')) THEN
+                    WITH gone AS (DELETE FROM lexical_stats RETURNING namespace, rows, tokens)
+                    INSERT INTO lexical_stats (namespace, rows, tokens)
+                        SELECT namespace, sum(rows), sum(tokens) FROM gone GROUP BY namespace;
+                END IF;
+                RETURN NULL;
+            END $$
+            """
+        )
+        name = f"memories_lexical_{event}"
+        tables = {"insert": "NEW TABLE AS new_rows", "delete": "OLD TABLE AS old_rows",
+                  "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows"}[event]  # fmt: skip
+        cur.execute(f"DROP TRIGGER IF EXISTS {name} ON memories")
+        cur.execute(
+            f"CREATE TRIGGER {name} AFTER {event.upper()} ON memories REFERENCING {tables}"
+            f" FOR EACH STATEMENT EXECUTE FUNCTION recalld_lexical_stats_{event}()"
+        )
+    cur.execute("DROP FUNCTION IF EXISTS recalld_lexical_stats()")
+
+
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -279,6 +372,7 @@ MIGRATIONS: list[Migration] = [
     (3, "m003_api_keys", m003_api_keys),
     (4, "m004_fts5_words", m004_fts5_words),
     (5, "m005_lex_rows", m005_lex_rows),
+    (6, "m006_tenant_words", m006_tenant_words),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -84,9 +84,10 @@ def _f(value: float) -> str:
 
 def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
     """FTS5's ``bm25()`` of the ``query`` phrases (see :mod:`recalld.lexical`), higher is
-    better: CTEs ``lex_hit`` (every row holding a phrase's first token, whatever its
-    tenant, with each phrase's hits ``f{i}``, as FTS5 counts over its whole table; read
-    through the GIN index by ``recalld_lex_rows``, migration 5, one read per phrase),
+    better: CTEs ``lex_hit`` (every row of the namespaces in ``%(namespaces)s`` holding a
+    phrase's first token, forgotten ones included as FTS5 counts them, with each phrase's
+    hits ``f{i}``; read through the namespace-led GIN index by ``recalld_lex_rows``,
+    migration 6, one read per phrase),
     ``lex_idf`` (the phrases' idf and the mean row length from ``lexical_stats``) and
     ``bm25`` (the rows ``where`` admits, ranked). Terms are summed in phrase order, in
     float8, as C does."""
@@ -122,7 +123,7 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     # counted 140k times in 20k rows, now 22k times; rows are then gathered per memory.
     parts = " UNION ALL ".join(
         f"SELECT m.pk, m.id, m.ref_time, m.lex_length, ({where}) AS ok, {i} AS i, {hit} AS f"
-        f" FROM recalld_lex_rows(ARRAY[%(lex_h{i})s::text]) m"
+        f" FROM recalld_lex_rows(%(lex_h{i})s::text, %(namespaces)s::text[]) m"
         for i, hit in enumerate(hits)
     )
     pivot = ", ".join(f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}"
@@ -131,7 +132,8 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
         f"lex_hit AS (SELECT id, ref_time, pk, lex_length::float8 AS dl, ok, {pivot}"
         f" FROM ({parts}) one GROUP BY pk, id, ref_time, lex_length, ok)",
         "lex_idf AS (SELECT s.total / s.n AS avgdl, " + idfs + " FROM (SELECT"
-        " sum(rows)::float8 AS n, sum(tokens)::float8 AS total FROM lexical_stats) s, (SELECT "
+        " sum(rows)::float8 AS n, sum(tokens)::float8 AS total FROM lexical_stats"
+        " WHERE namespace = ANY(%(namespaces)s)) s, (SELECT "
         + counts
         + f" FROM lex_hit h WHERE {any_hit}) d)",
         f"bm25 AS (SELECT h.id, {score} AS score, h.ref_time, h.pk FROM lex_hit h, lex_idf i"

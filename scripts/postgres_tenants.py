@@ -1,0 +1,149 @@
+"""PostgreSQL with many tenants in one database: what a tenant's search costs, and the vector
+channel's recall under the tenant filter (not a test).
+
+    PYTHONPATH=src .venv/bin/python scripts/postgres_tenants.py --admin DSN \\
+        [--size 1000000] [--tenants 1000] [--big 100000] [--queries 50] \\
+        [--data ../shared/benchmarks] [--workdir /tmp/scale] [--rebuild] [--json OUT.json]
+
+It builds, in the database ``recalld_scale_tenants_<size>_<tenants>`` of the admin DSN's
+server (kept for the next run unless ``--rebuild``), the scale corpus of ``recalld bench
+scale`` (memory *i* the same as there) spread over ``tenants`` namespaces: the first ``big``
+memories are tenant ``t0000``'s, the rest dealt in turn to ``t0001`` ...; one store handle
+loads them all in bulk (the vector index built once at the end). Then, for the big tenant
+and for a small one: the default hybrid search and a vector search through the facade (the
+tenant's own handle, the query embedded by the real model inside each timed call), p50 /
+p95 ms; and recall@10 of the vector channel (HNSW under the tenant filter) against exact
+cosine over the tenant's own vectors. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import recalld
+from recalld.bench import scale_corpus as sc
+from recalld.bench import scale_postgres as sp
+from recalld.config import Settings
+from recalld.providers.embedders import resolve_embedder
+from recalld.stores import open_store
+from recalld.stores.base import CandidateRequest, Tenancy, bulk_loading
+
+
+def tenant_of(i: int, big: int, tenants: int) -> str:
+    """The namespace memory ``i`` belongs to."""
+    return "t0000" if i < big else f"t{1 + (i - big) % (tenants - 1):04d}"
+
+
+def build(dsn: str, pool: sc.Pool, size: int, big: int, tenants: int, seed: int) -> float:
+    names = tuple(f"t{n:04d}" for n in range(tenants))
+    store = open_store(dsn, Tenancy("loader", names))
+    store.set_fingerprint(pool.fingerprint)
+    started = time.perf_counter()
+    with bulk_loading(store):
+        for start in range(0, size, sc.BLOCK):
+            stop = min(size, start + sc.BLOCK)
+            memories = [replace(m, namespace=tenant_of(start + k, big, tenants))
+                        for k, m in enumerate(sc.memories(pool, start, stop, seed,
+                                                          pool.fingerprint))]  # fmt: skip
+            store.insert(memories, sc.derived_vectors(pool, start, stop, seed))
+            print(f"built {stop:,} of {size:,} ({time.perf_counter() - started:.0f} s)",
+                  flush=True)  # fmt: skip
+    store.close()
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM ANALYZE memories")
+    return time.perf_counter() - started
+
+
+def timed(calls: list[Any]) -> dict[str, float]:
+    times = []
+    for call in calls:
+        began = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - began) * 1000)
+    return {"p50_ms": float(np.percentile(times, 50)), "p95_ms": float(np.percentile(times, 95))}
+
+
+def measure(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[str, Any]:
+    settings = Settings(db=dsn, cache_dir=None, embedder="local", tenant=tenant)
+    out: dict[str, Any] = {"tenant": tenant}
+    with recalld.open(settings=settings, embedder=embedder) as engine:
+        out["memories"] = engine.status().store.memories
+        for mode in ("hybrid", "vector"):
+            for q in questions[:5]:  # warm the connections and the caches
+                engine.search(q, limit=10, mode=mode)
+            out[mode] = timed([lambda q=q, m=mode: engine.search(q, limit=10, mode=m)
+                               for q in questions])  # fmt: skip
+    store = open_store(dsn, Tenancy(tenant))
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(dsn) as conn:
+        register_vector(conn)
+        rows = conn.execute("SELECT id, embedding FROM memories WHERE namespace = %s"
+                            " AND embedding IS NOT NULL", (tenant,)).fetchall()  # fmt: skip
+    ids = [r[0] for r in rows]
+    matrix = np.stack([np.asarray(r[1].to_numpy(), dtype=np.float32) for r in rows])
+    recalls = []
+    for question in questions:
+        vector = embedder.embed_query(question)
+        exact = {ids[i] for i in np.argsort(-(matrix @ vector), kind="stable")[:10]}
+        found = store.candidates(CandidateRequest(query_vector=vector, semantic_limit=10))
+        got = {c.memory_id for c in found.get("semantic", [])[:10]}
+        recalls.append(len(got & exact) / max(1, min(10, len(exact))))
+    store.close()
+    out["vector_recall_at_10"] = float(np.mean(recalls))
+    out["vector_recall_min"] = float(np.min(recalls))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--admin", required=True, help="admin DSN of the PostgreSQL server")
+    parser.add_argument("--size", type=int, default=1_000_000)
+    parser.add_argument("--tenants", type=int, default=1000)
+    parser.add_argument("--big", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--data", type=Path, default=Path("../shared/benchmarks"))
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/scale"))
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    source = sc.read_sources(args.data)
+    embedder = resolve_embedder("local")
+    pool = sc.build_pool(sc.snippets(source.turns), 3000, args.seed, embedder, args.workdir)
+    rng = np.random.default_rng(args.seed)
+    picked = rng.choice(len(source.questions), args.queries, replace=False)
+    questions = [source.questions[i] for i in sorted(picked)]
+    name = f"recalld_scale_tenants_{args.size}_{args.tenants}"
+    dsn = sp.database_dsn(args.admin, name)
+    load_before = os.getloadavg()
+    built = None
+    if args.rebuild or not sp.exists(args.admin, name):
+        sp.recreate(args.admin, name)
+        built = build(dsn, pool, args.size, args.big, args.tenants, args.seed)
+    small = tenant_of(args.big, args.big, args.tenants)
+    report = {"size": args.size, "tenants": args.tenants, "big": args.big,
+              "queries": args.queries, "build_s": built,
+              "results": [measure(dsn, t, questions, embedder) for t in ("t0000", small)],
+              "load_average": {"start": load_before, "end": os.getloadavg()},
+              "date": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}  # fmt: skip
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

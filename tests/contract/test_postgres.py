@@ -214,3 +214,26 @@ def test_postgres_start_and_stop_commands(tmp_path: Path) -> None:
     assert stopped.exit_code == 0 and "stopped" in stopped.output
     assert "no server" in CliRunner().invoke(cli, ["postgres", "stop", "--dir",
                                                    str(folder)]).output  # fmt: skip
+
+
+def test_a_tenant_with_a_small_share_examines_more_hnsw_candidates(pg_database: str) -> None:
+    """Under the tenant filter the graph search passes over other tenants' nodes: a tenant
+    holding a share s of the table examines EF_SEARCH / s candidates (at most
+    EF_SEARCH_MAX), set on each connection its store handle makes."""
+    from recalld.stores.postgres import PostgresStore
+    from recalld.stores.postgres.store import EF_SEARCH, EF_SEARCH_MAX, ef_search
+
+    assert ef_search(100, 100) == EF_SEARCH and ef_search(0, 100) == EF_SEARCH
+    assert ef_search(50, 100) == 2 * EF_SEARCH and ef_search(1, 10**6) == EF_SEARCH_MAX
+    for tenant, count in (("small", 1), ("large", 9)):
+        with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant=tenant),
+                          embedder=FakeEmbedder()) as engine:  # fmt: skip
+            engine.add_many([NewMemory(f"{tenant} memory {i}") for i in range(count)])
+    for tenant, expected in (("small", EF_SEARCH_MAX), ("large", 112)):
+        store = PostgresStore(pg_database, Tenancy(tenant))
+        try:
+            with store._conn() as conn:
+                found = conn.execute("SHOW hnsw.ef_search").fetchone()
+            assert found is not None and int(found[0]) == expected, tenant
+        finally:
+            store.close()

@@ -251,6 +251,22 @@ LEX_ROWS_COLUMNS = (
 every column a search filter reads (``queries.filter_sql``)."""
 
 
+def _lex_rows_function(arguments: str, rows: str) -> str:
+    """``CREATE OR REPLACE FUNCTION recalld_lex_rows(arguments)``: the columns of
+    :data:`LEX_ROWS_COLUMNS` of the rows ``rows`` (a FROM clause) gives, planned with
+    sequential scans off (see :func:`m005_lex_rows`)."""
+    columns = ", ".join(f"m.{c.strip()}" for c in LEX_ROWS_COLUMNS.split(","))
+    return f"""
+        CREATE OR REPLACE FUNCTION recalld_lex_rows({arguments}) RETURNS TABLE (
+            pk bigint, id text, namespace text, ref_time double precision,
+            forgotten_at double precision, superseded_by text, project text, scope text,
+            session_id text, type text, tags text[], lex_length integer, lex_tokens text[])
+        LANGUAGE sql STABLE
+        SET enable_seqscan = off SET work_mem = '64MB'
+        AS $$ SELECT {columns} {rows} $$
+        """
+
+
 def m005_lex_rows(cur: Any) -> None:
     """``recalld_lex_rows(tokens)``: the rows holding any of ``tokens``, read through the
     ``lex_tokens`` GIN index. The planner prefers a sequential scan once a query word is
@@ -258,18 +274,7 @@ def m005_lex_rows(cur: Any) -> None:
     at 100k rows) where the index reads the same rows in about 15 ms, so the function plans
     its one statement with sequential scans off and room for an exact bitmap (a function's
     ``SET`` binds only its own statement; Row-Level Security applies inside as outside)."""
-    cur.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION recalld_lex_rows(text[]) RETURNS TABLE (
-            pk bigint, id text, namespace text, ref_time double precision,
-            forgotten_at double precision, superseded_by text, project text, scope text,
-            session_id text, type text, tags text[], lex_length integer, lex_tokens text[])
-        LANGUAGE sql STABLE
-        SET enable_seqscan = off SET work_mem = '64MB'
-        AS $$ SELECT {", ".join(f"m.{c.strip()}" for c in LEX_ROWS_COLUMNS.split(","))}
-              FROM memories m WHERE m.lex_tokens && $1 $$
-        """
-    )
+    cur.execute(_lex_rows_function("text[]", "FROM memories m WHERE m.lex_tokens && $1"))
 
 
 def m006_tenant_words(cur: Any) -> None:
@@ -294,21 +299,12 @@ def m006_tenant_words(cur: Any) -> None:
     cur.execute("CREATE INDEX IF NOT EXISTS memories_ns_lex ON memories"
                 " USING gin (recalld_lex_keys(namespace, lex_tokens))")  # fmt: skip
     cur.execute("DROP INDEX IF EXISTS memories_lex")
-    cur.execute(
-        f"""
-        CREATE OR REPLACE FUNCTION recalld_lex_rows(token text, namespaces text[])
-        RETURNS TABLE (
-            pk bigint, id text, namespace text, ref_time double precision,
-            forgotten_at double precision, superseded_by text, project text, scope text,
-            session_id text, type text, tags text[], lex_length integer, lex_tokens text[])
-        LANGUAGE sql STABLE
-        SET enable_seqscan = off SET work_mem = '64MB'
-        AS $$ SELECT {", ".join(f"m.{c.strip()}" for c in LEX_ROWS_COLUMNS.split(","))}
-              FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m
-                  WHERE recalld_lex_keys(m.namespace, m.lex_tokens)
-                      @> ARRAY[$1, E'\\x01' || v.ns]) m $$
-        """
-    )
+    cur.execute("DROP FUNCTION IF EXISTS recalld_lex_rows(text[])")
+    cur.execute(_lex_rows_function(
+        "token text, namespaces text[]",
+        "FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m"
+        " WHERE recalld_lex_keys(m.namespace, m.lex_tokens) @> ARRAY[$1, E'\\x01' || v.ns]) m",
+    ))  # fmt: skip
     cur.execute("ALTER TABLE lexical_stats ADD COLUMN IF NOT EXISTS namespace text NOT NULL"
                 " DEFAULT ''")  # fmt: skip
     cur.execute("DELETE FROM lexical_stats")

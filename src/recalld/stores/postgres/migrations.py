@@ -325,20 +325,24 @@ def m006_tenant_words(cur: Any) -> None:
             CREATE OR REPLACE FUNCTION recalld_lexical_stats_{event}() RETURNS trigger
             LANGUAGE plpgsql AS $$
             DECLARE
+                spaces text[];
+                counts bigint[];
+                sizes bigint[];
                 written bigint;
                 last bigint;
             BEGIN
-                IF NOT EXISTS (SELECT 1 FROM ({deltas}) d
-                               GROUP BY namespace HAVING sum(r) <> 0 OR sum(t) <> 0) THEN
-                    RETURN NULL;  -- nothing changed (and nothing is written)
-                END IF;
-                INSERT INTO lexical_stats (namespace, rows, tokens)
-                    SELECT namespace, sum(r), sum(t) FROM ({deltas}) d
-                    GROUP BY namespace HAVING sum(r) <> 0 OR sum(t) <> 0;
-                GET DIAGNOSTICS written = ROW_COUNT;
-                IF written = 0 THEN
+                -- The deltas, aggregated once; a statement that changed nothing writes
+                -- nothing (and needs no right to write here).
+                SELECT array_agg(namespace), array_agg(r), array_agg(t)
+                    INTO spaces, counts, sizes
+                    FROM (SELECT namespace, sum(r) AS r, sum(t) AS t FROM ({deltas}) d
+                          GROUP BY namespace HAVING sum(r) <> 0 OR sum(t) <> 0) changed;
+                IF spaces IS NULL THEN
                     RETURN NULL;
                 END IF;
+                INSERT INTO lexical_stats (namespace, rows, tokens)
+                    SELECT * FROM unnest(spaces, counts, sizes);
+                written := cardinality(spaces);
                 last := currval(pg_get_serial_sequence('lexical_stats', 'id'));
                 IF last / {LEXICAL_STATS_COMPACT} <> (last - written) / {LEXICAL_STATS_COMPACT}
                         AND pg_try_advisory_xact_lock(hashtext('recalld_lexical_stats')) THEN

@@ -106,3 +106,66 @@ def bm25(
         f = float(phrase_hits(tokens, phrase))
         score += idf(rows, n) * (f * (K1 + 1.0) / (f + K1 * (1 - B + B * len(tokens) / avgdl)))
     return score
+
+
+def bm25_many(
+    texts: Sequence[str], query: Sequence[Sequence[str]], rows: int, total: int,
+    hits: Sequence[int],
+) -> list[float]:  # fmt: skip
+    """:func:`bm25` of each of ``texts``, tokenized by FTS5 in one batch: only the query's
+    tokens are read back (with their offsets, for phrases), and each text's length comes
+    from FTS5's own count. The SQLite store re-scores its word index's best rows with it."""
+    conn = _scorer()
+    wanted = sorted({token for phrase in query for token in phrase})
+    found: list[dict[int, str]] = [{} for _ in texts]
+    with conn:
+        conn.executemany("INSERT INTO s(rowid, c) VALUES (?, ?)", enumerate(texts))
+        lengths = {
+            doc: varints(size)[0] for doc, size in conn.execute("SELECT id, sz FROM s_docsize")
+        }
+        marks = ",".join("?" * len(wanted))
+        for doc, offset, term in conn.execute(
+            f"SELECT doc, offset, term FROM sv WHERE term IN ({marks})", wanted
+        ):
+            found[doc][offset] = stored(term)
+        conn.execute("INSERT INTO s(s) VALUES ('delete-all')")
+    avgdl = total / rows
+    scores = []
+    for doc, at in enumerate(found):
+        score = 0.0
+        norm = K1 * (1 - B + B * lengths.get(doc, 0) / avgdl)
+        for phrase, n in zip(query, hits, strict=True):
+            f = sum(all(at.get(o + i) == t for i, t in enumerate(phrase)) for o in at)
+            if f and n:
+                score += idf(rows, n) * (f * (K1 + 1.0) / (f + norm))
+        scores.append(score)
+    return scores
+
+
+def _scorer() -> sqlite3.Connection:
+    conn: sqlite3.Connection | None = getattr(_local, "scorer", None)
+    if conn is None:
+        conn = sqlite3.connect(":memory:")
+        conn.execute(f"CREATE VIRTUAL TABLE s USING fts5(c, tokenize='{FTS5_TOKENIZE}',"
+                     " content='')")  # fmt: skip
+        conn.execute("CREATE VIRTUAL TABLE sv USING fts5vocab(s, instance)")
+        _local.scorer = conn
+    return conn
+
+
+def varints(blob: bytes) -> list[int]:
+    """SQLite's varints (FTS5's row counts and sizes) read in order."""
+    out: list[int] = []
+    value = 0
+    length = 0
+    for byte in blob:
+        length += 1
+        if length == 9:  # the ninth byte gives all eight bits
+            out.append((value << 8) | byte)
+            value = length = 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            out.append((value << 7) | byte)
+            value = length = 0
+    return out

@@ -102,6 +102,8 @@ class SizeResult:
     capacity: dict[str, Any] | None = None
     """The highest rate held within the p99 target at the most clients, with every try
     (:func:`recalld.bench.load.capacity`)."""
+    words_bytes: int = 0
+    """The word index beside the store (``<db>.words``, SQLite past its threshold)."""
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,7 @@ def _one_size(
         search=searched,
         file_bytes=_size(db, "", "-wal"),
         index_bytes=_tree_size(Path(f"{db}.ann")),
+        words_bytes=_tree_size(Path(f"{db}.words")),
         ann=size >= ANN_MIN_ROWS and ann_available(),
         reused_build=reused,
         load=loaded,
@@ -346,9 +349,10 @@ def _child(target: str, note: Progress, **kwargs: Any) -> dict[str, Any]:
 
 
 def _remove_store(db: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
+    for suffix in ("", "-wal", "-shm", ".words.lock"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     shutil.rmtree(f"{db}.ann", ignore_errors=True)
+    shutil.rmtree(f"{db}.words", ignore_errors=True)
 
 
 def _size(db: Path, *suffixes: str) -> int:

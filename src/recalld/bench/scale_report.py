@@ -43,7 +43,7 @@ def _mb(value: float | None) -> str:
 def markdown(report: ScaleReport) -> str:
     """The report as Markdown: one row per size, then growth per 10x, then the setup."""
     lines = [
-        "| memories | backend | build s (insert/s) | store MB | ANN index MB |"
+        "| memories | backend | build s (insert/s) | store MB | ANN / word index MB |"
         " first search s: fresh / saved index | peak MB build / index / search |"
         " vector p50 / p95 ms | hybrid p50 / p95 ms | vector floor ms | text floor ms |"
         " embed ms |",
@@ -57,7 +57,8 @@ def markdown(report: ScaleReport) -> str:
                 if r.build.get("bulk_load") else "")  # fmt: skip
         lines.append(
             f"| {r.size:,} | {r.backend} | {r.build['build_s']:.1f} ({rate:,.0f}/s{bulk}) "
-            f"| {r.file_bytes / 2**20:,.0f} | {r.index_bytes / 2**20:,.0f} "
+            f"| {r.file_bytes / 2**20:,.0f} | {r.index_bytes / 2**20:,.0f} / "
+            f"{r.words_bytes / 2**20:,.0f} "
             f"| {r.index['first_search_s']:.2f} / {r.search['cold_start_s']:.2f} "
             f"| {' / '.join(_mb(p) for p in peaks)} "
             f"| {_ms(r, 'vector')} | {_ms(r, 'hybrid')} | {_floors(r)} | {_ms(r, 'embed')} |"
@@ -71,6 +72,7 @@ def markdown(report: ScaleReport) -> str:
         for key, label in (("vector", "recalld vector"), ("hybrid", "recalld hybrid")):
             ratios = ", ".join(f"x{g:.2f}" for g in growth(results, key))
             lines.append(f"- {label}: {ratios}")
+    lines += _agreement(report)
     lines += _load_table(report)
     fidelity = report.corpus["fidelity"]
     lines += [
@@ -96,6 +98,21 @@ def markdown(report: ScaleReport) -> str:
         lines.append(f"At {', '.join(loaded)} the fresh first search loaded an ANN index saved "
                      "by an earlier run instead of building it.")  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+def _agreement(report: ScaleReport) -> list[str]:
+    found = [(r, r.search["exact_agreement"]) for r in report.results
+             if r.search.get("exact_agreement")]  # fmt: skip
+    if not found:
+        return []
+    lines = ["", "Hybrid results against exact search (FTS5 BM25 over every matching row and "
+             "cosine over every vector), same questions:", "",
+             "| memories | backend | same list | same set | same top hit |",
+             "|---:|---|---:|---:|---:|"]  # fmt: skip
+    for r, a in found:
+        lines.append(f"| {r.size:,} | {r.backend} | {a['same_list']:.1%} | {a['same_set']:.1%} "
+                     f"| {a['same_top1']:.1%} |")  # fmt: skip
+    return lines
 
 
 def _load_table(report: ScaleReport) -> list[str]:

@@ -155,7 +155,11 @@ def search(
             report("phase", f"searching ({mode})")
             out[mode] = _timed(questions, partial(engine.search, limit=limit, mode=mode))
         out["embed"] = _timed(questions, model.embed_query)
+        tops = _tops(engine, questions, limit)
     out["peak_search_mb"] = peak_rss_mb()
+    if not is_dsn(db):
+        report("phase", "searching (exact BM25 and exact vectors, for agreement)")
+        out["exact_agreement"] = _exact_agreement(settings, model, questions, limit, tops)
     report("phase", "searching (floors)")
     del engine  # free the mirror before the floors load their own matrix
     if is_dsn(db):
@@ -164,6 +168,31 @@ def search(
     out["fts5"] = _fts5_floor(db, questions)
     out["numpy"] = _numpy_floor(db, model, questions)
     return out
+
+
+def _tops(engine: Any, questions: list[str], limit: int) -> list[list[str]]:
+    return [[hit.memory.id for hit in engine.search(q, limit=limit, mode="hybrid").hits]
+            for q in questions]  # fmt: skip
+
+
+def _exact_agreement(
+    settings: Any, model: Any, questions: list[str], limit: int, tops: list[list[str]]
+) -> dict[str, Any]:
+    """How often the hybrid results (``tops``, from the word index and the ANN index a large
+    store uses) are the ones exact BM25 (FTS5 over every matching row) and exact cosine (the
+    whole vector matrix) give: the same list, and the same set."""
+    import recalld
+    from recalld.stores.sqlite import SQLiteStore
+
+    with recalld.open(settings=settings, embedder=model) as engine:
+        assert isinstance(engine.store, SQLiteStore)
+        engine.store.search_exactly()
+        exact = _tops(engine, questions, limit)
+    pairs = list(zip(tops, exact, strict=True))
+    return {"questions": len(pairs), "limit": limit,
+            "same_list": sum(a == b for a, b in pairs) / len(pairs),
+            "same_set": sum(set(a) == set(b) for a, b in pairs) / len(pairs),
+            "same_top1": sum(a[:1] == b[:1] for a, b in pairs) / len(pairs)}  # fmt: skip
 
 
 def _timed(questions: list[str], call: Callable[[str], object]) -> dict[str, float]:

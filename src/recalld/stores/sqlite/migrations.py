@@ -345,6 +345,33 @@ def m009_api_keys(db: sqlite3.Connection) -> None:
     )
 
 
+def m010_word_changes(db: sqlite3.Connection) -> None:
+    """The log the word index beside a large store follows (``stores/sqlite/word_index``):
+    the pk of every row inserted, deleted or given new content, once an index exists (the
+    ``word_log`` key in ``meta``; until then nothing is written)."""
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS word_changes (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            pk INTEGER NOT NULL
+        );
+        CREATE TRIGGER IF NOT EXISTS word_changes_ai AFTER INSERT ON memories
+        WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'word_log') BEGIN
+            INSERT INTO word_changes (pk) VALUES (new.pk);
+        END;
+        CREATE TRIGGER IF NOT EXISTS word_changes_ad AFTER DELETE ON memories
+        WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'word_log') BEGIN
+            INSERT INTO word_changes (pk) VALUES (old.pk);
+        END;
+        CREATE TRIGGER IF NOT EXISTS word_changes_au AFTER UPDATE OF content, namespace
+        ON memories WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'word_log') BEGIN
+            INSERT INTO word_changes (pk) VALUES (new.pk);
+        END;
+        """,
+    )
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -356,6 +383,7 @@ MIGRATIONS: list[Migration] = [
     (7, "m007_tenants", m007_tenants),
     (8, "m008_session_position", m008_session_position),
     (9, "m009_api_keys", m009_api_keys),
+    (10, "m010_word_changes", m010_word_changes),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from recalld import threads
+from recalld import lexical, threads
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
 from recalld.records import ApiKey, Memory, MemoryFilter, Source
 from recalld.stores.base import (
@@ -39,10 +40,14 @@ from recalld.stores.base import (
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite import word_index
 from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
+from recalld.stores.sqlite.word_index import WordIndex, words_available
+
+log = logging.getLogger("recalld")
 
 _COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
@@ -53,6 +58,10 @@ _COLUMNS = (
 )
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
 _bm25_threads = threads.LazyPool(q.BM25_MAX_PARTS - 1, "recalld-bm25")
+WORDS_MARGIN = 10
+"""Word-index winners asked for beyond the limit (and a quarter of it): for the few that the
+filters hide (forgotten and superseded rows stay in the index, as in FTS5), and for rows that
+the index's rounded lengths put just below the limit where FTS5's exact score puts them in."""
 PARALLEL_READS_MIN_ROWS = 50_000
 """From this many rows (the largest ``pk``) a search reads the word channels on a second
 thread (:meth:`SQLiteStore.parallel_reads`) while the machine is not busy: BM25 then takes
@@ -212,6 +221,9 @@ class SQLiteStore:
         self._lazy: LazyAnn | None = None
         """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
         self._lazy_tried = False
+        self._words = (WordIndex(Path(self.path + ".words"))
+                       if self.path != ":memory:" and words_available() else None)  # fmt: skip
+        """The word index beside a large store (see word_index), when tantivy is installed."""
 
     def _connect(self, configure: bool = True) -> sqlite3.Connection:
         try:
@@ -273,16 +285,30 @@ class SQLiteStore:
     def _write(self) -> _Transaction:
         return _Transaction(self._db)
 
+    @contextmanager
+    def _write_words(self) -> Iterator[None]:
+        """A write that may change memories' words: the transaction, then the word index
+        brought up to date (built once the store is large enough; see word_index). The
+        write stands when that fails: the log keeps what the index still lacks."""
+        with self._write():
+            yield
+        if self._words is None:
+            return
+        try:
+            self._words.sync(self._db, self._rows_max())
+        except (OSError, ValueError, sqlite3.Error) as exc:
+            log.warning("the word index was not brought up to date (%s); FTS5 answers", exc)
+
     # -- writes --------------------------------------------------------------------------
 
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
-        with self._write():
+        with self._write_words():
             self._insert_rows(memories, vectors)
 
     def insert_unique(
         self, memories: Sequence[Memory], vectors: Vector | None, by_content: bool = True
     ) -> dict[str, str]:
-        with self._write():  # BEGIN IMMEDIATE: one writer at a time, across processes
+        with self._write_words():  # BEGIN IMMEDIATE: one writer at a time, across processes
             found = already_stored(memories, self.get_many, self.find_duplicates, by_content)
             keep = [i for i, match in enumerate(found) if match is None]
             self._insert_rows([memories[i] for i in keep],
@@ -324,7 +350,7 @@ class SQLiteStore:
     def replace(self, memory: Memory, vector: Vector | None) -> None:
         assignments = ", ".join(f"{c.strip()} = ?" for c in _COLUMNS.split(",")[1:])
         namespace = self.tenancy.namespace_for(memory.namespace)
-        with self._write():
+        with self._write_words():
             pk = self._pks([memory.id]).get(memory.id)
             if pk is None:
                 raise NotFoundError(f"unknown id: no memory with id {memory.id}")
@@ -353,7 +379,7 @@ class SQLiteStore:
         return found
 
     def forget(self, ids: Sequence[str], *, hard: bool, at: datetime) -> int:
-        with self._write():
+        with self._write_words():
             pks = list(self._pks(ids).values())
             marks = ",".join("?" * len(pks))
             if hard:
@@ -698,7 +724,10 @@ class SQLiteStore:
         out: dict[str, list[ChannelCandidate]] = {}
         limit = request.bm25_limit
         if request.terms:
-            rows = self._bm25("memories_fts", q.fts_match(request.terms), where, params, limit)
+            rows = self._words_top(request.terms, where, params, limit)
+            if rows is None:
+                rows = self._bm25("memories_fts", q.fts_match(request.terms), where, params,
+                                  limit)  # fmt: skip
             out["bm25"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
         grams, short = q.trigram_terms(request.raw_query)
         if grams:
@@ -709,6 +738,49 @@ class SQLiteStore:
             found = self._db.execute(q.like_sql(where, len(likes)), [*likes, *params, limit])
             out["substring"] = _ranked((memory_id, 0.0) for (memory_id,) in found)
         return out
+
+    def search_exactly(self) -> None:
+        """From now on this handle reads neither the ANN index nor the word index: every
+        vector and every matching row is scored (the reference the benchmarks compare the
+        indexes with)."""
+        self._words = None
+        self._vectors.ann_min_rows = 2**62
+        self._lazy, self._lazy_tried = None, True
+
+    def _words_top(
+        self, terms: tuple[str, ...], where: str, params: list[object], limit: int
+    ) -> list[tuple[str, float]] | None:
+        """(id, -BM25) best first from the word index of a large store, its winners joined
+        with ``memories`` and the filters: first a few more than ``limit``, then
+        ``BM25_PREFETCH`` times it when the filters hid some; None when the index cannot
+        answer or the filters hide more than that (FTS5 answers then)."""
+        words = self._words
+        if words is None or self._rows_max() < word_index.WORD_INDEX_MIN_ROWS:
+            return None
+        phrases = lexical.phrases(terms)
+        for k in (limit + limit // 4 + WORDS_MARGIN, limit * q.BM25_PREFETCH):
+            found = words.top(self._db, phrases, self._visible, k)
+            if found is None:
+                return None
+            pks = [pk for pk, _ in found.rows]
+            ids = dict(self._db.execute(q.pks_where_sql(where, len(pks)), [*pks, *params]))
+            kept = [pk for pk, _ in found.rows if pk in ids]
+            if len(kept) >= limit or len(found.rows) < k:
+                exact = self._fts5_scores(kept, phrases, found.holding)
+                return sorted(((ids[pk], -score) for pk, score in zip(kept, exact, strict=True)),
+                              key=lambda r: (r[1], r[0]))[:limit]  # fmt: skip
+        return None
+
+    def _fts5_scores(self, pks: list[int], phrases: list[list[str]], holding: list[int]
+                     ) -> list[float]:  # fmt: skip
+        """FTS5's BM25 of the index's winners, exactly: their true lengths (the index keeps a
+        length in one byte), FTS5's own row and token counts."""
+        if not pks:
+            return []
+        (averages,) = self._db.execute(q.FTS_AVERAGES_SQL).fetchone()
+        rows, total = lexical.varints(averages)[:2]
+        texts = dict(self._db.execute(q.contents_sql(len(pks)), pks))
+        return lexical.bm25_many([texts[pk] for pk in pks], phrases, rows, total, holding)
 
     def _bm25(
         self, table: str, match: str, where: str, params: list[object], limit: int
@@ -848,7 +920,7 @@ class SQLiteStore:
         self, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
     ) -> None:
         own = self.tenancy.tenant
-        with self._write():
+        with self._write_words():
             self._db.execute(q.DELETE_FILE_CHUNKS_SQL, (own, file.path))
             # A file's chunks live in the tenant's own namespace, like its record.
             self._insert_rows([replace(m, namespace=own) for m in memories], vectors)
@@ -857,7 +929,7 @@ class SQLiteStore:
     def remove_source_files(self, paths: Sequence[str]) -> int:
         deleted = 0
         own = self.tenancy.tenant
-        with self._write():
+        with self._write_words():
             for path in paths:
                 deleted += self._db.execute(q.DELETE_FILE_CHUNKS_SQL, (own, path)).rowcount
                 self._db.execute(

@@ -3,6 +3,7 @@ each paired query by query against the default and against plain RRF.
 
     PYTHONPATH=src .venv/bin/python scripts/dev_eval.py [--sets workloads,lme,locomo,scifact]
         [--set NAME=JSON ...] [--variant 'label:NAME=JSON;NAME=JSON'] [--json out.json]
+        [--word-index-everywhere]
 
 A mechanism is a default only if it wins more queries than it loses on each dev set and
 its net gain is more than two queries somewhere; this prints those counts per set.
@@ -22,6 +23,7 @@ from recalld.bench.beir import run_beir
 from recalld.bench.runner import System, run_locomo, run_longmemeval
 from recalld.bench.workloads_run import run_workloads
 from recalld.retrieval.config import PRESETS, RetrievalConfig
+from recalld.stores.sqlite import word_index
 
 DATA = Path(os.environ.get("RECALLD_BENCH_DATA", "../shared/benchmarks"))
 CACHE = Path(os.environ.get("RECALLD_BENCH_CACHE", "/tmp/benchcache"))
@@ -110,7 +112,11 @@ def main() -> None:
     parser.add_argument("--sets", default="workloads,lme,locomo,scifact")
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--word-index-everywhere", action="store_true",
+                        help="SQLite stores of any size search through the word index")  # fmt: skip
     args = parser.parse_args()
+    if args.word_index_everywhere:
+        word_index.WORD_INDEX_MIN_ROWS = 0
     variants = dict(parse_variant(v) for v in args.variant)
     chosen = systems(variants)
     names = list(chosen)

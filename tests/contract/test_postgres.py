@@ -85,6 +85,28 @@ def test_migrations_from_empty_and_from_the_previous_version(pg_database: str) -
     assert names == [m[1] for m in MIGRATIONS]
 
 
+def test_every_unique_key_of_a_tenants_rows_holds_the_namespace(pg_database: str) -> None:
+    """What a cluster that spreads tenants over servers by namespace (Citus) requires of a
+    distributed table: the namespace in its primary key and in every unique index."""
+    import psycopg
+
+    from recalld.stores.postgres import PostgresStore
+
+    PostgresStore(pg_database).close()
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        keys = conn.execute(
+            "SELECT c.relname, i.indexrelid::regclass::text, array_agg(a.attname::text)"
+            " FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid"
+            " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY(i.indkey)"
+            " WHERE i.indisunique AND c.relname IN"
+            " ('memories', 'lexical_stats', 'source_roots', 'source_files')"
+            " GROUP BY 1, 2"
+        ).fetchall()
+    assert {table for table, _, _ in keys} == {
+        "memories", "lexical_stats", "source_roots", "source_files"}  # fmt: skip
+    assert [(t, index) for t, index, columns in keys if "namespace" not in columns] == []
+
+
 def test_a_foreign_memories_table_is_refused(pg_database: str) -> None:
     import psycopg
 

@@ -365,6 +365,19 @@ def m006_tenant_words(cur: Any) -> None:
     cur.execute("DROP FUNCTION IF EXISTS recalld_lexical_stats()")
 
 
+def m007_tenant_keys(cur: Any) -> None:
+    """Every key of a tenant's rows leads with its namespace: the column a cluster that
+    spreads tenants over servers distributes on (Citus requires it in every unique key of a
+    distributed table). ``memories`` is keyed by ``(namespace, pk)`` and ``lexical_stats`` by
+    ``(namespace, id)``; reads by pk alone keep an index of their own (``pk`` stays unique,
+    given by its sequence). ``recalld_meta`` and ``api_keys`` hold no tenant's rows."""
+    cur.execute("ALTER TABLE memories DROP CONSTRAINT IF EXISTS memories_pkey")
+    cur.execute("ALTER TABLE memories ADD PRIMARY KEY (namespace, pk)")
+    cur.execute("CREATE INDEX IF NOT EXISTS memories_by_pk ON memories (pk)")
+    cur.execute("ALTER TABLE lexical_stats DROP CONSTRAINT IF EXISTS lexical_stats_pkey")
+    cur.execute("ALTER TABLE lexical_stats ADD PRIMARY KEY (namespace, id)")
+
+
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -373,6 +386,7 @@ MIGRATIONS: list[Migration] = [
     (4, "m004_fts5_words", m004_fts5_words),
     (5, "m005_lex_rows", m005_lex_rows),
     (6, "m006_tenant_words", m006_tenant_words),
+    (7, "m007_tenant_keys", m007_tenant_keys),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -240,3 +240,19 @@ def test_a_handle_told_to_search_exactly_reads_no_index(
     store.search_exactly()
     assert bm25(store, ("river", "tea"), 30) == indexed
     assert answers == [True]
+
+
+def test_unreadable_index_files_fall_back_to_fts5(
+    path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Segment files broken under the index (a disk error, a hand in the folder): the
+    search still answers, from FTS5, and says so in the log."""
+    store = SQLiteStore(path)
+    want = fts5(store, ("kayak",))
+    assert ids(bm25(store, ("kayak",))) == ids(want)
+    folder = Path(f"{path}.words")
+    for segment in folder.glob("*.idx"):
+        segment.write_bytes(b"not an index")
+    fresh = SQLiteStore(path)
+    assert ids(bm25(fresh, ("kayak",))) == ids(want)
+    assert "FTS5 answers" in caplog.text

@@ -296,7 +296,7 @@ class SQLiteStore:
             return
         try:
             self._words.sync(self._db, self._rows_max())
-        except (OSError, ValueError, sqlite3.Error) as exc:
+        except (ImportError, OSError, ValueError, sqlite3.Error) as exc:
             log.warning("the word index was not brought up to date (%s); FTS5 answers", exc)
 
     # -- writes --------------------------------------------------------------------------
@@ -759,7 +759,16 @@ class SQLiteStore:
             return None
         phrases = lexical.phrases(terms)
         for k in (limit + limit // 4 + WORDS_MARGIN, limit * q.BM25_PREFETCH):
-            found = words.top(self._db, phrases, self._visible, k)
+            try:
+                found = words.top(self._db, phrases, self._visible, k)
+            except ImportError as exc:  # installed but broken: FTS5 from now on
+                log.warning("the word index is off: tantivy does not load (%s)", exc)
+                self._words = None
+                return None
+            except (OSError, ValueError) as exc:  # unreadable files: FTS5 this time
+                log.warning("the word index could not answer (%s); FTS5 answers", exc)
+                words.forget_searcher()
+                return None
             if found is None:
                 return None
             pks = [pk for pk, _ in found.rows]

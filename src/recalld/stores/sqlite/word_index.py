@@ -146,6 +146,11 @@ class WordIndex:
         found = [(int(pk), float(score)) for (score, _), pk in zip(hits, pks, strict=True)]
         return WordHits(found, counts)
 
+    def forget_searcher(self) -> None:
+        """Open the index again on the next search (its files failed to read)."""
+        with self._lock:
+            self._index = self._searcher = self._seen = None
+
     def _ready(self, db: sqlite3.Connection) -> bool:
         """Open the index, replay a short tail of the log, and reopen the searcher when the
         folder changed; False when a search should not wait for it."""

@@ -739,13 +739,15 @@ class SQLiteStore:
             out["substring"] = _ranked((memory_id, 0.0) for (memory_id,) in found)
         return out
 
-    def search_exactly(self) -> None:
-        """From now on this handle reads neither the ANN index nor the word index: every
-        vector and every matching row is scored (the reference the benchmarks compare the
-        indexes with)."""
-        self._words = None
-        self._vectors.ann_min_rows = 2**62
-        self._lazy, self._lazy_tried = None, True
+    def search_exactly(self, words: bool = True, vectors: bool = True) -> None:
+        """From now on this handle scores every matching row with FTS5 instead of reading the
+        word index (``words``), and every vector instead of reading the ANN index
+        (``vectors``): the reference the benchmarks compare the indexes with."""
+        if words:
+            self._words = None
+        if vectors:
+            self._vectors.ann_min_rows = 2**62
+            self._lazy, self._lazy_tried = None, True
 
     def _words_top(
         self, terms: tuple[str, ...], where: str, params: list[object], limit: int

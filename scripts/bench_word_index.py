@@ -1,0 +1,110 @@
+"""The word index against FTS5 alone on a large store, in one run (an experiment, not a test).
+
+    PYTHONPATH=src .venv/bin/python scripts/bench_word_index.py --store STORE.db \\
+        [--questions 200] [--rounds 3] [--data ../shared/benchmarks] [--out report.json]
+
+The store is one ``recalld bench scale`` built (past 50,000 memories, with its word index
+and ANN index). Two engines on it in one process: the default, and one whose store reads
+FTS5 instead of the word index. The same real questions (the bench's sample) go through both,
+interleaved, for ``--rounds`` rounds: p50 / p95 / mean ms of a default hybrid search, limit
+10. Then agreement: the hybrid top 10 of each combination of word engine (index / FTS5) and
+vector engine (ANN / exact) against exact search on both (``SQLiteStore.search_exactly``),
+so that the index's part and the ANN's part of any difference are told apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import recalld
+from recalld.bench.scale_corpus import read_sources
+from recalld.config import Settings
+from recalld.providers.embedders import resolve_embedder
+from recalld.stores.sqlite import SQLiteStore
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", type=Path, required=True)
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--data", type=Path, default=Path("../shared/benchmarks"))
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    questions = read_sources(args.data).questions
+    rng = np.random.default_rng(args.seed)
+    picked = rng.choice(len(questions), min(args.questions, len(questions)), replace=False)
+    sample = [questions[i] for i in sorted(picked)]
+    model = resolve_embedder("local")
+    model.embed_query("warm up the model")
+    settings = Settings(db=args.store, cache_dir=None, embedder="local")
+    report: dict[str, Any] = {
+        "store": str(args.store), "questions": len(sample), "rounds": args.rounds,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": {"cpus": os.cpu_count(), "load_before": os.getloadavg()},
+    }  # fmt: skip
+    report["latency"] = _latency(settings, model, sample, args.rounds)
+    report["agreement"] = _agreement(settings, model, sample)
+    report["machine"]["load_after"] = os.getloadavg()
+    text = json.dumps(report, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+
+
+def _opened(settings: Settings, model: Any, words: bool, ann: bool = True) -> Any:
+    engine = recalld.open(settings=settings, embedder=model)
+    store = engine.store
+    assert isinstance(store, SQLiteStore)
+    store.search_exactly(words=not words, vectors=not ann)
+    return engine
+
+
+def _latency(settings: Settings, model: Any, sample: list[str], rounds: int) -> dict[str, Any]:
+    engines = {"word index": _opened(settings, model, words=True),
+               "fts5": _opened(settings, model, words=False)}  # fmt: skip
+    times: dict[str, list[float]] = {name: [] for name in engines}
+    for engine in engines.values():
+        for question in sample[:20]:  # warm: the ANN index, the word index, the page cache
+            engine.search(question, limit=10, mode="hybrid")
+    for _ in range(rounds):
+        for question in sample:
+            for name, engine in engines.items():
+                started = time.perf_counter()
+                engine.search(question, limit=10, mode="hybrid")
+                times[name].append((time.perf_counter() - started) * 1000)
+    for engine in engines.values():
+        engine.close()
+    return {name: {"p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
+                   "mean_ms": float(np.mean(t))} for name, t in times.items()}  # fmt: skip
+
+
+def _agreement(settings: Settings, model: Any, sample: list[str]) -> dict[str, Any]:
+    def tops(engine: Any) -> list[list[str]]:
+        found = [[h.memory.id for h in engine.search(q, limit=10, mode="hybrid").hits]
+                 for q in sample]  # fmt: skip
+        engine.close()
+        return found
+
+    exact = tops(_opened(settings, model, words=False, ann=False))
+    out: dict[str, Any] = {}
+    for label, words, ann in (("word index + ANN", True, True), ("FTS5 + ANN", False, True),
+                              ("word index + exact vectors", True, False)):  # fmt: skip
+        got = tops(_opened(settings, model, words=words, ann=ann))
+        pairs = list(zip(got, exact, strict=True))
+        out[label] = {"same_list": sum(a == b for a, b in pairs) / len(pairs),
+                      "same_set": sum(set(a) == set(b) for a, b in pairs) / len(pairs),
+                      "same_top1": sum(a[:1] == b[:1] for a, b in pairs) / len(pairs)}  # fmt: skip
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -7,9 +7,10 @@ The store is one ``recalld bench scale`` built (past 50,000 memories, with its w
 and ANN index). Two engines on it in one process: the default, and one whose store reads
 FTS5 instead of the word index. The same real questions (the bench's sample) go through both,
 interleaved, for ``--rounds`` rounds: p50 / p95 / mean ms of a default hybrid search, limit
-10. Then agreement: the hybrid top 10 of each combination of word engine (index / FTS5) and
-vector engine (ANN / exact) against exact search on both (``SQLiteStore.search_exactly``),
-so that the index's part and the ANN's part of any difference are told apart.
+10; and the word channel alone (the store's BM25 candidates, 200 deep). Then agreement: the
+hybrid top 10 of each combination of word engine (index / FTS5) and vector engine (ANN /
+exact) against exact search on both (``SQLiteStore.search_exactly``), so that the index's
+part and the ANN's part of any difference are told apart.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ import recalld
 from recalld.bench.scale_corpus import read_sources
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
+from recalld.retrieval.query import understand
+from recalld.stores.base import CandidateRequest
 from recalld.stores.sqlite import SQLiteStore
 
 
@@ -51,6 +55,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "load_before": os.getloadavg()},
     }  # fmt: skip
+    report["word_channel"] = _word_channel(args.store, sample, args.rounds)
     report["latency"] = _latency(settings, model, sample, args.rounds)
     report["agreement"] = _agreement(settings, model, sample)
     report["machine"]["load_after"] = os.getloadavg()
@@ -85,6 +90,27 @@ def _latency(settings: Settings, model: Any, sample: list[str], rounds: int) -> 
         engine.close()
     return {name: {"p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
                    "mean_ms": float(np.mean(t))} for name, t in times.items()}  # fmt: skip
+
+
+def _word_channel(path: Path, sample: list[str], rounds: int) -> dict[str, Any]:
+    """The word channel alone (the store's ``candidates``, BM25 only, 200 deep as the
+    default search asks), both ways, interleaved."""
+    now = datetime.now(UTC)
+    requests = [CandidateRequest(terms=terms, raw_query=q, bm25_limit=200)
+                for q in sample if (terms := understand(q, "hybrid", now).terms)]  # fmt: skip
+    stores = {"word index": SQLiteStore(path), "fts5": SQLiteStore(path)}
+    stores["fts5"].search_exactly(words=True, vectors=False)
+    times: dict[str, list[float]] = {name: [] for name in stores}
+    for _ in range(rounds):
+        for request in requests:
+            for name, store in stores.items():
+                started = time.perf_counter()
+                store.candidates(request)
+                times[name].append((time.perf_counter() - started) * 1000)
+    for store in stores.values():
+        store.close()
+    return {name: {"p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
+                   "questions": len(requests)} for name, t in times.items()}  # fmt: skip
 
 
 def _agreement(settings: Settings, model: Any, sample: list[str]) -> dict[str, Any]:

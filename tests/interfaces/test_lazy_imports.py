@@ -12,7 +12,7 @@ import pytest
 from recalld.providers.embedders import FakeEmbedder
 
 HEAVY = ("onnxruntime", "tokenizers", "httpx", "matplotlib", "rich", "psycopg", "torch", "mcp",
-         "starlette", "uvicorn", "anyio")  # fmt: skip
+         "starlette", "uvicorn", "anyio", "tantivy")  # fmt: skip
 
 
 def loaded_after(code: str, env: dict[str, str]) -> set[str]:

@@ -2,6 +2,7 @@
 
     PYTHONPATH=src .venv/bin/python scripts/bench_word_index.py --store STORE.db \\
         [--questions 200] [--rounds 3] [--data ../shared/benchmarks] [--out report.json]
+        [--max-expansion BEAM]
 
 The store is one ``recalld bench scale`` built (past 50,000 memories, with its word index
 and ANN index). Two engines on it in one process: the default, and one whose store reads
@@ -31,7 +32,7 @@ from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
 from recalld.retrieval.query import understand
 from recalld.stores.base import CandidateRequest
-from recalld.stores.sqlite import SQLiteStore
+from recalld.stores.sqlite import SQLiteStore, vector_index
 
 
 def main() -> None:
@@ -42,7 +43,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--data", type=Path, default=Path("../shared/benchmarks"))
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--max-expansion", type=int,
+                        help="the ANN search's widest beam (default: the store's own, "
+                        f"{vector_index.MAX_EXPANSION})")  # fmt: skip
     args = parser.parse_args()
+    if args.max_expansion:
+        vector_index.MAX_EXPANSION = args.max_expansion
     questions = read_sources(args.data).questions
     rng = np.random.default_rng(args.seed)
     picked = rng.choice(len(questions), min(args.questions, len(questions)), replace=False)
@@ -52,6 +58,7 @@ def main() -> None:
     settings = Settings(db=args.store, cache_dir=None, embedder="local")
     report: dict[str, Any] = {
         "store": str(args.store), "questions": len(sample), "rounds": args.rounds,
+        "max_expansion": vector_index.MAX_EXPANSION,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "load_before": os.getloadavg()},
     }  # fmt: skip

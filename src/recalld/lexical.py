@@ -25,6 +25,8 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 
+from recalld.text import has_cjk
+
 FTS5_TOKENIZE = "porter unicode61 remove_diacritics 2"
 """The SQLite store's word tokenizer (``memories_fts``)."""
 K1 = 1.2
@@ -169,3 +171,19 @@ def varints(blob: bytes) -> list[int]:
             out.append((value << 7) | byte)
             value = length = 0
     return out
+
+
+def trigram_terms(query: str) -> tuple[list[str], list[str]]:
+    """A query split for the trigram channel (both backends): the 3-character grams of its
+    CJK pieces, and the CJK pieces shorter than 3 characters that only a substring scan can
+    find; each list without repeats, in order."""
+    grams: list[str] = []
+    short: list[str] = []
+    for piece in query.split():
+        if not has_cjk(piece):
+            continue
+        if len(piece) < 3:
+            short.append(piece)
+        else:
+            grams.extend(piece[i : i + 3] for i in range(len(piece) - 2))
+    return list(dict.fromkeys(grams)), list(dict.fromkeys(short))

@@ -10,15 +10,8 @@ from typing import Any
 from recalld.lexical import IDF_FLOOR, K1, B, phrases
 from recalld.records import MemoryFilter, TimeRange
 from recalld.stores.base import CandidateRequest
+from recalld.stores.rows import COLUMN_NAMES
 
-COLUMNS = (
-    "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
-    " ref_time, access_count, priority, pinned, evergreen, significance, project, scope,"
-    " session_id, source_kind, source_path, source_start, source_end, source_ref, tags,"
-    " entities, metadata, valid_until, superseded_by, embedding_fingerprint, forgotten_at,"
-    " embed_context, tells_event, namespace, position"
-)
-COLUMN_NAMES = [c.strip() for c in COLUMNS.split(",")]
 SELECT_COLUMNS = ", ".join(f"m.{c}" for c in COLUMN_NAMES)
 Params = dict[str, Any]
 TIES = {

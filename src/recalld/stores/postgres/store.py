@@ -20,8 +20,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
-from recalld.lexical import tokenize_many
-from recalld.records import ApiKey, Memory, MemoryFilter, Source
+from recalld.lexical import tokenize_many, trigram_terms
+from recalld.records import ApiKey, Memory, MemoryFilter
+from recalld.stores import rows as codec
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
@@ -41,7 +42,6 @@ from recalld.stores.base import (
 )
 from recalld.stores.postgres import queries as q
 from recalld.stores.postgres.migrations import APP_ID, SCHEMA_VERSION, migrate
-from recalld.text import has_cjk
 
 POOL_MAX = 8
 """Connections a store handle keeps at most (one per concurrently busy thread)."""
@@ -72,12 +72,8 @@ def ef_search(visible_rows: int, all_rows: int) -> int:
     return min(EF_SEARCH_MAX, math.ceil(EF_SEARCH * all_rows / visible_rows))
 
 
-def _ts(moment: datetime | None) -> float | None:
-    return None if moment is None else moment.timestamp()
-
-
-def _dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
+_ts = codec.ts
+_dt = codec.dt
 
 
 def _pg_call(store: Any) -> AbstractContextManager[None]:
@@ -256,7 +252,7 @@ class PostgresStore:
             for i, (m, ns, pos) in enumerate(zip(memories, namespaces, positions, strict=True))
         )  # fmt: skip
         if not self._load_types:
-            marks = ", ".join(["%s"] * (len(q.COLUMN_NAMES) + 3))
+            marks = ", ".join(["%s"] * (len(codec.COLUMN_NAMES) + 3))
             with conn.cursor() as cur:
                 cur.executemany(f"INSERT INTO memories ({_LOAD_COLUMNS}) VALUES ({marks})",
                                 list(rows))  # fmt: skip
@@ -410,7 +406,7 @@ class PostgresStore:
 
     def replace(self, memory: Memory, vector: Vector | None) -> None:
         namespace = self.tenancy.namespace_for(memory.namespace)
-        assignments = ", ".join(f"{c} = %s" for c in q.COLUMN_NAMES[1:])
+        assignments = ", ".join(f"{c} = %s" for c in codec.COLUMN_NAMES[1:])
         with self._conn() as conn:
             pk = self._pks(conn, [memory.id]).get(memory.id)
             if pk is None:
@@ -614,7 +610,7 @@ class PostgresStore:
 
     def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
         where, params = q.filter_sql(request.filters, self._visible)
-        grams, short = _trigram_terms(request.raw_query) if request.bm25_limit else ([], [])
+        grams, short = trigram_terms(request.raw_query) if request.bm25_limit else ([], [])
         sql, more = q.candidates_sql(request, where, grams, short)
         values: dict[str, Any] = {**params, **more}
         if request.query_vector is not None:
@@ -853,10 +849,10 @@ def _index_memory(rows: int, dimension: int) -> int:
 
 LOAD_TABLE = "recalld_load"
 """Each connection's temporary table that :meth:`PostgresStore.insert` copies rows into."""
-_LOAD_COLUMNS = f"{q.COLUMNS}, lex_tokens, lex_length, embedding"
+_LOAD_COLUMNS = f"{codec.COLUMNS}, lex_tokens, lex_length, embedding"
 _CREATE_LOAD = (
     f"CREATE TEMP TABLE IF NOT EXISTS {LOAD_TABLE} ON COMMIT DELETE ROWS AS SELECT"
-    f" {q.COLUMNS}, lex_tokens, lex_length, embedding::vector AS embedding,"
+    f" {codec.COLUMNS}, lex_tokens, lex_length, embedding::vector AS embedding,"
     " 0::bigint AS ord FROM memories WITH NO DATA"
 )
 _LOAD_TYPES = (
@@ -923,7 +919,7 @@ def _channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
         if asked:
             out[name] = []
     if request.bm25_limit:
-        grams, short = _trigram_terms(request.raw_query)
+        grams, short = trigram_terms(request.raw_query)
         out.update({name: [] for name, asked in (("trigram", grams), ("substring", short))
                     if asked})  # fmt: skip
     return out
@@ -964,55 +960,19 @@ def _search_rows(
     return replace(result, vectors={i: v for i, v in found.items() if i in asked})
 
 
-def _trigram_terms(query: str) -> tuple[list[str], list[str]]:
-    """CJK 3-grams of the query, and CJK pieces shorter than 3 characters (as SQLite's)."""
-    grams: list[str] = []
-    short: list[str] = []
-    for piece in query.split():
-        if not has_cjk(piece):
-            continue
-        if len(piece) < 3:
-            short.append(piece)
-        else:
-            grams.extend(piece[i : i + 3] for i in range(len(piece) - 2))
-    return list(dict.fromkeys(grams)), list(dict.fromkeys(short))
+_VALUES = codec.Values(
+    list_out=list, list_in=tuple, mapping_out=lambda mapping: Jsonb(dict(mapping)),
+    mapping_in=dict,
+)  # fmt: skip
+"""Lists as ``text[]``, mappings as ``jsonb``."""
 
 
 def _row(memory: Memory, namespace: str, position: int | None) -> tuple[Any, ...]:
-    s = memory.source
-    return (
-        memory.id, memory.content, memory.type, memory.content_hash, _ts(memory.event_time),
-        _ts(memory.created_at), _ts(memory.updated_at), _ts(memory.last_accessed_at),
-        _ts(memory.reference_time), memory.access_count, memory.priority, memory.pinned,
-        memory.evergreen, memory.significance, memory.project, memory.scope,
-        memory.session_id, s.kind, s.path, s.line_start, s.line_end, s.ref,
-        list(memory.tags), list(memory.entities), Jsonb(dict(memory.metadata)),
-        _ts(memory.valid_until), memory.superseded_by, memory.embedding_fingerprint,
-        _ts(memory.forgotten_at), memory.embed_context, memory.tells_event, namespace, position,
-    )  # fmt: skip
+    return codec.encode(memory, namespace, position, _VALUES)
 
 
 def _memory(r: Sequence[Any]) -> Memory:
-    (
-        id_, content, type_, content_hash, event_time, created_at, updated_at, last_accessed,
-        _ref_time, access_count, priority, pinned, evergreen, significance, project, scope,
-        session_id, source_kind, source_path, source_start, source_end, source_ref, tags,
-        entities, metadata, valid_until, superseded_by, fingerprint, forgotten_at, embed_context,
-        tells_event, namespace, position,
-    ) = r  # fmt: skip
-    return Memory(
-        id=id_, content=content, type=type_, content_hash=content_hash,
-        event_time=_dt(event_time), created_at=_dt(created_at) or datetime.now(UTC),
-        updated_at=_dt(updated_at) or datetime.now(UTC), last_accessed_at=_dt(last_accessed),
-        access_count=access_count, priority=priority, pinned=pinned, evergreen=evergreen,
-        significance=significance, project=project, scope=scope, session_id=session_id,
-        source=Source(source_kind, source_path, source_start, source_end, source_ref),
-        tags=tuple(tags), entities=tuple(entities), metadata=metadata,
-        valid_until=_dt(valid_until), superseded_by=superseded_by,
-        embedding_fingerprint=fingerprint, forgotten_at=_dt(forgotten_at),
-        embed_context=embed_context, tells_event=tells_event, namespace=namespace,
-        position=position,
-    )  # fmt: skip
+    return codec.decode(r, _VALUES)
 
 
 __all__ = ["APP_ID", "PostgresStore"]

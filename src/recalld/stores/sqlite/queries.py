@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from recalld.records import MemoryFilter
-from recalld.text import has_cjk
 
 Params = list[object]
 
@@ -76,24 +75,6 @@ def is_trivial(filters: MemoryFilter) -> bool:
 def fts_match(terms: tuple[str, ...]) -> str:
     """An FTS5 MATCH expression OR-ing the quoted terms (quotes inside terms doubled)."""
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-
-
-def trigram_terms(query: str) -> tuple[list[str], list[str]]:
-    """Split a query for the trigram index.
-
-    Returns the 3-character grams of CJK runs, and the CJK pieces shorter than 3 characters
-    that only a LIKE scan can find.
-    """
-    grams: list[str] = []
-    short: list[str] = []
-    for piece in query.split():
-        if len(piece) < 3:
-            if has_cjk(piece):
-                short.append(piece)
-            continue
-        if has_cjk(piece):
-            grams.extend(piece[i : i + 3] for i in range(len(piece) - 2))
-    return list(dict.fromkeys(grams)), list(dict.fromkeys(short))
 
 
 def _span(table: str, ranged: bool) -> str:

@@ -21,7 +21,8 @@ import numpy.typing as npt
 
 from recalld import lexical, threads
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
-from recalld.records import ApiKey, Memory, MemoryFilter, Source
+from recalld.records import ApiKey, Memory, MemoryFilter
+from recalld.stores import rows as codec
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
@@ -49,13 +50,8 @@ from recalld.stores.sqlite.word_index import WordIndex, words_available
 
 log = logging.getLogger("recalld")
 
-_COLUMNS = (
-    "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
-    " ref_time, access_count, priority, pinned, evergreen, significance, project, scope,"
-    " session_id, source_kind, source_path, source_start, source_end, source_ref, tags,"
-    " entities, metadata, valid_until, superseded_by, embedding_fingerprint, forgotten_at,"
-    " embed_context, tells_event, namespace, position"
-)
+_COLUMNS = codec.COLUMNS
+_dt = codec.dt
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
 _bm25_threads = threads.LazyPool(q.BM25_MAX_PARTS - 1, "recalld-bm25")
 WORDS_MARGIN = 10
@@ -67,26 +63,6 @@ PARALLEL_READS_MIN_ROWS = 50_000
 thread (:meth:`SQLiteStore.parallel_reads`) while the machine is not busy: BM25 then takes
 about as long as embedding the query on one thread, while on a small store it takes a
 fraction of a millisecond and embedding on every core is the faster."""
-
-
-def _dt(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
-
-
-def _row(memory: Memory, namespace: str, position: int | None) -> tuple[Any, ...]:
-    s = memory.source
-    return (
-        memory.id, memory.content, memory.type, memory.content_hash, q.ts(memory.event_time),
-        q.ts(memory.created_at), q.ts(memory.updated_at), q.ts(memory.last_accessed_at),
-        q.ts(memory.reference_time), memory.access_count, memory.priority, int(memory.pinned),
-        int(memory.evergreen), memory.significance, memory.project, memory.scope,
-        memory.session_id, s.kind, s.path, s.line_start, s.line_end, s.ref,
-        json.dumps(list(memory.tags)), json.dumps(list(memory.entities)),
-        json.dumps(dict(memory.metadata), ensure_ascii=False), q.ts(memory.valid_until),
-        memory.superseded_by, memory.embedding_fingerprint, q.ts(memory.forgotten_at),
-        memory.embed_context, None if memory.tells_event is None else int(memory.tells_event),
-        namespace, position,
-    )  # fmt: skip
 
 
 @functools.lru_cache(maxsize=4096)
@@ -115,37 +91,20 @@ def _metadata(text: str) -> dict[str, Any]:
     return dict(items) if items is not None else dict(json.loads(text))
 
 
+_VALUES = codec.Values(
+    list_out=lambda items: json.dumps(list(items)), list_in=_json_tuple,
+    mapping_out=lambda mapping: json.dumps(dict(mapping), ensure_ascii=False),
+    mapping_in=_metadata,
+)  # fmt: skip
+"""Lists and mappings as JSON text (tags, entities, metadata)."""
+
+
+def _row(memory: Memory, namespace: str, position: int | None) -> tuple[Any, ...]:
+    return codec.encode(memory, namespace, position, _VALUES)
+
+
 def _memory(r: Sequence[Any]) -> Memory:
-    # Unpacked by position (in ``_COLUMNS`` order): a search builds a hundred or more of
-    # these, and lookups by column name were most of the cost.
-    (
-        id_, content, type_, content_hash, event_time, created_at, updated_at, last_accessed,
-        _ref_time, access_count, priority, pinned, evergreen, significance, project, scope,
-        session_id, source_kind, source_path, source_start, source_end, source_ref, tags,
-        entities, metadata, valid_until, superseded_by, fingerprint, forgotten_at, embed_context,
-        tells_event, namespace, position,
-    ) = r  # fmt: skip
-    # Built without the dataclass ``__init__``: a frozen class sets each of its 26 fields
-    # through ``object.__setattr__``, which was half the cost of decoding a row. Every field
-    # is given here (tests check the set against ``dataclasses.fields``); the instance is
-    # as frozen as one made the usual way.
-    memory = object.__new__(Memory)
-    memory.__dict__.update(
-        id=id_, content=content, type=type_, content_hash=content_hash,
-        event_time=_dt(event_time), created_at=_dt(created_at) or datetime.now(UTC),
-        updated_at=_dt(updated_at) or datetime.now(UTC),
-        last_accessed_at=_dt(last_accessed), access_count=access_count,
-        priority=priority, pinned=bool(pinned), evergreen=bool(evergreen),
-        significance=significance, project=project, scope=scope, session_id=session_id,
-        source=Source(source_kind, source_path, source_start, source_end, source_ref),
-        tags=_json_tuple(tags), entities=_json_tuple(entities),
-        metadata=_metadata(metadata), valid_until=_dt(valid_until),
-        superseded_by=superseded_by, embedding_fingerprint=fingerprint,
-        forgotten_at=_dt(forgotten_at), embed_context=embed_context,
-        tells_event=None if tells_event is None else bool(tells_event), namespace=namespace,
-        position=position,
-    )  # fmt: skip
-    return memory
+    return codec.decode(r, _VALUES)
 
 
 @contextmanager
@@ -729,7 +688,7 @@ class SQLiteStore:
                 rows = self._bm25("memories_fts", q.fts_match(request.terms), where, params,
                                   limit)  # fmt: skip
             out["bm25"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
-        grams, short = q.trigram_terms(request.raw_query)
+        grams, short = lexical.trigram_terms(request.raw_query)
         if grams:
             rows = self._bm25("memories_trigram", q.fts_match(tuple(grams)), where, params, limit)
             out["trigram"] = _ranked((memory_id, -raw) for memory_id, raw in rows)

@@ -181,3 +181,33 @@ def test_source_files(open_as: Opener, tmp_path: Path) -> None:
     status = engine.status().sources
     assert status is not None
     assert [m.source.path for m in engine.list(types=["chunk"])] == [str(notes / "MEMORY.md")]
+
+
+def test_a_store_answers_exactly_the_channels_asked(open_as: Opener) -> None:
+    """Each backend answers the channels ``asked_channels`` names, matched or not, and no
+    other (the one rule both backends read)."""
+    from recalld.records import TimeRange
+    from recalld.stores.base import CandidateRequest, asked_channels
+
+    engine = open_as()
+    engine.add("kayak on the river with Ana 東京タワー", entities=["ana"], event_time=WHEN)
+    vector = engine.embedder.embed_query("kayak")
+    window = TimeRange(datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 12, 1, tzinfo=UTC))
+    requests = [
+        CandidateRequest(query_vector=vector, semantic_limit=5),
+        CandidateRequest(terms=("kayak",), raw_query="kayak 東京タ 東", bm25_limit=5),
+        CandidateRequest(terms=("absent",), raw_query="absent", bm25_limit=5),
+        CandidateRequest(raw_query="東京タワー", bm25_limit=5),
+        CandidateRequest(entities=("ana",), entity_limit=5, temporal_limit=5,
+                         time_window=window, query_vector=vector, window_semantic_limit=5),
+        CandidateRequest(terms=("kayak",), bm25_limit=0, semantic_limit=5),  # no vector
+    ]  # fmt: skip
+    expected = [
+        ("semantic",), ("bm25", "trigram", "substring"), ("bm25",), ("trigram",),
+        ("window_semantic", "entity", "temporal"), (),
+    ]  # fmt: skip
+    assert [asked_channels(r) for r in requests] == expected
+    for request, names in zip(requests, expected, strict=True):
+        found = engine.store.candidates(request)
+        assert set(found) == set(names), request
+    assert engine.store.candidates(requests[2])["bm25"] == []

@@ -19,6 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.errors import ConflictError, InvalidInputError
+from recalld.lexical import trigram_terms
 from recalld.records import ApiKey, Memory, MemoryFilter, TimeRange
 
 Vector = npt.NDArray[np.float32]
@@ -137,6 +138,26 @@ class CandidateRequest:
     temporal_limit: int = 0
     window_semantic_limit: int = 0
     """Semantic candidates inside ``time_window`` (needs ``query_vector``)."""
+
+
+def asked_channels(request: CandidateRequest) -> tuple[str, ...]:
+    """The channels ``request`` runs, which every backend answers (each present in the
+    answer, matched or not): ``semantic`` and ``window_semantic`` with a query vector,
+    ``bm25`` with terms, ``trigram`` and ``substring`` with CJK pieces of the query (long
+    and short ones, :func:`recalld.lexical.trigram_terms`), ``entity`` with entities,
+    ``temporal``; each only with a limit."""
+    vector = request.query_vector is not None
+    grams, short = trigram_terms(request.raw_query) if request.bm25_limit else ([], [])
+    asked = (
+        ("semantic", request.semantic_limit and vector),
+        ("window_semantic", request.window_semantic_limit and vector),
+        ("bm25", request.bm25_limit and request.terms),
+        ("trigram", grams),
+        ("substring", short),
+        ("entity", request.entity_limit and request.entities),
+        ("temporal", request.temporal_limit),
+    )
+    return tuple(name for name, wanted in asked if wanted)
 
 
 class ChannelCandidate(NamedTuple):

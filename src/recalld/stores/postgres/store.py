@@ -34,6 +34,7 @@ from recalld.stores.base import (
     Tenancy,
     Vector,
     already_stored,
+    asked_channels,
     day_counts,
     guard_public_methods,
     migration_key,
@@ -907,22 +908,7 @@ def _set_meta(conn: psycopg.Connection[Any], key: str, value: str) -> None:
 
 def _channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
     """The channels a request runs, empty: each is present in the answer even unmatched."""
-    out: dict[str, list[ChannelCandidate]] = {}
-    vector = request.query_vector is not None
-    for name, asked in (
-        ("semantic", request.semantic_limit and vector),
-        ("window_semantic", request.window_semantic_limit and vector),
-        ("bm25", request.bm25_limit and request.terms),
-        ("entity", request.entity_limit and request.entities),
-        ("temporal", request.temporal_limit),
-    ):
-        if asked:
-            out[name] = []
-    if request.bm25_limit:
-        grams, short = trigram_terms(request.raw_query)
-        out.update({name: [] for name, asked in (("trigram", grams), ("substring", short))
-                    if asked})  # fmt: skip
-    return out
+    return {name: [] for name in asked_channels(request)}
 
 
 def _search_rows(

@@ -34,6 +34,7 @@ from recalld.stores.base import (
     Tenancy,
     Vector,
     already_stored,
+    asked_channels,
     compose_search_rows,
     day_counts,
     guard_public_methods,
@@ -576,26 +577,28 @@ class SQLiteStore:
     # -- candidates ----------------------------------------------------------------------
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
+        asked = asked_channels(request)
         where, params = q.filter_sql(request.filters, self._visible)
         out: dict[str, list[ChannelCandidate]] = {}
-        if request.semantic_limit and request.query_vector is not None:
+        if "semantic" in asked:
             out["semantic"] = self._semantic(request, where, params)
-        if request.bm25_limit:
+        if {"bm25", "trigram", "substring"} & set(asked):
             out.update(self._lexical(request, where, params))
-        if request.entity_limit and request.entities:
+        if "entity" in asked:
             rows = self._db.execute(
                 q.entity_sql(where, len(request.entities)),
                 [*request.entities, *params, request.entity_limit],
             ).fetchall()
             out["entity"] = _ranked((r[0], float(r[1])) for r in rows)
-        if request.temporal_limit or request.window_semantic_limit:
+        if "temporal" in asked or "window_semantic" in asked:
             window_where, window_params = _within(request, where, params)
-            if request.temporal_limit:
+            if "temporal" in asked:
                 rows = self._db.execute(
                     q.temporal_sql(window_where), [*window_params, request.temporal_limit]
                 ).fetchall()
                 out["temporal"] = _ranked(rows)
-            if request.window_semantic_limit and request.query_vector is not None:
+            if "window_semantic" in asked:
+                assert request.query_vector is not None
                 out["window_semantic"] = self._semantic_within(
                     request.query_vector, request.window_semantic_limit, window_where,
                     window_params)  # fmt: skip

@@ -256,3 +256,52 @@ def test_unreadable_index_files_fall_back_to_fts5(
     fresh = SQLiteStore(path)
     assert ids(bm25(fresh, ("kayak",))) == ids(want)
     assert "FTS5 answers" in caplog.text
+
+
+def _write_in_a_process(path: str, start: int, count: int, threshold: int) -> None:
+    """A writer process: batches of 10 memories, each write brought into the word index."""
+    word_index.WORD_INDEX_MIN_ROWS = threshold
+    store = SQLiteStore(path)
+    for first in range(start, start + count, 10):
+        store.insert([memory(i, f"zeppelin log {i} river") for i in range(first, first + 10)],
+                     None)  # fmt: skip
+    store.close()
+
+
+def test_writers_in_other_processes_and_one_killed_lose_nothing(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two processes write at once while this one searches; a third is killed mid-write.
+    Every committed row reaches the index: its answers are FTS5's, row for row."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+
+    spawn = multiprocessing.get_context("spawn")
+    writers = [spawn.Process(target=_write_in_a_process, args=(str(path), start, 200, 100))
+               for start in (10_000, 20_000)]  # fmt: skip
+    victim = spawn.Process(target=_write_in_a_process, args=(str(path), 30_000, 5_000, 100))
+    for process in (*writers, victim):
+        process.start()
+    store = SQLiteStore(path)
+    deadline = time.monotonic() + 60
+    while any(p.is_alive() for p in writers) and time.monotonic() < deadline:
+        bm25(store, ("zeppelin",), 25)  # searches meanwhile: catch-ups, or FTS5 while busy
+    db = sqlite3.connect(path)
+    while time.monotonic() < deadline and db.execute(
+        "SELECT count(*) FROM memories WHERE id >= 'm30000'").fetchone()[0] < 50:  # fmt: skip
+        time.sleep(0.05)
+    assert victim.pid is not None
+    os.kill(victim.pid, signal.SIGKILL)
+    for process in (*writers, victim):
+        process.join(30)
+    assert all(p.exitcode == 0 for p in writers)
+    store.insert([memory(99_999, "after the crash")], None)  # a write replays the log
+    answers = answered_by_index(store, monkeypatch)
+    stored = db.execute("SELECT count(*) FROM memories WHERE content LIKE 'zeppelin log%'")
+    assert stored.fetchone()[0] >= 450
+    for terms in (("zeppelin",), ("river",), ("log",)):
+        got, want = bm25(store, terms, 5000), fts5(store, terms, 5000)
+        assert ids(got) == ids(want), terms
+    assert answers == [True, True, True]

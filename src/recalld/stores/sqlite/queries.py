@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from recalld.records import MemoryFilter
+from recalld.stores.rows import ts
 
 Params = list[object]
-
-
-def ts(moment: datetime | None) -> float | None:
-    return None if moment is None else moment.timestamp()
 
 
 def namespace_sql(namespaces: Sequence[str], alias: str = "m") -> tuple[str, Params]:
@@ -124,21 +120,16 @@ def bm25_count_sql(table: str, ranged: bool = False) -> str:
 
 
 def pks_where_sql(where: str, count: int) -> str:
-    """(pk, id) of the rows among ``count`` pks that pass ``where`` (parameters: the pks,
-    then the filter's). ``NOT INDEXED``: the rows are read by pk, never by scanning the
-    namespace or forgotten index that the planner would otherwise prefer."""
-    return (f"SELECT m.pk, m.id FROM memories m NOT INDEXED"
+    """(pk, id, content) of the rows among ``count`` pks that pass ``where`` (parameters:
+    the pks, then the filter's). ``NOT INDEXED``: the rows are read by pk, never by scanning
+    the namespace or forgotten index that the planner would otherwise prefer."""
+    return (f"SELECT m.pk, m.id, m.content FROM memories m NOT INDEXED"
             f" WHERE m.pk IN ({','.join('?' * count)}) AND {where}")  # fmt: skip
 
 
 FTS_AVERAGES_SQL = "SELECT block FROM memories_fts_data WHERE id = 1"
 """FTS5's averages record: varints of the table's rows, then its tokens (what ``bm25()``
 takes N and the mean length from)."""
-
-
-def contents_sql(count: int) -> str:
-    """(pk, content) of ``count`` pks."""
-    return f"SELECT pk, content FROM memories NOT INDEXED WHERE pk IN ({','.join('?' * count)})"
 
 
 def bm25_winners_sql(table: str, where: str, ranged: bool = False) -> str:

@@ -736,24 +736,26 @@ class SQLiteStore:
             if found is None:
                 return None
             pks = [pk for pk, _ in found.rows]
-            ids = dict(self._db.execute(q.pks_where_sql(where, len(pks)), [*pks, *params]))
-            kept = [pk for pk, _ in found.rows if pk in ids]
+            read = self._db.execute(q.pks_where_sql(where, len(pks)), [*pks, *params])
+            passed = {pk: (memory_id, content) for pk, memory_id, content in read}
+            kept = [passed[pk] for pk, _ in found.rows if pk in passed]
             if len(kept) >= limit or len(found.rows) < k:
-                exact = self._fts5_scores(kept, phrases, found.holding)
-                return sorted(((ids[pk], -score) for pk, score in zip(kept, exact, strict=True)),
+                exact = self._fts5_scores([content for _, content in kept], phrases,
+                                          found.holding)  # fmt: skip
+                return sorted(((memory_id, -score) for (memory_id, _), score
+                               in zip(kept, exact, strict=True)),
                               key=lambda r: (r[1], r[0]))[:limit]  # fmt: skip
         return None
 
-    def _fts5_scores(self, pks: list[int], phrases: list[list[str]], holding: list[int]
+    def _fts5_scores(self, texts: list[str], phrases: list[list[str]], holding: list[int]
                      ) -> list[float]:  # fmt: skip
         """FTS5's BM25 of the index's winners, exactly: their true lengths (the index keeps a
         length in one byte), FTS5's own row and token counts."""
-        if not pks:
+        if not texts:
             return []
         (averages,) = self._db.execute(q.FTS_AVERAGES_SQL).fetchone()
         rows, total = lexical.varints(averages)[:2]
-        texts = dict(self._db.execute(q.contents_sql(len(pks)), pks))
-        return lexical.bm25_many([texts[pk] for pk in pks], phrases, rows, total, holding)
+        return lexical.bm25_many(texts, phrases, rows, total, holding)
 
     def _bm25(
         self, table: str, match: str, where: str, params: list[object], limit: int
@@ -871,7 +873,7 @@ class SQLiteStore:
         with self._write():
             self._db.execute(q.UPSERT_ROOT_SQL, (self.tenancy.tenant, root.path,
                              json.dumps(list(root.globs)), _now(),
-                             q.ts(root.indexed_at)))  # fmt: skip
+                             codec.ts(root.indexed_at)))  # fmt: skip
 
     def source_roots(self) -> list[SourceRoot]:
         rows = self._db.execute(
@@ -977,7 +979,7 @@ def _now() -> float:
 
 def _file_row(namespace: str, f: SourceFile) -> tuple[Any, ...]:
     return (namespace, f.path, f.root, f.size, f.mtime_ns, f.status, f.content_hash, f.chunker,
-            f.error, q.ts(f.indexed_at))  # fmt: skip
+            f.error, codec.ts(f.indexed_at))  # fmt: skip
 
 
 def _source_file(r: sqlite3.Row) -> SourceFile:

@@ -93,7 +93,7 @@ class Covered:
 
     store: str
     seq: int
-    commit: str = ""
+    commit: str
     """Which write made the file (readers reopen their searcher when it changes)."""
 
 
@@ -162,13 +162,10 @@ class WordIndex:
             if newest - covered.seq > CATCH_UP_MAX:
                 return False
             with self._exclusive(wait=False) as held:
-                if not held:
-                    return False
-                if self._catch_up(db) is None:
-                    return False
-            covered = self._read_covered()
-            if covered is None:
+                caught_up = self._catch_up(db) if held else None
+            if caught_up is None:
                 return False
+            covered = caught_up
         return self._open_searcher(covered)
 
     def _open_searcher(self, covered: Covered) -> bool:
@@ -233,32 +230,32 @@ class WordIndex:
             rows = _rows(db, pks)
         finally:
             db.execute("COMMIT")
-        if not pks:  # nothing to replay (the entries were rolled back or pruned)
-            done = Covered(covered.store, newest)
-            if newest > covered.seq:
-                _write_covered(self.folder, done)
-            return done
-        try:
-            if self._index is None:
-                self._index = _open(self.folder)
-            import tantivy
-
-            writer = self._index.writer(WRITER_HEAP, 1)
-            schema = self._index.schema
-            for pk in pks:  # (by_term takes a Python int as i64: it would match nothing)
-                writer.delete_documents_by_query(tantivy.Query.term_query(schema, "pk", pk))
-            _add(writer, rows)
-            writer.commit()
-            writer.wait_merging_threads()
-            del writer  # releases tantivy's lock
+        if newest <= covered.seq:
+            return covered
+        try:  # (no pks: the entries were rolled back or pruned; only ``covered`` moves)
+            if pks:
+                self._replay(pks, rows)
         except (OSError, ValueError) as exc:
             log.warning("the word index %s could not be brought up to date (%s)",
                         self.folder, exc)  # fmt: skip
             self._index = self._searcher = None
             return None
-        done = Covered(covered.store, newest)
-        _write_covered(self.folder, done)
-        return done
+        return _write_covered(self.folder, covered.store, newest)
+
+    def _replay(self, pks: Sequence[int], rows: Sequence[Sequence[Any]]) -> None:
+        """Delete the rows ``pks`` from the index and add ``rows`` (their state now)."""
+        import tantivy
+
+        if self._index is None:
+            self._index = _open(self.folder)
+        writer = self._index.writer(WRITER_HEAP, 1)
+        schema = self._index.schema
+        for pk in pks:  # (by_term takes a Python int as i64: it would match nothing)
+            writer.delete_documents_by_query(tantivy.Query.term_query(schema, "pk", pk))
+        _add(writer, rows)
+        writer.commit()
+        writer.wait_merging_threads()
+        del writer  # releases tantivy's lock
 
     def _build(self, db: sqlite3.Connection) -> Covered:
         """Index every row into a new folder and put it in place of the old one."""
@@ -281,8 +278,7 @@ class WordIndex:
         writer.commit()
         writer.wait_merging_threads()
         del writer
-        done = Covered(store, newest)
-        _write_covered(building, done)
+        done = _write_covered(building, store, newest)
         self._index = self._searcher = None
         old = self.folder.with_name(f"{self.folder.name}.old-{secrets.token_hex(4)}")
         if self.folder.exists():
@@ -423,8 +419,11 @@ def _prune(db: sqlite3.Connection, seq: int) -> None:
         log.info("the word log was not pruned (%s); the next write will", exc)
 
 
-def _write_covered(folder: Path, covered: Covered) -> None:
+def _write_covered(folder: Path, store: str, seq: int) -> Covered:
+    """Record (atomically) that the index in ``folder`` reflects the log through ``seq``."""
+    covered = Covered(store, seq, secrets.token_hex(8))
     temporary = folder / f"covered.json.{secrets.token_hex(4)}"
-    written = {"store": covered.store, "seq": covered.seq, "commit": secrets.token_hex(8)}
+    written = {"store": covered.store, "seq": covered.seq, "commit": covered.commit}
     temporary.write_text(json.dumps(written), encoding="utf-8")
     os.replace(temporary, folder / "covered.json")
+    return covered

@@ -28,6 +28,7 @@ import numpy as np
 
 import recalld
 from recalld.bench.scale_corpus import read_sources
+from recalld.bench.scale_worker import agreement, hybrid_tops, latency_ms
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
 from recalld.retrieval.query import understand
@@ -95,8 +96,7 @@ def _latency(settings: Settings, model: Any, sample: list[str], rounds: int) -> 
                 times[name].append((time.perf_counter() - started) * 1000)
     for engine in engines.values():
         engine.close()
-    return {name: {"p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
-                   "mean_ms": float(np.mean(t))} for name, t in times.items()}  # fmt: skip
+    return {name: latency_ms(t) for name, t in times.items()}
 
 
 def _word_channel(path: Path, sample: list[str], rounds: int) -> dict[str, Any]:
@@ -116,26 +116,19 @@ def _word_channel(path: Path, sample: list[str], rounds: int) -> dict[str, Any]:
                 times[name].append((time.perf_counter() - started) * 1000)
     for store in stores.values():
         store.close()
-    return {name: {"p50_ms": float(np.percentile(t, 50)), "p95_ms": float(np.percentile(t, 95)),
-                   "questions": len(requests)} for name, t in times.items()}  # fmt: skip
+    return {name: {**latency_ms(t), "questions": len(requests)} for name, t in times.items()}
 
 
 def _agreement(settings: Settings, model: Any, sample: list[str]) -> dict[str, Any]:
     def tops(engine: Any) -> list[list[str]]:
-        found = [[h.memory.id for h in engine.search(q, limit=10, mode="hybrid").hits]
-                 for q in sample]  # fmt: skip
-        engine.close()
-        return found
+        with engine:
+            return hybrid_tops(engine, sample, 10)
 
     exact = tops(_opened(settings, model, words=False, ann=False))
     out: dict[str, Any] = {}
     for label, words, ann in (("word index + ANN", True, True), ("FTS5 + ANN", False, True),
                               ("word index + exact vectors", True, False)):  # fmt: skip
-        got = tops(_opened(settings, model, words=words, ann=ann))
-        pairs = list(zip(got, exact, strict=True))
-        out[label] = {"same_list": sum(a == b for a, b in pairs) / len(pairs),
-                      "same_set": sum(set(a) == set(b) for a, b in pairs) / len(pairs),
-                      "same_top1": sum(a[:1] == b[:1] for a, b in pairs) / len(pairs)}  # fmt: skip
+        out[label] = agreement(tops(_opened(settings, model, words=words, ann=ann)), exact)
     return out
 
 

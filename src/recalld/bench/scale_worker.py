@@ -155,7 +155,7 @@ def search(
             report("phase", f"searching ({mode})")
             out[mode] = _timed(questions, partial(engine.search, limit=limit, mode=mode))
         out["embed"] = _timed(questions, model.embed_query)
-        tops = _tops(engine, questions, limit)
+        tops = hybrid_tops(engine, questions, limit)
     out["peak_search_mb"] = peak_rss_mb()
     if not is_dsn(db):
         report("phase", "searching (exact BM25 and exact vectors, for agreement)")
@@ -170,9 +170,26 @@ def search(
     return out
 
 
-def _tops(engine: Any, questions: list[str], limit: int) -> list[list[str]]:
+def hybrid_tops(engine: Any, questions: list[str], limit: int) -> list[list[str]]:
+    """Each question's default hybrid results, as memory ids."""
     return [[hit.memory.id for hit in engine.search(q, limit=limit, mode="hybrid").hits]
             for q in questions]  # fmt: skip
+
+
+def agreement(got: list[list[str]], exact: list[list[str]]) -> dict[str, float]:
+    """How often ``got`` is ``exact``, question by question: the same list, the same set,
+    the same top hit."""
+    pairs = list(zip(got, exact, strict=True))
+    return {"same_list": sum(a == b for a, b in pairs) / len(pairs),
+            "same_set": sum(set(a) == set(b) for a, b in pairs) / len(pairs),
+            "same_top1": sum(a[:1] == b[:1] for a, b in pairs) / len(pairs)}  # fmt: skip
+
+
+def latency_ms(times: list[float]) -> dict[str, float]:
+    """p50 / p95 / mean of ``times`` (milliseconds)."""
+    ms = np.array(times)
+    return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+            "mean_ms": float(ms.mean())}  # fmt: skip
 
 
 def _exact_agreement(
@@ -187,12 +204,8 @@ def _exact_agreement(
     with recalld.open(settings=settings, embedder=model) as engine:
         assert isinstance(engine.store, SQLiteStore)
         engine.store.search_exactly()
-        exact = _tops(engine, questions, limit)
-    pairs = list(zip(tops, exact, strict=True))
-    return {"questions": len(pairs), "limit": limit,
-            "same_list": sum(a == b for a, b in pairs) / len(pairs),
-            "same_set": sum(set(a) == set(b) for a, b in pairs) / len(pairs),
-            "same_top1": sum(a[:1] == b[:1] for a, b in pairs) / len(pairs)}  # fmt: skip
+        exact = hybrid_tops(engine, questions, limit)
+    return {"questions": len(tops), "limit": limit, **agreement(tops, exact)}
 
 
 def _timed(questions: list[str], call: Callable[[str], object]) -> dict[str, float]:
@@ -202,9 +215,7 @@ def _timed(questions: list[str], call: Callable[[str], object]) -> dict[str, flo
         started = time.perf_counter()
         call(question)
         times.append((time.perf_counter() - started) * 1000)
-    ms = np.array(times)
-    return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-            "mean_ms": float(ms.mean())}  # fmt: skip
+    return latency_ms(times)
 
 
 def _fts5_floor(db: str, questions: list[str]) -> dict[str, float]:

@@ -19,6 +19,7 @@ table (the same for a store of one tenant; see ``stores/postgres/migrations.m006
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import sqlite3
@@ -173,10 +174,11 @@ def varints(blob: bytes) -> list[int]:
     return out
 
 
-def trigram_terms(query: str) -> tuple[list[str], list[str]]:
+@functools.lru_cache(maxsize=1024)
+def trigram_terms(query: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A query split for the trigram channel (both backends): the 3-character grams of its
     CJK pieces, and the CJK pieces shorter than 3 characters that only a substring scan can
-    find; each list without repeats, in order."""
+    find; each without repeats, in order. Cached: a search asks for it more than once."""
     grams: list[str] = []
     short: list[str] = []
     for piece in query.split():
@@ -186,4 +188,4 @@ def trigram_terms(query: str) -> tuple[list[str], list[str]]:
             short.append(piece)
         else:
             grams.extend(piece[i : i + 3] for i in range(len(piece) - 2))
-    return list(dict.fromkeys(grams)), list(dict.fromkeys(short))
+    return tuple(dict.fromkeys(grams)), tuple(dict.fromkeys(short))

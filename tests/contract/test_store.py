@@ -185,11 +185,13 @@ def test_source_files(open_as: Opener, tmp_path: Path) -> None:
 
 def test_a_store_answers_exactly_the_channels_asked(open_as: Opener) -> None:
     """Each backend answers the channels ``asked_channels`` names, matched or not, and no
-    other (the one rule both backends read)."""
+    other (the one rule both backends read), and declares every channel it answers."""
+    from recalld.channels import NAMES, asked_channels
     from recalld.records import TimeRange
-    from recalld.stores.base import CandidateRequest, asked_channels
+    from recalld.stores.base import CandidateRequest
 
     engine = open_as()
+    assert engine.store.channels == NAMES
     engine.add("kayak on the river with Ana 東京タワー", entities=["ana"], event_time=WHEN)
     vector = engine.embedder.embed_query("kayak")
     window = TimeRange(datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 12, 1, tzinfo=UTC))

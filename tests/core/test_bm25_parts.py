@@ -17,9 +17,8 @@ import pytest
 import recalld.threads
 from recalld.records import Memory, MemoryFilter
 from recalld.stores.base import CandidateRequest, ChannelCandidate
-from recalld.stores.sqlite import SQLiteStore
+from recalld.stores.sqlite import SQLiteStore, readers
 from recalld.stores.sqlite import queries as q
-from recalld.stores.sqlite import store as sqlite_store
 from recalld.text import content_hash
 
 WORDS = ("kayak", "river", "trip", "club", "meeting", "lisbon", "sister", "dinner", "deploy",
@@ -67,18 +66,18 @@ def test_every_bm25_path_returns_the_full_joins_candidates(
 
     threads: set[str] = set()
     spans: list[tuple[int, int] | None] = []
-    winners = SQLiteStore._bm25_winners
+    winners = readers._winners
 
-    def recording(self: SQLiteStore, *args: Any) -> Any:
+    def recording(*args: Any) -> Any:
         threads.add(threading.current_thread().name)
         spans.append(args[-1])
-        return winners(self, *args)
+        return winners(*args)
 
-    monkeypatch.setattr(SQLiteStore, "_bm25_winners", recording)
+    monkeypatch.setattr(readers, "_winners", recording)
     monkeypatch.setattr(q, "BM25_SPLIT_MIN_ROWS", 0)
     monkeypatch.setattr(recalld.threads, "machine_busy", lambda: False)
     for cores in (2, 3, 4, 16):
-        monkeypatch.setattr(sqlite_store.os, "cpu_count", lambda cores=cores: cores)
+        monkeypatch.setattr(readers.os, "cpu_count", lambda cores=cores: cores)
         spans.clear()
         assert [bm25(store, terms, filters) for terms, filters in cases] == expected, cores
         assert len(spans) == len(cases) * min(cores, q.BM25_MAX_PARTS)

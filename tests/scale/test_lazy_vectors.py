@@ -10,8 +10,8 @@ import pytest
 
 from recalld.errors import EmbedderMismatchError
 from recalld.records import MemoryFilter
-from recalld.stores.base import CandidateRequest
-from recalld.stores.sqlite import SQLiteStore
+from recalld.stores.base import CandidateRequest, ChannelCandidate
+from recalld.stores.sqlite import SQLiteStore, readers
 from recalld.stores.sqlite.vectors import VectorMirror
 
 pytest.importorskip("onnxruntime")  # see vector_index._usearch_index: load it first
@@ -86,6 +86,15 @@ def test_lazy_index_follows_another_connections_writes(saved: Path, tmp_path: Pa
     other.close()
 
 
+def nearest_where(store: SQLiteStore, query: np.ndarray, limit: int, where: str
+                  ) -> list[ChannelCandidate]:  # fmt: skip
+    """The store's vector reader over the rows ``where`` admits (a filter no public
+    request can state)."""
+    scope = readers.Scope(lambda: store._db, where, [], store.tenancy.visible, spread=False)
+    request = CandidateRequest(query_vector=query, window_semantic_limit=limit)
+    return store._window_semantic(request, scope)
+
+
 def test_a_selective_filter_is_answered_exactly_from_the_table(saved: Path) -> None:
     store = opened(saved)
     with sqlite3.connect(saved) as db:
@@ -93,7 +102,7 @@ def test_a_selective_filter_is_answered_exactly_from_the_table(saved: Path) -> N
             "SELECT m.id, v.vector FROM vectors v JOIN memories m ON m.pk = v.pk"
             " WHERE m.id IN ('m1', 'm2', 'm3', 'm40')")}  # fmt: skip
     query = clustered(1, seed=26)[0]
-    found = store._semantic_within(query, 3, "m.id IN ('m1', 'm2', 'm3', 'm40')", [])
+    found = nearest_where(store, query, 3, "m.id IN ('m1', 'm2', 'm3', 'm40')")
     want = sorted(truth, key=lambda i: -float(truth[i] @ query))[:3]
     assert [c.memory_id for c in found] == want
     assert store._lazy is not None and store._vectors.size == 0
@@ -120,7 +129,7 @@ def test_too_few_candidates_passing_falls_back_to_the_mirror(saved: Path) -> Non
                                " ON m.pk = v.pk"))  # fmt: skip
     farthest = sorted(rows, key=lambda r: float(np.frombuffer(r[1], np.float32) @ query))[:60]
     names = ", ".join(f"'{r[0]}'" for r in farthest)
-    found = store._semantic_within(query, 10, f"m.id IN ({names})", [])
+    found = nearest_where(store, query, 10, f"m.id IN ({names})")
     want = [r[0] for r in reversed(farthest)][:10]  # the best of the far ones
     assert [c.memory_id for c in found] == want
     assert store._lazy is None and store._vectors.size == 1200  # the mirror took over

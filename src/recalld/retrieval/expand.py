@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from recalld.channels import channel_lists
 from recalld.providers.embedders import Embedder
 from recalld.providers.llm import CallFailed, Usage, ask
 from recalld.records import MemoryFilter
-from recalld.retrieval.channels import channel_lists
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import RankedList
 from recalld.retrieval.models import Models, StageNote

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from recalld.channels import LISTS, channel_lists, split_channels, temporal_channels
 from recalld.providers.embedders import Embedder, sharing_cores
 from recalld.records import (
     ChannelHit,
@@ -35,7 +36,6 @@ from recalld.retrieval.adjust import (
 )
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration, calibrate
-from recalld.retrieval.channels import channel_lists, split_channels, temporal_channels
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.expand import expand
@@ -56,8 +56,6 @@ from recalld.retrieval.updates import follow_updates
 from recalld.stores.base import CandidateRequest, ChannelCandidate, SearchRows, Store, Vector
 from recalld.text import keywords, words
 from recalld.threads import LazyPool, searching
-
-CHANNEL_ORDER = ("semantic", "bm25", "entity", "temporal")
 
 
 @dataclass(frozen=True)
@@ -424,7 +422,7 @@ def retrieve(
     already)."""
     pool = pool_size(request, config)
     channels = ("semantic",) if plan.mode == "vector" else config.channels
-    wanted = {c: pool if c in channels else 0 for c in CHANNEL_ORDER}
+    wanted = {c: pool if c in channels else 0 for c in LISTS}
     with_vector = wanted["semantic"] > 0
     candidate_request = CandidateRequest(
         filters=request.filters,
@@ -460,7 +458,7 @@ def retrieve(
     weight = config.original_query_weight
     lists = [
         RankedList(name, found[name], weight * config.channel_weights.get(name, 1.0))
-        for name in CHANNEL_ORDER
+        for name in LISTS
         if found.get(name)
     ]
     if len(rows.channels) > 1:

@@ -19,7 +19,6 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.errors import ConflictError, InvalidInputError
-from recalld.lexical import trigram_terms
 from recalld.records import ApiKey, Memory, MemoryFilter, TimeRange
 
 Vector = npt.NDArray[np.float32]
@@ -140,26 +139,6 @@ class CandidateRequest:
     """Semantic candidates inside ``time_window`` (needs ``query_vector``)."""
 
 
-def asked_channels(request: CandidateRequest) -> tuple[str, ...]:
-    """The channels ``request`` runs, which every backend answers (each present in the
-    answer, matched or not): ``semantic`` and ``window_semantic`` with a query vector,
-    ``bm25`` with terms, ``trigram`` and ``substring`` with CJK pieces of the query (long
-    and short ones, :func:`recalld.lexical.trigram_terms`), ``entity`` with entities,
-    ``temporal``; each only with a limit."""
-    vector = request.query_vector is not None
-    grams, short = trigram_terms(request.raw_query) if request.bm25_limit else ([], [])
-    asked = (
-        ("semantic", request.semantic_limit and vector),
-        ("window_semantic", request.window_semantic_limit and vector),
-        ("bm25", request.bm25_limit and request.terms),
-        ("trigram", grams),
-        ("substring", short),
-        ("entity", request.entity_limit and request.entities),
-        ("temporal", request.temporal_limit),
-    )
-    return tuple(name for name, wanted in asked if wanted)
-
-
 class ChannelCandidate(NamedTuple):
     """One memory proposed by one channel; ranks are 1-based within the channel.
 
@@ -277,6 +256,9 @@ class Store(Protocol):
     """
 
     tenancy: Tenancy
+    channels: frozenset[str]
+    """The channels :meth:`candidates` answers (:data:`recalld.channels.NAMES` on both
+    backends); a request's others are not asked (:func:`recalld.channels.asked_channels`)."""
 
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         """Insert new memories (row i of ``vectors`` is memory i's); atomic."""
@@ -307,9 +289,10 @@ class Store(Protocol):
         """Soft-forget (hide) or hard-delete; returns how many rows changed."""
 
     def candidates(self, request: CandidateRequest) -> Mapping[str, list[ChannelCandidate]]:
-        """Raw evidence per channel, best first; a channel whose limit is 0 is absent.
+        """Raw evidence per channel, best first: every channel of
+        :func:`recalld.channels.asked_channels` (matched or not), and no other.
 
-        The score of each channel (ranking decisions on them live in ``retrieval/``):
+        The score of each channel (ranking decisions on them live in ``recalld/channels/``):
 
         - ``semantic``: the cosine similarity of the memory's vector to ``query_vector``;
         - ``bm25``: the BM25 relevance of ``terms`` in the word index (0 up, higher is

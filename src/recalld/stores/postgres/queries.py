@@ -4,10 +4,10 @@ is separate from running it, so a query can be printed and snapshot-tested."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from recalld.lexical import IDF_FLOOR, K1, B, phrases
+from recalld.lexical import IDF_FLOOR, K1, B, phrases, trigram_terms
 from recalld.records import MemoryFilter, TimeRange
 from recalld.stores.base import CandidateRequest
 from recalld.stores.rows import COLUMN_NAMES
@@ -140,75 +140,100 @@ def like_any(pieces: Sequence[str]) -> list[str]:
             for p in pieces]  # fmt: skip
 
 
+_SEMANTIC = "1 - (m.embedding <=> %(qv)s)"
+
+
+def _semantic(request: CandidateRequest, where: str) -> tuple[str, Params]:
+    sql = (f"semantic AS (SELECT m.id, {_SEMANTIC} AS score, m.ref_time, m.pk FROM memories m"
+           f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qv)s"
+           " LIMIT %(semantic_fetch)s)")  # fmt: skip
+    return sql, {"semantic_limit": request.semantic_limit,
+                 "semantic_fetch": request.semantic_limit + TIE_MARGIN}  # fmt: skip
+
+
+def _window_semantic(request: CandidateRequest, where: str) -> tuple[str, Params]:
+    window, params = window_sql(request.time_window, "w")
+    sql = (f"window_semantic AS (SELECT m.id, {_SEMANTIC} AS score, m.ref_time, m.pk"
+           f" FROM memories m WHERE {where}{window} AND m.embedding IS NOT NULL"
+           " ORDER BY m.embedding <=> %(qv)s LIMIT %(window_semantic_fetch)s)")  # fmt: skip
+    return sql, {**params, "window_semantic_limit": request.window_semantic_limit,
+                 "window_semantic_fetch": request.window_semantic_limit + TIE_MARGIN}  # fmt: skip
+
+
+def _words(request: CandidateRequest, where: str) -> tuple[str, Params]:
+    query = phrases(request.terms)
+    if not query:  # no term has a token: FTS5 matches nothing
+        return ("bm25 AS (SELECT NULL::text AS id, 0::float8 AS score, NULL::float8 AS"
+                " ref_time, NULL::bigint AS pk WHERE false)",
+                {"bm25_limit": request.bm25_limit})  # fmt: skip
+    ctes, params = bm25_ctes(query, where)
+    return ", ".join(ctes), {**params, "bm25_limit": request.bm25_limit}
+
+
+def _trigram(request: CandidateRequest, where: str) -> tuple[str, Params]:
+    grams = list(trigram_terms(request.raw_query)[0])
+    sql = ("trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
+           " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
+           f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
+           " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(bm25_limit)s)")  # fmt: skip
+    return sql, {"grams": grams, "gram_likes": like_any(grams),
+                 "bm25_limit": request.bm25_limit}  # fmt: skip
+
+
+def _substring(request: CandidateRequest, where: str) -> tuple[str, Params]:
+    short = trigram_terms(request.raw_query)[1]
+    sql = ("substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
+           f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
+           " ORDER BY m.ref_time DESC, m.id DESC LIMIT %(bm25_limit)s)")  # fmt: skip
+    return sql, {"short_likes": like_any(short), "bm25_limit": request.bm25_limit}
+
+
+def _entity(request: CandidateRequest, where: str) -> tuple[str, Params]:
+    sql = ("entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
+           " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
+           f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
+           " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(entity_limit)s)")  # fmt: skip
+    return sql, {"entities": list(request.entities), "entity_limit": request.entity_limit}
+
+
+def _temporal(request: CandidateRequest, where: str) -> tuple[str, Params]:
+    window, params = window_sql(request.time_window, "w")
+    sql = ("temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
+           f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.id DESC"
+           " LIMIT %(temporal_limit)s)")  # fmt: skip
+    return sql, {**params, "temporal_limit": request.temporal_limit}
+
+
+READERS: dict[str, Callable[[CandidateRequest, str], tuple[str, Params]]] = {
+    "semantic": _semantic,
+    "window_semantic": _window_semantic,
+    "bm25": _words,
+    "trigram": _trigram,
+    "substring": _substring,
+    "entity": _entity,
+    "temporal": _temporal,
+}
+"""One reader per channel (:mod:`recalld.channels`): the CTE (or CTEs) answering it, named
+after the channel, with its parameters; :func:`candidates_sql` composes them."""
+
+
 def candidates_sql(
-    request: CandidateRequest, where: str, grams: Sequence[str], short: Sequence[str]
+    request: CandidateRequest, where: str, channels: Sequence[str]
 ) -> tuple[str, Params]:
-    """Every requested channel in ONE statement (a CTE per channel), rows of
-    (channel, id, score) in each channel's order."""
+    """The ``channels`` of ``request`` (:func:`recalld.channels.asked_channels`) in ONE
+    statement, a CTE per channel, rows of (channel, n, id, score) in each channel's order."""
     ctes: list[str] = []
     params: Params = {}
-    semantic = "1 - (m.embedding <=> %(qv)s)"
-    if request.semantic_limit and request.query_vector is not None:
-        ctes.append(
-            f"semantic AS (SELECT m.id, {semantic} AS score, m.ref_time, m.pk FROM memories m"
-            f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qv)s"
-            " LIMIT %(semantic_fetch)s)"
-        )
-        params["semantic_limit"] = request.semantic_limit
-        params["semantic_fetch"] = request.semantic_limit + TIE_MARGIN
-    query = phrases(request.terms) if request.bm25_limit and request.terms else []
-    if query:
-        bm25, bm25_params = bm25_ctes(query, where)
-        ctes.extend(bm25)
-        params.update(bm25_params)
-    if request.bm25_limit and grams:
-        ctes.append(
-            "trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
-            " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
-            f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(bm25_limit)s)"
-        )
-        params.update(grams=list(grams), gram_likes=like_any(grams))
-    if request.bm25_limit and short:
-        ctes.append(
-            "substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
-            f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
-            " ORDER BY m.ref_time DESC, m.id DESC LIMIT %(bm25_limit)s)"
-        )
-        params["short_likes"] = like_any(short)
-    if request.bm25_limit:
-        params["bm25_limit"] = request.bm25_limit
-    if request.entity_limit and request.entities:
-        ctes.append(
-            "entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
-            " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
-            f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
-            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(entity_limit)s)"
-        )
-        params.update(entities=list(request.entities), entity_limit=request.entity_limit)
-    window, window_params = window_sql(request.time_window, "w")
-    params.update(window_params)
-    if request.temporal_limit:
-        ctes.append(
-            "temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
-            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.id DESC LIMIT %(temporal_limit)s)"
-        )
-        params["temporal_limit"] = request.temporal_limit
-    if request.window_semantic_limit and request.query_vector is not None:
-        ctes.append(
-            f"window_semantic AS (SELECT m.id, {semantic} AS score, m.ref_time, m.pk"
-            f" FROM memories m WHERE {where}{window} AND m.embedding IS NOT NULL"
-            " ORDER BY m.embedding <=> %(qv)s LIMIT %(window_semantic_fetch)s)"
-        )
-        params["window_semantic_limit"] = request.window_semantic_limit
-        params["window_semantic_fetch"] = request.window_semantic_limit + TIE_MARGIN
+    for name in channels:
+        sql, values = READERS[name](request, where)
+        ctes.append(sql)
+        params.update(values)
     if not ctes:
         return "", params
-    names = [n for n in (cte.split(" AS (", 1)[0] for cte in ctes) if n in TIES]
     union = " UNION ALL ".join(
         f"SELECT * FROM (SELECT '{name}' AS channel, row_number() OVER (ORDER BY {TIES[name]})"
         f" AS n, id, score FROM {name}) {name}_n WHERE n <= %({LIMITS[name]})s"
-        for name in names
+        for name in channels
     )
     return f"WITH {', '.join(ctes)} {union} ORDER BY channel, n", params
 

@@ -19,8 +19,9 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from recalld.channels import asked_channels
 from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
-from recalld.lexical import tokenize_many, trigram_terms
+from recalld.lexical import tokenize_many
 from recalld.records import ApiKey, Memory, MemoryFilter
 from recalld.stores import rows as codec
 from recalld.stores.base import (
@@ -34,7 +35,6 @@ from recalld.stores.base import (
     Tenancy,
     Vector,
     already_stored,
-    asked_channels,
     day_counts,
     guard_public_methods,
     migration_key,
@@ -43,6 +43,9 @@ from recalld.stores.base import (
 )
 from recalld.stores.postgres import queries as q
 from recalld.stores.postgres.migrations import APP_ID, SCHEMA_VERSION, migrate
+
+CHANNELS = frozenset(q.READERS)
+"""The channels this backend answers: all of them, one reader each (queries.READERS)."""
 
 POOL_MAX = 8
 """Connections a store handle keeps at most (one per concurrently busy thread)."""
@@ -122,6 +125,7 @@ class PostgresStore:
 
     def __init__(self, dsn: str, tenancy: Tenancy | None = None) -> None:
         self.tenancy = tenancy or Tenancy()
+        self.channels = CHANNELS
         self._visible = list(self.tenancy.visible)
         try:
             self.path = _redacted(dsn)
@@ -611,8 +615,7 @@ class PostgresStore:
 
     def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
         where, params = q.filter_sql(request.filters, self._visible)
-        grams, short = trigram_terms(request.raw_query) if request.bm25_limit else ([], [])
-        sql, more = q.candidates_sql(request, where, grams, short)
+        sql, more = q.candidates_sql(request, where, asked_channels(request, self.channels))
         values: dict[str, Any] = {**params, **more}
         if request.query_vector is not None:
             values["qv"] = np.asarray(request.query_vector, np.float32)
@@ -908,7 +911,7 @@ def _set_meta(conn: psycopg.Connection[Any], key: str, value: str) -> None:
 
 def _channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
     """The channels a request runs, empty: each is present in the answer even unmatched."""
-    return {name: [] for name in asked_channels(request)}
+    return {name: [] for name in asked_channels(request, CHANNELS)}
 
 
 def _search_rows(

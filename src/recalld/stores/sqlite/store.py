@@ -12,14 +12,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from recalld import lexical, threads
+from recalld import threads
+from recalld.channels import asked_channels
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
 from recalld.records import ApiKey, Memory, MemoryFilter
 from recalld.stores import rows as codec
@@ -34,7 +34,6 @@ from recalld.stores.base import (
     Tenancy,
     Vector,
     already_stored,
-    asked_channels,
     compose_search_rows,
     day_counts,
     guard_public_methods,
@@ -42,23 +41,17 @@ from recalld.stores.base import (
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import queries as q
-from recalld.stores.sqlite import word_index
+from recalld.stores.sqlite import readers
 from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vectors import VectorMirror
-from recalld.stores.sqlite.word_index import WordIndex, words_available
 
 log = logging.getLogger("recalld")
 
 _COLUMNS = codec.COLUMNS
 _dt = codec.dt
 _MARKS = ",".join("?" * len(_COLUMNS.split(",")))
-_bm25_threads = threads.LazyPool(q.BM25_MAX_PARTS - 1, "recalld-bm25")
-WORDS_MARGIN = 10
-"""Word-index winners asked for beyond the limit (and a quarter of it): for the few that the
-filters hide (forgotten and superseded rows stay in the index, as in FTS5), and for rows that
-the index's rounded lengths put just below the limit where FTS5's exact score puts them in."""
 PARALLEL_READS_MIN_ROWS = 50_000
 """From this many rows (the largest ``pk``) a search reads the word channels on a second
 thread (:meth:`SQLiteStore.parallel_reads`) while the machine is not busy: BM25 then takes
@@ -181,9 +174,17 @@ class SQLiteStore:
         self._lazy: LazyAnn | None = None
         """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
         self._lazy_tried = False
-        self._words = (WordIndex(Path(self.path + ".words"))
-                       if self.path != ":memory:" and words_available() else None)  # fmt: skip
-        """The word index beside a large store (see word_index), when tantivy is installed."""
+        self._word_engines = readers.word_engines(self.path)
+        """The word channel's engines, asked in order (the word index of a large store when
+        tantivy is installed, then FTS5)."""
+        self._readers: dict[str, readers.Reader] = {
+            **readers.READERS,
+            "semantic": self._semantic,
+            "window_semantic": self._window_semantic,
+            "bm25": self._words,
+        }
+        """One reader per channel (recalld.channels): all of them."""
+        self.channels = frozenset(self._readers)
 
     def _connect(self, configure: bool = True) -> sqlite3.Connection:
         try:
@@ -247,17 +248,13 @@ class SQLiteStore:
 
     @contextmanager
     def _write_words(self) -> Iterator[None]:
-        """A write that may change memories' words: the transaction, then the word index
-        brought up to date (built once the store is large enough; see word_index). The
-        write stands when that fails: the log keeps what the index still lacks."""
+        """A write that may change memories' words: the transaction, then each word engine
+        brought up to date (the word index is built once the store is large enough; see
+        word_index). The write stands when that fails: the log keeps what it lacks."""
         with self._write():
             yield
-        if self._words is None:
-            return
-        try:
-            self._words.sync(self._db, self._rows_max())
-        except (ImportError, OSError, ValueError, sqlite3.Error) as exc:
-            log.warning("the word index was not brought up to date (%s); FTS5 answers", exc)
+        for engine in self._word_engines:
+            engine.after_write(self._db)
 
     # -- writes --------------------------------------------------------------------------
 
@@ -460,8 +457,7 @@ class SQLiteStore:
 
     def _rows_max(self) -> int:
         """The largest ``pk``: the store's size, as the size thresholds count it."""
-        (rows_max,) = self._db.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
-        return int(rows_max)
+        return readers.rows_max(self._db)
 
     def search_rows(
         self,
@@ -577,38 +573,16 @@ class SQLiteStore:
     # -- candidates ----------------------------------------------------------------------
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
-        asked = asked_channels(request)
         where, params = q.filter_sql(request.filters, self._visible)
-        out: dict[str, list[ChannelCandidate]] = {}
-        if "semantic" in asked:
-            out["semantic"] = self._semantic(request, where, params)
-        if {"bm25", "trigram", "substring"} & set(asked):
-            out.update(self._lexical(request, where, params))
-        if "entity" in asked:
-            rows = self._db.execute(
-                q.entity_sql(where, len(request.entities)),
-                [*request.entities, *params, request.entity_limit],
-            ).fetchall()
-            out["entity"] = _ranked((r[0], float(r[1])) for r in rows)
-        if "temporal" in asked or "window_semantic" in asked:
-            window_where, window_params = _within(request, where, params)
-            if "temporal" in asked:
-                rows = self._db.execute(
-                    q.temporal_sql(window_where), [*window_params, request.temporal_limit]
-                ).fetchall()
-                out["temporal"] = _ranked(rows)
-            if "window_semantic" in asked:
-                assert request.query_vector is not None
-                out["window_semantic"] = self._semantic_within(
-                    request.query_vector, request.window_semantic_limit, window_where,
-                    window_params)  # fmt: skip
-        return out
+        scope = readers.Scope(lambda: self._db, where, params, self._visible, self._may_spread())
+        return {name: self._readers[name](request, scope)
+                for name in asked_channels(request, self.channels)}  # fmt: skip
 
-    def _semantic(
-        self, request: CandidateRequest, where: str, params: list[object]
-    ) -> list[ChannelCandidate]:
+    def _semantic(self, request: CandidateRequest, scope: readers.Scope
+                  ) -> list[ChannelCandidate]:  # fmt: skip
+        """The semantic channel: the nearest vectors, from the ANN index or the mirror."""
         with self._mirror_lock:  # the mirror is shared by the threads' connections
-            return self._semantic_locked(request, where, params)
+            return self._semantic_locked(request, scope.where, scope.params)
 
     def _semantic_locked(
         self, request: CandidateRequest, where: str, params: list[object]
@@ -679,135 +653,27 @@ class SQLiteStore:
                 f"vectors have {dimension}"
             )
 
-    def _lexical(
-        self, request: CandidateRequest, where: str, params: list[object]
-    ) -> dict[str, list[ChannelCandidate]]:
-        """The word index's BM25, the trigram index's, and short CJK substrings."""
-        out: dict[str, list[ChannelCandidate]] = {}
-        limit = request.bm25_limit
-        if request.terms:
-            rows = self._words_top(request.terms, where, params, limit)
-            if rows is None:
-                rows = self._bm25("memories_fts", q.fts_match(request.terms), where, params,
-                                  limit)  # fmt: skip
-            out["bm25"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
-        grams, short = lexical.trigram_terms(request.raw_query)
-        if grams:
-            rows = self._bm25("memories_trigram", q.fts_match(tuple(grams)), where, params, limit)
-            out["trigram"] = _ranked((memory_id, -raw) for memory_id, raw in rows)
-        if short:
-            likes = [f"%{q.escape_like(s)}%" for s in short]
-            found = self._db.execute(q.like_sql(where, len(likes)), [*likes, *params, limit])
-            out["substring"] = _ranked((memory_id, 0.0) for (memory_id,) in found)
-        return out
-
     def search_exactly(self, words: bool = True, vectors: bool = True) -> None:
         """From now on this handle scores every matching row with FTS5 instead of reading the
         word index (``words``), and every vector instead of reading the ANN index
         (``vectors``): the reference the benchmarks compare the indexes with."""
         if words:
-            self._words = None
+            self._word_engines = [readers.FTS5]
         if vectors:
             self._vectors.ann_min_rows = 2**62
             self._lazy, self._lazy_tried = None, True
 
-    def _words_top(
-        self, terms: tuple[str, ...], where: str, params: list[object], limit: int
-    ) -> list[tuple[str, float]] | None:
-        """(id, -BM25) best first from the word index of a large store, its winners joined
-        with ``memories`` and the filters: first a few more than ``limit``, then
-        ``BM25_PREFETCH`` times it when the filters hid some; None when the index cannot
-        answer or the filters hide more than that (FTS5 answers then)."""
-        words = self._words
-        if words is None or self._rows_max() < word_index.WORD_INDEX_MIN_ROWS:
-            return None
-        phrases = lexical.phrases(terms)
-        for k in (limit + limit // 4 + WORDS_MARGIN, limit * q.BM25_PREFETCH):
-            try:
-                found = words.top(self._db, phrases, self._visible, k)
-            except ImportError as exc:  # installed but broken: FTS5 from now on
-                log.warning("the word index is off: tantivy does not load (%s)", exc)
-                self._words = None
-                return None
-            except (OSError, ValueError) as exc:  # unreadable files: FTS5 this time
-                log.warning("the word index could not answer (%s); FTS5 answers", exc)
-                words.forget_searcher()
-                return None
-            if found is None:
-                return None
-            pks = [pk for pk, _ in found.rows]
-            read = self._db.execute(q.pks_where_sql(where, len(pks)), [*pks, *params])
-            passed = {pk: (memory_id, content) for pk, memory_id, content in read}
-            kept = [passed[pk] for pk, _ in found.rows if pk in passed]
-            if len(kept) >= limit or len(found.rows) < k:
-                exact = self._fts5_scores([content for _, content in kept], phrases,
-                                          found.holding)  # fmt: skip
-                return sorted(((memory_id, -score) for (memory_id, _), score
-                               in zip(kept, exact, strict=True)),
-                              key=lambda r: (r[1], r[0]))[:limit]  # fmt: skip
-        return None
+    def _words(self, request: CandidateRequest, scope: readers.Scope) -> list[ChannelCandidate]:
+        """The word channel: the first of the word engines that answers."""
+        return readers.words(self._word_engines, request, scope)
 
-    def _fts5_scores(self, texts: list[str], phrases: list[list[str]], holding: list[int]
-                     ) -> list[float]:  # fmt: skip
-        """FTS5's BM25 of the index's winners, exactly: their true lengths (the index keeps a
-        length in one byte), FTS5's own row and token counts."""
-        if not texts:
-            return []
-        (averages,) = self._db.execute(q.FTS_AVERAGES_SQL).fetchone()
-        rows, total = lexical.varints(averages)[:2]
-        return lexical.bm25_many(texts, phrases, rows, total, holding)
-
-    def _bm25(
-        self, table: str, match: str, where: str, params: list[object], limit: int
-    ) -> list[tuple[str, float]]:
-        """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; the
-        full join on a small store; on a large one, one query per core over its own rows,
-        run at the same time and merged (the same result each way)."""
-        rows_max = self._rows_max()
-        if rows_max < q.BM25_WINNERS_MIN_ROWS:
-            rows = self._db.execute(q.bm25_sql(table, where), [match, *params, limit]).fetchall()
-            return [(memory_id, float(raw)) for memory_id, raw in rows]
-        parts = min(os.cpu_count() or 1, q.BM25_MAX_PARTS)
-        if rows_max < q.BM25_SPLIT_MIN_ROWS or parts < 2 or not self._may_spread():
-            return self._bm25_winners(table, match, where, params, limit, None)
-        part = partial(self._bm25_winners, table, match, where, params, limit)
-        first, *rest = q.bm25_spans(rows_max, parts)
-        found, others = _bm25_threads.run_beside(
-            partial(part, first), [partial(part, span) for span in rest]
-        )
-        merged = found + [row for other in others for row in other]
-        return sorted(merged, key=lambda r: (r[1], r[0]))[:limit]
-
-    def _bm25_winners(
-        self,
-        table: str,
-        match: str,
-        where: str,
-        params: list[object],
-        limit: int,
-        span: tuple[int, int] | None,
-    ) -> list[tuple[str, float]]:
-        """The winners-first BM25 (of the rows in ``span`` only, when given), falling back
-        to the full join when the filters hid winners."""
-        bounds = list(span or ())
-        inner = limit * q.BM25_PREFETCH
-        ranged = span is not None
-        rows = self._db.execute(
-            q.bm25_winners_sql(table, where, ranged), [match, *bounds, inner, *params, limit]
-        ).fetchall()
-        if len(rows) < limit:
-            (matched,) = self._db.execute(
-                q.bm25_count_sql(table, ranged), [match, *bounds, inner]
-            ).fetchone()
-            if matched >= inner:  # the filters hid winners: rank every match instead
-                rows = self._db.execute(
-                    q.bm25_sql(table, where, ranged), [match, *bounds, *params, limit]
-                ).fetchall()
-        return [(memory_id, float(raw)) for memory_id, raw in rows]
-
-    def _semantic_within(
-        self, query_vector: Vector, limit: int, where: str, params: list[object]
+    def _window_semantic(
+        self, request: CandidateRequest, scope: readers.Scope
     ) -> list[ChannelCandidate]:
+        """The nearest vectors inside the request's time window."""
+        assert request.query_vector is not None
+        query_vector, limit = request.query_vector, request.window_semantic_limit
+        where, params = readers.within(request, scope.where, scope.params)
         with self._mirror_lock:
             keep = np.fromiter((r[0] for r in self._db.execute(
                 f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
@@ -988,23 +854,6 @@ def _source_file(r: sqlite3.Row) -> SourceFile:
         status=r["status"], content_hash=r["content_hash"], chunker=r["chunker"],
         error=r["error"], indexed_at=_dt(r["indexed_at"]), chunks=r["chunks"],
     )  # fmt: skip
-
-
-def _within(
-    request: CandidateRequest, where: str, params: list[object]
-) -> tuple[str, list[object]]:
-    """``where`` narrowed to the request's time window (if any)."""
-    window = request.time_window
-    if window is None:
-        return where, params
-    extra, more = "", list(params)
-    if window.start is not None:
-        extra += " AND m.ref_time >= ?"
-        more.append(window.start.timestamp())
-    if window.end is not None:
-        extra += " AND m.ref_time < ?"
-        more.append(window.end.timestamp())
-    return where + extra, more
 
 
 TIE_MARGIN = 16

@@ -16,7 +16,7 @@ questions and every one of FTS5's top 10 inside its top 200 (docs/benchmarks-sca
 
 Every row is indexed with its namespace (the tenant wall is part of the query) and its pk;
 forgotten and superseded rows are kept, as FTS5 keeps them, and the store's filters are
-applied to the winners (``SQLiteStore._words_top``).
+applied to the winners (:class:`TantivyWords`, the word channel's engine).
 
 Staying current, across processes and crashes:
 
@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from recalld import lexical
+from recalld.stores.sqlite.readers import Scope, Winners, rescored, rows_max
 
 log = logging.getLogger("recalld")
 
@@ -80,14 +81,6 @@ def words_available() -> bool:
 
 
 @dataclass(frozen=True)
-class WordHits:
-    """The index's answer: (pk, BM25) best first, and how many rows hold each phrase."""
-
-    rows: list[tuple[int, float]]
-    holding: list[int]
-
-
-@dataclass(frozen=True)
 class Covered:
     """What ``covered.json`` says: the store the index belongs to and its last log entry."""
 
@@ -95,6 +88,48 @@ class Covered:
     seq: int
     commit: str
     """Which write made the file (readers reopen their searcher when it changes)."""
+
+
+class TantivyWords:
+    """The word channel's engine on a large store (a
+    :class:`~recalld.stores.sqlite.readers.WordEngine`): the index picks the winners, the
+    store scores them with FTS5's exact BM25 (:func:`~recalld.stores.sqlite.readers.rescored`),
+    so that the channel returns FTS5's rows in FTS5's order with FTS5's scores."""
+
+    name = "tantivy"
+
+    def __init__(self, folder: Path) -> None:
+        self.index = WordIndex(folder)
+        self._broken = False
+        """tantivy is installed but does not load: FTS5 answers from now on."""
+
+    def top(
+        self, scope: Scope, terms: tuple[str, ...], limit: int
+    ) -> list[tuple[str, float]] | None:
+        if self._broken or scope.rows_max < WORD_INDEX_MIN_ROWS:
+            return None
+        return rescored(scope, lexical.phrases(terms), self._winners, limit)
+
+    def _winners(self, scope: Scope, phrases: list[list[str]], k: int) -> Winners | None:
+        try:
+            return self.index.top(scope.db, phrases, scope.visible, k)
+        except ImportError as exc:
+            log.warning("the word index is off: tantivy does not load (%s)", exc)
+            self._broken = True
+        except (OSError, ValueError) as exc:  # unreadable files: FTS5 this time
+            log.warning("the word index could not answer (%s); FTS5 answers", exc)
+            self.index.forget_searcher()
+        return None
+
+    def after_write(self, db: sqlite3.Connection) -> None:
+        """Bring the index up to date (see :meth:`WordIndex.sync`). The write stands when
+        that fails: the log keeps what the index still lacks."""
+        if self._broken:
+            return
+        try:
+            self.index.sync(db, rows_max(db))
+        except (ImportError, OSError, ValueError, sqlite3.Error) as exc:
+            log.warning("the word index was not brought up to date (%s); FTS5 answers", exc)
 
 
 class WordIndex:
@@ -118,7 +153,7 @@ class WordIndex:
         phrases: Sequence[Sequence[str]],
         namespaces: Sequence[str],
         k: int,
-    ) -> WordHits | None:
+    ) -> Winners | None:
         """The ``k`` best rows of ``namespaces`` for the OR of ``phrases``, best first; None
         when the index cannot answer now (absent, too far behind, or another process is
         bringing it up to date)."""
@@ -130,7 +165,7 @@ class WordIndex:
 
         clauses, counts = _fts5_weighted(searcher, self._index.schema, phrases)
         if not clauses:
-            return WordHits([], counts)
+            return Winners([], counts)
         schema = self._index.schema
         query = tantivy.Query.boolean_query(clauses)
         if not held <= set(namespaces):
@@ -144,7 +179,7 @@ class WordIndex:
         hits = searcher.search(query, k, count=False).hits
         pks = searcher.fast_field_values("pk", [address for _, address in hits])
         found = [(int(pk), float(score)) for (score, _), pk in zip(hits, pks, strict=True)]
-        return WordHits(found, counts)
+        return Winners(found, counts)
 
     def forget_searcher(self) -> None:
         """Open the index again on the next search (its files failed to read)."""

@@ -1,0 +1,272 @@
+"""How the SQLite store answers each channel of :mod:`recalld.channels`: one reader per
+channel, each a function of the request and the :class:`Scope` of one call.
+
+The word channel (``bm25``) is answered by the first of its engines that can
+(:class:`WordEngine`): the word index beside a large store (:mod:`.word_index`, when the
+``words`` extra is installed), else FTS5, which always can. A new engine is one module
+with a :class:`WordEngine` and one line in :func:`word_engines`; an engine that only picks
+the winners leaves their scores to FTS5 (:func:`rescored`).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Protocol
+
+from recalld import lexical, threads
+from recalld.channels import ranked
+from recalld.stores.base import CandidateRequest, ChannelCandidate
+from recalld.stores.sqlite import queries as q
+
+log = logging.getLogger("recalld")
+
+_bm25_threads = threads.LazyPool(q.BM25_MAX_PARTS - 1, "recalld-bm25")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What every reader of one :meth:`~recalld.stores.sqlite.store.SQLiteStore.candidates`
+    call shares: the store's connections (each thread its own), the request's filters as
+    SQL, the handle's namespaces, and whether reads may spread over threads."""
+
+    connection: Callable[[], sqlite3.Connection]
+    where: str
+    params: list[object]
+    visible: tuple[str, ...]
+    spread: bool
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The calling thread's connection."""
+        return self.connection()
+
+    @functools.cached_property
+    def rows_max(self) -> int:
+        """The largest ``pk``: the store's size, as the size thresholds count it."""
+        return rows_max(self.db)
+
+
+Reader = Callable[[CandidateRequest, Scope], list[ChannelCandidate]]
+
+
+def rows_max(db: sqlite3.Connection) -> int:
+    (largest,) = db.execute("SELECT coalesce(max(pk), 0) FROM memories").fetchone()
+    return int(largest)
+
+
+class WordEngine(Protocol):
+    """An engine behind the word channel: FTS5's BM25 of the request's terms, best first."""
+
+    name: str
+
+    def top(
+        self, scope: Scope, terms: tuple[str, ...], limit: int
+    ) -> list[tuple[str, float]] | None:
+        """(id, -BM25) of the ``limit`` best rows passing the scope's filters, best first,
+        ties by id; None when the engine cannot answer this time (the next one does)."""
+
+    def after_write(self, db: sqlite3.Connection) -> None:
+        """Bring the engine up to date after a committed write (never raises: a failure
+        leaves it to answer None, or to catch up later)."""
+
+
+class Fts5Words:
+    """The word channel from FTS5 (``memories_fts``): every matching row scored."""
+
+    name = "fts5"
+
+    def top(
+        self, scope: Scope, terms: tuple[str, ...], limit: int
+    ) -> list[tuple[str, float]] | None:
+        return fts5_bm25(scope, "memories_fts", q.fts_match(terms), limit)
+
+    def after_write(self, db: sqlite3.Connection) -> None:
+        """FTS5 is kept by the store's own triggers, inside the write."""
+
+
+FTS5 = Fts5Words()
+
+
+def word_engines(path: str) -> list[WordEngine]:
+    """The word channel's engines for the store at ``path``, in the order they are asked:
+    the word index beside a large store (when tantivy is installed), then FTS5."""
+    from recalld.stores.sqlite import word_index
+
+    engines: list[WordEngine] = []
+    if path != ":memory:" and word_index.words_available():
+        engines.append(word_index.TantivyWords(Path(path + ".words")))
+    return [*engines, FTS5]
+
+
+# -- an engine's winners, scored by FTS5 -----------------------------------------------
+
+WORDS_MARGIN = 10
+"""Winners asked for beyond the limit (and a quarter of it): for the few that the filters
+hide (forgotten and superseded rows stay in an engine's index, as in FTS5), and for rows
+that an engine's own scores put just below the limit where FTS5's puts them in."""
+
+
+@dataclass(frozen=True)
+class Winners:
+    """An engine's best rows: (pk, its own score) best first, and how many rows of the
+    store hold each of the query's phrases (FTS5's document frequencies)."""
+
+    rows: list[tuple[int, float]]
+    holding: list[int]
+
+
+def rescored(
+    scope: Scope,
+    phrases: list[list[str]],
+    winners: Callable[[Scope, list[list[str]], int], Winners | None],
+    limit: int,
+) -> list[tuple[str, float]] | None:
+    """A :meth:`WordEngine.top` from an engine that only picks the winners: its best
+    ``limit`` + a quarter + :data:`WORDS_MARGIN` rows (then ``BM25_PREFETCH`` times the
+    limit, when the filters hid some), joined with ``memories`` and the filters, and scored
+    again with FTS5's exact BM25 (their true lengths, FTS5's own row and token counts); None
+    when ``winners`` cannot answer, or the filters hide more than that."""
+    db = scope.db
+    for k in (limit + limit // 4 + WORDS_MARGIN, limit * q.BM25_PREFETCH):
+        found = winners(scope, phrases, k)
+        if found is None:
+            return None
+        pks = [pk for pk, _ in found.rows]
+        read = db.execute(q.pks_where_sql(scope.where, len(pks)), [*pks, *scope.params])
+        passed = {pk: (memory_id, content) for pk, memory_id, content in read}
+        kept = [passed[pk] for pk, _ in found.rows if pk in passed]
+        if len(kept) >= limit or len(found.rows) < k:
+            exact = _fts5_scores(db, [content for _, content in kept], phrases, found.holding)
+            return sorted(((memory_id, -score) for (memory_id, _), score
+                           in zip(kept, exact, strict=True)),
+                          key=lambda r: (r[1], r[0]))[:limit]  # fmt: skip
+    return None
+
+
+def _fts5_scores(db: sqlite3.Connection, texts: list[str], phrases: list[list[str]],
+                 holding: list[int]) -> list[float]:  # fmt: skip
+    if not texts:
+        return []
+    (averages,) = db.execute(q.FTS_AVERAGES_SQL).fetchone()
+    rows, total = lexical.varints(averages)[:2]
+    return lexical.bm25_many(texts, phrases, rows, total, holding)
+
+
+def words(engines: Sequence[WordEngine], request: CandidateRequest, scope: Scope
+          ) -> list[ChannelCandidate]:  # fmt: skip
+    """The word channel: the first engine's answer that is not None."""
+    for engine in engines:
+        rows = engine.top(scope, request.terms, request.bm25_limit)
+        if rows is not None:
+            return ranked((memory_id, -raw) for memory_id, raw in rows)
+    raise AssertionError("FTS5 answers every word request")
+
+
+def trigram(request: CandidateRequest, scope: Scope) -> list[ChannelCandidate]:
+    """The trigram channel: FTS5's BM25 over ``memories_trigram`` for the query's CJK
+    3-grams."""
+    grams, _ = lexical.trigram_terms(request.raw_query)
+    rows = fts5_bm25(scope, "memories_trigram", q.fts_match(grams), request.bm25_limit)
+    return ranked((memory_id, -raw) for memory_id, raw in rows)
+
+
+def substring(request: CandidateRequest, scope: Scope) -> list[ChannelCandidate]:
+    """CJK pieces too short for the trigram index, found by a scan, newest first."""
+    _, short = lexical.trigram_terms(request.raw_query)
+    likes = [f"%{q.escape_like(s)}%" for s in short]
+    found = scope.db.execute(q.like_sql(scope.where, len(likes)),
+                             [*likes, *scope.params, request.bm25_limit])  # fmt: skip
+    return ranked((memory_id, 0.0) for (memory_id,) in found)
+
+
+def entity(request: CandidateRequest, scope: Scope) -> list[ChannelCandidate]:
+    """Memories carrying the request's entities, by how many."""
+    rows = scope.db.execute(
+        q.entity_sql(scope.where, len(request.entities)),
+        [*request.entities, *scope.params, request.entity_limit],
+    ).fetchall()
+    return ranked((r[0], float(r[1])) for r in rows)
+
+
+def temporal(request: CandidateRequest, scope: Scope) -> list[ChannelCandidate]:
+    """The newest memories (of the request's time window, if any), by reference time."""
+    where, params = within(request, scope.where, scope.params)
+    rows = scope.db.execute(q.temporal_sql(where), [*params, request.temporal_limit])
+    return ranked(rows.fetchall())
+
+
+READERS: dict[str, Reader] = {
+    "trigram": trigram,
+    "substring": substring,
+    "entity": entity,
+    "temporal": temporal,
+}
+"""The readers that need nothing of the store but a connection; the store adds the vector
+channels' and the word channel's, which hold its vector mirror and its word engines."""
+
+
+def within(request: CandidateRequest, where: str, params: list[object]) -> tuple[str, list[object]]:
+    """``where`` narrowed to the request's time window (if any)."""
+    window = request.time_window
+    if window is None:
+        return where, params
+    extra, more = "", list(params)
+    if window.start is not None:
+        extra += " AND m.ref_time >= ?"
+        more.append(window.start.timestamp())
+    if window.end is not None:
+        extra += " AND m.ref_time < ?"
+        more.append(window.end.timestamp())
+    return where + extra, more
+
+
+# -- FTS5 BM25, the winners first -------------------------------------------------------
+
+
+def fts5_bm25(scope: Scope, table: str, match: str, limit: int) -> list[tuple[str, float]]:
+    """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; the
+    full join on a small store; on a large one, one query per core over its own rows,
+    run at the same time and merged (the same result each way)."""
+    largest = scope.rows_max
+    if largest < q.BM25_WINNERS_MIN_ROWS:
+        rows = scope.db.execute(q.bm25_sql(table, scope.where),
+                                [match, *scope.params, limit]).fetchall()  # fmt: skip
+        return [(memory_id, float(raw)) for memory_id, raw in rows]
+    parts = min(os.cpu_count() or 1, q.BM25_MAX_PARTS)
+    if largest < q.BM25_SPLIT_MIN_ROWS or parts < 2 or not scope.spread:
+        return _winners(scope, table, match, limit, None)
+    part = partial(_winners, scope, table, match, limit)  # each thread its own connection
+    first, *rest = q.bm25_spans(largest, parts)
+    found, others = _bm25_threads.run_beside(partial(part, first),
+                                             [partial(part, span) for span in rest])  # fmt: skip
+    merged = found + [row for other in others for row in other]
+    return sorted(merged, key=lambda r: (r[1], r[0]))[:limit]
+
+
+def _winners(
+    scope: Scope, table: str, match: str, limit: int, span: tuple[int, int] | None
+) -> list[tuple[str, float]]:
+    """The winners-first BM25 (of the rows in ``span`` only, when given), falling back
+    to the full join when the filters hid winners."""
+    db, where, params = scope.db, scope.where, scope.params
+    bounds = list(span or ())
+    inner = limit * q.BM25_PREFETCH
+    ranged = span is not None
+    rows = db.execute(
+        q.bm25_winners_sql(table, where, ranged), [match, *bounds, inner, *params, limit]
+    ).fetchall()
+    if len(rows) < limit:
+        (matched,) = db.execute(q.bm25_count_sql(table, ranged), [match, *bounds, inner]
+                                ).fetchone()  # fmt: skip
+        if matched >= inner:  # the filters hid winners: rank every match instead
+            rows = db.execute(
+                q.bm25_sql(table, where, ranged), [match, *bounds, *params, limit]
+            ).fetchall()
+    return [(memory_id, float(raw)) for memory_id, raw in rows]

@@ -11,9 +11,10 @@ import pytest
 import recalld
 from recalld.config import Settings
 from recalld.providers.embedders import Embedder, FakeEmbedder
-from recalld.records import NewMemory, TimeRange
+from recalld.records import Memory, NewMemory, TimeRange
 from recalld.retrieval.query import understand
 from recalld.stores.base import CandidateRequest, Tenancy
+from recalld.text import content_hash
 
 from ..retrieval.golden import load_corpus
 
@@ -83,6 +84,41 @@ def test_migrations_from_empty_and_from_the_previous_version(pg_database: str) -
         assert conn.execute("SELECT sum(rows), sum(tokens) FROM lexical_stats").fetchone() == (
             1, 2)  # fmt: skip
     assert names == [m[1] for m in MIGRATIONS]
+
+
+def test_a_vector_stays_in_its_row_when_the_text_is_long(pg_database: str) -> None:
+    """Migration 8: a row past 2 kB moves its text to TOAST, not its vector, so reading a
+    vector is one buffer, not a TOAST lookup; the vector reads back exactly."""
+    import numpy as np
+    import psycopg
+
+    from recalld.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_database)
+    try:
+        vectors = np.random.default_rng(3).standard_normal((8, 384)).astype(np.float32)
+        words = [f"word{i}x{j}" for i in range(8) for j in range(400)]
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        texts = [" ".join(words[i * 400 : (i + 1) * 400]) for i in range(8)]
+        memories = [Memory(id=f"v{i}", content=text, type="fact", created_at=now,
+                           updated_at=now, content_hash=content_hash(text))
+                    for i, text in enumerate(texts)]  # fmt: skip
+        store.insert(memories, vectors)
+        got = store.vectors_for([f"v{i}" for i in range(8)])
+        assert all(np.array_equal(got[f"v{i}"], vectors[i]) for i in range(8))
+    finally:
+        store.close()
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        storage = conn.execute(
+            "SELECT attstorage FROM pg_attribute WHERE attrelid ="
+            " 'memories'::regclass AND attname = 'embedding'"
+        ).fetchone()
+        assert storage == ("m",)  # kept when the first vector set the column's dimension
+        # Not one vector has a TOAST chunk (PostgreSQL 17+ says which values have one).
+        toasted = conn.execute(
+            "SELECT count(pg_column_toast_chunk_id(embedding)), count(embedding) FROM memories"
+        ).fetchone()
+        assert toasted == (0, 8)
 
 
 def test_every_unique_key_of_a_tenants_rows_holds_the_namespace(pg_database: str) -> None:

@@ -42,7 +42,12 @@ from recalld.stores.base import (
     neighbors_in_sessions,
 )
 from recalld.stores.postgres import queries as q
-from recalld.stores.postgres.migrations import APP_ID, SCHEMA_VERSION, migrate
+from recalld.stores.postgres.migrations import (
+    APP_ID,
+    KEEP_VECTORS_INLINE,
+    SCHEMA_VERSION,
+    migrate,
+)
 
 CHANNELS = frozenset(q.READERS)
 """The channels this backend answers: all of them, one reader each (queries.READERS)."""
@@ -334,7 +339,8 @@ class PostgresStore:
             )
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('recalld_dimension'))")
         if self._dimension(conn) is None:
-            conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dimension})")
+            conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dimension}),"
+                         f" {KEEP_VECTORS_INLINE}")  # fmt: skip
             if not self._deferring:
                 self._create_vector_index(conn)
 
@@ -491,7 +497,8 @@ class PostgresStore:
                 conn.execute("UPDATE memories SET embedding = NULL WHERE namespace = ANY(%s)",
                              (self._visible,))  # fmt: skip
                 conn.execute("DROP INDEX IF EXISTS memories_embedding")
-                conn.execute("ALTER TABLE memories ALTER COLUMN embedding TYPE vector")
+                conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector,"
+                             f" {KEEP_VECTORS_INLINE}")  # fmt: skip
             if dimension is not None:
                 self._ensure_dimension(conn, dimension)
             with conn.cursor() as cur:

@@ -120,7 +120,10 @@ def bm25_many(
     from FTS5's own count. The SQLite store re-scores its word index's best rows with it."""
     conn = _scorer()
     wanted = sorted({token for phrase in query for token in phrase})
-    found: list[dict[int, str]] = [{} for _ in texts]
+    at: list[dict[int, str]] = [{} for _ in texts]
+    """Each text's query tokens by offset."""
+    starts: list[dict[str, list[int]]] = [{} for _ in texts]
+    """Each text's offsets of each query token."""
     with conn:
         conn.executemany("INSERT INTO s(rowid, c) VALUES (?, ?)", enumerate(texts))
         lengths = {
@@ -130,15 +133,21 @@ def bm25_many(
         for doc, offset, term in conn.execute(
             f"SELECT doc, offset, term FROM sv WHERE term IN ({marks})", wanted
         ):
-            found[doc][offset] = stored(term)
+            token = stored(term)
+            at[doc][offset] = token
+            starts[doc].setdefault(token, []).append(offset)
         conn.execute("INSERT INTO s(s) VALUES ('delete-all')")
     avgdl = total / rows
     scores = []
-    for doc, at in enumerate(found):
+    for doc in range(len(texts)):
         score = 0.0
         norm = K1 * (1 - B + B * lengths.get(doc, 0) / avgdl)
         for phrase, n in zip(query, hits, strict=True):
-            f = sum(all(at.get(o + i) == t for i, t in enumerate(phrase)) for o in at)
+            first = starts[doc].get(phrase[0], [])
+            # A phrase occurs where its first token does and the rest follow it in order.
+            f = len(first) if len(phrase) == 1 else sum(
+                all(at[doc].get(o + i) == t for i, t in enumerate(phrase) if i)
+                for o in first)  # fmt: skip
             if f and n:
                 score += idf(rows, n) * (f * (K1 + 1.0) / (f + norm))
         scores.append(score)

@@ -79,6 +79,23 @@ def test_the_reference_bm25_is_sqlites(tmp_path: Path) -> None:
         )
 
 
+def test_a_batch_of_rows_scores_as_each_row_alone() -> None:
+    """:func:`lexical.bm25_many` (the word index's winners scored in one FTS5 batch) gives
+    :func:`lexical.bm25` of each row: repeated tokens, phrases that overlap themselves, a
+    phrase's tokens apart, rows without a match."""
+    docs = [*TEXTS, "run run run run", "new york new york new", "york new", "new new york",
+            "caroline's caroline s caroline", "tea for two, two for tea"]  # fmt: skip
+    terms = ["new york", "new york new", "run", "caroline's", "two for tea", "york", "absent"]
+    query = lexical.phrases(terms)
+    tokens = lexical.tokenize_many(docs)
+    hits = [sum(1 for t in tokens if lexical.phrase_hits(t, p)) for p in query]
+    rows, total = len(docs) + 40, sum(len(t) for t in tokens) + 300  # a larger table's counts
+    batch = lexical.bm25_many(docs, query, rows, total, hits)
+    alone = [lexical.bm25(t, query, rows, total, hits) for t in tokens]
+    assert batch == pytest.approx(alone, rel=1e-12)
+    assert sum(score > 0 for score in batch) >= 6 and 0.0 in batch
+
+
 @pytest.mark.postgres
 def test_postgres_words_rank_as_fts5_with_statistics_kept_by_triggers(
     tmp_path: Path, pg_database: str

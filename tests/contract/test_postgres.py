@@ -103,7 +103,15 @@ def test_a_vector_stays_in_its_row_when_the_text_is_long(pg_database: str) -> No
         memories = [Memory(id=f"v{i}", content=text, type="fact", created_at=now,
                            updated_at=now, content_hash=content_hash(text))
                     for i, text in enumerate(texts)]  # fmt: skip
-        store.insert(memories, vectors)
+        short = Memory(
+            id="short",
+            content=" ".join(words[:60]),
+            type="fact",
+            created_at=now,
+            updated_at=now,
+            content_hash=content_hash(" ".join(words[:60])),
+        )
+        store.insert([*memories, short], np.vstack([vectors, vectors[:1]]))
         got = store.vectors_for([f"v{i}" for i in range(8)])
         assert all(np.array_equal(got[f"v{i}"], vectors[i]) for i in range(8))
     finally:
@@ -118,7 +126,14 @@ def test_a_vector_stays_in_its_row_when_the_text_is_long(pg_database: str) -> No
         toasted = conn.execute(
             "SELECT count(pg_column_toast_chunk_id(embedding)), count(embedding) FROM memories"
         ).fetchone()
-        assert toasted == (0, 8)
+        assert toasted == (0, 9)
+        # A row of ordinary length (2.5 kB with its vector) keeps its words in the row too.
+        words_out = conn.execute(
+            "SELECT pg_column_toast_chunk_id(lex_tokens) IS NULL,"
+            " pg_column_size(m.*) FROM memories m WHERE id = 'short'"
+        )
+        inline, size = words_out.fetchone()  # type: ignore[misc]
+        assert inline and size > 2048
 
 
 def test_every_unique_key_of_a_tenants_rows_holds_the_namespace(pg_database: str) -> None:

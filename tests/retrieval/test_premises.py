@@ -219,6 +219,8 @@ def test_a_year_no_memory_is_dated_in_is_searched_as_a_word(
         result = engine.search(query, limit=3, as_of=NOW)
         assert "time_window" in result.details["stood_aside"]
         assert result.details["time_window"] is None
+        # A small store scores every vector: nothing for vector completion to repair.
+        assert "every vector was scored" in result.details["stood_aside"]["vector_completion"]
         assert result.hits[0].memory.id == ids[0]
         # Memories dated inside the year keep the window, and the trace says nothing.
         dated = engine.add("Pneumonia ward notes from the winter.",

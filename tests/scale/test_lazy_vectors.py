@@ -161,3 +161,42 @@ def test_a_query_of_another_dimension_is_refused(saved: Path) -> None:
     with pytest.raises(EmbedderMismatchError, match="dimensions"):
         semantic(store, np.ones(8, dtype=np.float32))
     store.close()
+
+
+def test_memories_the_index_missed_that_other_channels_found_take_their_exact_places(
+    saved: Path,
+) -> None:
+    """Vector completion (retrieval.pipeline.complete_vectors): the store says its vector
+    answer may be approximate; a nearest memory the ANN missed but the word channel found
+    is put back where the exact search ranks it, with its exact cosine; nothing else moves."""
+    from recalld.retrieval.pipeline import complete_vectors
+    from recalld.stores.base import SearchRows
+
+    small = SQLiteStore(saved.parent / "small.db")
+    assert small.exact_vectors()  # a store under the ANN size scores every vector
+    small.close()
+    store = opened(saved)
+    query = clustered(1, seed=28)[0]
+    exact = opened(saved, lazy=False)
+    exact.search_exactly()
+    truth = exact.candidates(CandidateRequest(query_vector=query, semantic_limit=10))["semantic"]
+    found = store.candidates(CandidateRequest(query_vector=query, semantic_limit=10))["semantic"]
+    assert not store.exact_vectors()  # the ANN index answered
+    assert [c.memory_id for c in found] == [c.memory_id for c in truth]
+    missed = truth[3]  # as if the index had not reached it
+    ann = [c for c in truth if c is not missed] + [ChannelCandidate("m1199", 10, -1.0)]
+    ann = [ChannelCandidate(c.memory_id, rank, c.score) for rank, c in enumerate(ann, start=1)]
+    words = [ChannelCandidate(missed.memory_id, 1, 7.5), ChannelCandidate("m1198", 2, 3.0)]
+    rows = SearchRows(({"semantic": ann, "bm25": words},), {})
+    completed = complete_vectors(store, rows, query, 10).channels[0]
+    assert completed["bm25"] == words
+    got = completed["semantic"]
+    assert [c.memory_id for c in got] == [c.memory_id for c in truth]
+    assert [c.rank for c in got] == list(range(1, 11))
+    assert [c.score for c in got] == pytest.approx([c.score for c in truth], abs=1e-6)
+    # Nothing the other channels found is nearer than the last: the list stays as it was.
+    other = next(f"m{i}" for i in range(1200) if f"m{i}" not in {c.memory_id for c in truth})
+    far = SearchRows(({"semantic": truth, "bm25": [ChannelCandidate(other, 1, 2.0)]},), {})
+    assert complete_vectors(store, far, query, 10).channels[0]["semantic"] == truth
+    store.close()
+    exact.close()

@@ -3,8 +3,10 @@ cosine similarity (exact, or from a vector index whose recall the benchmarks mea
 
 from __future__ import annotations
 
-from recalld.channels.base import Channel, as_found
-from recalld.stores.base import CandidateRequest
+from collections.abc import Mapping
+
+from recalld.channels.base import Channel, as_found, ranked
+from recalld.stores.base import CandidateRequest, ChannelCandidate
 
 
 def _asked(request: CandidateRequest) -> bool:
@@ -12,3 +14,18 @@ def _asked(request: CandidateRequest) -> bool:
 
 
 SEMANTIC = Channel("semantic", _asked, "semantic", as_found, needs_vector=True)
+
+
+def completed(
+    found: list[ChannelCandidate], cosines: Mapping[str, float], limit: int
+) -> list[ChannelCandidate]:
+    """An approximate index's nearest (``found``, best first) completed with the exact
+    ``cosines`` of memories it missed that other channels found: each takes the place its
+    cosine gives it, ties by id as an exact search orders them, cut at ``limit``. On an
+    exact answer it changes nothing, since no memory it missed can be nearer than its last."""
+    listed = {c.memory_id for c in found}
+    pairs = [(c.memory_id, c.score) for c in found]
+    pairs += [(memory_id, score) for memory_id, score in cosines.items() if memory_id not in listed]
+    if len(pairs) == len(found):
+        return found
+    return ranked(sorted(pairs, key=lambda p: (-p[1], p[0]))[:limit])

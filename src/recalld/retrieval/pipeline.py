@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from recalld.channels import LISTS, channel_lists, split_channels, temporal_channels
+from recalld.channels import semantic as semantic_channel
 from recalld.providers.embedders import Embedder, sharing_cores
 from recalld.records import (
     ChannelHit,
@@ -165,7 +166,8 @@ def _search(
     )
     vectors = _Vectors(store, rows, scored, config, updates=not past)
     readable = role_readable(request.query)
-    aside = stood_aside(scored, plan, config, past=past, undated=undated, readable=readable)
+    aside = stood_aside(scored, plan, config, past=past, undated=undated, readable=readable,
+                        vectors_exact=store.exact_vectors())  # fmt: skip
     scored = apply_session_support(scored, config)
     # each semantic candidate's query cosine (calibrated), for three stages
     cosines = _cosines(lists, calibration)
@@ -328,12 +330,18 @@ def stood_aside(
     past: bool,
     undated: bool = False,
     readable: bool = True,
+    vectors_exact: bool = True,
 ) -> dict[str, str]:
     """The mechanisms whose premise does not hold for this query on these candidates, and
     why: they leave every score as it is (the trace says so rather than staying silent).
     ``undated``: the time window could not be answered; ``readable``: the query's role cues
-    can be read (:func:`~recalld.retrieval.adjust.role_readable`)."""
+    can be read (:func:`~recalld.retrieval.adjust.role_readable`); ``vectors_exact``: the
+    store scored every vector (:meth:`~recalld.stores.base.Store.exact_vectors`)."""
     aside: dict[str, str] = {}
+    if vectors_exact:
+        aside["vector_completion"] = (
+            "every vector was scored: the vector channel missed none of the nearest"
+        )
     if config.reply_weight > 0 and not readable:
         aside["reply_support"] = (
             "the query's language gives no cue to whether it asks what the user said"
@@ -443,8 +451,12 @@ def retrieve(
                                          raw_query=" ".join(plan.time_terms),
                                          bm25_limit=wanted["bm25"]))  # fmt: skip
 
+    embedded: list[Vector] = []
+
     def embed() -> Vector:
-        return embedder.embed_query(plan.text) if query_vector is None else query_vector
+        vector = embedder.embed_query(plan.text) if query_vector is None else query_vector
+        embedded.append(vector)
+        return vector
 
     rows = read_candidates(
         store,
@@ -454,6 +466,8 @@ def retrieve(
         neighbor_radius=config.neighbor_radius if config.neighbor_weight > 0 else 0,
         neighbor_depth=config.neighbor_depth,
     )
+    if embedded and not store.exact_vectors():
+        rows = complete_vectors(store, rows, embedded[0], wanted["semantic"])
     found = channel_lists(rows.channels[0], pool)
     weight = config.original_query_weight
     lists = [
@@ -466,6 +480,32 @@ def retrieve(
         if timed:
             lists.append(RankedList("bm25_time", timed, weight * config.time_terms_weight, False))
     return lists, rows
+
+
+def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) -> SearchRows:
+    """Where an approximate index answered the vector channel, the memories the other
+    channels found but it missed take the places their exact cosines give them
+    (:func:`recalld.channels.semantic.completed`): what fusion reads of them is then what an
+    exact search gives, at the cost of reading their vectors."""
+    found = rows.channels[0]
+    nearest = found.get("semantic")
+    if nearest is None:
+        return rows
+    listed = {c.memory_id for c in nearest}
+    others = list(dict.fromkeys(c.memory_id for name, candidates in found.items()
+                                if name != "semantic" for c in candidates
+                                if c.memory_id not in listed))  # fmt: skip
+    if not others:
+        return rows
+    vectors = {i: rows.vectors[i] for i in others if i in rows.vectors}
+    vectors.update(store.vectors_for([i for i in others if i not in vectors]))
+    if not vectors:
+        return rows
+    ids = list(vectors)
+    scores = np.einsum("ij,j->i", np.stack([vectors[i] for i in ids]), query)
+    nearest = semantic_channel.completed(nearest, dict(zip(ids, scores.tolist(), strict=True)),
+                                         limit)  # fmt: skip
+    return replace(rows, channels=({**found, "semantic": nearest}, *rows.channels[1:]))
 
 
 WORD_THREADS = 4

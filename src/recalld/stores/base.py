@@ -329,6 +329,10 @@ class Store(Protocol):
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of these memories (ids without a vector are absent)."""
 
+    def exact_vectors(self) -> bool:
+        """Whether the vector channels score every vector (False: an approximate index, such
+        as HNSW, may answer them, and may miss some of the nearest)."""
+
     def session_neighbors(
         self, ids: Sequence[str], radius: int
     ) -> dict[str, list[tuple[str, int]]]:

@@ -570,6 +570,9 @@ class PostgresStore:
             ).fetchall()
         return {i: np.asarray(v.to_numpy(), dtype=np.float32) for i, v in rows}
 
+    def exact_vectors(self) -> bool:
+        return False  # the planner may answer from the HNSW index, whichever the table's size
+
     def find_duplicates(self, keys: Sequence[DedupKey]) -> dict[DedupKey, str]:
         with self._conn() as conn:
             return self._find_duplicates(conn, keys)

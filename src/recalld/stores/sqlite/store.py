@@ -629,6 +629,10 @@ class SQLiteStore:
             allowed = ~mirror.rows_with(hidden)
         return _ranked(_ties_by_id(mirror.search_ids(query, limit + TIE_MARGIN, allowed), limit))
 
+    def exact_vectors(self) -> bool:
+        with self._mirror_lock:
+            return self._lazy is None and not self._vectors.uses_ann
+
     def _lazy_index(self) -> LazyAnn | None:
         """The saved ANN index, opened on the first vector search of a process whose mirror
         is still empty, while the store is past the mirror's ANN size."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -198,5 +199,41 @@ def test_memories_the_index_missed_that_other_channels_found_take_their_exact_pl
     other = next(f"m{i}" for i in range(1200) if f"m{i}" not in {c.memory_id for c in truth})
     far = SearchRows(({"semantic": truth, "bm25": [ChannelCandidate(other, 1, 2.0)]},), {})
     assert complete_vectors(store, far, query, 10).channels[0]["semantic"] == truth
+    store.close()
+    exact.close()
+
+
+def test_a_wide_time_window_filters_the_index_candidates_not_every_row(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window keeping most rows is answered from the index's candidates, the window
+    checked on them alone (a year of a 1M store is 500k rows to list); a window keeping few
+    rows falls back to listing them. Both give the exact search's answer here."""
+    from datetime import timedelta
+
+    from recalld.records import TimeRange
+
+    store, exact = opened(saved), opened(saved, lazy=False)
+    exact.search_exactly()
+    query = clustered(1, seed=29)[0]
+    listed: list[str] = []
+    nearest = SQLiteStore._nearest
+
+    def spying(self: SQLiteStore, *args: object) -> object:
+        listed.append("rows listed")
+        return nearest(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SQLiteStore, "_nearest", spying)
+    wide = TimeRange(NOW - timedelta(days=1), NOW + timedelta(days=1))
+    request = CandidateRequest(query_vector=query, window_semantic_limit=10, time_window=wide)
+    got = store.candidates(request)["window_semantic"]
+    assert listed == [] and store._lazy is not None  # answered from the index alone
+    want = exact.candidates(request)["window_semantic"]
+    listed.clear()
+    assert [c.memory_id for c in got] == [c.memory_id for c in want]
+    assert [c.score for c in got] == pytest.approx([c.score for c in want], abs=1e-6)
+    empty = TimeRange(NOW + timedelta(days=1), NOW + timedelta(days=2))
+    assert store.candidates(replace(request, time_window=empty))["window_semantic"] == []
+    assert listed == ["rows listed"]  # too few candidates passed: the window's rows listed
     store.close()
     exact.close()

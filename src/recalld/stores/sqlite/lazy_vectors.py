@@ -20,6 +20,7 @@ import logging
 import math
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,33 @@ class LazyAnn:
         if len(rows) < min(limit, allowed):
             return None
         return self._top(rows, query, limit)
+
+    def search_passing(
+        self,
+        db: sqlite3.Connection,
+        query: Vector,
+        limit: int,
+        passing: Callable[[Pks], Pks],
+    ) -> list[tuple[str, float]] | None:
+        """Top ``limit`` (memory id, exact cosine), best first, among the rows a filter keeps,
+        where the filter is applied to the index's candidates alone (``passing``: the pks
+        among those given that pass) instead of listing every row it keeps: a time window
+        over a year of a 1M store keeps 500k rows, which took a second to list. None when
+        too few candidates pass for a wider search to find enough (a narrow filter, whose
+        rows the caller lists)."""
+        query = np.asarray(query, dtype=np.float32)
+        want = limit * RESCORE_FACTOR
+        fetch = min(want * 2, self.size)
+        for _ in range(2):
+            pks = passing(self.ann.candidates(query, fetch))
+            if len(pks) >= want or fetch >= self.size:
+                return self._top(_read(db, _ROWS, [], pks), query, limit)
+            # The share that passed says how many candidates would give enough.
+            needed = math.ceil(1.25 * want * fetch / max(len(pks), 1))
+            if needed > MAX_ANN_CANDIDATES:
+                return None
+            fetch = min(needed, self.size)
+        return None
 
     def _allowed_count(self, hidden: Pks | None, keep: Pks | None) -> int:
         """Rows with a vector a search may return (as the mirror counts its mask)."""

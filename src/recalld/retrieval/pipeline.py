@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -540,9 +539,17 @@ def read_candidates(
             vector = embed()
         return store.search_rows([replace(vector_part, query_vector=vector)], **flags)
 
-    by_vector, (by_words,) = _word_threads.run_beside(
-        by_vector_here, [partial(store.search_rows, words_requests, **flags)]
-    )
+    def by_words_beside() -> SearchRows:
+        found = store.search_rows(words_requests, **flags)
+        if words_part is None or store.exact_vectors():
+            return found
+        # Vector completion will want their vectors: read them here, while the other
+        # thread searches the vectors (the index's answer is not known yet, so all of them).
+        ids = list(dict.fromkeys(c.memory_id for listed in found.channels[0].values()
+                                 for c in listed if c.memory_id not in found.vectors))  # fmt: skip
+        return replace(found, vectors={**found.vectors, **store.vectors_for(ids)})
+
+    by_vector, (by_words,) = _word_threads.run_beside(by_vector_here, [by_words_beside])
     word_channels = list(by_words.channels)
     first_found = {**by_vector.channels[0], **(word_channels.pop(0) if words_part else {})}
     return SearchRows(

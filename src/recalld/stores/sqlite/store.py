@@ -631,8 +631,9 @@ class SQLiteStore:
         return _ranked(_ties_by_id(mirror.search_ids(query, limit + TIE_MARGIN, allowed), limit))
 
     def exact_vectors(self) -> bool:
-        with self._mirror_lock:
-            return self._lazy is None and not self._vectors.uses_ann
+        # Read without the mirror's lock (held through a vector search): two attributes a
+        # search sets once; a stale answer only reads vectors that were not needed.
+        return self._lazy is None and not self._vectors.uses_ann
 
     def _lazy_index(self) -> LazyAnn | None:
         """The saved ANN index, opened on the first vector search of a process whose mirror

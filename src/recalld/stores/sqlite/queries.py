@@ -127,6 +127,12 @@ def pks_where_sql(where: str, count: int) -> str:
             f" WHERE m.pk IN ({','.join('?' * count)}) AND {where}")  # fmt: skip
 
 
+def capped_count_sql(where: str) -> str:
+    """How many rows of ``memories m`` pass ``where``, counted up to a limit (the last
+    parameter)."""
+    return f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?)"
+
+
 PKS_CHUNK = 900
 """Pks bound to one ``IN (...)`` list (SQLite allows 32,766 variables; filters add some)."""
 

@@ -682,7 +682,9 @@ class SQLiteStore:
         where, params = readers.within(request, scope.where, scope.params)
         with self._mirror_lock:
             lazy = self._lazy_index()
-            if lazy is not None:  # a window is often wide: filter the candidates alone
+            if lazy is not None and self._window_rows(request, lazy.subset_exact_rows + 1) > (
+                lazy.subset_exact_rows
+            ):  # a wide window: check it on the index's candidates alone
                 self._check_dimension(query_vector, lazy.dimension)
                 found = lazy.search_passing(self._db, query_vector, limit + TIE_MARGIN,
                                             partial(self._passing, where, params))  # fmt: skip
@@ -691,6 +693,15 @@ class SQLiteStore:
             keep = np.fromiter((r[0] for r in self._db.execute(
                 f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
             return self._nearest(query_vector, limit, None, keep)
+
+    def _window_rows(self, request: CandidateRequest, cap: int) -> int:
+        """How many rows of the handle's namespaces the request's time window holds, counted
+        up to ``cap`` on the (namespace, ref_time) index alone: an upper bound of what the
+        window keeps after the other filters."""
+        wall, params = q.namespace_sql(self._visible)
+        where, params = readers.within(request, wall, list(params))
+        (rows,) = self._db.execute(q.capped_count_sql(where), [*params, cap]).fetchone()
+        return int(rows)
 
     def _passing(self, where: str, params: list[object], pks: npt.NDArray[np.int64]
                  ) -> npt.NDArray[np.int64]:  # fmt: skip

@@ -11,36 +11,26 @@ alternating, for ``--rounds`` rounds: p50 / p95 / mean ms of a default hybrid se
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import recalld
-from recalld.bench.scale_corpus import read_sources
-from recalld.bench.scale_worker import latency_ms
+from recalld.bench.scale_worker import (
+    latency_ms,
+    question_sample,
+    store_bench_options,
+    write_report,
+)
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", type=Path, required=True)
-    parser.add_argument("--questions", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--data", type=Path, default=Path("../shared/benchmarks"))
-    parser.add_argument("--out", type=Path)
+    parser = store_bench_options(__doc__.splitlines()[0], rounds=2)
     args = parser.parse_args()
-    questions = read_sources(args.data).questions
-    rng = np.random.default_rng(args.seed)
-    picked = rng.choice(len(questions), min(args.questions, len(questions)), replace=False)
-    sample = [questions[i] for i in sorted(picked)]
+    sample = question_sample(args.data, args.questions, args.seed)
     model = resolve_embedder("local")
     model.embed_query("warm up the model")
     settings = Settings(db=args.store, cache_dir=None, embedder="local")
@@ -64,10 +54,7 @@ def main() -> None:
               "date": datetime.now(UTC).isoformat(timespec="minutes"),
               "load_before": load_before, "load_after": os.getloadavg(),
               **{name: latency_ms(found) for name, found in times.items()}}  # fmt: skip
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -16,19 +16,21 @@ part and the ANN's part of any difference are told apart.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import recalld
-from recalld.bench.scale_corpus import read_sources
-from recalld.bench.scale_worker import agreement, hybrid_tops, latency_ms
+from recalld.bench.scale_worker import (
+    agreement,
+    hybrid_tops,
+    latency_ms,
+    question_sample,
+    store_bench_options,
+    write_report,
+)
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
 from recalld.retrieval.query import understand
@@ -37,23 +39,14 @@ from recalld.stores.sqlite import SQLiteStore, vector_index
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", type=Path, required=True)
-    parser.add_argument("--questions", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--data", type=Path, default=Path("../shared/benchmarks"))
-    parser.add_argument("--out", type=Path)
+    parser = store_bench_options(__doc__.splitlines()[0], rounds=3)
     parser.add_argument("--max-expansion", type=int,
                         help="the ANN search's widest beam (default: the store's own, "
                         f"{vector_index.MAX_EXPANSION})")  # fmt: skip
     args = parser.parse_args()
     if args.max_expansion:
         vector_index.MAX_EXPANSION = args.max_expansion
-    questions = read_sources(args.data).questions
-    rng = np.random.default_rng(args.seed)
-    picked = rng.choice(len(questions), min(args.questions, len(questions)), replace=False)
-    sample = [questions[i] for i in sorted(picked)]
+    sample = question_sample(args.data, args.questions, args.seed)
     model = resolve_embedder("local")
     model.embed_query("warm up the model")
     settings = Settings(db=args.store, cache_dir=None, embedder="local")
@@ -67,10 +60,7 @@ def main() -> None:
     report["latency"] = _latency(settings, model, sample, args.rounds)
     report["agreement"] = _agreement(settings, model, sample)
     report["machine"]["load_after"] = os.getloadavg()
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    write_report(report, args.out)
 
 
 def _opened(settings: Settings, model: Any, words: bool, ann: bool = True) -> Any:

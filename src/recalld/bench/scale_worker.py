@@ -11,6 +11,8 @@ opened through :func:`recalld.stores.open_store` either way.
 
 from __future__ import annotations
 
+import argparse
+import json
 import sqlite3
 import sys
 import time
@@ -183,6 +185,35 @@ def agreement(got: list[list[str]], exact: list[list[str]]) -> dict[str, float]:
     return {"same_list": sum(a == b for a, b in pairs) / len(pairs),
             "same_set": sum(set(a) == set(b) for a, b in pairs) / len(pairs),
             "same_top1": sum(a[:1] == b[:1] for a, b in pairs) / len(pairs)}  # fmt: skip
+
+
+def store_bench_options(description: str, rounds: int) -> argparse.ArgumentParser:
+    """The options every script that times searches on one scale store takes: ``--store``,
+    ``--questions``, ``--rounds``, ``--seed``, ``--data``, ``--out``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--store", type=Path, required=True)
+    parser.add_argument("--questions", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--data", type=Path, default=Path("../shared/benchmarks"))
+    parser.add_argument("--out", type=Path)
+    return parser
+
+
+def question_sample(data: Path, count: int, seed: int) -> list[str]:
+    """``count`` of the scale corpus's real questions, the same ones for the same seed."""
+    questions = sc.read_sources(data).questions
+    rng = np.random.default_rng(seed)
+    picked = rng.choice(len(questions), min(count, len(questions)), replace=False)
+    return [questions[i] for i in sorted(picked)]
+
+
+def write_report(report: dict[str, Any], out: Path | None) -> None:
+    """Print the report as JSON, and write it to ``out`` when given."""
+    text = json.dumps(report, indent=1)
+    print(text)
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
 
 
 def latency_ms(times: list[float]) -> dict[str, float]:

@@ -20,7 +20,6 @@ import logging
 import math
 import sqlite3
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -186,23 +185,25 @@ class LazyAnn:
         db: sqlite3.Connection,
         query: Vector,
         limit: int,
-        passing: Callable[[Pks], Pks],
+        where: str,
+        params: list[object],
     ) -> list[tuple[str, float]] | None:
-        """Top ``limit`` (memory id, exact cosine), best first, among the rows a filter keeps,
-        where the filter is applied to the index's candidates alone (``passing``: the pks
-        among those given that pass) instead of listing every row it keeps: a time window
-        over a year of a 1M store keeps 500k rows, which took a second to list. None when
-        too few candidates pass for a wider search to find enough (a narrow filter, whose
-        rows the caller lists)."""
+        """Top ``limit`` (memory id, exact cosine), best first, among the rows that pass
+        ``where`` (over ``memories m``), the filter applied to the index's candidates alone,
+        as their vectors are read, instead of listing every row it keeps: a time window over
+        a year of a 1M store keeps 500k rows, which took a second to list. None when too few
+        candidates pass for a wider search to find enough (a narrow filter, whose rows the
+        caller lists)."""
         query = np.asarray(query, dtype=np.float32)
+        sql = _ROWS_PASSING.format(where=where)
         want = limit * RESCORE_FACTOR
         fetch = min(want * 2, self.size)
         for _ in range(2):
-            pks = passing(self.ann.candidates(query, fetch))
-            if len(pks) >= want or fetch >= self.size:
-                return self._top(_read(db, _ROWS, [], pks), query, limit)
+            rows = _read(db, sql, params, self.ann.candidates(query, fetch))
+            if len(rows) >= want or fetch >= self.size:
+                return self._top(rows, query, limit)
             # The share that passed says how many candidates would give enough.
-            needed = math.ceil(1.25 * want * fetch / max(len(pks), 1))
+            needed = math.ceil(1.25 * want * fetch / max(len(rows), 1))
             if needed > MAX_ANN_CANDIDATES:
                 return None
             fetch = min(needed, self.size)
@@ -237,6 +238,12 @@ _ROWS = (
     "SELECT v.pk, v.seq, v.vector, m.id FROM vectors v JOIN memories m ON m.pk = v.pk"
     " WHERE v.pk IN ({})"
 )
+_ROWS_PASSING = (
+    "SELECT v.pk, v.seq, v.vector, m.id FROM vectors v JOIN memories m NOT INDEXED"
+    " ON m.pk = v.pk WHERE {where} AND v.pk IN ({{}})"
+)
+""":data:`_ROWS` of the rows passing a filter (its parameters first); ``NOT INDEXED``: read by
+pk, never by scanning an index of the filter's columns."""
 
 
 def _read(db: sqlite3.Connection, sql: str, params: list[object], pks: Pks) -> list[Any]:

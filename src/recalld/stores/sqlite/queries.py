@@ -133,17 +133,6 @@ def capped_count_sql(where: str) -> str:
     return f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?)"
 
 
-PKS_CHUNK = 900
-"""Pks bound to one ``IN (...)`` list (SQLite allows 32,766 variables; filters add some)."""
-
-
-def pks_passing_sql(where: str, count: int) -> str:
-    """The pks among ``count`` given (parameters: the pks, then the filter's) whose rows pass
-    ``where``, read by pk (``NOT INDEXED``, as :func:`pks_where_sql`)."""
-    return (f"SELECT m.pk FROM memories m NOT INDEXED"
-            f" WHERE m.pk IN ({','.join('?' * count)}) AND {where}")  # fmt: skip
-
-
 FTS_AVERAGES_SQL = "SELECT block FROM memories_fts_data WHERE id = 1"
 """FTS5's averages record: varints of the table's rows, then its tokens (what ``bm25()``
 takes N and the mean length from)."""

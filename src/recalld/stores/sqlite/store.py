@@ -12,7 +12,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -686,8 +685,8 @@ class SQLiteStore:
                 lazy.subset_exact_rows
             ):  # a wide window: check it on the index's candidates alone
                 self._check_dimension(query_vector, lazy.dimension)
-                found = lazy.search_passing(self._db, query_vector, limit + TIE_MARGIN,
-                                            partial(self._passing, where, params))  # fmt: skip
+                found = lazy.search_passing(self._db, query_vector, limit + TIE_MARGIN, where,
+                                            params)  # fmt: skip
                 if found is not None:
                     return _ranked(_ties_by_id(found, limit))
             keep = np.fromiter((r[0] for r in self._db.execute(
@@ -702,17 +701,6 @@ class SQLiteStore:
         where, params = readers.within(request, wall, list(params))
         (rows,) = self._db.execute(q.capped_count_sql(where), [*params, cap]).fetchone()
         return int(rows)
-
-    def _passing(self, where: str, params: list[object], pks: npt.NDArray[np.int64]
-                 ) -> npt.NDArray[np.int64]:  # fmt: skip
-        """The pks among ``pks`` whose rows pass ``where``, read by pk."""
-        out: list[int] = []
-        values = [int(p) for p in pks]
-        for start in range(0, len(values), q.PKS_CHUNK):
-            chunk = values[start : start + q.PKS_CHUNK]
-            out += [r[0] for r in self._db.execute(q.pks_passing_sql(where, len(chunk)),
-                                                   [*chunk, *params])]  # fmt: skip
-        return np.asarray(out, dtype=np.int64)
 
     # -- status --------------------------------------------------------------------------
 

@@ -237,3 +237,37 @@ def test_a_wide_time_window_filters_the_index_candidates_not_every_row(
     assert listed == ["rows listed"]  # too few candidates passed: the window's rows listed
     store.close()
     exact.close()
+
+
+def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subset searched exactly but much larger than the rows asked for is ranked first by
+    the index's int8 copies; only the best of them are read from the table and scored, and
+    the answer is still the exact one (a month of a 1M store: 42k rows read, now 900)."""
+    from recalld.stores.sqlite import lazy_vectors
+
+    store = SQLiteStore(saved)
+    store._vectors = VectorMirror(Path(f"{saved}.ann"), ann_min_rows=100, subset_exact_rows=1000,
+                                  build_threads=1)  # fmt: skip
+    with sqlite3.connect(saved) as db:
+        rows = list(db.execute("SELECT m.id, v.vector FROM vectors v JOIN memories m"
+                               " ON m.pk = v.pk WHERE m.pk % 2 = 0"))  # fmt: skip
+    semantic(store, clustered(1, seed=33)[0])  # the index opened (and spot-checked)
+    read: list[int] = []
+    reading = lazy_vectors._read
+
+    def counting(db: sqlite3.Connection, sql: str, params: list[object], pks: object) -> object:
+        read.append(len(pks))  # type: ignore[arg-type]
+        return reading(db, sql, params, pks)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lazy_vectors, "_read", counting)
+    keep = np.array([pk for pk in range(1, 1201) if pk % 2 == 0], np.int64)
+    for query in clustered(5, seed=32):
+        read.clear()
+        found = store._nearest(query, 10, None, keep)  # a filter's rows, listed
+        exact = sorted(rows, key=lambda r: -float(np.frombuffer(r[1], np.float32) @ query))
+        assert [c.memory_id for c in found] == [r[0] for r in exact[:10]]
+        assert read == [lazy_vectors.PRESELECT_FACTOR * (10 + 16)] and len(rows) == 600
+    assert store._lazy is not None and store._vectors.size == 0
+    store.close()

@@ -372,6 +372,19 @@ def m010_word_changes(db: sqlite3.Connection) -> None:
     )
 
 
+def m011_live_time_index(db: sqlite3.Connection) -> None:
+    """The (namespace, time) of the rows a search may return, in an index of their own:
+    listing a time window's rows then never reads the table (a month of a 1M store, 42k
+    rows, took 45 ms through the table's rows for ``forgotten_at``, 15 through this)."""
+    run_script(
+        db,
+        """
+        CREATE INDEX IF NOT EXISTS memories_ns_live_time ON memories(namespace, ref_time)
+            WHERE forgotten_at IS NULL;
+        """,
+    )
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -384,6 +397,7 @@ MIGRATIONS: list[Migration] = [
     (8, "m008_session_position", m008_session_position),
     (9, "m009_api_keys", m009_api_keys),
     (10, "m010_word_changes", m010_word_changes),
+    (11, "m011_live_time_index", m011_live_time_index),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -3,6 +3,7 @@ its migrations, and search parity with the SQLite store on the same memories."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -287,6 +288,83 @@ def test_postgres_start_and_stop_commands(tmp_path: Path) -> None:
     assert stopped.exit_code == 0 and "stopped" in stopped.output
     assert "no server" in CliRunner().invoke(cli, ["postgres", "stop", "--dir",
                                                    str(folder)]).output  # fmt: skip
+
+
+def test_a_tenant_with_an_index_of_its_own_searches_it(pg_database: str, tmp_path: Path
+                                                      ) -> None:  # fmt: skip
+    """`recalld postgres tenant-index`: a partial HNSW index of the tenant's rows. Handles
+    opened afterwards state the namespace as a literal, so the planner may use the index
+    in any plan, and examine EF_SEARCH candidates; answers stay the same. Another tenant,
+    and the same tenant seen with a shared namespace, never use it."""
+    import psycopg
+    from click.testing import CliRunner
+
+    from recalld.interfaces.cli import cli
+    from recalld.stores.postgres import PostgresStore
+    from recalld.stores.postgres.store import EF_SEARCH, own_index_name
+
+    model = FakeEmbedder()
+    for tenant in ("big", "other"):
+        with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant=tenant),
+                          embedder=model) as engine:  # fmt: skip
+            engine.add_many([NewMemory(f"{tenant} note {i} on topic {i % 7}") for i in range(60)])
+    queries = [model.embed_query(f"topic {i}") for i in range(4)]
+
+    def nearest(store: PostgresStore) -> list[list[str]]:
+        return [[c.memory_id for c in store.candidates(CandidateRequest(
+            query_vector=v, semantic_limit=5))["semantic"]] for v in queries]  # fmt: skip
+
+    def plan(store: PostgresStore) -> str:
+        """The plan a cached statement of the handle's vector search gets: made without
+        the parameters' values, a top-N sort made dear (an ordered index scan wins)."""
+        sql, values = store._candidates_sql(CandidateRequest(query_vector=queries[0],
+                                                             semantic_limit=5))  # fmt: skip
+        names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+        text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+        with store._conn() as conn:
+            conn.execute("SET enable_seqscan = off; SET enable_sort = off;"
+                         " SET plan_cache_mode = force_generic_plan")  # fmt: skip
+            conn.execute(f"PREPARE probe AS {text}")
+            found = conn.execute("EXPLAIN EXECUTE probe(" + ", ".join(["NULL"] * len(names))
+                                 + ")").fetchall()  # fmt: skip
+            conn.execute("DEALLOCATE probe; RESET enable_seqscan; RESET enable_sort;"
+                         " RESET plan_cache_mode")  # fmt: skip
+        return "\n".join(r[0] for r in found)
+
+    store = PostgresStore(pg_database, Tenancy("big"))
+    before = nearest(store)
+    assert not store._own_index and own_index_name("big") not in plan(store)
+    store.close()
+    built = CliRunner().invoke(cli, ["--db", pg_database, "--tenant", "big", "postgres",
+                                     "tenant-index"])  # fmt: skip
+    assert built.exit_code == 0, built.output
+    assert f"built {own_index_name('big')}" in built.output
+    with psycopg.connect(pg_database) as conn:
+        (definition,) = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s",
+                                     (own_index_name("big"),)).fetchone() or ("",)  # fmt: skip
+    assert "hnsw" in definition and "namespace = 'big'::text" in definition
+    store = PostgresStore(pg_database, Tenancy("big"))
+    assert store._own_index and own_index_name("big") in plan(store)
+    assert nearest(store) == before
+    with store._conn() as conn:
+        assert conn.execute("SHOW hnsw.ef_search").fetchone() == (str(EF_SEARCH),)
+    store.close()
+    for tenancy in (Tenancy("other"), Tenancy("big", shared=("team",))):
+        other = PostgresStore(pg_database, tenancy)
+        assert not other._own_index and own_index_name("big") not in plan(other)
+        other.close()
+    dropped = CliRunner().invoke(cli, ["--db", pg_database, "--tenant", "big", "postgres",
+                                       "tenant-index", "--drop"])  # fmt: skip
+    assert dropped.exit_code == 0 and "dropped" in dropped.output
+    store = PostgresStore(pg_database, Tenancy("big"))
+    assert not store._own_index and nearest(store) == before
+    store.close()
+    with recalld.open(settings=Settings(db=tmp_path / "m.db", cache_dir=None),
+                      embedder=model) as engine:  # fmt: skip
+        engine.add("a memory in SQLite")
+    sqlite = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "postgres",
+                                      "tenant-index"])  # fmt: skip
+    assert sqlite.exit_code != 0 and "needs a PostgreSQL store" in sqlite.output
 
 
 def test_a_tenant_with_a_small_share_examines_more_hnsw_candidates(pg_database: str) -> None:

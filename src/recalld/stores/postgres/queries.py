@@ -34,9 +34,19 @@ TIE_MARGIN = 16
 orders them (the index yields them in no defined order)."""
 
 
-def filter_sql(filters: MemoryFilter, namespaces: Sequence[str]) -> tuple[str, Params]:
-    """A WHERE clause over ``memories m`` confined to ``namespaces``; never empty."""
-    clauses = ["m.namespace = ANY(%(namespaces)s)"]
+def filter_sql(
+    filters: MemoryFilter, namespaces: Sequence[str], literal_namespace: bool = False
+) -> tuple[str, Params]:
+    """A WHERE clause over ``memories m`` confined to ``namespaces``; never empty.
+
+    ``literal_namespace``: the one namespace written in the statement instead of passed as
+    a parameter, for a tenant with a vector index of its own: a plan made without the
+    parameters' values (a cached statement's) then still knows which partial index applies
+    and how many rows the namespace holds."""
+    if literal_namespace and len(namespaces) == 1:
+        clauses = [f"m.namespace = {literal(namespaces[0])}"]
+    else:
+        clauses = ["m.namespace = ANY(%(namespaces)s)"]
     params: Params = {"namespaces": list(namespaces)}
     if not filters.include_forgotten:
         clauses.append("m.forgotten_at IS NULL")
@@ -69,6 +79,11 @@ def window_sql(window: TimeRange | None, prefix: str) -> tuple[str, Params]:
         sql += f" AND m.ref_time < %({prefix}_end)s"
         params[f"{prefix}_end"] = window.end.timestamp()
     return sql, params
+
+
+def literal(text: str) -> str:
+    """``text`` as an SQL string literal (namespaces are validated names; quoted anyway)."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def _f(value: float) -> str:

@@ -4,6 +4,7 @@ tenants walled in twice (the store's ``WHERE`` clauses and Row-Level Security)."
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -74,6 +75,19 @@ with 1,000, in about the same time (110-120 ms: the iterative scan reads the sam
 tuples). A small tenant's search is exact (the planner reads its rows by namespace)."""
 
 
+OWN_INDEX_PREFIX = "memories_embedding_ns_"
+"""A namespace's own vector index (:meth:`PostgresStore.build_own_vector_index`) is named
+this plus a hash of the namespace (index names are at most 63 bytes)."""
+OWN_INDEX_BUILD_MEMORY = "512MB"
+"""``maintenance_work_mem`` while building one: the graph of 100k vectors (about 200 MB)
+then fits in memory, which makes the build several times faster."""
+
+
+def own_index_name(namespace: str) -> str:
+    """The name of ``namespace``'s own vector index."""
+    return OWN_INDEX_PREFIX + hashlib.sha256(namespace.encode()).hexdigest()[:20]
+
+
 def ef_search(visible_rows: int, all_rows: int) -> int:
     """HNSW candidates for a tenant whose namespaces hold ``visible_rows`` of ``all_rows``."""
     if visible_rows <= 0 or all_rows <= visible_rows:
@@ -132,6 +146,7 @@ class PostgresStore:
         self.tenancy = tenancy or Tenancy()
         self.channels = CHANNELS
         self._visible = list(self.tenancy.visible)
+        self._dsn = dsn
         try:
             self.path = _redacted(dsn)
         except psycopg.ProgrammingError as exc:
@@ -140,6 +155,9 @@ class PostgresStore:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 self._check_foreign(conn)
                 migrate(conn)
+                # Whether the tenant, seen alone, has a vector index of its own, for the
+                # handle's life (see build_own_vector_index).
+                self._own_index = self._has_own_index(conn)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
         self._load_types: list[int] = []
@@ -182,7 +200,10 @@ class PostgresStore:
 
     def _ef_search(self, conn: psycopg.Connection[Any]) -> int:
         """:func:`ef_search` for this tenant's share of the table when the connection is
-        made (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated)."""
+        made (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated), or
+        :data:`EF_SEARCH` when the tenant searches an index of its own rows."""
+        if self._own_index:
+            return EF_SEARCH
         try:
             with conn.transaction():
                 found = conn.execute(
@@ -193,6 +214,49 @@ class PostgresStore:
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
             return EF_SEARCH
         return EF_SEARCH if found is None else ef_search(int(found[0]), int(found[1]))
+
+    def _has_own_index(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the handle sees one namespace alone and it has a valid own index."""
+        if len(self._visible) != 1:
+            return False  # an own index holds one namespace's rows: it cannot answer more
+        found = conn.execute(
+            "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+            " WHERE c.relname = %s",
+            (own_index_name(self._visible[0]),),
+        ).fetchone()
+        return bool(found and found[0])
+
+    def build_own_vector_index(self, drop: bool = False) -> str:
+        """Give the tenant a vector index of its own rows (``drop``: remove it); returns its
+        name. Handles opened afterwards use it.
+
+        Why: under the tenant filter, the HNSW index of the whole table passes over the
+        other tenants' nodes to reach the tenant's; a tenant holding 100k of 1M memories
+        found 0.95 of the exact top 10 with 1,000 candidates examined. An index of its own
+        rows (a partial index, ``WHERE namespace = '<tenant>'``) is searched like a store of
+        its own. Each statement of a handle using it states its namespace as a literal, so
+        the planner can prove that the partial index applies in every plan, cached ones
+        too. The build does not block writes (``CONCURRENTLY``); an interrupted one leaves
+        an invalid index that no search uses and the next build replaces."""
+        if len(self._visible) != 1:
+            raise InvalidInputError("an own vector index is for a tenant seen alone; open the "
+                                    "store without shared namespaces")  # fmt: skip
+        namespace = self._visible[0]
+        name = own_index_name(namespace)
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            found = conn.execute("SELECT i.indisvalid FROM pg_class c JOIN pg_index i"
+                                 " ON i.indexrelid = c.oid WHERE c.relname = %s",
+                                 (name,)).fetchone()  # fmt: skip
+            if found is not None and (drop or not found[0]):
+                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+            if not drop:
+                conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                             (OWN_INDEX_BUILD_MEMORY,))  # fmt: skip
+                conn.execute(
+                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw"
+                    f" (embedding vector_cosine_ops) WHERE namespace = {q.literal(namespace)}"
+                )
+        return name
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
@@ -567,6 +631,7 @@ class PostgresStore:
                 "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND namespace = ANY(%s)"
                 " AND embedding IS NOT NULL ORDER BY namespace = %s",
                 (list(ids), self._visible, self.tenancy.tenant),
+                binary=True,  # as search_rows: floats, not text to parse
             ).fetchall()
         return {i: np.asarray(v.to_numpy(), dtype=np.float32) for i, v in rows}
 
@@ -624,7 +689,7 @@ class PostgresStore:
             yield [(r[1], f"{r[3]}\n{r[2]}" if r[3] else r[2]) for r in rows]
 
     def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
-        where, params = q.filter_sql(request.filters, self._visible)
+        where, params = q.filter_sql(request.filters, self._visible, self._own_index)
         sql, more = q.candidates_sql(request, where, asked_channels(request, self.channels))
         values: dict[str, Any] = {**params, **more}
         if request.query_vector is not None:

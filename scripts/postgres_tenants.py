@@ -13,7 +13,8 @@ loads them all in bulk (the vector index built once at the end). Then, for the b
 and for a small one: the default hybrid search and a vector search through the facade (the
 tenant's own handle, the query embedded by the real model inside each timed call), p50 /
 p95 ms; and recall@10 of the vector channel (HNSW under the tenant filter) against exact
-cosine over the tenant's own vectors. Prints one JSON object.
+cosine over the tenant's own vectors. ``--own-index``: then the big tenant once more, with a
+vector index of its own rows (``recalld postgres tenant-index``). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -118,6 +119,9 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/scale"))
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--own-index", action="store_true",
+                        help="then give the big tenant its own vector index (recalld postgres"
+                             " tenant-index) and measure it again")  # fmt: skip
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     source = sc.read_sources(args.data)
@@ -134,9 +138,19 @@ def main() -> None:
         sp.recreate(args.admin, name)
         built = build(dsn, pool, args.size, args.big, args.tenants, args.seed)
     small = tenant_of(args.big, args.big, args.tenants)
+    big = open_store(dsn, Tenancy("t0000"))
+    if args.own_index:  # measured first as a tenant without one
+        big.build_own_vector_index(drop=True)  # type: ignore[attr-defined]
+    results = [measure(dsn, t, questions, embedder) for t in ("t0000", small)]
+    if args.own_index:
+        started = time.perf_counter()
+        big.build_own_vector_index()  # type: ignore[attr-defined]
+        took = time.perf_counter() - started
+        results.append({**measure(dsn, "t0000", questions, embedder), "own_vector_index": True,
+                        "index_build_s": took})  # fmt: skip
+    big.close()
     report = {"size": args.size, "tenants": args.tenants, "big": args.big,
-              "queries": args.queries, "build_s": built,
-              "results": [measure(dsn, t, questions, embedder) for t in ("t0000", small)],
+              "queries": args.queries, "build_s": built, "results": results,
               "load_average": {"start": load_before, "end": os.getloadavg()},
               "date": time.strftime("%Y-%m-%dT%H:%MZ", time.gmtime())}  # fmt: skip
     text = json.dumps(report, indent=2)

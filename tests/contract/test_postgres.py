@@ -294,7 +294,8 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(pg_database: str, tmp_pat
                                                       ) -> None:  # fmt: skip
     """`recalld postgres tenant-index`: a partial HNSW index of the tenant's rows. Handles
     opened afterwards state the namespace as a literal, so the planner may use the index
-    in any plan, and examine EF_SEARCH candidates; answers stay the same. Another tenant,
+    in any plan, and examine the candidates its own rows call for (not more for a small
+    share of the table's index); answers stay the same. Another tenant,
     and the same tenant seen with a shared namespace, never use it."""
     import psycopg
     from click.testing import CliRunner
@@ -372,10 +373,18 @@ def test_a_tenant_with_a_small_share_examines_more_hnsw_candidates(pg_database: 
     holding a share s of the table examines EF_SEARCH / s candidates (at most
     EF_SEARCH_MAX), set on each connection its store handle makes."""
     from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres.store import EF_SEARCH, EF_SEARCH_MAX, ef_search
+    from recalld.stores.postgres.store import (
+        EF_REFERENCE_ROWS,
+        EF_SEARCH,
+        EF_SEARCH_MAX,
+        ef_search,
+    )
 
     assert ef_search(100, 100) == EF_SEARCH and ef_search(0, 100) == EF_SEARCH
     assert ef_search(50, 100) == 2 * EF_SEARCH and ef_search(1, 10**6) == EF_SEARCH_MAX
+    # A larger index, searched whole or as a tenant's own, examines more in proportion.
+    assert ef_search(4 * EF_REFERENCE_ROWS, 4 * EF_REFERENCE_ROWS) == 4 * EF_SEARCH
+    assert ef_search(4 * EF_REFERENCE_ROWS, 10**6, own_index=True) == 4 * EF_SEARCH
     for tenant, count in (("small", 1), ("large", 9)):
         with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant=tenant),
                           embedder=FakeEmbedder()) as engine:  # fmt: skip

@@ -63,13 +63,17 @@ client more than those round trips: reading every candidate's row (about 1,000 w
 neighbours of all 200 of the first channel list) took a 10k search 107 ms on average,
 reading these 39-46 ms (docs/postgres.md)."""
 EF_SEARCH = 100
-"""HNSW candidates examined per vector search (pgvector's default is 40) when the tenant's
-namespaces hold the whole table; see docs/design/architecture.md for the recall measured
-against exact search."""
+"""HNSW candidates examined per vector search (pgvector's default is 40) of an index of up to
+:data:`EF_REFERENCE_ROWS` rows, all of them the search's; see docs/design/architecture.md for
+the recall measured against exact search."""
+EF_REFERENCE_ROWS = 25_000
+"""Past this many rows in the index searched, the candidates grow in proportion: a tenant's
+own index of 100k rows found 0.89 of the exact top 10 with 100 candidates, 0.955 with 200
+and 0.975 with 400 (4, 6 and 12 ms a statement; docs/benchmarks-scale.md)."""
 EF_SEARCH_MAX = 1000
-"""The most HNSW candidates examined: a tenant whose namespaces hold a share s of the table
-examines ``EF_SEARCH / s`` up to this. Under a filter, the graph search must pass over the
-other tenants' nodes to find the tenant's: on 1M memories over 1,000 tenants, the tenant
+"""The most HNSW candidates examined. A tenant whose namespaces hold a share s of the
+table's index examines ``1 / s`` times more. Under a filter, the graph search must pass over
+the other tenants' nodes to find the tenant's: on 1M memories over 1,000 tenants, the tenant
 holding 100k found 0.52 of the exact top 10 with 100 candidates, 0.84 with 400 and 0.96
 with 1,000, in about the same time (110-120 ms: the iterative scan reads the same filtered
 tuples). A small tenant's search is exact (the planner reads its rows by namespace)."""
@@ -88,11 +92,14 @@ def own_index_name(namespace: str) -> str:
     return OWN_INDEX_PREFIX + hashlib.sha256(namespace.encode()).hexdigest()[:20]
 
 
-def ef_search(visible_rows: int, all_rows: int) -> int:
-    """HNSW candidates for a tenant whose namespaces hold ``visible_rows`` of ``all_rows``."""
-    if visible_rows <= 0 or all_rows <= visible_rows:
-        return EF_SEARCH
-    return min(EF_SEARCH_MAX, math.ceil(EF_SEARCH * all_rows / visible_rows))
+def ef_search(visible_rows: int, all_rows: int, own_index: bool = False) -> int:
+    """HNSW candidates for a tenant whose namespaces hold ``visible_rows`` of the table's
+    ``all_rows``, searching the table's index or (``own_index``) one of its own rows."""
+    indexed = visible_rows if own_index else all_rows
+    wanted = EF_SEARCH * max(1.0, indexed / EF_REFERENCE_ROWS)
+    if not own_index and 0 < visible_rows < all_rows:
+        wanted *= all_rows / visible_rows
+    return min(EF_SEARCH_MAX, math.ceil(wanted))
 
 
 _ts = codec.ts
@@ -200,10 +207,7 @@ class PostgresStore:
 
     def _ef_search(self, conn: psycopg.Connection[Any]) -> int:
         """:func:`ef_search` for this tenant's share of the table when the connection is
-        made (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated), or
-        :data:`EF_SEARCH` when the tenant searches an index of its own rows."""
-        if self._own_index:
-            return EF_SEARCH
+        made (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated)."""
         try:
             with conn.transaction():
                 found = conn.execute(
@@ -213,7 +217,9 @@ class PostgresStore:
                 ).fetchone()
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
             return EF_SEARCH
-        return EF_SEARCH if found is None else ef_search(int(found[0]), int(found[1]))
+        if found is None:
+            return EF_SEARCH
+        return ef_search(int(found[0]), int(found[1]), self._own_index)
 
     def _has_own_index(self, conn: psycopg.Connection[Any]) -> bool:
         """Whether the handle sees one namespace alone and it has a valid own index."""

@@ -271,3 +271,27 @@ def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies
         assert read == [lazy_vectors.PRESELECT_FACTOR * (10 + 16)] and len(rows) == 600
     assert store._lazy is not None and store._vectors.size == 0
     store.close()
+
+
+def test_a_search_from_a_stored_vector_caps_the_beam(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memories near a memory (the query is its own stored vector) are searched with the
+    beam capped at NEAR_MEMORY_EXPANSION, whatever the index's size; a query's beam is
+    not; both find the exact nearest here."""
+    from recalld.stores.sqlite import vector_index
+
+    monkeypatch.setattr(vector_index, "NEAR_MEMORY_EXPANSION", 80)
+    store, exact = opened(saved), opened(saved, lazy=False)
+    exact.search_exactly()
+    stored = store.vectors_for(["m17"])["m17"]
+    for near_memory, beam in ((False, 4 * 2 * (10 + 16)), (True, 80)):
+        request = CandidateRequest(query_vector=stored, semantic_limit=10, near_memory=near_memory)
+        found = store.candidates(request)["semantic"]
+        assert store._lazy is not None
+        assert store._lazy.ann._index.expansion_search == beam
+        want = exact.candidates(request)["semantic"]
+        assert [c.memory_id for c in found] == [c.memory_id for c in want]
+        assert found[0].memory_id == "m17"
+    store.close()
+    exact.close()

@@ -46,7 +46,8 @@ def follow_updates(
     near_vectors: dict[str, np.ndarray] = {}
     for old in leaders:
         request = CandidateRequest(filters=filters, query_vector=vectors[old.memory.id],
-                                   semantic_limit=config.kupdate_follow_pool)  # fmt: skip
+                                   semantic_limit=config.kupdate_follow_pool,
+                                   near_memory=True)  # fmt: skip
         found = store.search_rows([request], vectors=True)  # one call: rows and vectors too
         rows.update(found.memories)
         near_vectors.update(found.vectors)

@@ -137,6 +137,9 @@ class CandidateRequest:
     temporal_limit: int = 0
     window_semantic_limit: int = 0
     """Semantic candidates inside ``time_window`` (needs ``query_vector``)."""
+    near_memory: bool = False
+    """``query_vector`` is a stored memory's own and the few nearest are asked (the
+    memories near a memory): an approximate index may search a narrower neighbourhood."""
 
 
 class ChannelCandidate(NamedTuple):

@@ -162,9 +162,11 @@ class LazyAnn:
         limit: int,
         hidden: Pks | None = None,
         keep: Pks | None = None,
+        near_memory: bool = False,
     ) -> list[tuple[str, float]] | None:
         """Top ``limit`` (memory id, exact cosine), best first, among rows not ``hidden``
-        (or only ``keep`` ones); None when the mirror should answer instead."""
+        (or only ``keep`` ones); None when the mirror should answer instead.
+        ``near_memory``: the query is a stored vector (a narrower beam does)."""
         query = np.asarray(query, dtype=np.float32)
         if limit <= 0:
             return []
@@ -178,7 +180,7 @@ class LazyAnn:
         fetch = math.ceil(limit * RESCORE_FACTOR * self.size / allowed)
         if fetch > MAX_ANN_CANDIDATES:
             return None
-        pks = self.ann.candidates(query, min(fetch, self.size))
+        pks = self.ann.candidates(query, min(fetch, self.size), near_memory)
         if hidden is not None and len(hidden):
             pks = pks[~np.isin(pks, hidden)]
         if keep is not None:

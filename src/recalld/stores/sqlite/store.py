@@ -600,7 +600,8 @@ class SQLiteStore:
         else:
             keep = np.fromiter((r[0] for r in self._db.execute(
                 f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
-        return self._nearest(request.query_vector, request.semantic_limit, hidden, keep)
+        return self._nearest(request.query_vector, request.semantic_limit, hidden, keep,
+                             request.near_memory)  # fmt: skip
 
     def _nearest(
         self,
@@ -608,13 +609,15 @@ class SQLiteStore:
         limit: int,
         hidden: npt.NDArray[np.int64] | None,
         keep: npt.NDArray[np.int64] | None,
+        near_memory: bool = False,
     ) -> list[ChannelCandidate]:
         """The ``limit`` nearest vectors among rows not ``hidden`` (or only ``keep`` ones):
-        from the saved ANN index alone while it can answer, else from the mirror."""
+        from the saved ANN index alone while it can answer, else from the mirror
+        (``near_memory``: :attr:`CandidateRequest.near_memory`)."""
         lazy = self._lazy_index()
         if lazy is not None:
             self._check_dimension(query, lazy.dimension)
-            found = lazy.search(self._db, query, limit + TIE_MARGIN, hidden, keep)
+            found = lazy.search(self._db, query, limit + TIE_MARGIN, hidden, keep, near_memory)
             if found is not None:
                 return _ranked(_ties_by_id(found, limit))
             self._lazy = None  # the mirror answers from now on in this process
@@ -627,7 +630,8 @@ class SQLiteStore:
             allowed = mirror.rows_with(keep)
         elif hidden is not None and len(hidden):
             allowed = ~mirror.rows_with(hidden)
-        return _ranked(_ties_by_id(mirror.search_ids(query, limit + TIE_MARGIN, allowed), limit))
+        found = mirror.search_ids(query, limit + TIE_MARGIN, allowed, near_memory)
+        return _ranked(_ties_by_id(found, limit))
 
     def exact_vectors(self) -> bool:
         # Read without the mirror's lock (held through a vector search): two attributes a

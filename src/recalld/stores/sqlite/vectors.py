@@ -352,16 +352,17 @@ class VectorMirror:
             return [(int(self._pks[r]), s) for r, s in zip(rows, scores, strict=True)]
 
     def search_ids(
-        self, query: Vector, limit: int, allowed: Mask | None
+        self, query: Vector, limit: int, allowed: Mask | None, near_memory: bool = False
     ) -> list[tuple[str, float]]:
         """Like :meth:`search`, with each row's memory id instead of its pk (read under the
-        same lock as the ranking, so a concurrent refresh cannot move rows in between)."""
+        same lock as the ranking, so a concurrent refresh cannot move rows in between);
+        ``near_memory``: the query is a stored vector (the ANN index's beam may be narrower)."""
         with self._lock:
-            rows, scores = self._top(query, limit, allowed)
+            rows, scores = self._top(query, limit, allowed, near_memory)
             return [(str(self._ids[r]), s) for r, s in zip(rows, scores, strict=True)]
 
     def _top(
-        self, query: Vector, limit: int, allowed: Mask | None
+        self, query: Vector, limit: int, allowed: Mask | None, near_memory: bool = False
     ) -> tuple[list[int], list[float]]:
         """Rows and cosines of the top ``limit``, best first; the caller holds the lock."""
         if self._count == 0 or limit <= 0:
@@ -373,7 +374,7 @@ class VectorMirror:
             return [], []
         rows = None
         if allowed_count > self.subset_exact_rows and self._ann_ready():
-            rows = self._ann_rows(query, limit, mask, allowed_count)
+            rows = self._ann_rows(query, limit, mask, allowed_count, near_memory)
         if rows is None:
             rows = self._exact_rows(query, limit, mask, allowed_count)
         scores = cosines(self.matrix[rows], query)
@@ -395,7 +396,7 @@ class VectorMirror:
         return candidates[top]
 
     def _ann_rows(
-        self, query: Vector, limit: int, mask: Mask, allowed_count: int
+        self, query: Vector, limit: int, mask: Mask, allowed_count: int, near_memory: bool
     ) -> npt.NDArray[np.int64] | None:
         """Rows the ANN index proposes; None when too few pass the filter (go exact)."""
         assert self._ann is not None
@@ -403,7 +404,7 @@ class VectorMirror:
         fetch = int(np.ceil(want * self.size / allowed_count))
         if fetch > MAX_ANN_CANDIDATES:
             return None
-        pks = self._ann.candidates(query, min(fetch, self.size))
+        pks = self._ann.candidates(query, min(fetch, self.size), near_memory)
         rows = self._row_of[pks[pks < len(self._row_of)]]
         rows = rows[rows >= 0]
         rows = rows[mask[rows]]

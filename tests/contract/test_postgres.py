@@ -290,8 +290,9 @@ def test_postgres_start_and_stop_commands(tmp_path: Path) -> None:
                                                    str(folder)]).output  # fmt: skip
 
 
-def test_a_tenant_with_an_index_of_its_own_searches_it(pg_database: str, tmp_path: Path
-                                                      ) -> None:  # fmt: skip
+def test_a_tenant_with_an_index_of_its_own_searches_it(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`recalld postgres tenant-index`: a partial HNSW index of the tenant's rows. Handles
     opened afterwards state the namespace as a literal, so the planner may use the index
     in any plan, and examine the candidates its own rows call for (not more for a small
@@ -302,7 +303,10 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(pg_database: str, tmp_pat
 
     from recalld.interfaces.cli import cli
     from recalld.stores.postgres import PostgresStore
+    from recalld.stores.postgres import store as postgres_store
     from recalld.stores.postgres.store import EF_SEARCH, own_index_name
+
+    monkeypatch.setattr(postgres_store, "OWN_INDEX_ADVISED_ROWS", 50)  # status advises it
 
     model = FakeEmbedder()
     for tenant in ("big", "other"):
@@ -335,7 +339,10 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(pg_database: str, tmp_pat
     store = PostgresStore(pg_database, Tenancy("big"))
     before = nearest(store)
     assert not store._own_index and own_index_name("big") not in plan(store)
+    assert store.stats().vector_index == "table" and "tenant-index" in store.stats().advice[0]
     store.close()
+    status = CliRunner().invoke(cli, ["--db", pg_database, "--tenant", "big", "status"])
+    assert "tenant-index" in status.output and "shared" in status.output
     built = CliRunner().invoke(cli, ["--db", pg_database, "--tenant", "big", "postgres",
                                      "tenant-index"])  # fmt: skip
     assert built.exit_code == 0, built.output
@@ -346,6 +353,7 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(pg_database: str, tmp_pat
     assert "hnsw" in definition and "namespace = 'big'::text" in definition
     store = PostgresStore(pg_database, Tenancy("big"))
     assert store._own_index and own_index_name("big") in plan(store)
+    assert store.stats().vector_index == "own" and store.stats().advice == ()
     assert nearest(store) == before
     with store._conn() as conn:
         assert conn.execute("SHOW hnsw.ef_search").fetchone() == (str(EF_SEARCH),)

@@ -179,12 +179,17 @@ def print_status(status: Status) -> None:
         ("size", f"{s.size_bytes / 1e6:.2f} MB"), ("embedder", status.embedder),
         ("vectors made by", s.fingerprint or "(none yet)"),
     ]  # fmt: skip
+    if s.vector_index is not None:
+        rows.append(("vector index", {"own": "the tenant's own", "table": "the table's, shared"}
+                                     .get(s.vector_index, s.vector_index)))  # fmt: skip
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
     if s.unfinished_migration:
         console.print("[red]unfinished copy: a `recalld migrate` into this tenant was "
                       "interrupted before it was verified; run it again to finish[/]")  # fmt: skip
+    for line in s.advice:
+        console.print(f"[yellow]{escape(line)}[/]")
     if s.memories == 0:
         console.print(
             "[yellow]the store is empty: add memories with `recalld add` or `recalld import`[/]"

@@ -204,6 +204,11 @@ class StoreStats:
     unfinished_migration: bool = False
     """A ``recalld migrate`` into this tenant began and was not verified (it was interrupted):
     the memories here may be a partial copy, and only running it again makes them whole."""
+    vector_index: str | None = None
+    """Which index answers the tenant's vector searches, where the backend has a choice
+    (PostgreSQL: ``own``, the tenant's own, or ``table``, the one of every tenant's rows)."""
+    advice: tuple[str, ...] = ()
+    """What the backend advises for this store (``recalld status`` shows it)."""
 
 
 def day_counts(rows: Iterable[tuple[int, int]]) -> dict[str, int]:

@@ -426,6 +426,8 @@ async function store() {
     ["size", `${(stats.size_bytes / 1048576).toFixed(1)} MB`],
   ];
   if (stats.path) facts.push(["store", stats.path]);
+  if (stats.vector_index) facts.push(["vector index", stats.vector_index === "own" ? "the tenant's own" : "the table's, shared"]);
+  for (const line of stats.advice ?? []) facts.push(["advice", line]);
   $("#facts").replaceChildren(...facts.map(([name, value]) =>
     el("div", { class: "card", "data-fact": name }, el("span", { class: "dim" }, name), el("b", {}, String(value)))));
   countTable($("#by-type"), stats.by_type ?? {});

@@ -87,6 +87,12 @@ OWN_INDEX_BUILD_MEMORY = "512MB"
 then fits in memory, which makes the build several times faster."""
 
 
+OWN_INDEX_ADVISED_ROWS = 20_000
+"""``recalld status`` advises a tenant's own vector index from this many memories, when the
+table holds at least twice as many (a smaller share makes its vector searches walk past
+more of other tenants' nodes)."""
+
+
 def own_index_name(namespace: str) -> str:
     """The name of ``namespace``'s own vector index."""
     return OWN_INDEX_PREFIX + hashlib.sha256(namespace.encode()).hexdigest()[:20]
@@ -779,12 +785,21 @@ class PostgresStore:
             size = conn.execute("SELECT pg_total_relation_size('memories')").fetchone()
             fingerprint = _get_meta(conn, "embedding_fingerprint")
             unfinished = _unfinished_migration(conn, self._visible)
+            (table_rows,) = conn.execute("SELECT coalesce(sum(rows), 0) FROM lexical_stats"
+                                         ).fetchone() or (0,)  # fmt: skip
+        advice: tuple[str, ...] = ()
+        if (not self._own_index and len(self._visible) == 1
+                and OWN_INDEX_ADVISED_ROWS <= one[0] <= int(table_rows) // 2):  # fmt: skip
+            advice = (f"this tenant's vector searches walk the index of all {int(table_rows):,}"
+                      " memories of the database: `recalld postgres tenant-index` gives it"
+                      " one of its own (docs/postgres.md)",)  # fmt: skip
         return StoreStats(
             path=self.path, memories=one[0] - one[1], forgotten=one[1], with_vectors=one[5],
             fingerprint=fingerprint, schema_version=SCHEMA_VERSION,
             size_bytes=int(size[0]) if size else 0, by_type=by_type, sessions=one[2],
             oldest=_dt(one[3]), newest=_dt(one[4]), unfinished_migration=unfinished,
             by_source={str(k): int(n) for k, n in sources}, added_by_day=day_counts(days),
+            vector_index="own" if self._own_index else "table", advice=advice,
         )  # fmt: skip
 
     # -- indexed source files --------------------------------------------------------------

@@ -405,3 +405,36 @@ def test_a_tenant_with_a_small_share_examines_more_hnsw_candidates(pg_database: 
             assert found is not None and int(found[0]) == expected, tenant
         finally:
             store.close()
+
+
+def test_a_large_tenant_reads_its_word_channels_beside_its_vectors(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past PARALLEL_READS_MIN_ROWS memories seen, a search reads the word channels in a
+    statement of their own on a second connection while the query is embedded and the
+    vectors are searched; the answers are those of the one statement."""
+    from recalld.stores.postgres import PostgresStore
+    from recalld.stores.postgres import store as postgres_store
+
+    model = FakeEmbedder()
+    settings = Settings(db=pg_database, cache_dir=None, tenant="big")
+    with recalld.open(settings=settings, embedder=model) as engine:
+        engine.add_many([NewMemory(f"note {i} about the garden, topic {i % 7}") for i in range(60)])
+        queries = ["garden topic 3", "note 12", "what about topic 5?"]
+        one = [[h.memory.id for h in engine.search(q, limit=5).hits] for q in queries]
+        assert not engine.store.parallel_reads()
+    monkeypatch.setattr(postgres_store, "PARALLEL_READS_MIN_ROWS", 50)
+    statements: list[str] = []
+    with recalld.open(settings=settings, embedder=model) as engine:
+        assert isinstance(engine.store, PostgresStore) and engine.store.parallel_reads()
+        reading = engine.store.search_rows
+
+        def counted(requests: list[CandidateRequest], **flags: object) -> object:
+            statements.append("+".join(sorted(n for r in requests for n in ("semantic", "bm25")
+                                              if getattr(r, f"{n}_limit"))))  # fmt: skip
+            return reading(requests, **flags)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(engine.store, "search_rows", counted)
+        beside = [[h.memory.id for h in engine.search(q, limit=5).hits] for q in queries]
+    assert beside == one
+    assert "semantic" in statements and "bm25" in statements  # two statements, not one

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -87,6 +88,15 @@ OWN_INDEX_BUILD_MEMORY = "512MB"
 then fits in memory, which makes the build several times faster."""
 
 
+PARALLEL_READS_MIN_ROWS = 50_000
+"""From this many memories in the namespaces a handle sees, a search reads its word channels
+in a statement of their own, on a second connection, while it embeds the query and reads
+the vector channels in another (:meth:`PostgresStore.parallel_reads`): the tenant of 100k in
+the 1M database went from 154 / 235 to 103 / 191 ms (p50 / p95), a tenant of 900 gains
+nothing from it (25.5 / 34.4 against 24.4 / 34.2 ms), the same top 10s either way."""
+VISIBLE_ROWS_TTL_S = 60.0
+"""How long a handle trusts its count of the memories it sees (for
+:data:`PARALLEL_READS_MIN_ROWS`) before counting again."""
 OWN_INDEX_ADVISED_ROWS = 20_000
 """``recalld status`` advises a tenant's own vector index from this many memories, when the
 table holds at least twice as many (a smaller share makes its vector searches walk past
@@ -175,6 +185,8 @@ class PostgresStore:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
         self._load_types: list[int] = []
         self._deferring = False
+        self._visible_count = (0, -math.inf)
+        """(memories seen, when counted): see :meth:`_visible_rows`."""
         self._pool = ConnectionPool(
             dsn, min_size=1, max_size=POOL_MAX, configure=self._configure, open=True,
             timeout=30.0,
@@ -727,7 +739,23 @@ class PostgresStore:
         return out
 
     def parallel_reads(self) -> bool:
-        return False  # one statement answers every channel: one round trip
+        """From :data:`PARALLEL_READS_MIN_ROWS` memories seen: the word statement then takes
+        long enough that running it beside the vector one pays for the second round trip."""
+        return self._visible_rows() >= PARALLEL_READS_MIN_ROWS
+
+    def _visible_rows(self) -> int:
+        """The memories (forgotten ones too) of the namespaces the handle sees, from the word
+        statistics, counted again after :data:`VISIBLE_ROWS_TTL_S`."""
+        counted, at = self._visible_count
+        if time.monotonic() - at < VISIBLE_ROWS_TTL_S:
+            return counted
+        with self._read() as conn:
+            found = conn.execute(
+                "SELECT coalesce(sum(rows), 0) FROM lexical_stats WHERE namespace = ANY(%s)",
+                (self._visible,),
+            ).fetchone()
+        self._visible_count = (int(found[0]) if found else 0, time.monotonic())
+        return self._visible_count[0]
 
     def search_rows(
         self,

@@ -21,6 +21,7 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
+from recalld import threads
 from recalld.channels import asked_channels
 from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
 from recalld.lexical import tokenize_many
@@ -739,9 +740,11 @@ class PostgresStore:
         return out
 
     def parallel_reads(self) -> bool:
-        """From :data:`PARALLEL_READS_MIN_ROWS` memories seen: the word statement then takes
-        long enough that running it beside the vector one pays for the second round trip."""
-        return self._visible_rows() >= PARALLEL_READS_MIN_ROWS
+        """From :data:`PARALLEL_READS_MIN_ROWS` memories seen, while this search is the only
+        one in flight in the process: the word statement then takes long enough that
+        running it beside the vector one pays for the second round trip, and the server has
+        a core for it (a server answering several searches at once has none to spare)."""
+        return threads.alone() and self._visible_rows() >= PARALLEL_READS_MIN_ROWS
 
     def _visible_rows(self) -> int:
         """The memories (forgotten ones too) of the namespaces the handle sees, from the word

@@ -233,16 +233,20 @@ class LazyAnn:
         if len(keep) <= pool:
             return keep
         copies = self.ann._index.get(keep.astype(np.uint64))
-        present = np.array([i for i, row in enumerate(copies) if row is not None], np.int64)
+        found = np.array([row is not None for row in copies], dtype=np.bool_)
+        present = np.flatnonzero(found)
         if len(present) <= pool:
-            return keep[present]
+            return keep
+        # A row the index has no copy of (written since it caught up, or without a vector)
+        # is read back as it is: the table decides.
+        uncopied = keep[~found]
         dtype = copies[int(present[0])].dtype
         matrix = np.frombuffer(b"".join(copies[i] for i in present), dtype=dtype)
         matrix = matrix.reshape(len(present), -1).astype(np.float32)
         norms = np.sqrt(np.einsum("ij,ij->i", matrix, matrix))
         scores = cosines(matrix, np.asarray(query, np.float32)) / np.maximum(norms, 1e-12)
         best = np.argpartition(-scores, pool)[:pool]
-        return keep[present[best]]
+        return np.concatenate([keep[present[best]], uncopied])
 
     def _allowed_count(self, hidden: Pks | None, keep: Pks | None) -> int:
         """Rows with a vector a search may return (as the mirror counts its mask)."""

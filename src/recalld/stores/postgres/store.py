@@ -229,27 +229,26 @@ class PostgresStore:
         made (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated)."""
         try:
             with conn.transaction():
-                found = conn.execute(
-                    "SELECT coalesce(sum(rows) FILTER (WHERE namespace = ANY(%s)), 0),"
-                    " coalesce(sum(rows), 0) FROM lexical_stats",
-                    (list(self._visible),),
-                ).fetchone()
+                visible, table = self._word_rows(conn)
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
             return EF_SEARCH
-        if found is None:
-            return EF_SEARCH
-        return ef_search(int(found[0]), int(found[1]), self._own_index)
+        return ef_search(visible, table, self._own_index)
+
+    def _word_rows(self, conn: psycopg.Connection[Any]) -> tuple[int, int]:
+        """The memories (forgotten ones too) of the namespaces the handle sees, and of the
+        whole table, from the word statistics (counts, behind no tenant wall)."""
+        found = conn.execute(
+            "SELECT coalesce(sum(rows) FILTER (WHERE namespace = ANY(%s)), 0),"
+            " coalesce(sum(rows), 0) FROM lexical_stats",
+            (list(self._visible),),
+        ).fetchone()
+        return (int(found[0]), int(found[1])) if found else (0, 0)
 
     def _has_own_index(self, conn: psycopg.Connection[Any]) -> bool:
         """Whether the handle sees one namespace alone and it has a valid own index."""
         if len(self._visible) != 1:
             return False  # an own index holds one namespace's rows: it cannot answer more
-        found = conn.execute(
-            "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
-            " WHERE c.relname = %s",
-            (own_index_name(self._visible[0]),),
-        ).fetchone()
-        return bool(found and found[0])
+        return bool(_index_valid(conn, own_index_name(self._visible[0])))
 
     def build_own_vector_index(self, drop: bool = False) -> str:
         """Give the tenant a vector index of its own rows (``drop``: remove it); returns its
@@ -269,10 +268,8 @@ class PostgresStore:
         namespace = self._visible[0]
         name = own_index_name(namespace)
         with psycopg.connect(self._dsn, autocommit=True) as conn:
-            found = conn.execute("SELECT i.indisvalid FROM pg_class c JOIN pg_index i"
-                                 " ON i.indexrelid = c.oid WHERE c.relname = %s",
-                                 (name,)).fetchone()  # fmt: skip
-            if found is not None and (drop or not found[0]):
+            valid = _index_valid(conn, name)
+            if valid is not None and (drop or not valid):
                 conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
             if not drop:
                 conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
@@ -753,12 +750,9 @@ class PostgresStore:
         if time.monotonic() - at < VISIBLE_ROWS_TTL_S:
             return counted
         with self._read() as conn:
-            found = conn.execute(
-                "SELECT coalesce(sum(rows), 0) FROM lexical_stats WHERE namespace = ANY(%s)",
-                (self._visible,),
-            ).fetchone()
-        self._visible_count = (int(found[0]) if found else 0, time.monotonic())
-        return self._visible_count[0]
+            visible, _ = self._word_rows(conn)
+        self._visible_count = (visible, time.monotonic())
+        return visible
 
     def search_rows(
         self,
@@ -816,12 +810,11 @@ class PostgresStore:
             size = conn.execute("SELECT pg_total_relation_size('memories')").fetchone()
             fingerprint = _get_meta(conn, "embedding_fingerprint")
             unfinished = _unfinished_migration(conn, self._visible)
-            (table_rows,) = conn.execute("SELECT coalesce(sum(rows), 0) FROM lexical_stats"
-                                         ).fetchone() or (0,)  # fmt: skip
+            _, table_rows = self._word_rows(conn)
         advice: tuple[str, ...] = ()
         if (not self._own_index and len(self._visible) == 1
-                and OWN_INDEX_ADVISED_ROWS <= one[0] <= int(table_rows) // 2):  # fmt: skip
-            advice = (f"this tenant's vector searches walk the index of all {int(table_rows):,}"
+                and OWN_INDEX_ADVISED_ROWS <= one[0] <= table_rows // 2):  # fmt: skip
+            advice = (f"this tenant's vector searches walk the index of all {table_rows:,}"
                       " memories of the database: `recalld postgres tenant-index` gives it"
                       " one of its own (docs/postgres.md)",)  # fmt: skip
         return StoreStats(
@@ -1020,6 +1013,17 @@ def _api_key(r: Sequence[Any]) -> ApiKey:
 def _get_meta(conn: psycopg.Connection[Any], key: str) -> str | None:
     found = conn.execute("SELECT value FROM recalld_meta WHERE key = %s", (key,)).fetchone()
     return None if found is None else str(found[0])
+
+
+def _index_valid(conn: psycopg.Connection[Any], name: str) -> bool | None:
+    """Whether the index ``name`` may answer queries (False: a build was interrupted); None
+    when there is none."""
+    found = conn.execute(
+        "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+        " WHERE c.relname = %s",
+        (name,),
+    ).fetchone()
+    return None if found is None else bool(found[0])
 
 
 def _unfinished_migration(conn: psycopg.Connection[Any], namespaces: Sequence[str]) -> bool:

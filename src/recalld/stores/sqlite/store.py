@@ -598,8 +598,7 @@ class SQLiteStore:
                 f" SELECT pk FROM memories WHERE {outside}", outside_params)),
                 np.int64)  # fmt: skip
         else:
-            keep = np.fromiter((r[0] for r in self._db.execute(
-                f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
+            keep = self._pks_where(where, params)
         return self._nearest(request.query_vector, request.semantic_limit, hidden, keep,
                              request.near_memory)  # fmt: skip
 
@@ -693,9 +692,13 @@ class SQLiteStore:
                                             params)  # fmt: skip
                 if found is not None:
                     return _ranked(_ties_by_id(found, limit))
-            keep = np.fromiter((r[0] for r in self._db.execute(
-                f"SELECT m.pk FROM memories m WHERE {where}", params)), np.int64)  # fmt: skip
-            return self._nearest(query_vector, limit, None, keep)
+            return self._nearest(query_vector, limit, None, self._pks_where(where, params))
+
+    def _pks_where(self, where: str, params: list[object]) -> npt.NDArray[np.int64]:
+        """The pks of the rows of ``memories m`` that pass ``where``: a filtered vector
+        search's rows."""
+        rows = self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
+        return np.fromiter((r[0] for r in rows), np.int64)
 
     def _window_rows(self, request: CandidateRequest, cap: int) -> int:
         """How many rows of the handle's namespaces the request's time window holds, counted

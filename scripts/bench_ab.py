@@ -12,7 +12,9 @@ neither way pays for the other's cold reads). Mechanisms:
 - ``preselect``: a filtered subset searched exactly is first ranked by the ANN index's int8
   copies and only the best few rows are read back (off: every row of the subset is);
 - ``near-memory``: the search from a stored memory's vector for the memories near it
-  (knowledge updates) caps its beam (off: the beam the index's size calls for).
+  (knowledge updates) caps its beam (off: the beam the index's size calls for);
+- ``vector-completion``: memories the ANN index missed that other channels found take
+  their exact places (off: the store says it scores every vector, so it stands aside).
 
 Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
 questions (the faster of their rounds, each way) and how many top 10s differ.
@@ -22,40 +24,48 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import recalld
-from recalld.bench.scale_worker import (
-    latency_ms,
-    question_sample,
-    store_bench_options,
-    write_report,
-)
-from recalld.config import Settings
-from recalld.providers.embedders import resolve_embedder
+from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
 from recalld.stores.sqlite import lazy_vectors, vector_index
 
+Switch = Callable[[Any, bool], None]
+"""Turns a mechanism on or off for an engine."""
 OFF = 10**9
 """A setting no search reaches: the mechanism never acts."""
-MECHANISMS: dict[str, tuple[Any, str]] = {
-    "preselect": (lazy_vectors, "PRESELECT_FACTOR"),
-    "near-memory": (vector_index, "NEAR_MEMORY_EXPANSION"),
+
+
+def _setting(module: Any, name: str) -> Switch:
+    """A module's setting: its own value on, :data:`OFF` off."""
+    value = getattr(module, name)
+    return lambda engine, on: setattr(module, name, value if on else OFF)
+
+
+def _vector_completion(engine: Any, on: bool) -> None:
+    if on:
+        vars(engine.store).pop("exact_vectors", None)
+    else:
+        engine.store.exact_vectors = lambda: True
+
+
+MECHANISMS: dict[str, Switch] = {
+    "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
+    "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
+    "vector-completion": _vector_completion,
 }
-"""Each mechanism's module and setting."""
 
 
 def main() -> None:
     parser = store_bench_options(__doc__.splitlines()[0], rounds=2)
     parser.add_argument("--mechanism", choices=sorted(MECHANISMS), required=True)
     args = parser.parse_args()
-    sample = question_sample(args.data, args.questions, args.seed)
-    model = resolve_embedder("local")
-    model.embed_query("warm up the model")
-    engine = recalld.open(settings=Settings(db=args.store, cache_dir=None, embedder="local"),
-                          embedder=model)  # fmt: skip
-    module, setting = MECHANISMS[args.mechanism]
-    values = {"on": getattr(module, setting), "off": OFF}
+    sample, model, settings = bench_inputs(args)
+    engine = recalld.open(settings=settings, embedder=model)
+    switch = MECHANISMS[args.mechanism]
+    values = {"on": True, "off": False}
     for question in sample:
         engine.search(question, limit=10)
     times: dict[str, list[float]] = {name: [] for name in values}
@@ -65,12 +75,12 @@ def main() -> None:
         order = list(values) if round_ % 2 == 0 else list(reversed(values))
         for question in sample:
             for name in order:
-                setattr(module, setting, values[name])
+                switch(engine, values[name])
                 began = time.perf_counter()
                 found = engine.search(question, limit=10)
                 times[name].append((time.perf_counter() - began) * 1000)
                 tops[name][question] = [h.memory.id for h in found.hits]
-    setattr(module, setting, values["on"])
+    switch(engine, True)
     count = len(sample)
 
     def best(name: str, i: int) -> float:

@@ -25,14 +25,13 @@ from typing import Any
 import recalld
 from recalld.bench.scale_worker import (
     agreement,
+    bench_inputs,
     hybrid_tops,
     latency_ms,
-    question_sample,
     store_bench_options,
     write_report,
 )
 from recalld.config import Settings
-from recalld.providers.embedders import resolve_embedder
 from recalld.retrieval.query import understand
 from recalld.stores.base import CandidateRequest
 from recalld.stores.sqlite import SQLiteStore, vector_index
@@ -46,10 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.max_expansion:
         vector_index.MAX_EXPANSION = args.max_expansion
-    sample = question_sample(args.data, args.questions, args.seed)
-    model = resolve_embedder("local")
-    model.embed_query("warm up the model")
-    settings = Settings(db=args.store, cache_dir=None, embedder="local")
+    sample, model, settings = bench_inputs(args)
     report: dict[str, Any] = {
         "store": str(args.store), "questions": len(sample), "rounds": args.rounds,
         "max_expansion": vector_index.MAX_EXPANSION,

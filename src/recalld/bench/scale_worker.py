@@ -208,6 +208,18 @@ def question_sample(data: Path, count: int, seed: int) -> list[str]:
     return [questions[i] for i in sorted(picked)]
 
 
+def bench_inputs(args: argparse.Namespace) -> tuple[list[str], Any, Any]:
+    """What a script of :func:`store_bench_options` times searches with: its sample of
+    questions, the packaged model (warmed up) and the settings of its ``--store``."""
+    from recalld.config import Settings
+    from recalld.providers.embedders import resolve_embedder
+
+    model = resolve_embedder("local")
+    model.embed_query("warm up the model")
+    settings = Settings(db=args.store, cache_dir=None, embedder="local")
+    return question_sample(args.data, args.questions, args.seed), model, settings
+
+
 def write_report(report: dict[str, Any], out: Path | None) -> None:
     """Print the report as JSON, and write it to ``out`` when given."""
     text = json.dumps(report, indent=1)

@@ -12,7 +12,7 @@ import pytest
 import recalld
 from recalld.config import Settings
 from recalld.providers.embedders import Embedder, FakeEmbedder
-from recalld.records import Memory, NewMemory, TimeRange
+from recalld.records import Memory, MemoryFilter, NewMemory, TimeRange
 from recalld.retrieval.query import understand
 from recalld.stores.base import CandidateRequest, Tenancy
 from recalld.text import content_hash
@@ -438,3 +438,119 @@ def test_a_large_tenant_reads_its_word_channels_beside_its_vectors(
         beside = [[h.memory.id for h in engine.search(q, limit=5).hits] for q in queries]
     assert beside == one
     assert "semantic" in statements and "bm25" in statements  # two statements, not one
+
+
+def test_word_postings_answer_the_word_channel_and_follow_every_write(
+    pg_database: str, tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`recalld postgres word-index`: the tenant's word postings. Where every word's rows
+    fit in the depth read, the word channel's rows and BM25 scores are those of scoring
+    every matching row; with a shallow depth it reads fewer rows and every score it gives
+    is still the exact one. Inserts, edits and hard deletes keep the postings in step in
+    the writing transaction; other tenants see none of them; --drop removes them."""
+    import psycopg
+    from click.testing import CliRunner
+
+    from recalld.interfaces.cli import cli
+    from recalld.stores.postgres import PostgresStore
+    from recalld.stores.postgres import queries as postgres_queries
+    from recalld.stores.postgres import store as postgres_store
+
+    monkeypatch.setattr(postgres_store, "WORD_POSTINGS_ADVISED_ROWS", 20)  # status advises it
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
+                      embedder=local_embedder) as engine:  # fmt: skip
+        queries, _ = load_corpus(engine)
+    queries = [*queries, "what's Ana's plan?", "e-mail from Porto"]  # phrases of two tokens
+    requests = [CandidateRequest(terms=plan_terms(q), raw_query=q, bm25_limit=40)
+                for q in queries]  # fmt: skip
+
+    def words(store: PostgresStore) -> list[list[tuple[str, float]]]:
+        return [[(c.memory_id, c.score) for c in store.candidates(r).get("bm25", [])]
+                for r in requests]  # fmt: skip
+
+    def postings_match_rows() -> bool:
+        """Every live row's distinct tokens, and nothing else, are posted."""
+        with psycopg.connect(pg_database) as conn:
+            conn.execute("SELECT set_config('recalld.namespaces', 'default', false)")
+            posted = conn.execute("SELECT pk, token, tf FROM word_postings ORDER BY 1, 2")
+            rows = conn.execute(
+                "SELECT m.pk, t.token, count(*) FROM memories m, unnest(m.lex_tokens) t(token)"
+                " GROUP BY 1, 2 ORDER BY 1, 2").fetchall()  # fmt: skip
+            return posted.fetchall() == rows and len(rows) > 100
+
+    store = PostgresStore(pg_database)
+    exact = words(store)
+    assert not store._word_postings and "word-index" in store.stats().advice[-1]
+    store.close()
+    built = CliRunner().invoke(cli, ["--db", pg_database, "postgres", "word-index"])
+    assert built.exit_code == 0, built.output
+    assert "word postings" in built.output and postings_match_rows()
+    store = PostgresStore(pg_database)
+    assert store._word_postings and store.stats().advice == ()
+    sql, _ = store._candidates_sql(requests[0])
+    assert "word_postings" in sql and "recalld_lex_rows(" not in sql
+    assert words(store) == exact and sum(len(w) for w in exact) > 20
+
+    # A shallow depth: fewer rows, each with its exact score.
+    monkeypatch.setattr(postgres_queries, "WORD_DEPTH", 1)
+    shallow = words(store)
+    exact_scores = {i: dict(found) for i, found in enumerate(exact)}
+    assert sum(map(len, shallow)) < sum(map(len, exact))
+    assert all(score == pytest.approx(exact_scores[i][memory_id], abs=1e-9)
+               for i, found in enumerate(shallow) for memory_id, score in found)  # fmt: skip
+    monkeypatch.setattr(postgres_queries, "WORD_DEPTH", 1000)
+
+    # A narrower filter than the live rows scores every matching row.
+    narrow = CandidateRequest(terms=plan_terms(queries[0]), raw_query=queries[0],
+                              bm25_limit=40, filters=MemoryFilter(session_id="s1"))  # fmt: skip
+    assert "word_postings" not in store._candidates_sql(narrow)[0]
+    store.close()
+
+    # Writes after the build: postings follow them, scores stay those of every row.
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
+                      embedder=local_embedder) as engine:  # fmt: skip
+        added = engine.add("Ana's zephyrine kayak trip from Lisbon to Porto")
+        engine.update(added.id, content="Ana's kayak trip from Porto, zephyrine")
+        gone = engine.add("a zephyrine note to delete")
+        engine.forget([gone.id], hard=True)
+        engine.forget([added.id])  # forgotten rows keep their postings, as FTS5 keeps them
+    assert postings_match_rows()
+    request = CandidateRequest(terms=plan_terms("zephyrine kayak Porto"),
+                               raw_query="zephyrine kayak Porto", bm25_limit=40)  # fmt: skip
+    with_postings = PostgresStore(pg_database)
+    answer = with_postings.candidates(request)["bm25"]
+    with_postings._word_postings = False
+    assert answer == with_postings.candidates(request)["bm25"] and answer
+    with_postings.close()
+
+    # Another tenant sees no postings; SQLite has no such command; --drop removes them.
+    other = PostgresStore(pg_database, Tenancy("other"))
+    assert not other._word_postings
+    other.close()
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS recalld_probe")
+        conn.execute("CREATE ROLE recalld_probe")
+        conn.execute("GRANT SELECT ON word_postings, word_namespaces TO recalld_probe")
+        conn.execute("SET ROLE recalld_probe")  # an ordinary role: RLS binds it
+        try:
+            for namespaces, seen in (("other", False), ("default", True)):
+                conn.execute("SELECT set_config('recalld.namespaces', %s, false)", (namespaces,))
+                for table in ("word_postings", "word_namespaces"):
+                    found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+                    assert found is not None and (found[0] > 0) == seen, (namespaces, table)
+        finally:
+            conn.execute("RESET ROLE")
+            conn.execute("DROP OWNED BY recalld_probe")
+            conn.execute("DROP ROLE recalld_probe")
+    dropped = CliRunner().invoke(cli, ["--db", pg_database, "postgres", "word-index", "--drop"])
+    assert dropped.exit_code == 0 and "dropped" in dropped.output
+    store = PostgresStore(pg_database)
+    assert not store._word_postings
+    with store._conn() as conn:
+        assert conn.execute("SELECT count(*) FROM word_postings").fetchone() == (0,)
+    store.close()
+    with recalld.open(settings=Settings(db=tmp_path / "m.db", cache_dir=None),
+                      embedder=local_embedder) as engine:  # fmt: skip
+        engine.add("a memory in SQLite")
+    sqlite = CliRunner().invoke(cli, ["--db", str(tmp_path / "m.db"), "postgres", "word-index"])
+    assert sqlite.exit_code != 0 and "needs a PostgreSQL store" in sqlite.output

@@ -1,5 +1,5 @@
 """``recalld postgres start|stop`` (a local PostgreSQL server for trying recalld out),
-``recalld postgres tenant-index`` and
+``recalld postgres tenant-index|word-index`` and
 ``recalld migrate`` (copy a store between backends)."""
 
 from __future__ import annotations
@@ -73,6 +73,31 @@ def tenant_index(obj: Ctx, drop: bool) -> None:
                        err=True)  # fmt: skip
         name = build(drop=drop)
     click.echo(f"{'dropped' if drop else 'built'} {name}")
+
+
+@postgres.command("word-index")
+@click.option("--drop", is_flag=True, help="Remove the tenant's word postings instead.")
+@pass_ctx
+def word_index(obj: Ctx, drop: bool) -> None:
+    """Give the tenant (--tenant) word postings: its word searches then read each word's
+    best rows instead of scoring every row that holds it.
+
+    Worth it from tens of thousands of memories, in a shared database or one of its own
+    (docs/postgres.md). Writes to the memories table wait while it builds (about half a
+    minute per 100k memories); searches go on. Store handles opened afterwards use it, and
+    every write keeps it current.
+    """
+    from recalld.errors import InvalidInputError
+
+    with errors(), obj.engine() as engine:
+        build = getattr(engine.store, "build_word_postings", None)
+        if build is None:
+            raise InvalidInputError("word-index needs a PostgreSQL store (--db postgresql://...)")
+        if not drop:
+            click.echo(f"building the word postings of tenant {engine.store.tenancy.tenant} ...",
+                       err=True)  # fmt: skip
+        written = build(drop=drop)
+    click.echo("dropped the word postings" if drop else f"built {written:,} word postings")
 
 
 @click.command()

@@ -251,13 +251,13 @@ LEX_ROWS_COLUMNS = (
 every column a search filter reads (``queries.filter_sql``)."""
 
 
-def _lex_rows_function(arguments: str, rows: str) -> str:
-    """``CREATE OR REPLACE FUNCTION recalld_lex_rows(arguments)``: the columns of
+def _lex_rows_function(arguments: str, rows: str, name: str = "recalld_lex_rows") -> str:
+    """``CREATE OR REPLACE FUNCTION name(arguments)``: the columns of
     :data:`LEX_ROWS_COLUMNS` of the rows ``rows`` (a FROM clause) gives, planned with
     sequential scans off (see :func:`m005_lex_rows`)."""
     columns = ", ".join(f"m.{c.strip()}" for c in LEX_ROWS_COLUMNS.split(","))
     return f"""
-        CREATE OR REPLACE FUNCTION recalld_lex_rows({arguments}) RETURNS TABLE (
+        CREATE OR REPLACE FUNCTION {name}({arguments}) RETURNS TABLE (
             pk bigint, id text, namespace text, ref_time double precision,
             forgotten_at double precision, superseded_by text, project text, scope text,
             session_id text, type text, tags text[], lex_length integer, lex_tokens text[])
@@ -393,6 +393,113 @@ def m008_inline_vectors(cur: Any) -> None:
     cur.execute("ALTER TABLE memories SET (toast_tuple_target = 8160)")
 
 
+def m009_word_postings(cur: Any) -> None:
+    """A tenant's word postings, best first: the word channel's top-k engine (see
+    ``queries.top_words``), kept only for the namespaces listed in ``word_namespaces``
+    (``recalld postgres word-index`` lists one and fills its postings).
+
+    ``word_postings`` holds one row per (memory, distinct token): the token's count in the
+    row (``tf``), the row's length (``dl``) and the token's BM25 weight in the row without
+    its idf (``impact``, :func:`impact_sql`, at the namespace's mean length when listed),
+    so that an index of (namespace, token, impact) yields a token's best rows first and
+    counts its rows without reading the table. Statement-level triggers keep the postings
+    of listed namespaces in step with ``memories`` in the writing transaction itself (as
+    the tables' owner, so a role that may write memories needs no grant on these; the
+    tenant wall still binds, being forced on the owner too):
+    inserted rows add theirs, deleted rows remove theirs, an update that changes a row's
+    tokens replaces them (forgotten rows keep theirs, as FTS5 keeps them). Both tables
+    are behind the tenant wall. ``recalld_lex_rows_all(tokens, namespaces)`` reads the
+    rows holding every one of ``tokens`` (a phrase's) as ``recalld_lex_rows`` reads a
+    token's."""
+    cur.execute(_lex_rows_function(
+        "tokens text[], namespaces text[]",
+        "FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m WHERE"
+        " recalld_lex_keys(m.namespace, m.lex_tokens) @> array_append($1, E'\\x01' || v.ns)) m",
+        "recalld_lex_rows_all",
+    ))  # fmt: skip
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS word_namespaces (namespace text PRIMARY KEY,"
+        " avgdl double precision NOT NULL)"
+    )
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS word_postings (namespace text NOT NULL, token text NOT NULL,"
+        " impact real NOT NULL, pk bigint NOT NULL, tf integer NOT NULL, dl integer NOT NULL)"
+    )
+    cur.execute("CREATE INDEX IF NOT EXISTS word_postings_best ON word_postings"
+                " (namespace, token, impact DESC, pk)")  # fmt: skip
+    cur.execute("CREATE INDEX IF NOT EXISTS word_postings_row ON word_postings (namespace, pk)")
+    for table in ("word_namespaces", "word_postings"):
+        cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+        cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+        cur.execute(f"DROP POLICY IF EXISTS tenant_wall ON {table}")
+        cur.execute(
+            f"CREATE POLICY tenant_wall ON {table} USING (namespace = ANY (string_to_array("
+            "current_setting('recalld.namespaces', true), ','))) WITH CHECK (namespace = ANY ("
+            "string_to_array(current_setting('recalld.namespaces', true), ',')))"
+        )
+    add = f"INSERT INTO word_postings {postings_sql('added')}"
+    remove = ("DELETE FROM word_postings p USING gone WHERE p.namespace = gone.namespace"
+              " AND p.pk = gone.pk")  # fmt: skip
+    bodies = {
+        "insert": f"WITH added AS (SELECT * FROM new_rows) {add};",
+        "delete": f"WITH gone AS (SELECT namespace, pk FROM old_rows) {remove};",
+        # Only rows whose tokens changed (an access count's update changes none).
+        "update": (
+            "WITH changed AS (SELECT n.* FROM new_rows n JOIN old_rows o ON o.pk = n.pk"
+            " WHERE o.lex_tokens IS DISTINCT FROM n.lex_tokens"
+            " OR o.namespace IS DISTINCT FROM n.namespace),"
+            " gone AS (SELECT o.namespace, o.pk FROM old_rows o JOIN changed c ON c.pk = o.pk),"
+            f" dropped AS ({remove} RETURNING p.pk)"
+            f" {add.replace('added', 'changed')};"
+        ),
+    }
+    tables = {"insert": "NEW TABLE AS new_rows", "delete": "OLD TABLE AS old_rows",
+              "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows"}  # fmt: skip
+    for event, body in bodies.items():
+        cur.execute(
+            f"""
+            CREATE OR REPLACE FUNCTION recalld_word_postings_{event}() RETURNS trigger
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+            BEGIN
+                -- No namespace keeps postings: nothing to do (the common case).
+                IF NOT EXISTS (SELECT 1 FROM word_namespaces) THEN
+                    RETURN NULL;
+                END IF;
+                {body}
+                RETURN NULL;
+            END $$
+            """
+        )
+        name = f"memories_words_{event}"
+        cur.execute(f"DROP TRIGGER IF EXISTS {name} ON memories")
+        cur.execute(
+            f"CREATE TRIGGER {name} AFTER {event.upper()} ON memories REFERENCING"
+            f" {tables[event]} FOR EACH STATEMENT EXECUTE FUNCTION recalld_word_postings_{event}()"
+        )
+
+
+def impact_sql(tf: str, dl: str, avgdl: str) -> str:
+    """A token's BM25 weight in a row without its idf: FTS5's term frequency part
+    (:mod:`recalld.lexical`), the order in which ``word_postings`` keeps a token's rows."""
+    from recalld.lexical import K1, B
+
+    return (
+        f"(({tf})::float8 * {K1 + 1.0!r} / (({tf})::float8 + {K1!r} * (1.0 - {B!r}"
+        f" + {B!r} * ({dl})::float8 / greatest({avgdl}, 1.0))))::real"
+    )
+
+
+def postings_sql(rows: str) -> str:
+    """``SELECT`` the postings of ``rows`` (memories' rows) of the listed namespaces."""
+    impact = impact_sql("t.tf", "r.lex_length", "w.avgdl")
+    return (
+        f"(namespace, token, impact, pk, tf, dl) SELECT r.namespace, t.token, {impact}, r.pk,"
+        f" t.tf, r.lex_length FROM {rows} r JOIN word_namespaces w ON w.namespace = r.namespace"
+        " CROSS JOIN LATERAL (SELECT token, count(*)::integer AS tf FROM unnest(r.lex_tokens)"
+        " AS token GROUP BY token) t"
+    )
+
+
 KEEP_VECTORS_INLINE = "ALTER COLUMN embedding SET STORAGE MAIN"
 """Migration 8's setting, which a change of the column's type resets: every ``ALTER
 COLUMN embedding TYPE`` carries it along."""
@@ -408,6 +515,7 @@ MIGRATIONS: list[Migration] = [
     (6, "m006_tenant_words", m006_tenant_words),
     (7, "m007_tenant_keys", m007_tenant_keys),
     (8, "m008_inline_vectors", m008_inline_vectors),
+    (9, "m009_word_postings", m009_word_postings),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -90,15 +90,8 @@ def _f(value: float) -> str:
     return f"{value!r}::float8"
 
 
-def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
-    """FTS5's ``bm25()`` of the ``query`` phrases (see :mod:`recalld.lexical`), higher is
-    better: CTEs ``lex_hit`` (every row of the namespaces in ``%(namespaces)s`` holding a
-    phrase's first token, forgotten ones included as FTS5 counts them, with each phrase's
-    hits ``f{i}``; read through the namespace-led GIN index by ``recalld_lex_rows``,
-    migration 6, one read per phrase),
-    ``lex_idf`` (the phrases' idf and the mean row length from ``lexical_stats``) and
-    ``bm25`` (the rows ``where`` admits, ranked). Terms are summed in phrase order, in
-    float8, as C does."""
+def _phrase_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
+    """Each phrase's hits in a row ``m`` (its ``lex_tokens``), as FTS5 counts them."""
     params: Params = {}
     hits = []
     for i, phrase in enumerate(query):
@@ -112,9 +105,15 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
                 f" AS a(at) WHERE m.lex_tokens[a.at:a.at + {len(phrase) - 1}] ="
                 f" %(lex_p{i})s::text[])::float8"
             )
+    return hits, params
+
+
+def _ranked(query: Sequence[Sequence[str]], counted: str) -> list[str]:
+    """CTEs ``lex_idf`` (each phrase's idf from its rows ``n{i}``, which the select list
+    ``counted`` gives, and the mean row length, from ``lexical_stats``) and ``bm25`` (the
+    rows of ``lex_hit`` its filter admits, ranked). Terms are summed in phrase order, in
+    float8, as C does."""
     any_hit = " OR ".join(f"h.f{i} > 0" for i in range(len(query)))
-    counts = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}"
-                       for i in range(len(query)))  # fmt: skip
     idfs = ", ".join(
         f"CASE WHEN ln((s.n - d.n{i} + 0.5::float8) / (d.n{i} + 0.5::float8)) <= 0"
         f" THEN {_f(IDF_FLOOR)} ELSE ln((s.n - d.n{i} + 0.5::float8) / (d.n{i} + 0.5::float8))"
@@ -126,6 +125,23 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
         f" (1.0::float8 - {_f(B)} + {_f(B)} * h.dl / i.avgdl)))"
         for k in range(len(query))
     )
+    return [
+        "lex_idf AS (SELECT s.total / s.n AS avgdl, " + idfs + " FROM (SELECT"
+        " sum(rows)::float8 AS n, sum(tokens)::float8 AS total FROM lexical_stats"
+        " WHERE namespace = ANY(%(namespaces)s)) s, (SELECT " + counted + ") d)",
+        f"bm25 AS (SELECT h.id, {score} AS score, h.ref_time, h.pk FROM lex_hit h, lex_idf i"
+        f" WHERE h.ok AND ({any_hit}) ORDER BY score DESC, h.id LIMIT %(bm25_limit)s)",
+    ]
+
+
+def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+    """FTS5's ``bm25()`` of the ``query`` phrases (see :mod:`recalld.lexical`), higher is
+    better, over every row that holds a phrase: CTEs ``lex_hit`` (every row of the
+    namespaces in ``%(namespaces)s`` holding a phrase's first token, forgotten ones included
+    as FTS5 counts them, with each phrase's hits ``f{i}``; read through the namespace-led
+    GIN index by ``recalld_lex_rows``, migration 6, one read per phrase), then
+    :func:`_ranked`'s."""
+    hits, params = _phrase_hits(query)
     # Each phrase's hits are counted only in the rows holding its first token (one index
     # read per phrase), not in every row holding any: at 100k rows a seven-word question
     # counted 140k times in 20k rows, now 22k times; rows are then gathered per memory.
@@ -136,18 +152,51 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     )
     pivot = ", ".join(f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}"
                       for i in range(len(query)))  # fmt: skip
-    ctes = [
-        f"lex_hit AS (SELECT id, ref_time, pk, lex_length::float8 AS dl, ok, {pivot}"
-        f" FROM ({parts}) one GROUP BY pk, id, ref_time, lex_length, ok)",
-        "lex_idf AS (SELECT s.total / s.n AS avgdl, " + idfs + " FROM (SELECT"
-        " sum(rows)::float8 AS n, sum(tokens)::float8 AS total FROM lexical_stats"
-        " WHERE namespace = ANY(%(namespaces)s)) s, (SELECT "
-        + counts
-        + f" FROM lex_hit h WHERE {any_hit}) d)",
-        f"bm25 AS (SELECT h.id, {score} AS score, h.ref_time, h.pk FROM lex_hit h, lex_idf i"
-        f" WHERE h.ok AND ({any_hit}) ORDER BY score DESC, h.id LIMIT %(bm25_limit)s)",
-    ]
-    return ctes, params
+    counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}"
+                        for i in range(len(query)))  # fmt: skip
+    any_hit = " OR ".join(f"h.f{i} > 0" for i in range(len(query)))
+    lex_hit = (f"lex_hit AS (SELECT id, ref_time, pk, lex_length::float8 AS dl, ok, {pivot}"
+               f" FROM ({parts}) one GROUP BY pk, id, ref_time, lex_length, ok)")  # fmt: skip
+    return [lex_hit, *_ranked(query, f"{counted} FROM lex_hit h WHERE {any_hit}")], params
+
+
+WORD_DEPTH = 1_000
+"""How many of a word's best rows the top-k word engine reads (:func:`top_words_ctes`)."""
+
+
+def top_words_ctes(
+    query: Sequence[Sequence[str]], where: str, namespace: str, depth: int | None = None
+) -> tuple[list[str], Params]:
+    """The word channel's top-k engine over a namespace's postings (PostgreSQL migration 9,
+    ``recalld postgres word-index``): the same BM25 as :func:`bm25_ctes`, computed on fewer
+    rows. A one-token phrase contributes its ``depth`` (:data:`WORD_DEPTH`) best rows by ``impact`` (its weight
+    in the row before idf; a word held by fewer rows contributes all of them) and counts its
+    rows on the postings index alone; a phrase of several tokens reads every row holding
+    all of its tokens (GIN, ``recalld_lex_rows_all``), so its hits and count are exact.
+    Every candidate is then scored in full, as :func:`bm25_ctes` scores it; a row missing
+    is one whose words are all common ones (each past its ``depth`` best rows)."""
+    hits, params = _phrase_hits(query)
+    ns = literal(namespace)
+    depth = WORD_DEPTH if depth is None else depth
+    sources = [
+        f"(SELECT p.pk FROM word_postings p WHERE p.namespace = {ns} AND p.token ="
+        f" %(lex_h{i})s::text ORDER BY p.impact DESC LIMIT {int(depth)})"
+        if len(phrase) == 1 else
+        f"(SELECT r.pk FROM recalld_lex_rows_all(%(lex_p{i})s::text[], %(namespaces)s::text[]) r)"
+        for i, phrase in enumerate(query)
+    ]  # fmt: skip
+    columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
+    lex_hit = (f"lex_hit AS (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl,"
+               f" ({where}) AS ok, {columns} FROM memories m WHERE m.namespace = {ns}"
+               f" AND m.pk IN ({' UNION '.join(sources)}))")  # fmt: skip
+    counts = [
+        f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns} AND p.token ="
+        f" %(lex_h{i})s::text)::float8 AS n{i}"
+        if len(phrase) == 1 else
+        f"(SELECT count(*) FROM lex_hit h WHERE h.f{i} > 0)::float8 AS n{i}"
+        for i, phrase in enumerate(query)
+    ]  # fmt: skip
+    return [lex_hit, *_ranked(query, ", ".join(counts))], params
 
 
 def like_any(pieces: Sequence[str]) -> list[str]:
@@ -175,13 +224,20 @@ def _window_semantic(request: CandidateRequest, where: str) -> tuple[str, Params
                  "window_semantic_fetch": request.window_semantic_limit + TIE_MARGIN}  # fmt: skip
 
 
-def _words(request: CandidateRequest, where: str) -> tuple[str, Params]:
+def _words(
+    request: CandidateRequest, where: str, postings: str | None = None
+) -> tuple[str, Params]:
+    """The word channel: :func:`top_words_ctes` over the postings of namespace
+    ``postings`` when it has them, else :func:`bm25_ctes` (every matching row)."""
     query = phrases(request.terms)
     if not query:  # no term has a token: FTS5 matches nothing
         return ("bm25 AS (SELECT NULL::text AS id, 0::float8 AS score, NULL::float8 AS"
                 " ref_time, NULL::bigint AS pk WHERE false)",
                 {"bm25_limit": request.bm25_limit})  # fmt: skip
-    ctes, params = bm25_ctes(query, where)
+    if postings is not None:
+        ctes, params = top_words_ctes(query, where, postings)
+    else:
+        ctes, params = bm25_ctes(query, where)
     return ", ".join(ctes), {**params, "bm25_limit": request.bm25_limit}
 
 
@@ -233,14 +289,18 @@ after the channel, with its parameters; :func:`candidates_sql` composes them."""
 
 
 def candidates_sql(
-    request: CandidateRequest, where: str, channels: Sequence[str]
+    request: CandidateRequest, where: str, channels: Sequence[str], postings: str | None = None
 ) -> tuple[str, Params]:
     """The ``channels`` of ``request`` (:func:`recalld.channels.asked_channels`) in ONE
-    statement, a CTE per channel, rows of (channel, n, id, score) in each channel's order."""
+    statement, a CTE per channel, rows of (channel, n, id, score) in each channel's order.
+    ``postings``: the namespace whose word postings answer the word channel, if any."""
     ctes: list[str] = []
     params: Params = {}
     for name in channels:
-        sql, values = READERS[name](request, where)
+        if name == "bm25":
+            sql, values = _words(request, where, postings)
+        else:
+            sql, values = READERS[name](request, where)
         ctes.append(sql)
         params.update(values)
     if not ctes:

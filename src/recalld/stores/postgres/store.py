@@ -50,6 +50,7 @@ from recalld.stores.postgres.migrations import (
     KEEP_VECTORS_INLINE,
     SCHEMA_VERSION,
     migrate,
+    postings_sql,
 )
 
 CHANNELS = frozenset(q.READERS)
@@ -98,6 +99,10 @@ nothing from it (25.5 / 34.4 against 24.4 / 34.2 ms), the same top 10s either wa
 VISIBLE_ROWS_TTL_S = 60.0
 """How long a handle trusts its count of the memories it sees (for
 :data:`PARALLEL_READS_MIN_ROWS`) before counting again."""
+WORD_POSTINGS_ADVISED_ROWS = 50_000
+"""``recalld status`` advises a tenant's word postings (``recalld postgres word-index``) from
+this many memories: past it, a question's common words match tens of thousands of rows,
+each read and scored by the word channel without them."""
 OWN_INDEX_ADVISED_ROWS = 20_000
 """``recalld status`` advises a tenant's own vector index from this many memories, when the
 table holds at least twice as many (a smaller share makes its vector searches walk past
@@ -182,6 +187,8 @@ class PostgresStore:
                 # Whether the tenant, seen alone, has a vector index of its own, for the
                 # handle's life (see build_own_vector_index).
                 self._own_index = self._has_own_index(conn)
+                # Whether its word postings answer the word channel (build_word_postings).
+                self._word_postings = self._has_word_postings(conn)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
         self._load_types: list[int] = []
@@ -249,6 +256,47 @@ class PostgresStore:
         if len(self._visible) != 1:
             return False  # an own index holds one namespace's rows: it cannot answer more
         return bool(_index_valid(conn, own_index_name(self._visible[0])))
+
+    def _has_word_postings(self, conn: psycopg.Connection[Any]) -> bool:
+        """Whether the handle sees one namespace alone and it keeps word postings."""
+        if len(self._visible) != 1:
+            return False  # a namespace's postings rank its own rows, not several's
+        found = conn.execute("SELECT 1 FROM word_namespaces WHERE namespace = %s",
+                             (self._visible[0],)).fetchone()  # fmt: skip
+        return found is not None
+
+    def build_word_postings(self, drop: bool = False) -> int:
+        """Give the tenant word postings (``drop``: remove them), the word channel's top-k
+        engine (:func:`queries.top_words_ctes`); returns the postings written. Handles
+        opened afterwards use them; triggers keep them in step with every write.
+
+        Why: without them the word channel reads and scores every row holding a query
+        word, tens of thousands for a common word in a tenant of 100k memories. The build
+        holds writes to the memories table for its duration (SHARE lock; searches go on),
+        so that no row is written between the listing of the tenant and its postings."""
+        if len(self._visible) != 1:
+            raise InvalidInputError("word postings are for a tenant seen alone; open the "
+                                    "store without shared namespaces")  # fmt: skip
+        namespace = self._visible[0]
+        with self._conn() as conn:
+            conn.execute("LOCK TABLE memories IN SHARE MODE")
+            conn.execute("DELETE FROM word_postings WHERE namespace = %s", (namespace,))
+            conn.execute("DELETE FROM word_namespaces WHERE namespace = %s", (namespace,))
+            if drop:
+                return 0
+            conn.execute(
+                "INSERT INTO word_namespaces (namespace, avgdl) SELECT %(ns)s,"
+                " coalesce(sum(tokens)::float8 / nullif(sum(rows), 0), 1.0) FROM lexical_stats"
+                " WHERE namespace = %(ns)s", {"ns": namespace},
+            )  # fmt: skip
+            written = conn.execute(
+                f"INSERT INTO word_postings {postings_sql('memories')}"
+                " WHERE r.namespace = %s", (namespace,),
+            ).rowcount  # fmt: skip
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            # Counting a word's rows then reads the index alone (its visibility map set).
+            conn.execute("VACUUM (ANALYZE) word_postings")
+        return written
 
     def build_own_vector_index(self, drop: bool = False) -> str:
         """Give the tenant a vector index of its own rows (``drop``: remove it); returns its
@@ -712,7 +760,12 @@ class PostgresStore:
 
     def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
         where, params = q.filter_sql(request.filters, self._visible, self._own_index)
-        sql, more = q.candidates_sql(request, where, asked_channels(request, self.channels))
+        # The postings rank the namespace's best rows; a filter narrower than the live
+        # rows could leave too few of them, so such a search scores every matching row.
+        postings = (self._visible[0] if self._word_postings
+                    and _live_rows_only(request.filters) else None)  # fmt: skip
+        sql, more = q.candidates_sql(request, where, asked_channels(request, self.channels),
+                                     postings)  # fmt: skip
         values: dict[str, Any] = {**params, **more}
         if request.query_vector is not None:
             values["qv"] = np.asarray(request.query_vector, np.float32)
@@ -814,9 +867,14 @@ class PostgresStore:
         advice: tuple[str, ...] = ()
         if (not self._own_index and len(self._visible) == 1
                 and OWN_INDEX_ADVISED_ROWS <= one[0] <= table_rows // 2):  # fmt: skip
-            advice = (f"this tenant's vector searches walk the index of all {table_rows:,}"
-                      " memories of the database: `recalld postgres tenant-index` gives it"
-                      " one of its own (docs/postgres.md)",)  # fmt: skip
+            advice += (f"this tenant's vector searches walk the index of all {table_rows:,}"
+                       " memories of the database: `recalld postgres tenant-index` gives it"
+                       " one of its own (docs/postgres.md)",)  # fmt: skip
+        if (not self._word_postings and len(self._visible) == 1
+                and one[0] >= WORD_POSTINGS_ADVISED_ROWS):  # fmt: skip
+            advice += (f"this tenant's word searches score every one of its {one[0]:,}"
+                       " memories that holds a query word: `recalld postgres word-index`"
+                       " gives it postings read best first (docs/postgres.md)",)  # fmt: skip
         return StoreStats(
             path=self.path, memories=one[0] - one[1], forgotten=one[1], with_vectors=one[5],
             fingerprint=fingerprint, schema_version=SCHEMA_VERSION,
@@ -1013,6 +1071,13 @@ def _api_key(r: Sequence[Any]) -> ApiKey:
 def _get_meta(conn: psycopg.Connection[Any], key: str) -> str | None:
     found = conn.execute("SELECT value FROM recalld_meta WHERE key = %s", (key,)).fetchone()
     return None if found is None else str(found[0])
+
+
+def _live_rows_only(filters: MemoryFilter) -> bool:
+    """Whether ``filters`` asks for no more than the live memories (a search's default)."""
+    return (filters.project is None and filters.scope is None and not filters.types
+            and not filters.tags and filters.session_id is None
+            and filters.superseded_by is None and filters.time_range is None)  # fmt: skip
 
 
 def _index_valid(conn: psycopg.Connection[Any], name: str) -> bool | None:

@@ -171,8 +171,9 @@ def top_words_ctes(
     ``recalld postgres word-index``): the same BM25 as :func:`bm25_ctes`, computed on fewer
     rows. A one-token phrase contributes its ``depth`` (:data:`WORD_DEPTH`) best rows by
     ``impact`` (its weight in the row before idf; a word held by fewer rows contributes all
-    of them) and counts its rows on the postings index alone; a phrase of several tokens reads every row holding
-    all of its tokens (GIN, ``recalld_lex_rows_all``), so its hits and count are exact.
+    of them) and counts its rows on the postings index alone; a phrase of several tokens
+    reads every row holding all of its tokens (GIN, ``recalld_lex_rows_all``), so its hits
+    and count are exact.
     Every candidate is then scored in full, as :func:`bm25_ctes` scores it; a row missing
     is one whose words are all common ones (each past its ``depth`` best rows)."""
     hits, params = _phrase_hits(query)

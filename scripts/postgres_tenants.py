@@ -14,7 +14,10 @@ and for a small one: the default hybrid search and a vector search through the f
 tenant's own handle, the query embedded by the real model inside each timed call), p50 /
 p95 ms; and recall@10 of the vector channel (HNSW under the tenant filter) against exact
 cosine over the tenant's own vectors. ``--own-index``: then the big tenant once more, with a
-vector index of its own rows (``recalld postgres tenant-index``). Prints one JSON object.
+vector index of its own rows (``recalld postgres tenant-index``). ``--word-index``: then the
+big tenant with word postings (``recalld postgres word-index``): its searches again, and its
+word channel alone with and without them, alternating question by question in one process
+(p50 / p95, the exact top 10 found, the same hybrid top 10). Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -107,6 +110,55 @@ def measure(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[
     return out
 
 
+def words(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[str, Any]:
+    """The word channel alone (limit as in a default search) through the tenant's postings
+    and through every matching row, alternating, and the default search both ways."""
+    from datetime import UTC, datetime
+
+    from recalld.retrieval.config import RetrievalConfig
+    from recalld.retrieval.pipeline import SearchRequest, pool_size
+    from recalld.retrieval.query import understand
+
+    settings = Settings(db=dsn, cache_dir=None, embedder="local", tenant=tenant)
+    with recalld.open(settings=settings, embedder=embedder) as engine:
+        store: Any = engine.store
+        assert store._word_postings, "no word postings: recalld postgres word-index"
+        config = RetrievalConfig()
+        limit = pool_size(SearchRequest(query="", limit=10), config)  # a default search's
+        now = datetime.now(UTC)
+        requests = [CandidateRequest(terms=understand(q, "hybrid", now).terms, raw_query=q,
+                                     bm25_limit=limit) for q in questions]  # fmt: skip
+        times: dict[bool, list[float]] = {True: [], False: []}
+        found: dict[bool, list[list[str]]] = {True: [], False: []}
+        for i, request in enumerate(requests):
+            for postings in (True, False) if i % 2 else (False, True):
+                store._word_postings = postings
+                began = time.perf_counter()
+                rows = store.candidates(request).get("bm25", [])
+                times[postings].append((time.perf_counter() - began) * 1000)
+                found[postings].append([c.memory_id for c in rows])
+        top10 = [len(set(a[:10]) & set(b[:10])) / max(1, min(10, len(b)))
+                 for a, b in zip(found[True], found[False], strict=True)]  # fmt: skip
+        same_hybrid = 0
+        for q in questions:
+            hits = []
+            for postings in (True, False):
+                store._word_postings = postings
+                hits.append([h.memory.id for h in engine.search(q, limit=10).hits])
+            same_hybrid += hits[0] == hits[1]
+        store._word_postings = True
+
+    def p(values: list[float]) -> dict[str, float]:
+        return {"p50_ms": float(np.percentile(values, 50)),
+                "p95_ms": float(np.percentile(values, 95))}  # fmt: skip
+
+    return {"word_channel_postings": p(times[True]), "word_channel_every_row": p(times[False]),
+            "word_recall_at_10": float(np.mean(top10)), "word_recall_min": float(np.min(top10)),
+            "word_top10_identical": sum(a[:10] == b[:10] for a, b in
+                                        zip(found[True], found[False], strict=True)),
+            "hybrid_top10_identical": same_hybrid, "questions": len(questions)}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--admin", required=True, help="admin DSN of the PostgreSQL server")
@@ -122,6 +174,9 @@ def main() -> None:
     parser.add_argument("--own-index", action="store_true",
                         help="then give the big tenant its own vector index (recalld postgres"
                              " tenant-index) and measure it again")  # fmt: skip
+    parser.add_argument("--word-index", action="store_true",
+                        help="then give the big tenant word postings (recalld postgres"
+                             " word-index) and measure it again")  # fmt: skip
     args = parser.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     source = sc.read_sources(args.data)
@@ -141,6 +196,8 @@ def main() -> None:
     big = open_store(dsn, Tenancy("t0000"))
     if args.own_index:  # measured first as a tenant without one
         big.build_own_vector_index(drop=True)  # type: ignore[attr-defined]
+    if args.word_index:
+        big.build_word_postings(drop=True)  # type: ignore[attr-defined]
     results = [measure(dsn, t, questions, embedder) for t in ("t0000", small)]
     if args.own_index:
         started = time.perf_counter()
@@ -148,6 +205,12 @@ def main() -> None:
         took = time.perf_counter() - started
         results.append({**measure(dsn, "t0000", questions, embedder), "own_vector_index": True,
                         "index_build_s": took})  # fmt: skip
+    if args.word_index:
+        started = time.perf_counter()
+        postings = big.build_word_postings()  # type: ignore[attr-defined]
+        took = time.perf_counter() - started
+        results.append({**measure(dsn, "t0000", questions, embedder), "word_postings": postings,
+                        "word_index_build_s": took, **words(dsn, "t0000", questions, embedder)})  # fmt: skip
     big.close()
     report = {"size": args.size, "tenants": args.tenants, "big": args.big,
               "queries": args.queries, "build_s": built, "results": results,

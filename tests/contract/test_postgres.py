@@ -4,6 +4,7 @@ its migrations, and search parity with the SQLite store on the same memories."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -443,11 +444,11 @@ def test_a_large_tenant_reads_its_word_channels_beside_its_vectors(
 def test_word_postings_answer_the_word_channel_and_follow_every_write(
     pg_database: str, tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`recalld postgres word-index`: the tenant's word postings. Where every word's rows
-    fit in the depth read, the word channel's rows and BM25 scores are those of scoring
-    every matching row; with a shallow depth it reads fewer rows and every score it gives
-    is still the exact one. Inserts, edits and hard deletes keep the postings in step in
-    the writing transaction; other tenants see none of them; --drop removes them."""
+    """`recalld postgres word-index`: the tenant's word postings. The word channel's rows
+    and BM25 scores are those of scoring every matching row, whatever the depth of the
+    first reading and the list's length. Inserts, edits and hard deletes keep the postings
+    in step in the writing transaction; other tenants see none of them; --drop removes
+    them."""
     import psycopg
     from click.testing import CliRunner
 
@@ -480,6 +481,8 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
 
     store = PostgresStore(pg_database)
     exact = words(store)
+    small = [replace(r, bm25_limit=2) for r in requests]
+    exact_small = [store.candidates(r).get("bm25", []) for r in small]
     assert not store._word_postings and "word-index" in store.stats().advice[-1]
     store.close()
     built = CliRunner().invoke(cli, ["--db", pg_database, "postgres", "word-index"])
@@ -491,14 +494,14 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     assert "word_postings" in sql and "recalld_lex_rows(" not in sql
     assert words(store) == exact and sum(len(w) for w in exact) > 20
 
-    # A shallow depth: fewer rows, each with its exact score.
+    # One best row per word scored first: the same list, the rest proven unable to enter.
     monkeypatch.setattr(postgres_queries, "WORD_DEPTH", 1)
-    shallow = words(store)
-    exact_scores = {i: dict(found) for i, found in enumerate(exact)}
-    assert sum(map(len, shallow)) < sum(map(len, exact))
-    assert all(score == pytest.approx(exact_scores[i][memory_id], abs=1e-9)
-               for i, found in enumerate(shallow) for memory_id, score in found)  # fmt: skip
-    monkeypatch.setattr(postgres_queries, "WORD_DEPTH", 1000)
+    assert words(store) == exact
+    assert [store.candidates(r).get("bm25", []) for r in small] == exact_small
+    monkeypatch.setattr(postgres_queries, "WORD_BOUND_FACTOR", 0)  # every bound-passing row
+    assert words(store) == exact  # is scored only when the first reading proves nothing
+    assert [store.candidates(r).get("bm25", []) for r in small] == exact_small
+    monkeypatch.undo()
 
     # A narrower filter than the live rows scores every matching row.
     narrow = CandidateRequest(terms=plan_terms(queries[0]), raw_query=queries[0],

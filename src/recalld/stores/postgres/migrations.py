@@ -395,21 +395,22 @@ def m008_inline_vectors(cur: Any) -> None:
 
 def m009_word_postings(cur: Any) -> None:
     """A tenant's word postings, best first: the word channel's top-k engine (see
-    ``queries.top_words``), kept only for the namespaces listed in ``word_namespaces``
+    ``queries.top_words_ctes``), kept only for the namespaces listed in ``word_namespaces``
     (``recalld postgres word-index`` lists one and fills its postings).
 
     ``word_postings`` holds one row per (memory, distinct token): the token's count in the
     row (``tf``), the row's length (``dl``) and the token's BM25 weight in the row without
     its idf (``impact``, :func:`impact_sql`, at the namespace's mean length when listed),
-    so that an index of (namespace, token, impact) yields a token's best rows first and
-    counts its rows without reading the table. Statement-level triggers keep the postings
-    of listed namespaces in step with ``memories`` in the writing transaction itself (as
-    the tables' owner, so a role that may write memories needs no grant on these; the
-    tenant wall still binds, being forced on the owner too):
-    inserted rows add theirs, deleted rows remove theirs, an update that changes a row's
-    tokens replaces them (forgotten rows keep theirs, as FTS5 keeps them). Both tables
-    are behind the tenant wall. ``recalld_lex_rows_all(tokens, namespaces)`` reads the
-    rows holding every one of ``tokens`` (a phrase's) as ``recalld_lex_rows`` reads a
+    so that an index of (namespace, token, impact) yields a token's best rows first, with
+    their counts and lengths, and counts its rows without reading the table.
+    Statement-level triggers keep the postings of listed namespaces in step with
+    ``memories`` in the writing transaction itself, as the tables' owner (a role that may
+    write memories needs no grant on these; the tenant wall still binds, being forced on
+    the owner too): inserted rows add theirs, deleted rows remove theirs, an update that
+    changes a row's tokens replaces them (forgotten rows keep theirs, as FTS5 keeps them).
+    Both tables are behind the tenant wall. ``recalld_lex_rows_all(tokens, namespaces)``
+    reads the rows holding every one of ``tokens`` (a phrase's) as ``recalld_lex_rows``
+    reads a
     token's."""
     cur.execute(_lex_rows_function(
         "tokens text[], namespaces text[]",
@@ -426,7 +427,7 @@ def m009_word_postings(cur: Any) -> None:
         " impact real NOT NULL, pk bigint NOT NULL, tf integer NOT NULL, dl integer NOT NULL)"
     )
     cur.execute("CREATE INDEX IF NOT EXISTS word_postings_best ON word_postings"
-                " (namespace, token, impact DESC, pk)")  # fmt: skip
+                " (namespace, token, impact DESC, pk) INCLUDE (tf, dl)")  # fmt: skip
     cur.execute("CREATE INDEX IF NOT EXISTS word_postings_row ON word_postings (namespace, pk)")
     for table in ("word_namespaces", "word_postings"):
         cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")

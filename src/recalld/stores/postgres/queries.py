@@ -108,30 +108,48 @@ def _phrase_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
     return hits, params
 
 
-def _ranked(query: Sequence[Sequence[str]], counted: str) -> list[str]:
-    """CTEs ``lex_idf`` (each phrase's idf from its rows ``n{i}``, which the select list
-    ``counted`` gives, and the mean row length, from ``lexical_stats``) and ``bm25`` (the
-    rows of ``lex_hit`` its filter admits, ranked). Terms are summed in phrase order, in
-    float8, as C does."""
-    any_hit = " OR ".join(f"h.f{i} > 0" for i in range(len(query)))
+def _score(n: int) -> str:
+    """A row's BM25 from its hits ``h.f{k}`` and length ``h.dl`` and the idfs ``i``."""
+    return "0::float8" + "".join(
+        f" + i.idf{k} * ((h.f{k} * ({_f(K1)} + 1.0::float8)) / (h.f{k} + {_f(K1)} *"
+        f" (1.0::float8 - {_f(B)} + {_f(B)} * h.dl / i.avgdl)))"
+        for k in range(n)
+    )
+
+
+def _any_hit(n: int) -> str:
+    return " OR ".join(f"h.f{i} > 0" for i in range(n))
+
+
+def _idf(n: int, counted: str) -> list[str]:
+    """CTEs ``lex_df`` (each phrase's rows ``n{i}``: the select list ``counted``) and
+    ``lex_idf`` (each phrase's idf, and the mean row length, from ``lexical_stats``)."""
     idfs = ", ".join(
         f"CASE WHEN ln((s.n - d.n{i} + 0.5::float8) / (d.n{i} + 0.5::float8)) <= 0"
         f" THEN {_f(IDF_FLOOR)} ELSE ln((s.n - d.n{i} + 0.5::float8) / (d.n{i} + 0.5::float8))"
         f" END AS idf{i}"
-        for i in range(len(query))
-    )
-    score = "0::float8" + "".join(
-        f" + i.idf{k} * ((h.f{k} * ({_f(K1)} + 1.0::float8)) / (h.f{k} + {_f(K1)} *"
-        f" (1.0::float8 - {_f(B)} + {_f(B)} * h.dl / i.avgdl)))"
-        for k in range(len(query))
+        for i in range(n)
     )
     return [
+        # MATERIALIZED: each count made once, however many times the idf names it.
+        f"lex_df AS MATERIALIZED (SELECT {counted})",
         "lex_idf AS (SELECT s.total / s.n AS avgdl, " + idfs + " FROM (SELECT"
         " sum(rows)::float8 AS n, sum(tokens)::float8 AS total FROM lexical_stats"
-        " WHERE namespace = ANY(%(namespaces)s)) s, (SELECT " + counted + ") d)",
-        f"bm25 AS (SELECT h.id, {score} AS score, h.ref_time, h.pk FROM lex_hit h, lex_idf i"
-        f" WHERE h.ok AND ({any_hit}) ORDER BY score DESC, h.id LIMIT %(bm25_limit)s)",
+        " WHERE namespace = ANY(%(namespaces)s)) s, lex_df d)",
     ]
+
+
+def _bm25(n: int) -> str:
+    """CTE ``bm25``: the rows of ``lex_hit`` its filter admits, ranked. Terms are summed
+    in phrase order, in float8, as C does."""
+    return (f"bm25 AS (SELECT h.id, {_score(n)} AS score, h.ref_time, h.pk FROM lex_hit h,"
+            f" lex_idf i WHERE h.ok AND ({_any_hit(n)}) ORDER BY score DESC, h.id"
+            " LIMIT %(bm25_limit)s)")  # fmt: skip
+
+
+def _ranked(query: Sequence[Sequence[str]], counted: str) -> list[str]:
+    """:func:`_idf`'s CTEs and :func:`_bm25`'s."""
+    return [*_idf(len(query), counted), _bm25(len(query))]
 
 
 def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
@@ -154,50 +172,142 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
                       for i in range(len(query)))  # fmt: skip
     counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}"
                         for i in range(len(query)))  # fmt: skip
-    any_hit = " OR ".join(f"h.f{i} > 0" for i in range(len(query)))
+    any_hit = _any_hit(len(query))
     lex_hit = (f"lex_hit AS (SELECT id, ref_time, pk, lex_length::float8 AS dl, ok, {pivot}"
                f" FROM ({parts}) one GROUP BY pk, id, ref_time, lex_length, ok)")  # fmt: skip
     return [lex_hit, *_ranked(query, f"{counted} FROM lex_hit h WHERE {any_hit}")], params
 
 
-WORD_DEPTH = 1_000
-"""How many of a word's best rows the top-k word engine reads (:func:`top_words_ctes`)."""
+WORD_DEPTH = 200
+"""How many of each word's best rows the top-k word engine scores first
+(:func:`top_words_ctes`): the score they reach is the bar the other rows must be able to
+pass."""
+
+
+WORD_BOUND_FACTOR = 2
+"""Of the rows step 2 of :func:`top_words_ctes` finds able to reach the bar, it scores in
+full this many times the list's length, best bounds first, and the others only when one of
+them might still enter the list."""
 
 
 def top_words_ctes(
     query: Sequence[Sequence[str]], where: str, namespace: str, depth: int | None = None
 ) -> tuple[list[str], Params]:
-    """The word channel's top-k engine over a namespace's postings (PostgreSQL migration 9,
-    ``recalld postgres word-index``): the same BM25 as :func:`bm25_ctes`, computed on fewer
-    rows. A one-token phrase contributes its ``depth`` (:data:`WORD_DEPTH`) best rows by
-    ``impact`` (its weight in the row before idf; a word held by fewer rows contributes all
-    of them) and counts its rows on the postings index alone; a phrase of several tokens
-    reads every row holding all of its tokens (GIN, ``recalld_lex_rows_all``), so its hits
-    and count are exact.
-    Every candidate is then scored in full, as :func:`bm25_ctes` scores it; a row missing
-    is one whose words are all common ones (each past its ``depth`` best rows)."""
+    """The word channel's top-k engine over a namespace's postings (MaxScore).
+
+    The postings are PostgreSQL migration 9's (``recalld postgres word-index``). The
+    answer is :func:`bm25_ctes`'s, rows, order and scores, from fewer rows:
+
+    1. Each one-token phrase's ``depth`` (:data:`WORD_DEPTH`) best rows by ``impact`` (its
+       weight in a row before idf), and every row holding a phrase of several tokens (GIN,
+       ``recalld_lex_rows_all``), are scored in full (``lex_hit_a``); a word's rows are
+       counted on the postings index alone. The ``bm25_limit``-th best score is the bar
+       (none when fewer rows passed the filter).
+    2. A word can add at most its idf times its best impact to a row (its bound). The words
+       whose bounds, smallest first, sum below the bar cannot lift a row holding only them
+       to it: every row of each other word is read from its postings (with its count and
+       length: no table read), given the part of its score those words make plus the
+       bounds of the rest; if that reaches the bar, it may be scored in full: the best
+       :data:`WORD_BOUND_FACTOR` times the list's length of them first (``lex_hit_b``), the
+       others (``lex_hit_c``) only when the best bound among them is not below the list's
+       last score.
+
+    A row left out scores below the bar, so the channel's list is that of scoring every
+    row holding a query word."""
     hits, params = _phrase_hits(query)
+    n = len(query)
     ns = literal(namespace)
     depth = WORD_DEPTH if depth is None else depth
+    single = [i for i, phrase in enumerate(query) if len(phrase) == 1]
+    posted = " AND p.token = %(lex_h{i})s::text"
     sources = [
-        f"(SELECT p.pk FROM word_postings p WHERE p.namespace = {ns} AND p.token ="
-        f" %(lex_h{i})s::text ORDER BY p.impact DESC LIMIT {int(depth)})"
+        f"(SELECT p.pk, {i} AS i, p.tf FROM word_postings p WHERE p.namespace = {ns}"
+        + posted.format(i=i) + f" ORDER BY p.impact DESC LIMIT {int(depth)})"
         if len(phrase) == 1 else
-        f"(SELECT r.pk FROM recalld_lex_rows_all(%(lex_p{i})s::text[], %(namespaces)s::text[]) r)"
+        f"(SELECT r.pk, {i} AS i, 0 AS tf FROM"
+        f" recalld_lex_rows_all(%(lex_p{i})s::text[], %(namespaces)s::text[]) r)"
         for i, phrase in enumerate(query)
     ]  # fmt: skip
-    columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
-    lex_hit = (f"lex_hit AS (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl,"
-               f" ({where}) AS ok, {columns} FROM memories m WHERE m.namespace = {ns}"
-               f" AND m.pk IN ({' UNION '.join(sources)}))")  # fmt: skip
-    counts = [
-        f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns} AND p.token ="
-        f" %(lex_h{i})s::text)::float8 AS n{i}"
-        if len(phrase) == 1 else
-        f"(SELECT count(*) FROM lex_hit h WHERE h.f{i} > 0)::float8 AS n{i}"
-        for i, phrase in enumerate(query)
-    ]  # fmt: skip
-    return [lex_hit, *_ranked(query, ", ".join(counts))], params
+    tfs = "".join(f", max(tf) FILTER (WHERE i = {i}) AS t{i}" for i in single)
+    counts = ", ".join(
+        f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns}"
+        + posted.format(i=i) + f")::float8 AS n{i}" for i in single
+    ) or "0 AS none"  # fmt: skip
+    row = (f"m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok, {{}}"
+           f" FROM {{}} c JOIN memories m ON m.namespace = {ns} AND m.pk = c.pk")  # fmt: skip
+    # A word's count in a row of step 1: from its posting when the row is among its best,
+    # else none when all its rows were read, else counted in the row's tokens.
+    columns_a = ", ".join(
+        f"coalesce(c.t{i}::float8, CASE WHEN n.n{i} <= {int(depth)} THEN 0::float8 ELSE"
+        f" {hit} END) AS f{i}" if i in single else f"{hit} AS f{i}"
+        for i, hit in enumerate(hits)
+    )  # fmt: skip
+    # In step 2: from its postings for a word read whole, else from the row's tokens.
+    columns_b = ", ".join(f"coalesce(c.t{i}::float8, {hit}) AS f{i}"
+                          if i in single else f"{hit} AS f{i}"
+                          for i, hit in enumerate(hits))  # fmt: skip
+    counted = ", ".join(
+        (f"n.n{i}" if i in single else
+         f"(SELECT count(*) FROM lex_hit_a h WHERE h.f{i} > 0)::float8") + f" AS n{i}"
+        for i in range(n)
+    ) + " FROM lex_n n"  # fmt: skip
+    bounds = ", ".join(f"({i}, %(lex_h{i})s::text, i.idf{i})" for i in single)
+    weight = (f"p.tf::float8 * ({_f(K1)} + 1.0::float8) / (p.tf::float8 + {_f(K1)} *"
+              f" (1.0::float8 - {_f(B)} + {_f(B)} * p.dl::float8 / i.avgdl))")  # fmt: skip
+    ctes = [
+        f"lex_n AS MATERIALIZED (SELECT {counts})",
+        f"lex_post AS (SELECT pk{tfs} FROM ({' UNION ALL '.join(sources)}) x GROUP BY pk)",
+        # MATERIALIZED: each row's hits are counted once, not once per use in the score.
+        f"lex_hit_a AS MATERIALIZED (SELECT {row.format(columns_a, 'lex_post')}"
+        " CROSS JOIN lex_n n)",
+        *_idf(n, counted),
+        "lex_bar AS MATERIALIZED (SELECT CASE WHEN count(*) < %(bm25_limit)s THEN 0::float8"
+        f" ELSE min(score) END AS bar FROM (SELECT {_score(n)} AS score FROM lex_hit_a h,"
+        f" lex_idf i WHERE h.ok AND ({_any_hit(n)}) ORDER BY score DESC"
+        " LIMIT %(bm25_limit)s) best)",
+    ]
+    if single:
+        scored = f"%(bm25_limit)s * {int(WORD_BOUND_FACTOR)}"
+        first = f"(SELECT * FROM lex_more WHERE r <= {scored})"
+        # Unread unless a row left out by the first reading might still enter the list
+        # (a bound within a hair of the last score counts as might).
+        rest = (f"(SELECT * FROM lex_more WHERE r > {scored} AND NOT coalesce((SELECT"
+                " left_out IS NULL OR last > left_out * 1.000000001::float8 + 1e-12::float8"
+                " FROM lex_proof), false))")  # fmt: skip
+        # Bounds use the impacts as stored (at the mean length when the postings were
+        # built); a longer mean length now raises a row's weight by at most their ratio.
+        ctes += [
+            "lex_bound AS MATERIALIZED (SELECT t.i, t.token, t.idf, t.idf * (SELECT"
+            f" max(p.impact) FROM word_postings p WHERE p.namespace = {ns} AND p.token ="
+            " t.token) * greatest(1.0::float8, i.avgdl / w.avgdl) * 1.000001::float8 AS ub"
+            f" FROM lex_idf i CROSS JOIN (SELECT avgdl FROM word_namespaces WHERE namespace ="
+            f" {ns}) w CROSS JOIN LATERAL (VALUES {bounds}) t(i, token, idf))",
+            "lex_words AS MATERIALIZED (SELECT b.*, coalesce(sum(b.ub) OVER (ORDER BY b.ub,"
+            " b.i ROWS UNBOUNDED PRECEDING), 0::float8) < r.bar AS minor FROM lex_bound b,"
+            " lex_bar r)",
+            "lex_rest AS MATERIALIZED (SELECT coalesce(sum(ub) FILTER (WHERE minor),"
+            " 0::float8) AS ub FROM lex_words)",
+            f"lex_more AS MATERIALIZED (SELECT p.pk{tfs.replace('WHERE i =', 'WHERE w.i =')},"
+            f" sum(w.idf * {weight}) + (SELECT ub FROM lex_rest) AS bound, row_number() OVER"
+            f" (ORDER BY sum(w.idf * {weight}) DESC, p.pk) AS r FROM lex_words w JOIN"
+            f" word_postings p ON p.namespace = {ns} AND p.token = w.token, lex_idf i"
+            f" WHERE NOT w.minor GROUP BY p.pk HAVING sum(w.idf * {weight})"
+            " + (SELECT ub FROM lex_rest) >= (SELECT bar FROM lex_bar)"
+            " AND p.pk NOT IN (SELECT pk FROM lex_post))",
+            # Rows past the bar by their bounds, best first: the first ones scored in full...
+            f"lex_hit_b AS MATERIALIZED (SELECT {row.format(columns_b, first)})",
+            # ... the rest only if one of them might still beat the list's last row.
+            "lex_proof AS MATERIALIZED (SELECT (SELECT max(bound) FROM lex_more WHERE r >"
+            f" {scored}) AS left_out, (SELECT {_score(n)} AS score FROM (SELECT * FROM"
+            " lex_hit_a UNION ALL SELECT * FROM lex_hit_b) h, lex_idf i WHERE h.ok AND"
+            f" ({_any_hit(n)}) ORDER BY score DESC OFFSET %(bm25_limit)s - 1 LIMIT 1) AS last)",
+            f"lex_hit_c AS MATERIALIZED (SELECT {row.format(columns_b, rest)})",
+            "lex_hit AS (SELECT * FROM lex_hit_a UNION ALL SELECT * FROM lex_hit_b"
+            " UNION ALL SELECT * FROM lex_hit_c)",
+        ]
+    else:
+        ctes.append("lex_hit AS (SELECT * FROM lex_hit_a)")
+    return [*ctes, _bm25(n)], params
 
 
 def like_any(pieces: Sequence[str]) -> list[str]:

@@ -209,8 +209,9 @@ def main() -> None:
         started = time.perf_counter()
         postings = big.build_word_postings()  # type: ignore[attr-defined]
         took = time.perf_counter() - started
-        results.append({**measure(dsn, "t0000", questions, embedder), "word_postings": postings,
-                        "word_index_build_s": took, **words(dsn, "t0000", questions, embedder)})  # fmt: skip
+        results.append({**measure(dsn, "t0000", questions, embedder),
+                        "word_postings": postings, "word_index_build_s": took,
+                        **words(dsn, "t0000", questions, embedder)})  # fmt: skip
     big.close()
     report = {"size": args.size, "tenants": args.tenants, "big": args.big,
               "queries": args.queries, "build_s": built, "results": results,

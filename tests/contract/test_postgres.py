@@ -445,8 +445,8 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     pg_database: str, tmp_path: Path, local_embedder: Embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`recalld postgres word-index`: the tenant's word postings. The word channel's rows
-    and BM25 scores are those of scoring every matching row, whatever the depth of the
-    first reading and the list's length. Inserts, edits and hard deletes keep the postings
+    and BM25 scores are those of scoring every matching row on the table, whatever the
+    list's length and the rows read from the table first. Inserts, edits and hard deletes keep the postings
     in step in the writing transaction; other tenants see none of them; --drop removes
     them."""
     import psycopg
@@ -494,13 +494,12 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     assert "word_postings" in sql and "recalld_lex_rows(" not in sql
     assert words(store) == exact and sum(len(w) for w in exact) > 20
 
-    # One best row per word scored first: the same list, the rest proven unable to enter.
-    monkeypatch.setattr(postgres_queries, "WORD_DEPTH", 1)
-    assert words(store) == exact
+    # However many rows are read from the table first, the list is the same.
     assert [store.candidates(r).get("bm25", []) for r in small] == exact_small
-    monkeypatch.setattr(postgres_queries, "WORD_BOUND_FACTOR", 0)  # every bound-passing row
-    assert words(store) == exact  # is scored only when the first reading proves nothing
-    assert [store.candidates(r).get("bm25", []) for r in small] == exact_small
+    for factor in (0, 1):  # none: every row is then read, since nothing proves the list
+        monkeypatch.setattr(postgres_queries, "WORD_READ_FACTOR", factor)
+        assert words(store) == exact
+        assert [store.candidates(r).get("bm25", []) for r in small] == exact_small
     monkeypatch.undo()
 
     # A narrower filter than the live rows scores every matching row.

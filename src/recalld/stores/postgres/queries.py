@@ -178,135 +178,83 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     return [lex_hit, *_ranked(query, f"{counted} FROM lex_hit h WHERE {any_hit}")], params
 
 
-WORD_DEPTH = 200
-"""How many of each word's best rows the top-k word engine scores first
-(:func:`top_words_ctes`): the score they reach is the bar the other rows must be able to
-pass."""
-
-
-WORD_BOUND_FACTOR = 2
-"""Of the rows step 2 of :func:`top_words_ctes` finds able to reach the bar, it scores in
-full this many times the list's length, best bounds first, and the others only when one of
-them might still enter the list."""
+WORD_READ_FACTOR = 2
+"""The top-k word engine (:func:`top_words_ctes`) reads from the table the best this many
+times the list's length of the rows it scored on the postings, and the others only when
+one of them might still enter the list (when some of the best did not pass the filter)."""
 
 
 def top_words_ctes(
-    query: Sequence[Sequence[str]], where: str, namespace: str, depth: int | None = None
+    query: Sequence[Sequence[str]], where: str, namespace: str
 ) -> tuple[list[str], Params]:
-    """The word channel's top-k engine over a namespace's postings (MaxScore).
+    """The word channel over a namespace's postings: :func:`bm25_ctes`'s rows, order and
+    scores, without reading the table for every row holding a query word.
 
-    The postings are PostgreSQL migration 9's (``recalld postgres word-index``). The
-    answer is :func:`bm25_ctes`'s, rows, order and scores, from fewer rows:
-
-    1. Each one-token phrase's ``depth`` (:data:`WORD_DEPTH`) best rows by ``impact`` (its
-       weight in a row before idf), and every row holding a phrase of several tokens (GIN,
-       ``recalld_lex_rows_all``), are scored in full (``lex_hit_a``); a word's rows are
-       counted on the postings index alone. The ``bm25_limit``-th best score is the bar
-       (none when fewer rows passed the filter).
-    2. A word can add at most its idf times its best impact to a row (its bound). The words
-       whose bounds, smallest first, sum below the bar cannot lift a row holding only them
-       to it: every row of each other word is read from its postings (with its count and
-       length: no table read), given the part of its score those words make plus the
-       bounds of the rest; if that reaches the bar, it may be scored in full: the best
-       :data:`WORD_BOUND_FACTOR` times the list's length of them first (``lex_hit_b``), the
-       others (``lex_hit_c``) only when the best bound among them is not below the list's
-       last score.
-
-    A row left out scores below the bar, so the channel's list is that of scoring every
-    row holding a query word."""
+    The postings are PostgreSQL migration 9's (``recalld postgres word-index``): per word,
+    its rows with its count in each and the row's length, in an index read alone. Every
+    row holding a one-token phrase is scored from them; a phrase of several tokens reads
+    the rows holding all of its tokens (GIN, ``recalld_lex_rows_all``) and counts its hits
+    in them. Only the best :data:`WORD_READ_FACTOR` times the list's length are then read
+    from the table (their ids, times and the search's filter); the others too only if one
+    of them might still enter the list, which the filter dropping rows can make happen."""
     hits, params = _phrase_hits(query)
     n = len(query)
     ns = literal(namespace)
-    depth = WORD_DEPTH if depth is None else depth
     single = [i for i, phrase in enumerate(query) if len(phrase) == 1]
+    multi = [i for i in range(n) if i not in single]
+    read = f"%(bm25_limit)s * {int(WORD_READ_FACTOR)}"
     posted = " AND p.token = %(lex_h{i})s::text"
-    sources = [
-        f"(SELECT p.pk, {i} AS i, p.tf FROM word_postings p WHERE p.namespace = {ns}"
-        + posted.format(i=i) + f" ORDER BY p.impact DESC LIMIT {int(depth)})"
-        if len(phrase) == 1 else
-        f"(SELECT r.pk, {i} AS i, 0 AS tf FROM"
-        f" recalld_lex_rows_all(%(lex_p{i})s::text[], %(namespaces)s::text[]) r)"
-        for i, phrase in enumerate(query)
-    ]  # fmt: skip
-    tfs = "".join(f", max(tf) FILTER (WHERE i = {i}) AS t{i}" for i in single)
     counts = ", ".join(
         f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns}"
         + posted.format(i=i) + f")::float8 AS n{i}" for i in single
     ) or "0 AS none"  # fmt: skip
-    row = (f"m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok, {{}}"
-           f" FROM {{}} c JOIN memories m ON m.namespace = {ns} AND m.pk = c.pk")  # fmt: skip
-    # A word's count in a row of step 1: from its posting when the row is among its best,
-    # else none when all its rows were read, else counted in the row's tokens.
-    columns_a = ", ".join(
-        f"coalesce(c.t{i}::float8, CASE WHEN n.n{i} <= {int(depth)} THEN 0::float8 ELSE"
-        f" {hit} END) AS f{i}" if i in single else f"{hit} AS f{i}"
-        for i, hit in enumerate(hits)
+    lists = [f"SELECT p.pk, {i} AS i, p.tf, p.dl FROM word_postings p WHERE p.namespace ="
+             f" {ns}" + posted.format(i=i) for i in single]  # fmt: skip
+    ctes = [f"lex_n AS MATERIALIZED (SELECT {counts})"]
+    if multi:
+        phrase_rows = " UNION ".join(
+            f"SELECT r.pk FROM recalld_lex_rows_all(%(lex_p{i})s::text[],"
+            " %(namespaces)s::text[]) r" for i in multi
+        )  # fmt: skip
+        ctes.append(
+            "lex_multi AS MATERIALIZED (SELECT m.pk, m.lex_length AS dl, "
+            + ", ".join(f"{hits[i]} AS f{i}" for i in multi)
+            + f" FROM memories m WHERE m.namespace = {ns} AND m.pk IN ({phrase_rows}))"
+        )
+        lists.append("SELECT x.pk, -1 AS i, 0 AS tf, x.dl FROM lex_multi x")
+    columns = ", ".join(
+        f"coalesce(max(l.tf) FILTER (WHERE l.i = {i}), 0)::float8 AS f{i}" if i in single
+        else f"coalesce(max(x.f{i}), 0::float8) AS f{i}"
+        for i in range(n)
     )  # fmt: skip
-    # In step 2: from its postings for a word read whole, else from the row's tokens.
-    columns_b = ", ".join(f"coalesce(c.t{i}::float8, {hit}) AS f{i}"
-                          if i in single else f"{hit} AS f{i}"
-                          for i, hit in enumerate(hits))  # fmt: skip
+    joined = " LEFT JOIN lex_multi x ON x.pk = l.pk" if multi else ""
     counted = ", ".join(
         (f"n.n{i}" if i in single else
-         f"(SELECT count(*) FROM lex_hit_a h WHERE h.f{i} > 0)::float8") + f" AS n{i}"
+         f"(SELECT count(*) FROM lex_multi x WHERE x.f{i} > 0)::float8") + f" AS n{i}"
         for i in range(n)
     ) + " FROM lex_n n"  # fmt: skip
-    bounds = ", ".join(f"({i}, %(lex_h{i})s::text, i.idf{i})" for i in single)
-    weight = (f"p.tf::float8 * ({_f(K1)} + 1.0::float8) / (p.tf::float8 + {_f(K1)} *"
-              f" (1.0::float8 - {_f(B)} + {_f(B)} * p.dl::float8 / i.avgdl))")  # fmt: skip
-    ctes = [
-        f"lex_n AS MATERIALIZED (SELECT {counts})",
-        f"lex_post AS (SELECT pk{tfs} FROM ({' UNION ALL '.join(sources)}) x GROUP BY pk)",
-        # MATERIALIZED: each row's hits are counted once, not once per use in the score.
-        f"lex_hit_a AS MATERIALIZED (SELECT {row.format(columns_a, 'lex_post')}"
-        " CROSS JOIN lex_n n)",
+    fs = ", ".join(f"c.f{i}" for i in range(n))
+    row = (f"SELECT m.id, m.ref_time, m.pk, c.dl, ({where}) AS ok, {fs}, c.score FROM {{}} c"
+           f" JOIN memories m ON m.namespace = {ns} AND m.pk = c.pk")  # fmt: skip
+    ctes += [
+        f"lex_rows AS (SELECT l.pk, max(l.dl)::float8 AS dl, {columns}"
+        f" FROM ({' UNION ALL '.join(lists)}) l{joined} GROUP BY l.pk)",
         *_idf(n, counted),
-        "lex_bar AS MATERIALIZED (SELECT CASE WHEN count(*) < %(bm25_limit)s THEN 0::float8"
-        f" ELSE min(score) END AS bar FROM (SELECT {_score(n)} AS score FROM lex_hit_a h,"
-        f" lex_idf i WHERE h.ok AND ({_any_hit(n)}) ORDER BY score DESC"
-        " LIMIT %(bm25_limit)s) best)",
-    ]
-    if single:
-        scored = f"%(bm25_limit)s * {int(WORD_BOUND_FACTOR)}"
-        first = f"(SELECT * FROM lex_more WHERE r <= {scored})"
-        # Unread unless a row left out by the first reading might still enter the list
-        # (a bound within a hair of the last score counts as might).
-        rest = (f"(SELECT * FROM lex_more WHERE r > {scored} AND NOT coalesce((SELECT"
-                " left_out IS NULL OR last > left_out * 1.000000001::float8 + 1e-12::float8"
-                " FROM lex_proof), false))")  # fmt: skip
-        # Bounds use the impacts as stored (at the mean length when the postings were
-        # built); a longer mean length now raises a row's weight by at most their ratio.
-        ctes += [
-            "lex_bound AS MATERIALIZED (SELECT t.i, t.token, t.idf, t.idf * (SELECT"
-            f" max(p.impact) FROM word_postings p WHERE p.namespace = {ns} AND p.token ="
-            " t.token) * greatest(1.0::float8, i.avgdl / w.avgdl) * 1.000001::float8 AS ub"
-            f" FROM lex_idf i CROSS JOIN (SELECT avgdl FROM word_namespaces WHERE namespace ="
-            f" {ns}) w CROSS JOIN LATERAL (VALUES {bounds}) t(i, token, idf))",
-            "lex_words AS MATERIALIZED (SELECT b.*, coalesce(sum(b.ub) OVER (ORDER BY b.ub,"
-            " b.i ROWS UNBOUNDED PRECEDING), 0::float8) < r.bar AS minor FROM lex_bound b,"
-            " lex_bar r)",
-            "lex_rest AS MATERIALIZED (SELECT coalesce(sum(ub) FILTER (WHERE minor),"
-            " 0::float8) AS ub FROM lex_words)",
-            f"lex_more AS MATERIALIZED (SELECT p.pk{tfs.replace('WHERE i =', 'WHERE w.i =')},"
-            f" sum(w.idf * {weight}) + (SELECT ub FROM lex_rest) AS bound, row_number() OVER"
-            f" (ORDER BY sum(w.idf * {weight}) DESC, p.pk) AS r FROM lex_words w JOIN"
-            f" word_postings p ON p.namespace = {ns} AND p.token = w.token, lex_idf i"
-            f" WHERE NOT w.minor GROUP BY p.pk HAVING sum(w.idf * {weight})"
-            " + (SELECT ub FROM lex_rest) >= (SELECT bar FROM lex_bar)"
-            " AND p.pk NOT IN (SELECT pk FROM lex_post))",
-            # Rows past the bar by their bounds, best first: the first ones scored in full...
-            f"lex_hit_b AS MATERIALIZED (SELECT {row.format(columns_b, first)})",
-            # ... the rest only if one of them might still beat the list's last row.
-            "lex_proof AS MATERIALIZED (SELECT (SELECT max(bound) FROM lex_more WHERE r >"
-            f" {scored}) AS left_out, (SELECT {_score(n)} AS score FROM (SELECT * FROM"
-            " lex_hit_a UNION ALL SELECT * FROM lex_hit_b) h, lex_idf i WHERE h.ok AND"
-            f" ({_any_hit(n)}) ORDER BY score DESC OFFSET %(bm25_limit)s - 1 LIMIT 1) AS last)",
-            f"lex_hit_c AS MATERIALIZED (SELECT {row.format(columns_b, rest)})",
-            "lex_hit AS (SELECT * FROM lex_hit_a UNION ALL SELECT * FROM lex_hit_b"
-            " UNION ALL SELECT * FROM lex_hit_c)",
-        ]
-    else:
-        ctes.append("lex_hit AS (SELECT * FROM lex_hit_a)")
+        f"lex_scored AS MATERIALIZED (SELECT h.*, {_score(n)} AS score FROM lex_rows h,"
+        " lex_idf i)",
+        # The best rows by score read from the table (a top-N sort, not a whole one) ...
+        "lex_hit_b AS MATERIALIZED (" + row.format(
+            f"(SELECT * FROM lex_scored ORDER BY score DESC, pk LIMIT {read})") + ")",
+        # ... the others only if the best of them might enter the list: the filter dropped
+        # enough of those read that the list's last score is not above it.
+        "lex_proof AS MATERIALIZED (SELECT (SELECT score FROM lex_scored ORDER BY score DESC,"
+        f" pk OFFSET {read} LIMIT 1) AS left_out, (SELECT score FROM lex_hit_b h WHERE h.ok"
+        f" AND ({_any_hit(n)}) ORDER BY score DESC OFFSET %(bm25_limit)s - 1 LIMIT 1) AS last)",
+        "lex_hit_c AS MATERIALIZED (" + row.format(
+            "(SELECT * FROM lex_scored WHERE NOT coalesce((SELECT left_out IS NULL OR last >"
+            " left_out FROM lex_proof), false) AND pk NOT IN (SELECT pk FROM lex_hit_b))") + ")",
+        "lex_hit AS (SELECT * FROM lex_hit_b UNION ALL SELECT * FROM lex_hit_c)",
+    ]  # fmt: skip
     return [*ctes, _bm25(n)], params
 
 

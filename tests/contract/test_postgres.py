@@ -446,9 +446,9 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
 ) -> None:
     """`recalld postgres word-index`: the tenant's word postings. The word channel's rows
     and BM25 scores are those of scoring every matching row on the table, whatever the
-    list's length and the rows read from the table first. Inserts, edits and hard deletes keep the postings
-    in step in the writing transaction; other tenants see none of them; --drop removes
-    them."""
+    list's length and the rows read from the table first. Inserts, edits and hard deletes
+    keep the postings in step in the writing transaction; other tenants see none of them;
+    --drop removes them."""
     import psycopg
     from click.testing import CliRunner
 

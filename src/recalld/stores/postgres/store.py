@@ -265,6 +265,17 @@ class PostgresStore:
                              (self._visible[0],)).fetchone()  # fmt: skip
         return found is not None
 
+    def advises_word_postings(self) -> bool:
+        """Whether ``recalld status`` advises this tenant word postings (below)."""
+        with self._read() as conn:
+            found = conn.execute("SELECT count(*) FROM memories WHERE namespace = ANY(%s)",
+                                 (self._visible,)).fetchone()  # fmt: skip
+        return self._advises_word_postings(int(found[0]) if found else 0)
+
+    def _advises_word_postings(self, memories: int) -> bool:
+        return (not self._word_postings and len(self._visible) == 1
+                and memories >= WORD_POSTINGS_ADVISED_ROWS)  # fmt: skip
+
     def build_word_postings(self, drop: bool = False) -> int:
         """Give the tenant word postings (``drop``: remove them), the word channel's top-k
         engine (:func:`queries.top_words_ctes`); returns the postings written. Handles
@@ -870,8 +881,7 @@ class PostgresStore:
             advice += (f"this tenant's vector searches walk the index of all {table_rows:,}"
                        " memories of the database: `recalld postgres tenant-index` gives it"
                        " one of its own (docs/postgres.md)",)  # fmt: skip
-        if (not self._word_postings and len(self._visible) == 1
-                and one[0] >= WORD_POSTINGS_ADVISED_ROWS):  # fmt: skip
+        if self._advises_word_postings(one[0]):
             advice += (f"this tenant's word searches score every one of its {one[0]:,}"
                        " memories that holds a query word: `recalld postgres word-index`"
                        " gives it postings read best first (docs/postgres.md)",)  # fmt: skip

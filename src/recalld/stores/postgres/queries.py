@@ -182,6 +182,9 @@ WORD_READ_FACTOR = 2
 """The top-k word engine (:func:`top_words_ctes`) reads from the table the best this many
 times the list's length of the rows it scored on the postings, and the others only when
 one of them might still enter the list (when some of the best did not pass the filter)."""
+WORD_SUM_MARGIN = 1e-9
+"""How far, relatively, a row's score summed on the postings (in another order than the
+exact one) may be taken to stand from its exact score: far more than float rounding."""
 
 
 def top_words_ctes(
@@ -192,11 +195,13 @@ def top_words_ctes(
 
     The postings are PostgreSQL migration 9's (``recalld postgres word-index``): per word,
     its rows with its count in each and the row's length, in an index read alone. Every
-    row holding a one-token phrase is scored from them; a phrase of several tokens reads
-    the rows holding all of its tokens (GIN, ``recalld_lex_rows_all``) and counts its hits
-    in them. Only the best :data:`WORD_READ_FACTOR` times the list's length are then read
-    from the table (their ids, times and the search's filter); the others too only if one
-    of them might still enter the list, which the filter dropping rows can make happen."""
+    row holding a one-token phrase gets its score summed from them (``lex_sum``); a phrase
+    of several tokens reads the rows holding all of its tokens (GIN,
+    ``recalld_lex_rows_all``) and counts its hits in them. Only the best
+    :data:`WORD_READ_FACTOR` times the list's length are then read from the table (their
+    ids, times, the search's filter) and scored exactly as :func:`bm25_ctes` scores; the
+    others too only if one of them might still enter the list, which the filter dropping
+    rows can make happen."""
     hits, params = _phrase_hits(query)
     n = len(query)
     ns = literal(namespace)
@@ -208,8 +213,15 @@ def top_words_ctes(
         f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns}"
         + posted.format(i=i) + f")::float8 AS n{i}" for i in single
     ) or "0 AS none"  # fmt: skip
-    lists = [f"SELECT p.pk, {i} AS i, p.tf, p.dl FROM word_postings p WHERE p.namespace ="
-             f" {ns}" + posted.format(i=i) for i in single]  # fmt: skip
+
+    def weight(i: int, tf: str, dl: str) -> str:
+        return (f"i.idf{i} * ({tf}::float8 * ({_f(K1)} + 1.0::float8) / ({tf}::float8 +"
+                f" {_f(K1)} * (1.0::float8 - {_f(B)} + {_f(B)} * {dl}::float8"
+                " / i.avgdl)))")  # fmt: skip
+
+    parts = [f"SELECT p.pk, {weight(i, 'p.tf', 'p.dl')} AS part FROM word_postings p,"
+             f" lex_idf i WHERE p.namespace = {ns}" + posted.format(i=i)
+             for i in single]  # fmt: skip
     ctes = [f"lex_n AS MATERIALIZED (SELECT {counts})"]
     if multi:
         phrase_rows = " UNION ".join(
@@ -221,38 +233,36 @@ def top_words_ctes(
             + ", ".join(f"{hits[i]} AS f{i}" for i in multi)
             + f" FROM memories m WHERE m.namespace = {ns} AND m.pk IN ({phrase_rows}))"
         )
-        lists.append("SELECT x.pk, -1 AS i, 0 AS tf, x.dl FROM lex_multi x")
-    columns = ", ".join(
-        f"coalesce(max(l.tf) FILTER (WHERE l.i = {i}), 0)::float8 AS f{i}" if i in single
-        else f"coalesce(max(x.f{i}), 0::float8) AS f{i}"
-        for i in range(n)
-    )  # fmt: skip
-    joined = " LEFT JOIN lex_multi x ON x.pk = l.pk" if multi else ""
+        parts += [f"SELECT x.pk, {weight(i, f'x.f{i}', 'x.dl')} AS part FROM lex_multi x,"
+                  f" lex_idf i WHERE x.f{i} > 0" for i in multi]  # fmt: skip
     counted = ", ".join(
         (f"n.n{i}" if i in single else
          f"(SELECT count(*) FROM lex_multi x WHERE x.f{i} > 0)::float8") + f" AS n{i}"
         for i in range(n)
     ) + " FROM lex_n n"  # fmt: skip
-    fs = ", ".join(f"c.f{i}" for i in range(n))
-    row = (f"SELECT m.id, m.ref_time, m.pk, c.dl, ({where}) AS ok, {fs}, c.score FROM {{}} c"
-           f" JOIN memories m ON m.namespace = {ns} AND m.pk = c.pk")  # fmt: skip
+    columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
+    row = (f"SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok,"
+           f" {columns} FROM {{}} c JOIN memories m ON m.namespace = {ns}"
+           " AND m.pk = c.pk")  # fmt: skip
     ctes += [
-        f"lex_rows AS (SELECT l.pk, max(l.dl)::float8 AS dl, {columns}"
-        f" FROM ({' UNION ALL '.join(lists)}) l{joined} GROUP BY l.pk)",
         *_idf(n, counted),
-        f"lex_scored AS MATERIALIZED (SELECT h.*, {_score(n)} AS score FROM lex_rows h,"
-        " lex_idf i)",
-        # The best rows by score read from the table (a top-N sort, not a whole one) ...
-        "lex_hit_b AS MATERIALIZED (" + row.format(
-            f"(SELECT * FROM lex_scored ORDER BY score DESC, pk LIMIT {read})") + ")",
+        f"lex_sum AS MATERIALIZED (SELECT pk, sum(part) AS near FROM"
+        f" ({' UNION ALL '.join(parts)}) l GROUP BY pk)",
+        # The best rows by their summed score (one top-N sort), read from the table and
+        # scored exactly ...
+        "lex_top AS MATERIALIZED (SELECT pk, near, row_number() OVER (ORDER BY near DESC, pk)"
+        f" AS r FROM (SELECT * FROM lex_sum ORDER BY near DESC, pk LIMIT {read} + 1) t)",
+        "lex_hit_b AS MATERIALIZED ("
+        + row.format(f"(SELECT pk FROM lex_top WHERE r <= {read})") + ")",
         # ... the others only if the best of them might enter the list: the filter dropped
-        # enough of those read that the list's last score is not above it.
-        "lex_proof AS MATERIALIZED (SELECT (SELECT score FROM lex_scored ORDER BY score DESC,"
-        f" pk OFFSET {read} LIMIT 1) AS left_out, (SELECT score FROM lex_hit_b h WHERE h.ok"
-        f" AND ({_any_hit(n)}) ORDER BY score DESC OFFSET %(bm25_limit)s - 1 LIMIT 1) AS last)",
+        # enough of those read that the list's last score is not clearly above it.
+        f"lex_proof AS MATERIALIZED (SELECT (SELECT near FROM lex_top WHERE r > {read}) AS"
+        f" left_out, (SELECT {_score(n)} AS score FROM lex_hit_b h, lex_idf i WHERE h.ok AND"
+        f" ({_any_hit(n)}) ORDER BY score DESC OFFSET %(bm25_limit)s - 1 LIMIT 1) AS last)",
         "lex_hit_c AS MATERIALIZED (" + row.format(
-            "(SELECT * FROM lex_scored WHERE NOT coalesce((SELECT left_out IS NULL OR last >"
-            " left_out FROM lex_proof), false) AND pk NOT IN (SELECT pk FROM lex_hit_b))") + ")",
+            "(SELECT pk FROM lex_sum WHERE NOT coalesce((SELECT left_out IS NULL OR last >"
+            f" left_out * {1.0 + WORD_SUM_MARGIN!r}::float8 FROM lex_proof), false)"
+            " AND pk NOT IN (SELECT pk FROM lex_hit_b))") + ")",
         "lex_hit AS (SELECT * FROM lex_hit_b UNION ALL SELECT * FROM lex_hit_c)",
     ]  # fmt: skip
     return [*ctes, _bm25(n)], params

@@ -408,6 +408,45 @@ def test_a_tenant_with_a_small_share_examines_more_hnsw_candidates(pg_database: 
             store.close()
 
 
+def test_a_search_from_a_stored_vector_examines_fewer_hnsw_candidates(pg_database: str) -> None:
+    """The knowledge-update follow search (``near_memory``: from a stored memory's own
+    vector) runs with NEAR_MEMORY_EF_SEARCH candidates on its connection, then the handle's
+    number again; any other request in the same statement keeps the handle's. Same
+    answers."""
+    from recalld.stores.postgres import PostgresStore
+    from recalld.stores.postgres.store import NEAR_MEMORY_EF_SEARCH
+
+    model = FakeEmbedder()
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="small"),
+                      embedder=model) as engine:  # fmt: skip
+        engine.add_many([NewMemory(f"memory {i} on topic {i % 5}") for i in range(40)])
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="large"),
+                      embedder=model) as engine:  # fmt: skip
+        engine.add_many([NewMemory(f"other {i}") for i in range(400)])
+    store = PostgresStore(pg_database, Tenancy("small"))  # a tenth of the table: ef 1,000
+    try:
+        vector = model.embed_query("memory 3 on topic 3")
+        near = CandidateRequest(query_vector=vector, semantic_limit=5, near_memory=True)
+        plain = CandidateRequest(query_vector=vector, semantic_limit=5)
+
+        def ef(conn: object) -> str:
+            found = conn.execute("SHOW hnsw.ef_search").fetchone()  # type: ignore[attr-defined]
+            return str(found[0]) if found else ""
+
+        with store._read() as conn:
+            handle = ef(conn)  # the connection's, as configured when the pool made it
+            assert int(handle) > NEAR_MEMORY_EF_SEARCH and handle == str(store._ef)
+            with store._near_memory(conn, [near]):
+                assert ef(conn) == str(NEAR_MEMORY_EF_SEARCH)
+            assert ef(conn) == handle
+            with store._near_memory(conn, [near, plain]):
+                assert ef(conn) == handle
+        assert (store.search_rows([near]).channels[0]["semantic"]
+                == store.search_rows([plain]).channels[0]["semantic"])  # fmt: skip
+    finally:
+        store.close()
+
+
 def test_a_large_tenant_reads_its_word_channels_beside_its_vectors(
     pg_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -69,6 +69,11 @@ EF_SEARCH = 100
 """HNSW candidates examined per vector search (pgvector's default is 40) of an index of up to
 :data:`EF_REFERENCE_ROWS` rows, all of them the search's; see docs/design/architecture.md for
 the recall measured against exact search."""
+NEAR_MEMORY_EF_SEARCH = EF_SEARCH
+"""HNSW candidates of a search from a stored memory's own vector for the few nearest
+(``CandidateRequest.near_memory``, the knowledge-update follow search): it starts on the
+memory's own node, whose links are its nearest, so the candidates a question needs in a
+large index (400 at 100k) only cost time."""
 EF_REFERENCE_ROWS = 25_000
 """Past this many rows in the index searched, the candidates grow in proportion: a tenant's
 own index of 100k rows found 0.89 of the exact top 10 with 100 candidates, 0.955 with 200
@@ -193,6 +198,8 @@ class PostgresStore:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
         self._load_types: list[int] = []
         self._deferring = False
+        self._ef = EF_SEARCH
+        """The HNSW candidates the handle's connections were given (see _ef_search)."""
         self._visible_count = (0, -math.inf)
         """(memories seen, when counted): see :meth:`_visible_rows`."""
         self._pool = ConnectionPool(
@@ -233,13 +240,32 @@ class PostgresStore:
 
     def _ef_search(self, conn: psycopg.Connection[Any]) -> int:
         """:func:`ef_search` for this tenant's share of the table when the connection is
-        made (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated)."""
+        made (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated);
+        kept as the handle's, for :meth:`_near_memory`."""
         try:
             with conn.transaction():
                 visible, table = self._word_rows(conn)
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
             return EF_SEARCH
-        return ef_search(visible, table, self._own_index)
+        self._ef = ef_search(visible, table, self._own_index)
+        return self._ef
+
+    @contextmanager
+    def _near_memory(
+        self, conn: psycopg.Connection[Any], requests: Sequence[CandidateRequest]
+    ) -> Iterator[None]:
+        """Fewer HNSW candidates (:data:`NEAR_MEMORY_EF_SEARCH`) while ``requests``, all
+        searches from a stored memory's vector, run on ``conn``; then the handle's again."""
+        narrower = (all(r.near_memory for r in requests)
+                    and self._ef > NEAR_MEMORY_EF_SEARCH)  # fmt: skip
+        if narrower:
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)",
+                         (str(NEAR_MEMORY_EF_SEARCH),))  # fmt: skip
+        try:
+            yield
+        finally:
+            if narrower:
+                conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(self._ef),))
 
     def _word_rows(self, conn: psycopg.Connection[Any]) -> tuple[int, int]:
         """The memories (forgotten ones too) of the namespaces the handle sees, and of the
@@ -832,7 +858,7 @@ class PostgresStore:
                                         radius=max(neighbor_radius, 0), depth=neighbor_depth,
                                         rows_depth=ROWS_DEPTH)  # fmt: skip
         values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
-        with self._read() as conn:
+        with self._read() as conn, self._near_memory(conn, requests):
             try:
                 # Binary results: vectors come as 1.5 KB of floats, not 4-6 KB of text to
                 # parse (a third of a 100k search's time); floats are the same bits.

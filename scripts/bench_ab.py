@@ -4,7 +4,8 @@
         --store STORE.db [--questions 200] [--rounds 2] [--data ../shared/benchmarks] \\
         [--out report.json]
 
-The store is one ``recalld bench scale`` built (past 50,000 memories, with its ANN index).
+The store is one ``recalld bench scale`` built (past 50,000 memories, with its ANN index),
+its SQLite file or its PostgreSQL DSN.
 The same real questions go through one engine with the mechanism on and off, alternating,
 for ``--rounds`` rounds, after an untimed pass that reads the store's pages they touch (so
 neither way pays for the other's cold reads). Mechanisms:
@@ -14,7 +15,9 @@ neither way pays for the other's cold reads). Mechanisms:
 - ``near-memory``: the search from a stored memory's vector for the memories near it
   (knowledge updates) caps its beam (off: the beam the index's size calls for);
 - ``vector-completion``: memories the ANN index missed that other channels found take
-  their exact places (off: the store says it scores every vector, so it stands aside).
+  their exact places (off: the store says it scores every vector, so it stands aside);
+- ``postgres-near-memory`` (``--store`` a PostgreSQL DSN): the same search on PostgreSQL
+  examines fewer HNSW candidates (off: the handle's number).
 
 Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
 questions (the faster of their rounds, each way) and how many top 10s differ.
@@ -30,6 +33,7 @@ from typing import Any
 
 import recalld
 from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
+from recalld.stores.postgres import store as postgres_store
 from recalld.stores.sqlite import lazy_vectors, vector_index
 
 Switch = Callable[[Any, bool], None]
@@ -55,6 +59,7 @@ MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
     "vector-completion": _vector_completion,
+    "postgres-near-memory": _setting(postgres_store, "NEAR_MEMORY_EF_SEARCH"),
 }
 
 

@@ -52,7 +52,7 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "load_before": os.getloadavg()},
     }  # fmt: skip
-    report["word_channel"] = _word_channel(args.store, sample, args.rounds)
+    report["word_channel"] = _word_channel(Path(args.store), sample, args.rounds)
     report["latency"] = _latency(settings, model, sample, args.rounds)
     report["agreement"] = _agreement(settings, model, sample)
     report["machine"]["load_after"] = os.getloadavg()

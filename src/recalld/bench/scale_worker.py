@@ -201,7 +201,8 @@ def store_bench_options(description: str, rounds: int) -> argparse.ArgumentParse
     """The options every script that times searches on one scale store takes: ``--store``,
     ``--questions``, ``--rounds``, ``--seed``, ``--data``, ``--out``."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--store", type=Path, required=True)
+    parser.add_argument("--store", required=True,
+                        help="a scale store: its SQLite file or its PostgreSQL DSN")  # fmt: skip
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--seed", type=int, default=7)

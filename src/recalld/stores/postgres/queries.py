@@ -417,6 +417,9 @@ def search_rows_sql(
     embedding = ("CASE WHEN m.id IN (SELECT id FROM hits) THEN m.embedding END" if vectors
                  else "NULL::vector")  # fmt: skip
     params.update(radius=radius, depth=depth, rows_depth=rows_depth)
+    # ``centers``: the candidates whose neighbours are wanted, set apart before the join, so
+    # that the planner cannot pair every member of their sessions with every other first
+    # (400 x 400 rows, 28 ms, for a tenant whose namespace is written as a literal).
     sql = f"""
 WITH hits AS ({hits}),
 near AS (SELECT DISTINCT id FROM hits WHERE req = 0 AND n <= %(depth)s AND %(radius)s > 0),
@@ -427,11 +430,11 @@ members AS (
     WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id FROM memories s
         WHERE s.id IN (SELECT id FROM near) AND s.namespace = ANY(%(namespaces)s))
     AND m.forgotten_at IS NULL),
+centers AS MATERIALIZED (SELECT * FROM members WHERE id IN (SELECT id FROM near)),
 pairs AS (
-    SELECT c.id AS of_id, o.id AS other, o.rn - c.rn AS off FROM members c
+    SELECT c.id AS of_id, o.id AS other, o.rn - c.rn AS off FROM centers c
     JOIN members o ON o.namespace = c.namespace AND o.session_id = c.session_id
-        AND o.rn <> c.rn AND abs(o.rn - c.rn) <= %(radius)s
-    WHERE c.id IN (SELECT id FROM near)),
+        AND o.rn <> c.rn AND abs(o.rn - c.rn) <= %(radius)s),
 wanted AS (SELECT id FROM hits WHERE n <= %(rows_depth)s UNION SELECT other FROM pairs)
 SELECT 'row' AS kind, NULL::int AS req, NULL::text AS channel, (m.namespace = %(tenant)s)::int
     AS n, m.id, NULL::float8 AS score, {SELECT_COLUMNS}, {embedding}

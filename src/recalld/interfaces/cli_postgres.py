@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -62,16 +63,7 @@ def tenant_index(obj: Ctx, drop: bool) -> None:
     as often as a store of its own (docs/postgres.md). The build does not block writes;
     it takes about a minute per 100k memories. Store handles opened afterwards use it.
     """
-    from recalld.errors import InvalidInputError
-
-    with errors(), obj.engine() as engine:
-        build = getattr(engine.store, "build_own_vector_index", None)
-        if build is None:
-            raise InvalidInputError("tenant-index needs a PostgreSQL store (--db postgresql://...)")
-        if not drop:
-            click.echo(f"building the vector index of tenant {engine.store.tenancy.tenant} ...",
-                       err=True)  # fmt: skip
-        name = build(drop=drop)
+    name = _for_tenant(obj, "build_own_vector_index", "tenant-index", "vector index", drop)
     click.echo(f"{'dropped' if drop else 'built'} {name}")
 
 
@@ -79,25 +71,31 @@ def tenant_index(obj: Ctx, drop: bool) -> None:
 @click.option("--drop", is_flag=True, help="Remove the tenant's word postings instead.")
 @pass_ctx
 def word_index(obj: Ctx, drop: bool) -> None:
-    """Give the tenant (--tenant) word postings: its word searches then read each word's
-    best rows instead of scoring every row that holds it.
+    """Give the tenant (--tenant) word postings: its word searches then score a question's
+    words on an index and read only the best memories from the table.
 
     Worth it from tens of thousands of memories, in a shared database or one of its own
-    (docs/postgres.md). Writes to the memories table wait while it builds (about half a
-    minute per 100k memories); searches go on. Store handles opened afterwards use it, and
-    every write keeps it current.
+    (docs/postgres.md); the results stay the same. Writes to the memories table wait while
+    it builds (about half a minute per 100k memories); searches go on. Store handles opened
+    afterwards use it, and every write keeps it current.
     """
+    written = _for_tenant(obj, "build_word_postings", "word-index", "word postings", drop)
+    click.echo("dropped the word postings" if drop else f"built {written:,} word postings")
+
+
+def _for_tenant(obj: Ctx, method: str, command: str, what: str, drop: bool) -> Any:
+    """The PostgreSQL store's ``method`` for the tenant: a build of its ``what``, or
+    (``drop``) its removal."""
     from recalld.errors import InvalidInputError
 
     with errors(), obj.engine() as engine:
-        build = getattr(engine.store, "build_word_postings", None)
+        build = getattr(engine.store, method, None)
         if build is None:
-            raise InvalidInputError("word-index needs a PostgreSQL store (--db postgresql://...)")
+            raise InvalidInputError(f"{command} needs a PostgreSQL store (--db postgresql://...)")
         if not drop:
-            click.echo(f"building the word postings of tenant {engine.store.tenancy.tenant} ...",
+            click.echo(f"building the {what} of tenant {engine.store.tenancy.tenant} ...",
                        err=True)  # fmt: skip
-        written = build(drop=drop)
-    click.echo("dropped the word postings" if drop else f"built {written:,} word postings")
+        return build(drop=drop)
 
 
 @click.command()

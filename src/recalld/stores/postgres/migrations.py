@@ -394,40 +394,34 @@ def m008_inline_vectors(cur: Any) -> None:
 
 
 def m009_word_postings(cur: Any) -> None:
-    """A tenant's word postings, best first: the word channel's top-k engine (see
-    ``queries.top_words_ctes``), kept only for the namespaces listed in ``word_namespaces``
-    (``recalld postgres word-index`` lists one and fills its postings).
+    """A tenant's word postings, the word channel's index (see ``queries.top_words_ctes``),
+    kept only for the namespaces listed in ``word_namespaces`` (``recalld postgres
+    word-index`` lists one and fills its postings).
 
     ``word_postings`` holds one row per (memory, distinct token): the token's count in the
-    row (``tf``), the row's length (``dl``) and the token's BM25 weight in the row without
-    its idf (``impact``, :func:`impact_sql`, at the namespace's mean length when listed),
-    so that an index of (namespace, token, impact) yields a token's best rows first, with
-    their counts and lengths, and counts its rows without reading the table.
-    Statement-level triggers keep the postings of listed namespaces in step with
-    ``memories`` in the writing transaction itself, as the tables' owner (a role that may
-    write memories needs no grant on these; the tenant wall still binds, being forced on
-    the owner too): inserted rows add theirs, deleted rows remove theirs, an update that
-    changes a row's tokens replaces them (forgotten rows keep theirs, as FTS5 keeps them).
-    Both tables are behind the tenant wall. ``recalld_lex_rows_all(tokens, namespaces)``
-    reads the rows holding every one of ``tokens`` (a phrase's) as ``recalld_lex_rows``
-    reads a
-    token's."""
+    row (``tf``) and the row's length (``dl``), so that an index of (namespace, token, pk)
+    holding both gives a token's rows, its count in each and each row's length without
+    reading the table. Statement-level triggers keep the postings of listed namespaces in
+    step with ``memories`` in the writing transaction itself, as the tables' owner (a role
+    that may write memories needs no grant on these; the tenant wall still binds, being
+    forced on the owner too): inserted rows add theirs, deleted rows remove theirs, an
+    update that changes a row's tokens replaces them (forgotten rows keep theirs, as FTS5
+    keeps them). Both tables are behind the tenant wall. ``recalld_lex_rows_all(tokens,
+    namespaces)`` reads the rows holding every one of ``tokens`` (a phrase's) as
+    ``recalld_lex_rows`` reads a token's."""
     cur.execute(_lex_rows_function(
         "tokens text[], namespaces text[]",
         "FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m WHERE"
         " recalld_lex_keys(m.namespace, m.lex_tokens) @> array_append($1, E'\\x01' || v.ns)) m",
         "recalld_lex_rows_all",
     ))  # fmt: skip
-    cur.execute(
-        "CREATE TABLE IF NOT EXISTS word_namespaces (namespace text PRIMARY KEY,"
-        " avgdl double precision NOT NULL)"
-    )
+    cur.execute("CREATE TABLE IF NOT EXISTS word_namespaces (namespace text PRIMARY KEY)")
     cur.execute(
         "CREATE TABLE IF NOT EXISTS word_postings (namespace text NOT NULL, token text NOT NULL,"
-        " impact real NOT NULL, pk bigint NOT NULL, tf integer NOT NULL, dl integer NOT NULL)"
+        " pk bigint NOT NULL, tf integer NOT NULL, dl integer NOT NULL)"
     )
-    cur.execute("CREATE INDEX IF NOT EXISTS word_postings_best ON word_postings"
-                " (namespace, token, impact DESC, pk) INCLUDE (tf, dl)")  # fmt: skip
+    cur.execute("CREATE INDEX IF NOT EXISTS word_postings_token ON word_postings"
+                " (namespace, token, pk) INCLUDE (tf, dl)")  # fmt: skip
     cur.execute("CREATE INDEX IF NOT EXISTS word_postings_row ON word_postings (namespace, pk)")
     for table in ("word_namespaces", "word_postings"):
         cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
@@ -479,25 +473,13 @@ def m009_word_postings(cur: Any) -> None:
         )
 
 
-def impact_sql(tf: str, dl: str, avgdl: str) -> str:
-    """A token's BM25 weight in a row without its idf: FTS5's term frequency part
-    (:mod:`recalld.lexical`), the order in which ``word_postings`` keeps a token's rows."""
-    from recalld.lexical import K1, B
-
-    return (
-        f"(({tf})::float8 * {K1 + 1.0!r} / (({tf})::float8 + {K1!r} * (1.0 - {B!r}"
-        f" + {B!r} * ({dl})::float8 / greatest({avgdl}, 1.0))))::real"
-    )
-
-
 def postings_sql(rows: str) -> str:
     """``SELECT`` the postings of ``rows`` (memories' rows) of the listed namespaces."""
-    impact = impact_sql("t.tf", "r.lex_length", "w.avgdl")
     return (
-        f"(namespace, token, impact, pk, tf, dl) SELECT r.namespace, t.token, {impact}, r.pk,"
-        f" t.tf, r.lex_length FROM {rows} r JOIN word_namespaces w ON w.namespace = r.namespace"
-        " CROSS JOIN LATERAL (SELECT token, count(*)::integer AS tf FROM unnest(r.lex_tokens)"
-        " AS token GROUP BY token) t"
+        "(namespace, token, pk, tf, dl) SELECT r.namespace, t.token, r.pk, t.tf, r.lex_length"
+        f" FROM {rows} r JOIN word_namespaces w ON w.namespace = r.namespace CROSS JOIN LATERAL"
+        " (SELECT token, count(*)::integer AS tf FROM unnest(r.lex_tokens) AS token"
+        " GROUP BY token) t"
     )
 
 

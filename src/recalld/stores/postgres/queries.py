@@ -179,9 +179,10 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
 
 
 WORD_READ_FACTOR = 2
-"""The top-k word engine (:func:`top_words_ctes`) reads from the table the best this many
-times the list's length of the rows it scored on the postings, and the others only when
-one of them might still enter the list (when some of the best did not pass the filter)."""
+"""The word channel over postings (:func:`top_words_ctes`) reads from the table the best
+this many times the list's length of the rows it scored on the postings, and the others
+only when one of them might still enter the list (when some of the best did not pass the
+filter)."""
 WORD_SUM_MARGIN = 1e-9
 """How far, relatively, a row's score summed on the postings (in another order than the
 exact one) may be taken to stand from its exact score: far more than float rounding."""

@@ -303,8 +303,8 @@ class PostgresStore:
                 and memories >= WORD_POSTINGS_ADVISED_ROWS)  # fmt: skip
 
     def build_word_postings(self, drop: bool = False) -> int:
-        """Give the tenant word postings (``drop``: remove them), the word channel's top-k
-        engine (:func:`queries.top_words_ctes`); returns the postings written. Handles
+        """Give the tenant word postings (``drop``: remove them), which the word channel
+        then scores on (:func:`queries.top_words_ctes`); returns the postings written. Handles
         opened afterwards use them; triggers keep them in step with every write.
 
         Why: without them the word channel reads and scores every row holding a query
@@ -321,11 +321,7 @@ class PostgresStore:
             conn.execute("DELETE FROM word_namespaces WHERE namespace = %s", (namespace,))
             if drop:
                 return 0
-            conn.execute(
-                "INSERT INTO word_namespaces (namespace, avgdl) SELECT %(ns)s,"
-                " coalesce(sum(tokens)::float8 / nullif(sum(rows), 0), 1.0) FROM lexical_stats"
-                " WHERE namespace = %(ns)s", {"ns": namespace},
-            )  # fmt: skip
+            conn.execute("INSERT INTO word_namespaces (namespace) VALUES (%s)", (namespace,))
             written = conn.execute(
                 f"INSERT INTO word_postings {postings_sql('memories')}"
                 " WHERE r.namespace = %s", (namespace,),
@@ -797,8 +793,9 @@ class PostgresStore:
 
     def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
         where, params = q.filter_sql(request.filters, self._visible, self._own_index)
-        # The postings rank the namespace's best rows; a filter narrower than the live
-        # rows could leave too few of them, so such a search scores every matching row.
+        # The postings find the namespace's best rows; under a filter narrower than the
+        # live rows most of them would fail it and the rest be read from the table anyway,
+        # so such a search scores every matching row there.
         postings = (self._visible[0] if self._word_postings
                     and _live_rows_only(request.filters) else None)  # fmt: skip
         sql, more = q.candidates_sql(request, where, asked_channels(request, self.channels),

@@ -17,7 +17,8 @@ cosine over the tenant's own vectors. ``--own-index``: then the big tenant once 
 vector index of its own rows (``recalld postgres tenant-index``). ``--word-index``: then the
 big tenant with word postings (``recalld postgres word-index``): its searches again, and its
 word channel alone with and without them, alternating question by question in one process
-(p50 / p95, the exact top 10 found, the same hybrid top 10). Prints one JSON object.
+(p50 / p95, the exact top 10 found, the same hybrid top 10), and the rows written per
+second into a scratch tenant with postings and one without. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -159,6 +160,41 @@ def words(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[st
             "hybrid_top10_identical": same_hybrid, "questions": len(questions)}  # fmt: skip
 
 
+def write_cost(dsn: str, pool: sc.Pool, batches: int = 10, rows: int = 500) -> dict[str, Any]:
+    """Rows written per second into a scratch tenant with word postings and one without,
+    batch by batch alternating, with vectors (a real write: the HNSW insert included) and
+    without; the scratch tenants' rows are deleted afterwards."""
+    from recalld.stores.postgres import PostgresStore
+
+    stores = {"postings": PostgresStore(dsn, Tenancy("scratch_words_on")),
+              "none": PostgresStore(dsn, Tenancy("scratch_words_off"))}  # fmt: skip
+    stores["postings"].build_word_postings()
+    stores["postings"].close()
+    stores["postings"] = PostgresStore(dsn, Tenancy("scratch_words_on"))
+    out: dict[str, Any] = {}
+    try:
+        for with_vectors in (True, False):
+            spent = dict.fromkeys(stores, 0.0)
+            for b in range(batches):
+                start = 10**7 + (b + batches * with_vectors) * rows
+                memories = sc.memories(pool, start, start + rows, 7, pool.fingerprint)
+                vectors = sc.derived_vectors(pool, start, start + rows, 7) if with_vectors else None
+                for name in list(stores) if b % 2 else list(reversed(stores)):
+                    began = time.perf_counter()
+                    stores[name].insert(memories, vectors)
+                    spent[name] += time.perf_counter() - began
+            out["with_vectors" if with_vectors else "without_vectors"] = {
+                name: batches * rows / took for name, took in spent.items()}  # fmt: skip
+    finally:
+        for name, store in stores.items():
+            with store._conn() as conn:
+                conn.execute("DELETE FROM memories WHERE namespace = ANY(%s)", (store._visible,))
+            if name == "postings":
+                store.build_word_postings(drop=True)
+            store.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--admin", required=True, help="admin DSN of the PostgreSQL server")
@@ -211,7 +247,8 @@ def main() -> None:
         took = time.perf_counter() - started
         results.append({**measure(dsn, "t0000", questions, embedder),
                         "word_postings": postings, "word_index_build_s": took,
-                        **words(dsn, "t0000", questions, embedder)})  # fmt: skip
+                        **words(dsn, "t0000", questions, embedder),
+                        "rows_written_per_s": write_cost(dsn, pool)})  # fmt: skip
     big.close()
     report = {"size": args.size, "tenants": args.tenants, "big": args.big,
               "queries": args.queries, "build_s": built, "results": results,

@@ -564,6 +564,19 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     assert answer == with_postings.candidates(request)["bm25"] and answer
     with_postings.close()
 
+    # A handle opened before a --drop asks again without them: the same answer.
+    before_drop = PostgresStore(pg_database)
+    assert before_drop._word_postings
+    dropped_early = CliRunner().invoke(cli, ["--db", pg_database, "postgres", "word-index",
+                                             "--drop"])  # fmt: skip
+    assert dropped_early.exit_code == 0, dropped_early.output
+    after_drop = PostgresStore(pg_database)  # scores every matching row
+    assert words(before_drop) == words(after_drop) and not before_drop._word_postings
+    before_drop.close()
+    after_drop.close()
+    rebuilt = CliRunner().invoke(cli, ["--db", pg_database, "postgres", "word-index"])
+    assert rebuilt.exit_code == 0 and postings_match_rows()
+
     # Another tenant sees no postings; SQLite has no such command; --drop removes them.
     other = PostgresStore(pg_database, Tenancy("other"))
     assert not other._word_postings

@@ -406,9 +406,10 @@ def m009_word_postings(cur: Any) -> None:
     that may write memories needs no grant on these; the tenant wall still binds, being
     forced on the owner too): inserted rows add theirs, deleted rows remove theirs, an
     update that changes a row's tokens replaces them (forgotten rows keep theirs, as FTS5
-    keeps them). Both tables are behind the tenant wall. ``recalld_lex_rows_all(tokens,
-    namespaces)`` reads the rows holding every one of ``tokens`` (a phrase's) as
-    ``recalld_lex_rows`` reads a token's."""
+    keeps them). Both tables are behind the tenant wall. ``recalld_words_listed(namespace)``
+    refuses (:data:`WORDS_GONE`) once a namespace's postings are dropped.
+    ``recalld_lex_rows_all(tokens, namespaces)`` reads the rows holding every one of
+    ``tokens`` (a phrase's) as ``recalld_lex_rows`` reads a token's."""
     cur.execute(_lex_rows_function(
         "tokens text[], namespaces text[]",
         "FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m WHERE"
@@ -416,6 +417,19 @@ def m009_word_postings(cur: Any) -> None:
         "recalld_lex_rows_all",
     ))  # fmt: skip
     cur.execute("CREATE TABLE IF NOT EXISTS word_namespaces (namespace text PRIMARY KEY)")
+    cur.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION recalld_words_listed(ns text) RETURNS boolean
+        LANGUAGE plpgsql STABLE AS $$
+        BEGIN
+            IF NOT EXISTS (SELECT 1 FROM word_namespaces WHERE namespace = ns) THEN
+                RAISE EXCEPTION 'the word postings of % were dropped', ns
+                    USING ERRCODE = '{WORDS_GONE}';
+            END IF;
+            RETURN true;
+        END $$
+        """
+    )
     cur.execute(
         "CREATE TABLE IF NOT EXISTS word_postings (namespace text NOT NULL, token text NOT NULL,"
         " pk bigint NOT NULL, tf integer NOT NULL, dl integer NOT NULL)"
@@ -483,6 +497,10 @@ def postings_sql(rows: str) -> str:
     )
 
 
+WORDS_GONE = "RW001"
+"""The SQLSTATE of ``recalld_words_listed(namespace)`` (migration 9): a statement reading a
+namespace's word postings calls it first, and it refuses once they have been dropped, so a
+store handle opened before the drop never reads postings that are not there."""
 KEEP_VECTORS_INLINE = "ALTER COLUMN embedding SET STORAGE MAIN"
 """Migration 8's setting, which a change of the column's type resets: every ``ALTER
 COLUMN embedding TYPE`` carries it along."""

@@ -214,6 +214,9 @@ def top_words_ctes(
         f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns}"
         + posted.format(i=i) + f")::float8 AS n{i}" for i in single
     ) or "0 AS none"  # fmt: skip
+    # Refuses (migration 9's WORDS_GONE) if the postings were dropped since the handle
+    # opened; the store then asks again without them.
+    counts += f", recalld_words_listed({ns}) AS listed"
 
     def weight(i: int, tf: str, dl: str) -> str:
         return (f"i.idf{i} * ({tf}::float8 * ({_f(K1)} + 1.0::float8) / ({tf}::float8 +"

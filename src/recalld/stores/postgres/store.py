@@ -8,12 +8,12 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
@@ -49,10 +49,12 @@ from recalld.stores.postgres.migrations import (
     APP_ID,
     KEEP_VECTORS_INLINE,
     SCHEMA_VERSION,
+    WORDS_GONE,
     migrate,
     postings_sql,
 )
 
+T = TypeVar("T")
 CHANNELS = frozenset(q.READERS)
 """The channels this backend answers: all of them, one reader each (queries.READERS)."""
 
@@ -806,20 +808,23 @@ class PostgresStore:
         return sql, values
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
-        sql, values = self._candidates_sql(request)
         out = _channels(request)
-        if not sql:
+        if not self._candidates_sql(request)[0]:
             return out
-        with self._conn() as conn:
-            if request.query_vector is not None:
-                have = self._dimension(conn)
-                if have is not None and have != request.query_vector.shape[-1]:
-                    raise EmbedderMismatchError(
-                        f"query vector has {request.query_vector.shape[-1]} dimensions, the "
-                        f"store's vectors have {have}"
-                    )
-            rows = conn.execute(sql, values).fetchall()
-        for channel, rank, memory_id, score in rows:
+
+        def run() -> list[Any]:
+            sql, values = self._candidates_sql(request)
+            with self._conn() as conn:
+                if request.query_vector is not None:
+                    have = self._dimension(conn)
+                    if have is not None and have != request.query_vector.shape[-1]:
+                        raise EmbedderMismatchError(
+                            f"query vector has {request.query_vector.shape[-1]} dimensions,"
+                            f" the store's vectors have {have}"
+                        )
+                return conn.execute(sql, values).fetchall()
+
+        for channel, rank, memory_id, score in self._postings_guard(run):
             out.setdefault(channel, []).append(ChannelCandidate(memory_id, rank, float(score)))
         return out
 
@@ -850,24 +855,40 @@ class PostgresStore:
         neighbor_depth: int = 0,
     ) -> SearchRows:
         """One statement, sent in one round trip (autocommit: no BEGIN / COMMIT)."""
-        blocks = [self._candidates_sql(r) for r in requests]
-        sql, values = q.search_rows_sql([b for b in blocks if b[0]], vectors=vectors,
-                                        radius=max(neighbor_radius, 0), depth=neighbor_depth,
-                                        rows_depth=ROWS_DEPTH)  # fmt: skip
-        values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
-        with self._read() as conn, self._near_memory(conn, requests):
-            try:
-                # Binary results: vectors come as 1.5 KB of floats, not 4-6 KB of text to
-                # parse (a third of a 100k search's time); floats are the same bits.
-                rows = conn.execute(sql, values, binary=True).fetchall()
-            except psycopg.errors.DataException as exc:
-                if "different vector dimensions" not in str(exc):
-                    raise
-                raise EmbedderMismatchError(
-                    f"the query vector's dimensions differ from the store's vectors ({exc})"
-                ) from exc
-        return _search_rows(requests, [bool(b[0]) for b in blocks], rows, vectors,
-                            neighbor_radius, neighbor_depth)  # fmt: skip
+
+        def run() -> tuple[list[bool], list[Any]]:
+            blocks = [self._candidates_sql(r) for r in requests]
+            sql, values = q.search_rows_sql(
+                [b for b in blocks if b[0]], vectors=vectors, radius=max(neighbor_radius, 0),
+                depth=neighbor_depth, rows_depth=ROWS_DEPTH)  # fmt: skip
+            values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
+            with self._read() as conn, self._near_memory(conn, requests):
+                try:
+                    # Binary results: vectors come as 1.5 KB of floats, not 4-6 KB of text
+                    # to parse (a third of a 100k search's time); floats are the same bits.
+                    return [bool(b[0]) for b in blocks], conn.execute(
+                        sql, values, binary=True).fetchall()  # fmt: skip
+                except psycopg.errors.DataException as exc:
+                    if "different vector dimensions" not in str(exc):
+                        raise
+                    raise EmbedderMismatchError(
+                        f"the query vector's dimensions differ from the store's vectors ({exc})"
+                    ) from exc
+
+        asked, rows = self._postings_guard(run)
+        return _search_rows(requests, asked, rows, vectors, neighbor_radius, neighbor_depth)
+
+    def _postings_guard(self, run: Callable[[], T]) -> T:
+        """``run()``, which builds and sends a statement; once more without the word
+        postings if they were dropped since the handle opened (a statement that reads them
+        first checks that they are still there, and refuses otherwise: ``WORDS_GONE``)."""
+        try:
+            return run()
+        except psycopg.Error as exc:
+            if exc.sqlstate != WORDS_GONE or not self._word_postings:
+                raise
+            self._word_postings = False
+            return run()
 
     def stats(self) -> StoreStats:
         with self._conn() as conn:

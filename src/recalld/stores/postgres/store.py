@@ -304,6 +304,14 @@ class PostgresStore:
         return (not self._word_postings and len(self._visible) == 1
                 and memories >= WORD_POSTINGS_ADVISED_ROWS)  # fmt: skip
 
+    def _alone(self, what: str) -> str:
+        """The handle's one namespace, for a build that serves a tenant seen alone (``what``
+        names it); refused for a handle that also sees shared namespaces."""
+        if len(self._visible) != 1:
+            raise InvalidInputError(f"{what} for a tenant seen alone; open the store without"
+                                    " shared namespaces")  # fmt: skip
+        return self._visible[0]
+
     def build_word_postings(self, drop: bool = False) -> int:
         """Give the tenant word postings (``drop``: remove them), which the word channel
         then scores on (:func:`queries.top_words_ctes`); returns the postings written. Handles
@@ -313,10 +321,7 @@ class PostgresStore:
         word, tens of thousands for a common word in a tenant of 100k memories. The build
         holds writes to the memories table for its duration (SHARE lock; searches go on),
         so that no row is written between the listing of the tenant and its postings."""
-        if len(self._visible) != 1:
-            raise InvalidInputError("word postings are for a tenant seen alone; open the "
-                                    "store without shared namespaces")  # fmt: skip
-        namespace = self._visible[0]
+        namespace = self._alone("word postings are")
         with self._conn() as conn:
             conn.execute("LOCK TABLE memories IN SHARE MODE")
             conn.execute("DELETE FROM word_postings WHERE namespace = %s", (namespace,))
@@ -345,10 +350,7 @@ class PostgresStore:
         the planner can prove that the partial index applies in every plan, cached ones
         too. The build does not block writes (``CONCURRENTLY``); an interrupted one leaves
         an invalid index that no search uses and the next build replaces."""
-        if len(self._visible) != 1:
-            raise InvalidInputError("an own vector index is for a tenant seen alone; open the "
-                                    "store without shared namespaces")  # fmt: skip
-        namespace = self._visible[0]
+        namespace = self._alone("an own vector index is")
         name = own_index_name(namespace)
         with psycopg.connect(self._dsn, autocommit=True) as conn:
             valid = _index_valid(conn, name)
@@ -809,8 +811,8 @@ class PostgresStore:
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
         out = _channels(request)
-        if not self._candidates_sql(request)[0]:
-            return out
+        if not asked_channels(request, self.channels):
+            return out  # no statement to send
 
         def run() -> list[Any]:
             sql, values = self._candidates_sql(request)
@@ -928,7 +930,7 @@ class PostgresStore:
         if self._advises_word_postings(one[0]):
             advice += (f"this tenant's word searches score every one of its {one[0]:,}"
                        " memories that holds a query word: `recalld postgres word-index`"
-                       " gives it postings read best first (docs/postgres.md)",)  # fmt: skip
+                       " scores them on an index instead (docs/postgres.md)",)  # fmt: skip
         return StoreStats(
             path=self.path, memories=one[0] - one[1], forgotten=one[1], with_vectors=one[5],
             fingerprint=fingerprint, schema_version=SCHEMA_VERSION,

@@ -108,13 +108,16 @@ def _phrase_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
     return hits, params
 
 
+def _term(k: int, hits: str, length: str) -> str:
+    """Phrase ``k``'s part of a row's BM25: its idf ``i.idf{k}`` times the weight of its
+    ``hits`` in a row of ``length`` (float8 expressions)."""
+    return (f"i.idf{k} * (({hits} * ({_f(K1)} + 1.0::float8)) / ({hits} + {_f(K1)} *"
+            f" (1.0::float8 - {_f(B)} + {_f(B)} * {length} / i.avgdl)))")  # fmt: skip
+
+
 def _score(n: int) -> str:
     """A row's BM25 from its hits ``h.f{k}`` and length ``h.dl`` and the idfs ``i``."""
-    return "0::float8" + "".join(
-        f" + i.idf{k} * ((h.f{k} * ({_f(K1)} + 1.0::float8)) / (h.f{k} + {_f(K1)} *"
-        f" (1.0::float8 - {_f(B)} + {_f(B)} * h.dl / i.avgdl)))"
-        for k in range(n)
-    )
+    return "0::float8" + "".join(f" + {_term(k, f'h.f{k}', 'h.dl')}" for k in range(n))
 
 
 def _any_hit(n: int) -> str:
@@ -147,18 +150,13 @@ def _bm25(n: int) -> str:
             " LIMIT %(bm25_limit)s)")  # fmt: skip
 
 
-def _ranked(query: Sequence[Sequence[str]], counted: str) -> list[str]:
-    """:func:`_idf`'s CTEs and :func:`_bm25`'s."""
-    return [*_idf(len(query), counted), _bm25(len(query))]
-
-
 def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
     """FTS5's ``bm25()`` of the ``query`` phrases (see :mod:`recalld.lexical`), higher is
     better, over every row that holds a phrase: CTEs ``lex_hit`` (every row of the
     namespaces in ``%(namespaces)s`` holding a phrase's first token, forgotten ones included
     as FTS5 counts them, with each phrase's hits ``f{i}``; read through the namespace-led
-    GIN index by ``recalld_lex_rows``, migration 6, one read per phrase), then
-    :func:`_ranked`'s."""
+    GIN index by ``recalld_lex_rows``, migration 6, one read per phrase), then :func:`_idf`'s
+    and :func:`_bm25`'s."""
     hits, params = _phrase_hits(query)
     # Each phrase's hits are counted only in the rows holding its first token (one index
     # read per phrase), not in every row holding any: at 100k rows a seven-word question
@@ -175,7 +173,8 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     any_hit = _any_hit(len(query))
     lex_hit = (f"lex_hit AS (SELECT id, ref_time, pk, lex_length::float8 AS dl, ok, {pivot}"
                f" FROM ({parts}) one GROUP BY pk, id, ref_time, lex_length, ok)")  # fmt: skip
-    return [lex_hit, *_ranked(query, f"{counted} FROM lex_hit h WHERE {any_hit}")], params
+    n = len(query)
+    return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {any_hit}"), _bm25(n)], params
 
 
 WORD_READ_FACTOR = 2
@@ -217,14 +216,8 @@ def top_words_ctes(
     # Refuses (migration 9's WORDS_GONE) if the postings were dropped since the handle
     # opened; the store then asks again without them.
     counts += f", recalld_words_listed({ns}) AS listed"
-
-    def weight(i: int, tf: str, dl: str) -> str:
-        return (f"i.idf{i} * ({tf}::float8 * ({_f(K1)} + 1.0::float8) / ({tf}::float8 +"
-                f" {_f(K1)} * (1.0::float8 - {_f(B)} + {_f(B)} * {dl}::float8"
-                " / i.avgdl)))")  # fmt: skip
-
-    parts = [f"SELECT p.pk, {weight(i, 'p.tf', 'p.dl')} AS part FROM word_postings p,"
-             f" lex_idf i WHERE p.namespace = {ns}" + posted.format(i=i)
+    parts = [f"SELECT p.pk, {_term(i, 'p.tf::float8', 'p.dl::float8')} AS part"
+             f" FROM word_postings p, lex_idf i WHERE p.namespace = {ns}" + posted.format(i=i)
              for i in single]  # fmt: skip
     ctes = [f"lex_n AS MATERIALIZED (SELECT {counts})"]
     if multi:
@@ -237,8 +230,8 @@ def top_words_ctes(
             + ", ".join(f"{hits[i]} AS f{i}" for i in multi)
             + f" FROM memories m WHERE m.namespace = {ns} AND m.pk IN ({phrase_rows}))"
         )
-        parts += [f"SELECT x.pk, {weight(i, f'x.f{i}', 'x.dl')} AS part FROM lex_multi x,"
-                  f" lex_idf i WHERE x.f{i} > 0" for i in multi]  # fmt: skip
+        parts += [f"SELECT x.pk, {_term(i, f'x.f{i}', 'x.dl::float8')} AS part FROM"
+                  f" lex_multi x, lex_idf i WHERE x.f{i} > 0" for i in multi]  # fmt: skip
     counted = ", ".join(
         (f"n.n{i}" if i in single else
          f"(SELECT count(*) FROM lex_multi x WHERE x.f{i} > 0)::float8") + f" AS n{i}"

@@ -79,14 +79,24 @@ def m001_initial(cur: Any) -> None:
         "CREATE INDEX IF NOT EXISTS memories_ns_hash ON memories (namespace, content_hash)",
         "CREATE INDEX IF NOT EXISTS memories_forgotten ON memories (namespace)"
         " WHERE forgotten_at IS NOT NULL",
-        "ALTER TABLE memories ENABLE ROW LEVEL SECURITY",
-        "ALTER TABLE memories FORCE ROW LEVEL SECURITY",
-        "DROP POLICY IF EXISTS tenant_wall ON memories",
-        "CREATE POLICY tenant_wall ON memories USING (namespace = ANY (string_to_array("
-        "current_setting('recalld.namespaces', true), ','))) WITH CHECK (namespace = ANY ("
-        "string_to_array(current_setting('recalld.namespaces', true), ',')))",
     ):
         cur.execute(statement)
+    _tenant_wall(cur, "memories", writes=True)
+
+
+_IN_NAMESPACES = ("namespace = ANY (string_to_array(current_setting('recalld.namespaces',"
+                  " true), ','))")  # fmt: skip
+
+
+def _tenant_wall(cur: Any, table: str, writes: bool) -> None:
+    """Row-Level Security on ``table``, forced on its owner too: a row is seen only when its
+    namespace is one the session declares (``recalld.namespaces``), and with ``writes``
+    may be written only so."""
+    cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
+    cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+    cur.execute(f"DROP POLICY IF EXISTS tenant_wall ON {table}")
+    check = f" WITH CHECK ({_IN_NAMESPACES})" if writes else ""
+    cur.execute(f"CREATE POLICY tenant_wall ON {table} USING ({_IN_NAMESPACES}){check}")
 
 
 def m002_sources(cur: Any) -> None:
@@ -126,13 +136,7 @@ def m002_sources(cur: Any) -> None:
         " ON memories (namespace, source_kind, source_path)"
     )
     for table in ("source_roots", "source_files"):
-        cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-        cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
-        cur.execute(f"DROP POLICY IF EXISTS tenant_wall ON {table}")
-        cur.execute(
-            f"CREATE POLICY tenant_wall ON {table} USING (namespace = ANY (string_to_array("
-            "current_setting('recalld.namespaces', true), ',')))"
-        )
+        _tenant_wall(cur, table, writes=False)
 
 
 def m003_api_keys(cur: Any) -> None:
@@ -438,28 +442,21 @@ def m009_word_postings(cur: Any) -> None:
                 " (namespace, token, pk) INCLUDE (tf, dl)")  # fmt: skip
     cur.execute("CREATE INDEX IF NOT EXISTS word_postings_row ON word_postings (namespace, pk)")
     for table in ("word_namespaces", "word_postings"):
-        cur.execute(f"ALTER TABLE {table} ENABLE ROW LEVEL SECURITY")
-        cur.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
-        cur.execute(f"DROP POLICY IF EXISTS tenant_wall ON {table}")
-        cur.execute(
-            f"CREATE POLICY tenant_wall ON {table} USING (namespace = ANY (string_to_array("
-            "current_setting('recalld.namespaces', true), ','))) WITH CHECK (namespace = ANY ("
-            "string_to_array(current_setting('recalld.namespaces', true), ',')))"
-        )
-    add = f"INSERT INTO word_postings {postings_sql('added')}"
+        _tenant_wall(cur, table, writes=True)
     remove = ("DELETE FROM word_postings p USING gone WHERE p.namespace = gone.namespace"
               " AND p.pk = gone.pk")  # fmt: skip
     bodies = {
-        "insert": f"WITH added AS (SELECT * FROM new_rows) {add};",
+        "insert": f"INSERT INTO word_postings {postings_sql('new_rows')};",
         "delete": f"WITH gone AS (SELECT namespace, pk FROM old_rows) {remove};",
-        # Only rows whose tokens changed (an access count's update changes none).
+        # Only rows whose tokens changed (an access count's update changes none); the
+        # DELETE in WITH runs whether or not the INSERT reads it.
         "update": (
             "WITH changed AS (SELECT n.* FROM new_rows n JOIN old_rows o ON o.pk = n.pk"
             " WHERE o.lex_tokens IS DISTINCT FROM n.lex_tokens"
             " OR o.namespace IS DISTINCT FROM n.namespace),"
             " gone AS (SELECT o.namespace, o.pk FROM old_rows o JOIN changed c ON c.pk = o.pk),"
-            f" dropped AS ({remove} RETURNING p.pk)"
-            f" {add.replace('added', 'changed')};"
+            f" dropped AS ({remove})"
+            f" INSERT INTO word_postings {postings_sql('changed')};"
         ),
     }
     tables = {"insert": "NEW TABLE AS new_rows", "delete": "OLD TABLE AS old_rows",

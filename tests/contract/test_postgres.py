@@ -4,9 +4,12 @@ its migrations, and search parity with the SQLite store on the same memories."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,17 +26,30 @@ from ..retrieval.golden import load_corpus
 pytestmark = pytest.mark.postgres
 
 
-def test_row_level_security_is_a_second_wall(pg_database: str, pg_admin_dsn: str) -> None:
+@contextmanager
+def probe_role(dsn: str, grant: str) -> Iterator[Any]:
+    """A connection acting as an ordinary role (``recalld_probe``, granted ``grant``), which
+    Row-Level Security binds; the role is dropped afterwards."""
     import psycopg
 
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP ROLE IF EXISTS recalld_probe")
+        conn.execute("CREATE ROLE recalld_probe")
+        conn.execute(f"GRANT {grant} TO recalld_probe")
+        conn.execute("SET ROLE recalld_probe")
+        try:
+            yield conn
+        finally:
+            conn.execute("RESET ROLE")
+            conn.execute("DROP OWNED BY recalld_probe")
+            conn.execute("DROP ROLE recalld_probe")
+
+
+def test_row_level_security_is_a_second_wall(pg_database: str, pg_admin_dsn: str) -> None:
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="alice"),
                       embedder="fake") as alice:  # fmt: skip
         alice.add("alice's secret")
-    with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute("DROP ROLE IF EXISTS recalld_probe")
-        conn.execute("CREATE ROLE recalld_probe")
-        conn.execute("GRANT SELECT, UPDATE, DELETE ON memories TO recalld_probe")
-        conn.execute("SET ROLE recalld_probe")  # an ordinary role: RLS binds it
+    with probe_role(pg_database, "SELECT, UPDATE, DELETE ON memories") as conn:
 
         def visible(namespaces: str | None) -> int:
             if namespaces is not None:
@@ -41,17 +57,12 @@ def test_row_level_security_is_a_second_wall(pg_database: str, pg_admin_dsn: str
             found = conn.execute("SELECT count(*) FROM memories").fetchone()
             return int(found[0]) if found else -1
 
-        try:
-            assert visible(None) == 0  # no namespace declared: no row
-            assert visible("bob") == 0
-            # Even a query without the store's WHERE clause changes nothing of Alice's.
-            assert conn.execute("DELETE FROM memories").rowcount == 0
-            assert visible("bob,team") == 0
-            assert visible("alice") == 1
-        finally:
-            conn.execute("RESET ROLE")
-            conn.execute("DROP OWNED BY recalld_probe")
-            conn.execute("DROP ROLE recalld_probe")
+        assert visible(None) == 0  # no namespace declared: no row
+        assert visible("bob") == 0
+        # Even a query without the store's WHERE clause changes nothing of Alice's.
+        assert conn.execute("DELETE FROM memories").rowcount == 0
+        assert visible("bob,team") == 0
+        assert visible("alice") == 1
 
 
 def test_migrations_from_empty_and_from_the_previous_version(pg_database: str) -> None:
@@ -581,21 +592,12 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     other = PostgresStore(pg_database, Tenancy("other"))
     assert not other._word_postings
     other.close()
-    with psycopg.connect(pg_database, autocommit=True) as conn:
-        conn.execute("DROP ROLE IF EXISTS recalld_probe")
-        conn.execute("CREATE ROLE recalld_probe")
-        conn.execute("GRANT SELECT ON word_postings, word_namespaces TO recalld_probe")
-        conn.execute("SET ROLE recalld_probe")  # an ordinary role: RLS binds it
-        try:
-            for namespaces, seen in (("other", False), ("default", True)):
-                conn.execute("SELECT set_config('recalld.namespaces', %s, false)", (namespaces,))
-                for table in ("word_postings", "word_namespaces"):
-                    found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
-                    assert found is not None and (found[0] > 0) == seen, (namespaces, table)
-        finally:
-            conn.execute("RESET ROLE")
-            conn.execute("DROP OWNED BY recalld_probe")
-            conn.execute("DROP ROLE recalld_probe")
+    with probe_role(pg_database, "SELECT ON word_postings, word_namespaces") as conn:
+        for namespaces, seen in (("other", False), ("default", True)):
+            conn.execute("SELECT set_config('recalld.namespaces', %s, false)", (namespaces,))
+            for table in ("word_postings", "word_namespaces"):
+                found = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+                assert found is not None and (found[0] > 0) == seen, (namespaces, table)
     dropped = CliRunner().invoke(cli, ["--db", pg_database, "postgres", "word-index", "--drop"])
     assert dropped.exit_code == 0 and "dropped" in dropped.output
     store = PostgresStore(pg_database)

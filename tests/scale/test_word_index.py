@@ -6,6 +6,7 @@ once: missing, another store's, far behind."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -250,9 +251,14 @@ def test_unreadable_index_files_fall_back_to_fts5(
     store = SQLiteStore(path)
     want = fts5(store, ("kayak",))
     assert ids(bm25(store, ("kayak",))) == ids(want)
+    store.close()
     folder = Path(f"{path}.words")
     for segment in folder.glob("*.idx"):
-        segment.write_bytes(b"not an index")
+        # A new file in its place: truncating the mapped one in place would crash this
+        # process (SIGBUS) where the first handle's threads still read it.
+        broken = segment.with_suffix(".broken")
+        broken.write_bytes(b"not an index")
+        os.replace(broken, segment)
     fresh = SQLiteStore(path)
     assert ids(bm25(fresh, ("kayak",))) == ids(want)
     assert "FTS5 answers" in caplog.text

@@ -53,11 +53,8 @@ to read whole."""
 class LazyAnn:
     """The saved ANN index of a store, searched with exact re-scoring from the table."""
 
-    def __init__(
-        self, ann: AnnIndex, dimension: int, subset_exact_rows: int, threads: int | None = None
-    ) -> None:
+    def __init__(self, ann: AnnIndex, dimension: int, subset_exact_rows: int) -> None:
         self.ann = ann
-        self.threads = threads
         self.dimension = dimension
         self.subset_exact_rows = subset_exact_rows
         self._seq = ann.covered_seq
@@ -65,7 +62,7 @@ class LazyAnn:
 
     @property
     def size(self) -> int:
-        return len(self.ann._index)
+        return len(self.ann)
 
     @classmethod
     def open(
@@ -87,7 +84,7 @@ class LazyAnn:
         ann = AnnIndex._load(folder, dimension, threads, view=True)
         if ann is None:
             return None
-        lazy = cls(ann, dimension, subset_exact_rows, threads)
+        lazy = cls(ann, dimension, subset_exact_rows)
         if not lazy._spot_check(db) or not lazy.catch_up(db):
             return None
         log.info(
@@ -102,7 +99,7 @@ class LazyAnn:
         rows = _read(db, "SELECT pk, vector FROM vectors WHERE seq <= ? AND pk IN ({})",
                      [self._seq], np.unique(guesses))  # fmt: skip
         for pk, blob in rows[:SPOT_CHECKS]:
-            stored = self.ann._index.get(int(pk), dtype=np.float32)
+            stored = self.ann.stored(int(pk))
             if stored is None or _cosine(stored, _vector(blob)) < SPOT_COSINE:
                 return False
         return True
@@ -131,7 +128,7 @@ class LazyAnn:
             if self.size > total:  # rows deleted since: find them among the keys
                 current = np.fromiter((r[0] for r in db.execute("SELECT pk FROM vectors")),
                                       np.int64)  # fmt: skip
-                keys = np.asarray(self.ann._index.keys, dtype=np.int64)
+                keys = self.ann.keys()
                 self.ann.apply(keys[~np.isin(keys, current)], np.zeros(0, dtype=np.int64),
                                np.zeros((0, self.dimension), np.float32), newest)  # fmt: skip
             if self.size != total:
@@ -148,8 +145,7 @@ class LazyAnn:
         if newest == self._seq and total == self.size:
             self._generation = generation  # only the counter moved (rows added, then gone)
             return True
-        copy = AnnIndex._load(self.ann._folder, self.dimension, self.threads,
-                              seq=self.ann.covered_seq)  # fmt: skip
+        copy = self.ann.reloaded(self.dimension)
         if copy is None:
             return False
         self.ann = copy
@@ -232,7 +228,7 @@ class LazyAnn:
         pool = PRESELECT_FACTOR * limit
         if len(keep) <= pool:
             return keep
-        copies = self.ann._index.get(keep.astype(np.uint64))
+        copies = self.ann.copies(keep)
         found = np.array([row is not None for row in copies], dtype=np.bool_)
         present = np.flatnonzero(found)
         if len(present) <= pool:
@@ -259,7 +255,7 @@ class LazyAnn:
     def _contains(self, pks: Pks) -> npt.NDArray[np.bool_]:
         if not len(pks):
             return np.zeros(0, dtype=np.bool_)
-        return np.asarray(self.ann._index.contains(np.unique(pks)), dtype=np.bool_)
+        return self.ann.contains(np.unique(pks))
 
     def _top(self, rows: list[Any], query: Vector, limit: int) -> list[tuple[str, float]]:
         """Exact cosines of the rows, best first; equal ones in ``seq`` order, as the

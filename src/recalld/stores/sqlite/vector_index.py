@@ -163,10 +163,10 @@ class AnnIndex:
         if len(old):
             sample = np.random.default_rng(len(old)).choice(old, min(SPOT_CHECKS, len(old)))
             for row in sample:
-                stored = self._index.get(int(rows.pks[row]), dtype=np.float32)
+                stored = self.stored(int(rows.pks[row]))
                 if stored is None or _cosine(stored, rows.matrix[row]) < SPOT_COSINE:
                     return False
-        keys = np.asarray(self._index.keys, dtype=np.int64)
+        keys = self.keys()
         key_rows = np.full(len(keys), -1, dtype=np.int64)
         known = (keys >= 0) & (keys < len(rows.row_of))
         key_rows[known] = rows.row_of[keys[known]]
@@ -180,7 +180,7 @@ class AnnIndex:
         """Remove ``dropped``, (re)insert ``pks`` with ``vectors``; now covers up to ``seq``."""
         stale = np.union1d(dropped, pks)
         if len(stale):
-            present = stale[self._index.contains(stale)]
+            present = stale[self.contains(stale)]
             self._removed += len(present)
             if self.stale:
                 return  # a rebuild is due: patching it first would be wasted work
@@ -192,15 +192,39 @@ class AnnIndex:
         self._unsaved += len(stale)
         self._save_if_due()
 
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def keys(self) -> Ids:
+        """The pks the index holds."""
+        return np.asarray(self._index.keys, dtype=np.int64)
+
+    def contains(self, pks: Ids) -> npt.NDArray[np.bool_]:
+        """Whether each of ``pks`` (unique) is in the index."""
+        return np.asarray(self._index.contains(pks), dtype=np.bool_)
+
+    def stored(self, pk: int) -> Matrix | None:
+        """The index's copy of row ``pk``'s vector as float32, or None."""
+        found = self._index.get(int(pk), dtype=np.float32)
+        return None if found is None else np.asarray(found, dtype=np.float32)
+
+    def copies(self, pks: Ids) -> list[Any]:
+        """The index's own (int8) copies of the rows' vectors, None for a row it lacks."""
+        return list(self._index.get(pks.astype(np.uint64)))
+
+    def reloaded(self, dimension: int) -> AnnIndex | None:
+        """The saved file this index was loaded from, read into memory (so it can change)."""
+        return AnnIndex._load(self._folder, dimension, self._threads, seq=self.covered_seq)
+
     @property
     def stale(self) -> bool:
         """True when removals have piled up enough that a rebuild pays."""
-        return self._removed > STALE_FRACTION * max(len(self._index), 1)
+        return self._removed > STALE_FRACTION * max(len(self), 1)
 
     def candidates(self, query: Matrix, count: int, near_memory: bool = False) -> Ids:
         """Keys (pks) of about ``count`` nearest neighbours, best first (``near_memory``:
         the query is a stored vector, see :data:`NEAR_MEMORY_EXPANSION`)."""
-        beam = beam_width(count, len(self._index))
+        beam = beam_width(count, len(self))
         if near_memory:
             beam = max(count, min(beam, NEAR_MEMORY_EXPANSION))
         self._index.expansion_search = beam
@@ -208,7 +232,7 @@ class AnnIndex:
         return np.asarray(found.keys, dtype=np.int64)
 
     def _save_if_due(self) -> None:
-        if self._unsaved > SAVE_FRACTION * max(len(self._index), 1):
+        if self._unsaved > SAVE_FRACTION * max(len(self), 1):
             self.save()
 
     def save(self) -> None:

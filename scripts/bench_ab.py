@@ -17,7 +17,9 @@ neither way pays for the other's cold reads). Mechanisms:
 - ``vector-completion``: memories the ANN index missed that other channels found take
   their exact places (off: the store says it scores every vector, so it stands aside);
 - ``postgres-near-memory`` (``--store`` a PostgreSQL DSN): the same search on PostgreSQL
-  examines fewer HNSW candidates (off: the handle's number).
+  examines fewer HNSW candidates (off: the handle's number);
+- ``copy-reads``: preselection reads the index's copies through usearch's compiled lookup
+  and scores them a block at a time (off: its public ``get``, all rows at once).
 
 Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
 questions (the faster of their rounds, each way) and how many top 10s differ.
@@ -55,11 +57,25 @@ def _vector_completion(engine: Any, on: bool) -> None:
         engine.store.exact_vectors = lambda: True
 
 
+COPY_BLOCK = lazy_vectors.COPY_BLOCK
+_COMPILED_COPIES = vector_index.AnnIndex.copies
+
+
+def _public_copies(self: Any, pks: Any) -> list[Any]:
+    return list(self._index.get(pks.astype("uint64")))
+
+
+def _copy_reads(engine: Any, on: bool) -> None:
+    lazy_vectors.COPY_BLOCK = COPY_BLOCK if on else OFF
+    vector_index.AnnIndex.copies = _COMPILED_COPIES if on else _public_copies  # type: ignore[method-assign]
+
+
 MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
     "vector-completion": _vector_completion,
     "postgres-near-memory": _setting(postgres_store, "NEAR_MEMORY_EF_SEARCH"),
+    "copy-reads": _copy_reads,
 }
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -273,6 +275,51 @@ def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies
     # A row the index holds no copy of (written since it caught up) is read back as it is.
     chosen = store._lazy._preselected(np.append(keep, 999_999), clustered(1, seed=34)[0], 26)
     assert 999_999 in chosen and len(chosen) == lazy_vectors.PRESELECT_FACTOR * 26 + 1
+    store.close()
+
+
+def test_the_index_copies_read_and_scored_by_blocks_are_the_same(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index's copies read through usearch's compiled lookup are those its public
+    ``get`` gives (and without that lookup, ``get`` is used); scored a few rows at a time
+    they score exactly as all at once."""
+    from recalld.stores.sqlite import lazy_vectors
+
+    store = SQLiteStore(saved)
+    store._vectors = VectorMirror(Path(f"{saved}.ann"), ann_min_rows=100, subset_exact_rows=1000,
+                                  build_threads=1)  # fmt: skip
+    semantic(store, clustered(1, seed=33)[0])  # the index opened
+    assert store._lazy is not None
+    ann = store._lazy.ann
+    keys = np.array([3, 1, 999_999, 1200, 17], np.int64)
+    public = ann._index.get(keys.astype(np.uint64))
+
+    def as_bytes(copies: Sequence[Any]) -> list[bytes | None]:
+        return [None if c is None else bytes(c) for c in copies]
+
+    assert as_bytes(ann.copies(keys)) == as_bytes(public) and public[2] is None
+    compiled = ann._index
+
+    class PublicOnly:  # a usearch without the compiled lookup
+        dtype = compiled.dtype
+
+        def get(self, keys: Any) -> Any:
+            return compiled.get(keys)
+
+    monkeypatch.setattr(ann, "_index", PublicOnly())
+    assert as_bytes(ann.copies(keys)) == as_bytes(public)
+    monkeypatch.setattr(ann, "_index", compiled)
+    copies = ann.copies(np.arange(1, 1201, dtype=np.int64))
+    matrix = np.frombuffer(b"".join(copies), dtype=copies[0].dtype).reshape(1200, -1)
+    query = clustered(1, seed=35)[0]
+    whole = matrix.astype(np.float32)
+    want = (whole @ query) / np.maximum(np.sqrt(np.einsum("ij,ij->i", whole, whole)), 1e-12)
+    monkeypatch.setattr(lazy_vectors, "COPY_BLOCK", 7)
+    got = lazy_vectors._copy_cosines(matrix, query)
+    assert got.shape == (1200,) and np.allclose(got, want, atol=1e-6)
+    monkeypatch.setattr(lazy_vectors, "COPY_BLOCK", 4096)
+    assert np.array_equal(lazy_vectors._copy_cosines(matrix, query), got)
     store.close()
 
 

@@ -19,7 +19,9 @@ neither way pays for the other's cold reads). Mechanisms:
 - ``postgres-near-memory`` (``--store`` a PostgreSQL DSN): the same search on PostgreSQL
   examines fewer HNSW candidates (off: the handle's number);
 - ``copy-reads``: preselection reads the index's copies through usearch's compiled lookup
-  and scores them a block at a time (off: its public ``get``, all rows at once).
+  and scores them a block at a time (off: its public ``get``, all rows at once);
+- ``one-walk``: the same query asked of the ANN index again at the same beam (a time
+  window's nearest after the search's own) takes the first walk's answer (off: walks again).
 
 Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
 questions (the faster of their rounds, each way) and how many top 10s differ.
@@ -70,12 +72,25 @@ def _copy_reads(engine: Any, on: bool) -> None:
     vector_index.AnnIndex.copies = _COMPILED_COPIES if on else _public_copies  # type: ignore[method-assign]
 
 
+_CANDIDATES = vector_index.AnnIndex.candidates
+
+
+def _walk_each_time(self: Any, *args: Any, **kwargs: Any) -> Any:
+    self._last = None
+    return _CANDIDATES(self, *args, **kwargs)
+
+
+def _one_walk(engine: Any, on: bool) -> None:
+    vector_index.AnnIndex.candidates = _CANDIDATES if on else _walk_each_time  # type: ignore[method-assign]
+
+
 MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
     "vector-completion": _vector_completion,
     "postgres-near-memory": _setting(postgres_store, "NEAR_MEMORY_EF_SEARCH"),
     "copy-reads": _copy_reads,
+    "one-walk": _one_walk,
 }
 
 

@@ -275,3 +275,38 @@ def test_the_mirror_knows_each_rows_memory_id_through_changes(
     by_id = mirror.search_ids(query, len(pks), None)
     assert sorted(pk for pk, _ in by_pk) == sorted(truth)
     assert by_id == [(truth[pk], score) for pk, score in by_pk]
+
+
+def test_one_walk_of_the_graph_answers_a_query_asked_again_at_the_same_beam(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ANN index keeps its last walk's whole beam: the same query asked again at the same
+    beam gets the first ``count`` of it, the answer a fresh walk gives; another beam, or
+    any change to the index, walks the graph again."""
+    from recalld.stores.sqlite import vector_index
+
+    ann = vector_index.AnnIndex(vector_index._new_index(DIM), None, 0, threads=1)
+    ann.apply(np.zeros(0, np.int64), np.arange(1, 3001, dtype=np.int64),
+              clustered(3000, seed=12), 3000)  # fmt: skip
+    query = clustered(1, seed=13)[0]
+    counts = (16, 5, 10)  # one beam (the smallest) for all three
+    assert {vector_index.beam_width(c, 3000) for c in counts} == {vector_index.EXPANSION_SEARCH_MIN}
+    fresh = {}
+    for count in counts:
+        ann._last = None
+        fresh[count] = ann.candidates(query, count).tolist()
+    walks: list[int] = []
+    searching = type(ann._index).search
+
+    def counting(index: object, *args: object, **kwargs: object) -> object:
+        walks.append(1)
+        return searching(index, *args, **kwargs)
+
+    monkeypatch.setattr(type(ann._index), "search", counting)
+    ann._last = None
+    assert {c: ann.candidates(query, c).tolist() for c in counts} == fresh
+    assert len(walks) == 1 and len(fresh[16]) == 16
+    assert len(ann.candidates(query, 40)) == 40 and len(walks) == 2  # a wider beam
+    assert ann.candidates(query, 16).tolist() != [] and len(walks) == 3  # back to the first
+    ann.apply(np.zeros(0, np.int64), np.array([5000], np.int64), query[None, :], 3001)
+    assert ann.candidates(query, 5).tolist()[0] == 5000 and len(walks) == 4

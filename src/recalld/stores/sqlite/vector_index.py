@@ -95,6 +95,8 @@ class AnnIndex:
         self._unsaved = 0
         self.is_view = False
         """A memory-mapped saved file: it answers searches but cannot be changed."""
+        self._last: tuple[bytes, int, Ids] | None = None
+        """The last search's query, beam and whole answer (see :meth:`candidates`)."""
 
     @classmethod
     def open(
@@ -178,6 +180,7 @@ class AnnIndex:
 
     def apply(self, dropped: Ids, pks: Ids, vectors: Matrix, seq: int) -> None:
         """Remove ``dropped``, (re)insert ``pks`` with ``vectors``; now covers up to ``seq``."""
+        self._last = None
         stale = np.union1d(dropped, pks)
         if len(stale):
             present = stale[self.contains(stale)]
@@ -230,13 +233,24 @@ class AnnIndex:
 
     def candidates(self, query: Matrix, count: int, near_memory: bool = False) -> Ids:
         """Keys (pks) of about ``count`` nearest neighbours, best first (``near_memory``:
-        the query is a stored vector, see :data:`NEAR_MEMORY_EXPANSION`)."""
+        the query is a stored vector, see :data:`NEAR_MEMORY_EXPANSION`).
+
+        The graph is walked with a beam of candidates, and the best ``count`` of them are
+        the answer, so one walk answers every count up to the beam's width: the whole beam
+        is kept, and the same query asked again with the same beam (a search's nearest
+        memories, then those inside its time window, both at the widest beam in a large
+        index) takes its first ``count`` instead of walking the graph again."""
         beam = beam_width(count, len(self))
         if near_memory:
             beam = max(count, min(beam, NEAR_MEMORY_EXPANSION))
+        asked = np.ascontiguousarray(query, dtype=np.float32).tobytes()
+        last = self._last
+        if last is not None and last[0] == asked and last[1] == beam and len(last[2]) >= count:
+            return last[2][:count]
         self._index.expansion_search = beam
-        found = self._index.search(query, count)
-        return np.asarray(found.keys, dtype=np.int64)
+        keys = np.asarray(self._index.search(query, beam).keys, dtype=np.int64)
+        self._last = (asked, beam, keys)
+        return keys[:count]
 
     def _save_if_due(self) -> None:
         if self._unsaved > SAVE_FRACTION * max(len(self), 1):

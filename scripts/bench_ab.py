@@ -21,7 +21,9 @@ neither way pays for the other's cold reads). Mechanisms:
 - ``copy-reads``: preselection reads the index's copies through usearch's compiled lookup
   and scores them a block at a time (off: its public ``get``, all rows at once);
 - ``one-walk``: the same query asked of the ANN index again at the same beam (a time
-  window's nearest after the search's own) takes the first walk's answer (off: walks again).
+  window's nearest after the search's own) takes the first walk's answer (off: walks again);
+- ``window-share``: a time window holding a large enough share of the rows is checked on the
+  index's candidates even when it could be listed (off: only one too large to list is).
 
 Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
 questions (the faster of their rounds, each way) and how many top 10s differ.
@@ -84,6 +86,15 @@ def _one_walk(engine: Any, on: bool) -> None:
     vector_index.AnnIndex.candidates = _CANDIDATES if on else _walk_each_time  # type: ignore[method-assign]
 
 
+_PASSING_ROWS = lazy_vectors.LazyAnn.passing_rows
+
+
+def _window_share(engine: Any, on: bool) -> None:
+    lazy_vectors.LazyAnn.passing_rows = (  # type: ignore[method-assign]
+        _PASSING_ROWS if on else (lambda self, limit: OFF)
+    )
+
+
 MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
@@ -91,6 +102,7 @@ MECHANISMS: dict[str, Switch] = {
     "postgres-near-memory": _setting(postgres_store, "NEAR_MEMORY_EF_SEARCH"),
     "copy-reads": _copy_reads,
     "one-walk": _one_walk,
+    "window-share": _window_share,
 }
 
 

@@ -241,6 +241,58 @@ def test_a_wide_time_window_filters_the_index_candidates_not_every_row(
     exact.close()
 
 
+def test_a_window_holding_a_large_share_of_the_rows_is_checked_on_the_index_candidates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window the exact path could list, but holding a share of the rows large enough for
+    the index's candidates to find its nearest (half of them here, as a year of a 100k
+    store), is answered from the candidates, the exact answer here; a window holding fewer
+    rows than the candidates could find is listed."""
+    from datetime import timedelta
+
+    from recalld.records import TimeRange
+
+    path = tmp_path / "dated.db"
+    store = SQLiteStore(path)
+    vectors = clustered(1200, seed=36)
+    store.insert([replace(memory(i), event_time=NOW - timedelta(hours=i)) for i in range(1200)],
+                 vectors)  # fmt: skip
+    store.close()
+    first = opened(path, lazy=False)  # builds and saves the index, as a first process would
+    first.candidates(CandidateRequest(query_vector=vectors[0], semantic_limit=5))
+    first.close()
+    store = SQLiteStore(path)
+    store._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=1000,
+                                  build_threads=1)  # fmt: skip
+    exact = opened(path, lazy=False)
+    exact.search_exactly()
+    listed: list[str] = []
+    nearest = SQLiteStore._nearest
+
+    def spying(self: SQLiteStore, *args: object) -> object:
+        listed.append(self is store)
+        return nearest(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SQLiteStore, "_nearest", spying)
+    half = TimeRange(NOW - timedelta(hours=599, minutes=30), NOW + timedelta(minutes=1))
+    query = clustered(1, seed=37)[0]
+    request = CandidateRequest(query_vector=query, window_semantic_limit=10, time_window=half)
+    store.candidates(CandidateRequest(query_vector=query, semantic_limit=10))  # index opened
+    assert store._lazy is not None and store._lazy.passing_rows(10 + 16) < 600 < 1000
+    listed.clear()
+    got = store.candidates(request)["window_semantic"]
+    assert listed == []  # answered from the index's candidates alone
+    want = exact.candidates(request)["window_semantic"]
+    assert [c.memory_id for c in got] == [c.memory_id for c in want]
+    assert {int(c.memory_id[1:]) for c in got} <= set(range(600))
+    listed.clear()
+    few = TimeRange(NOW - timedelta(hours=9, minutes=30), NOW + timedelta(minutes=1))
+    got = store.candidates(replace(request, time_window=few))["window_semantic"]
+    assert listed == [True] and {int(c.memory_id[1:]) for c in got} == set(range(10))
+    store.close()
+    exact.close()
+
+
 def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies(
     saved: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -50,6 +50,9 @@ read back from the table and scored exactly. Reading a vector from the table cos
 to read whole."""
 
 
+PASSING_MARGIN = 1.25
+"""Candidates asked for beyond what the share of rows a filter keeps predicts (see
+:meth:`LazyAnn.search_passing`)."""
 COPY_BLOCK = 2048
 """Copies turned into float32 at a time to score them (3 MB, kept in cache; all 42k of a
 month of the 1M store at once were 64 MB, and took twice as long)."""
@@ -191,6 +194,14 @@ class LazyAnn:
             return None
         return self._top(rows, query, limit)
 
+    def passing_rows(self, limit: int) -> int:
+        """The rows a filter must keep for :meth:`search_passing` to find ``limit`` of them
+        among the index's candidates: with a share s of the rows kept, ``limit`` x
+        :data:`RESCORE_FACTOR` pass among about that many over s candidates, which must stay
+        within :data:`MAX_ANN_CANDIDATES`."""
+        share = PASSING_MARGIN * limit * RESCORE_FACTOR / MAX_ANN_CANDIDATES
+        return math.ceil(share * self.size)
+
     def search_passing(
         self,
         db: sqlite3.Connection,
@@ -214,7 +225,7 @@ class LazyAnn:
             if len(rows) >= want or fetch >= self.size:
                 return self._top(rows, query, limit)
             # The share that passed says how many candidates would give enough.
-            needed = math.ceil(1.25 * want * fetch / max(len(rows), 1))
+            needed = math.ceil(PASSING_MARGIN * want * fetch / max(len(rows), 1))
             if needed > MAX_ANN_CANDIDATES:
                 return None
             fetch = min(needed, self.size)

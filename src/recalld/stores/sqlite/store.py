@@ -684,14 +684,17 @@ class SQLiteStore:
         where, params = readers.within(request, scope.where, scope.params)
         with self._mirror_lock:
             lazy = self._lazy_index()
-            if lazy is not None and self._window_rows(request, lazy.subset_exact_rows + 1) > (
-                lazy.subset_exact_rows
-            ):  # a wide window: check it on the index's candidates alone
-                self._check_dimension(query_vector, lazy.dimension)
-                found = lazy.search_passing(self._db, query_vector, limit + TIE_MARGIN, where,
-                                            params)  # fmt: skip
-                if found is not None:
-                    return _ranked(_ties_by_id(found, limit))
+            # A window too large to list, or holding a share of the rows large enough for
+            # the index's candidates to find its nearest (a year of a 100k store: 50k rows,
+            # half the candidates pass), is checked on the index's candidates alone.
+            if lazy is not None:
+                wide = min(lazy.subset_exact_rows, lazy.passing_rows(limit + TIE_MARGIN))
+                if self._window_rows(request, wide + 1) > wide:
+                    self._check_dimension(query_vector, lazy.dimension)
+                    found = lazy.search_passing(self._db, query_vector, limit + TIE_MARGIN,
+                                                where, params)  # fmt: skip
+                    if found is not None:
+                        return _ranked(_ties_by_id(found, limit))
             return self._nearest(query_vector, limit, None, self._pks_where(where, params))
 
     def _pks_where(self, where: str, params: list[object]) -> npt.NDArray[np.int64]:

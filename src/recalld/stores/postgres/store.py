@@ -296,9 +296,8 @@ class PostgresStore:
     def advises_word_postings(self) -> bool:
         """Whether ``recalld status`` advises this tenant word postings (below)."""
         with self._read() as conn:
-            found = conn.execute("SELECT count(*) FROM memories WHERE namespace = ANY(%s)",
-                                 (self._visible,)).fetchone()  # fmt: skip
-        return self._advises_word_postings(int(found[0]) if found else 0)
+            memories, _ = self._word_rows(conn)
+        return self._advises_word_postings(memories)
 
     def _advises_word_postings(self, memories: int) -> bool:
         return (not self._word_postings and len(self._visible) == 1
@@ -1130,10 +1129,9 @@ def _get_meta(conn: psycopg.Connection[Any], key: str) -> str | None:
 
 
 def _live_rows_only(filters: MemoryFilter) -> bool:
-    """Whether ``filters`` asks for no more than the live memories (a search's default)."""
-    return (filters.project is None and filters.scope is None and not filters.types
-            and not filters.tags and filters.session_id is None
-            and filters.superseded_by is None and filters.time_range is None)  # fmt: skip
+    """Whether ``filters`` asks for no more than the live memories (a search's default):
+    nothing narrows them but which of forgotten and superseded ones it includes."""
+    return replace(filters, include_forgotten=False, include_superseded=True) == MemoryFilter()
 
 
 def _index_valid(conn: psycopg.Connection[Any], name: str) -> bool | None:

@@ -688,11 +688,11 @@ class SQLiteStore:
             # the index's candidates to find its nearest (a year of a 100k store: 50k rows,
             # half the candidates pass), is checked on the index's candidates alone.
             if lazy is not None:
-                wide = min(lazy.subset_exact_rows, lazy.passing_rows(limit + TIE_MARGIN))
+                fetch = limit + TIE_MARGIN
+                wide = min(lazy.subset_exact_rows, lazy.passing_rows(fetch))
                 if self._window_rows(request, wide + 1) > wide:
                     self._check_dimension(query_vector, lazy.dimension)
-                    found = lazy.search_passing(self._db, query_vector, limit + TIE_MARGIN,
-                                                where, params)  # fmt: skip
+                    found = lazy.search_passing(self._db, query_vector, fetch, where, params)
                     if found is not None:
                         return _ranked(_ties_by_id(found, limit))
             return self._nearest(query_vector, limit, None, self._pks_where(where, params))

@@ -310,3 +310,50 @@ def test_one_walk_of_the_graph_answers_a_query_asked_again_at_the_same_beam(
     assert ann.candidates(query, 16).tolist() != [] and len(walks) == 3  # back to the first
     ann.apply(np.zeros(0, np.int64), np.array([5000], np.int64), query[None, :], 3001)
     assert ann.candidates(query, 5).tolist()[0] == 5000 and len(walks) == 4
+
+
+def test_a_saved_index_keeps_its_build_beam_and_an_older_file_keeps_the_older_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saved file names the beam its graph was built with; a file named without one is
+    read as built with the older, smaller beam, so its searches keep the wider cap that
+    graph needs, until a rebuild saves it under the new name with the new cap."""
+    from recalld.stores.sqlite import vector_index
+
+    folder = tmp_path / "m.db.ann"
+    ann = vector_index.AnnIndex(vector_index._new_index(DIM), folder, 0, threads=1)
+    ann.apply(np.zeros(0, np.int64), np.arange(1, 301, dtype=np.int64),
+              clustered(300, seed=14), 300)  # fmt: skip
+    ann.save()
+    expected = f"300.b{vector_index.EXPANSION_ADD}.usearch"
+    assert [p.name for p in folder.iterdir()] == [expected]
+    loaded = vector_index.AnnIndex._load(folder, DIM, 1)
+    assert loaded is not None and loaded.built_with == vector_index.EXPANSION_ADD
+    assert loaded._index.expansion_add == vector_index.EXPANSION_ADD  # for rows added later
+
+    # The same graph under the older name: read as the older build, with the older cap.
+    (folder / expected).rename(folder / "300.usearch")
+    older = vector_index.AnnIndex._load(folder, DIM, 1)
+    assert older is not None and older.built_with == vector_index.LEGACY_EXPANSION_ADD
+    big = 10 * vector_index.EXPANSION_REFERENCE_ROWS  # as if the index held 1M vectors
+    assert vector_index.MAX_EXPANSION < vector_index.LEGACY_MAX_EXPANSION
+    assert vector_index.beam_width(216, big) == vector_index.MAX_EXPANSION
+    beams: list[int] = []
+    searching = type(older._index).search
+
+    def recording(index: object, query: object, count: int, **kwargs: object) -> object:
+        beams.append(count)
+        return searching(index, query, count, **kwargs)
+
+    monkeypatch.setattr(type(older._index), "search", recording)
+    monkeypatch.setattr(vector_index.AnnIndex, "__len__", lambda _: big)
+    query = clustered(1, seed=15)[0]
+    older.candidates(query, 216)
+    loaded.candidates(query, 216)
+    assert beams == [vector_index.LEGACY_MAX_EXPANSION, vector_index.MAX_EXPANSION]
+    monkeypatch.undo()
+
+    # Saving the older graph again keeps its beam in the new name, replacing the old file.
+    older.save()
+    names = [p.name for p in folder.iterdir()]
+    assert names == [f"300.b{vector_index.LEGACY_EXPANSION_ADD}.usearch"]

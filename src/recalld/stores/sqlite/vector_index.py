@@ -14,6 +14,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -27,8 +28,11 @@ log = logging.getLogger("recalld")
 
 CONNECTIVITY = 16
 """HNSW links per node (usearch's default): recall above 0.95 at 1M in our measurements."""
-EXPANSION_ADD = 128
-"""Beam width while building: wider builds a better graph, slower."""
+EXPANSION_ADD = 384
+"""Beam width while building: wider builds a better graph, slower. At 1M (the scale corpus,
+questions unlike the stored turns), 384 against 128: the exact 10 nearest of 200 questions
+found 0.9975 of the time at a search beam of 2,048 in 14.7 ms, against 0.9885 at 4,096 in
+20.9 ms; the build took 1,027 s against 248 on 2 cores (docs/benchmarks-scale.md)."""
 EXPANSION_SEARCH_MIN = 64
 """Smallest beam width while searching."""
 EXPANSION_PER_CANDIDATE = 4
@@ -38,8 +42,14 @@ exact search (a beam of 80 gave 0.86)."""
 EXPANSION_REFERENCE_ROWS = 100_000
 """Beyond this many vectors the beam grows in proportion: at 1M the same recall needed 8x
 the beam (recall@40 0.87 with 640, 0.95 with 2560; docs/benchmarks.md)."""
-MAX_EXPANSION = 4096
-"""Cap on the beam (about 20 ms per query at 1M on 2 busy cores)."""
+MAX_EXPANSION = 2048
+"""Cap on the beam (about 15 ms per query at 1M on 2 busy cores, see :data:`EXPANSION_ADD`)."""
+LEGACY_EXPANSION_ADD = 128
+"""The build beam of a saved index whose file name does not say it (``<seq>.usearch``, saved
+before the build beam grew to :data:`EXPANSION_ADD`)."""
+LEGACY_MAX_EXPANSION = 4096
+"""Cap on the beam over such a graph: it needs twice the beam for less recall (0.9885 at
+4,096 where the wider build finds 0.9975 at 2,048); rebuilt, it gets the new cap."""
 NEAR_MEMORY_EXPANSION = 512
 """Cap on the beam of a search from a stored vector for its few nearest (the memories near a
 memory, :mod:`recalld.retrieval.updates`): the search ends on the vector's own node, whose
@@ -85,9 +95,17 @@ class AnnIndex:
     """A usearch index over the mirror's live rows; see :meth:`open`."""
 
     def __init__(
-        self, index: Any, folder: Path | None, covered_seq: int, threads: int | None = None
+        self,
+        index: Any,
+        folder: Path | None,
+        covered_seq: int,
+        threads: int | None = None,
+        built_with: int = EXPANSION_ADD,
     ) -> None:
         self._index = index
+        self.built_with = built_with
+        """The build beam of most of the graph (:data:`EXPANSION_ADD`, or the smaller one of
+        an older saved file, which keeps it in its name)."""
         self._threads = threads or os.cpu_count() or 1
         self._folder = folder
         self.covered_seq = covered_seq
@@ -141,7 +159,7 @@ class AnnIndex:
             return None
         Index = _usearch_index()
 
-        for covered, path in sorted(_saved(folder), reverse=True):
+        for covered, built_with, path in sorted(_saved(folder), reverse=True):
             if seq is not None and covered != seq:
                 continue
             try:
@@ -149,7 +167,9 @@ class AnnIndex:
             except (OSError, RuntimeError, ValueError):
                 continue  # deleted by a concurrent save, or unreadable: try the next one
             if index is not None and index.ndim == dimension:
-                loaded = cls(index, folder, covered, threads)
+                if not view:  # usearch does not keep it in the file: rows added later
+                    index.expansion_add = EXPANSION_ADD
+                loaded = cls(index, folder, covered, threads, built_with)
                 loaded.is_view = view
                 return loaded
         return None
@@ -240,7 +260,8 @@ class AnnIndex:
         is kept, and the same query asked again with the same beam (a search's nearest
         memories, then those inside its time window, both at the widest beam in a large
         index) takes its first ``count`` instead of walking the graph again."""
-        beam = beam_width(count, len(self))
+        cap = MAX_EXPANSION if self.built_with >= EXPANSION_ADD else LEGACY_MAX_EXPANSION
+        beam = beam_width(count, len(self), cap)
         if near_memory:
             beam = max(count, min(beam, NEAR_MEMORY_EXPANSION))
         asked = np.ascontiguousarray(query, dtype=np.float32).tobytes()
@@ -257,16 +278,18 @@ class AnnIndex:
             self.save()
 
     def save(self) -> None:
-        """Write the index atomically as ``<covered_seq>.usearch`` and drop older files."""
+        """Write the index atomically as ``<covered_seq>.b<build beam>.usearch`` and drop
+        older files."""
         if self._folder is None:
             return
         try:
             self._folder.mkdir(parents=True, exist_ok=True)
             temporary = self._folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
             self._index.save(str(temporary))
-            os.replace(temporary, self._folder / f"{self.covered_seq}.usearch")
-            for seq, path in _saved(self._folder):
-                if seq != self.covered_seq:  # older, or a foreign file that failed its check
+            name = f"{self.covered_seq}.b{self.built_with}.usearch"
+            os.replace(temporary, self._folder / name)
+            for _, _, path in _saved(self._folder):
+                if path.name != name:  # older, or a foreign file that failed its check
                     path.unlink(missing_ok=True)
         except OSError as exc:  # a read-only folder: keep working from memory
             log.warning("cannot save the ANN index in %s: %s", self._folder, exc)
@@ -274,11 +297,11 @@ class AnnIndex:
         self._unsaved = 0
 
 
-def beam_width(count: int, size: int) -> int:
+def beam_width(count: int, size: int, cap: int = MAX_EXPANSION) -> int:
     """The search beam for ``count`` candidates in an index of ``size`` vectors."""
     growth = max(1.0, size / EXPANSION_REFERENCE_ROWS)
     wanted = int(EXPANSION_PER_CANDIDATE * count * growth)
-    return max(EXPANSION_SEARCH_MIN, min(MAX_EXPANSION, wanted), count)
+    return max(EXPANSION_SEARCH_MIN, min(cap, wanted), count)
 
 
 def _usearch_index() -> Any:
@@ -307,8 +330,18 @@ def _new_index(dimension: int) -> Any:
     )
 
 
-def _saved(folder: Path) -> list[tuple[int, Path]]:
-    return [(int(p.stem), p) for p in folder.glob("*.usearch") if p.stem.isdigit()]
+_SAVED_NAME = re.compile(r"(\d+)(?:\.b(\d+))?")
+
+
+def _saved(folder: Path) -> list[tuple[int, int, Path]]:
+    """The saved index files: (last row covered, build beam, path)."""
+    found = []
+    for path in folder.glob("*.usearch"):
+        name = _SAVED_NAME.fullmatch(path.stem)
+        if name is not None:
+            beam = int(name[2]) if name[2] else LEGACY_EXPANSION_ADD
+            found.append((int(name[1]), beam, path))
+    return found
 
 
 def _cosine(a: Matrix, b: Matrix) -> float:

@@ -357,3 +357,24 @@ def test_a_saved_index_keeps_its_build_beam_and_an_older_file_keeps_the_older_ca
     older.save()
     names = [p.name for p in folder.iterdir()]
     assert names == [f"300.b{vector_index.LEGACY_EXPANSION_ADD}.usearch"]
+
+
+def test_status_advises_rebuilding_an_index_an_older_recalld_built(tmp_path: Path) -> None:
+    """A store whose saved ANN index is named without its build beam (an older build)
+    asks, in its stats' advice, for the folder to be deleted; its own build does not."""
+    from recalld.stores.sqlite import vector_index
+
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    store._vectors = VectorMirror(
+        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
+    )
+    fill(store, 0, clustered(300, seed=16))
+    store.candidates(CandidateRequest(query_vector=clustered(1, seed=17)[0], semantic_limit=5))
+    (saved,) = Path(f"{path}.ann").glob("*.usearch")
+    assert saved.name.endswith(f".b{vector_index.EXPANSION_ADD}.usearch")
+    assert store.stats().advice == ()
+    saved.rename(saved.with_name(saved.name.split(".")[0] + ".usearch"))
+    (advice,) = store.stats().advice
+    assert f"{path}.ann" in advice and "delete that folder" in advice
+    store.close()

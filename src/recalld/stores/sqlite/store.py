@@ -45,6 +45,7 @@ from recalld.stores.sqlite import readers
 from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
+from recalld.stores.sqlite.vector_index import older_build
 from recalld.stores.sqlite.vectors import VectorMirror
 
 log = logging.getLogger("recalld")
@@ -764,7 +765,16 @@ class SQLiteStore:
             by_source=by_source,
             added_by_day=day_counts(days),
             unfinished_migration=self.unfinished_migration(),
+            advice=self._advice(),
         )
+
+    def _advice(self) -> tuple[str, ...]:
+        folder = self._vectors.index_path
+        if not older_build(folder):
+            return ()
+        return (f"the ANN index in {folder} was built by an older recalld with a narrower beam"
+                " (it misses more of the nearest memories at 1M): delete that folder and the"
+                " next search builds a better one (minutes at 1M memories, once)",)  # fmt: skip
 
     # -- indexed source files --------------------------------------------------------------
 

@@ -297,6 +297,15 @@ class AnnIndex:
         self._unsaved = 0
 
 
+def older_build(folder: Path | None) -> bool:
+    """Whether the newest index saved in ``folder`` was built with a narrower beam than
+    :data:`EXPANSION_ADD` (by an older recalld)."""
+    if folder is None or not folder.is_dir():
+        return False
+    saved = sorted(_saved(folder), reverse=True)
+    return bool(saved) and saved[0][1] < EXPANSION_ADD
+
+
 def beam_width(count: int, size: int, cap: int = MAX_EXPANSION) -> int:
     """The search beam for ``count`` candidates in an index of ``size`` vectors."""
     growth = max(1.0, size / EXPANSION_REFERENCE_ROWS)

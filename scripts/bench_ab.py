@@ -24,6 +24,9 @@ neither way pays for the other's cold reads). Mechanisms:
   window's nearest after the search's own) takes the first walk's answer (off: walks again);
 - ``window-share``: a time window holding a large enough share of the rows is checked on the
   index's candidates even when it could be listed (off: only one too large to list is).
+- ``narrow-beam``: a graph built with the wide beam is walked with
+  ``EXPANSION_PER_CANDIDATE`` per candidate asked for, where the index is small enough for
+  the beam to stay under its cap (off: twice that, what the older, narrower graph needs).
 
 Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
 questions (the faster of their rounds, each way) and how many top 10s differ.
@@ -95,6 +98,16 @@ def _window_share(engine: Any, on: bool) -> None:
     )
 
 
+PER_CANDIDATE = vector_index.EXPANSION_PER_CANDIDATE
+
+
+def _narrow_beam(engine: Any, on: bool) -> None:
+    """On: the beam per candidate of a graph built wide; off: the older graph's, wider."""
+    vector_index.EXPANSION_PER_CANDIDATE = (
+        PER_CANDIDATE if on else vector_index.LEGACY_PER_CANDIDATE
+    )
+
+
 MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
@@ -103,6 +116,7 @@ MECHANISMS: dict[str, Switch] = {
     "copy-reads": _copy_reads,
     "one-walk": _one_walk,
     "window-share": _window_share,
+    "narrow-beam": _narrow_beam,
 }
 
 

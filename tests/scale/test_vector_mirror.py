@@ -338,6 +338,12 @@ def test_a_saved_index_keeps_its_build_beam_and_an_older_file_keeps_the_older_ca
     big = 10 * vector_index.EXPANSION_REFERENCE_ROWS  # as if the index held 1M vectors
     assert vector_index.MAX_EXPANSION < vector_index.LEGACY_MAX_EXPANSION
     assert vector_index.beam_width(216, big) == vector_index.MAX_EXPANSION
+    legacy = vector_index.LEGACY_EXPANSION_ADD
+    # At 100k, below either cap: the older graph walks twice the beam per candidate.
+    reference = vector_index.EXPANSION_REFERENCE_ROWS
+    older_beam = vector_index.beam_width(216, reference, legacy)
+    assert older_beam == 216 * vector_index.LEGACY_PER_CANDIDATE
+    assert vector_index.beam_width(216, reference) == 216 * vector_index.EXPANSION_PER_CANDIDATE
     beams: list[int] = []
     searching = type(older._index).search
 

@@ -35,10 +35,15 @@ found 0.9975 of the time at a search beam of 2,048 in 14.7 ms, against 0.9885 at
 20.9 ms; the build took 1,027 s against 248 on 2 cores (docs/benchmarks-scale.md)."""
 EXPANSION_SEARCH_MIN = 64
 """Smallest beam width while searching."""
-EXPANSION_PER_CANDIDATE = 4
+EXPANSION_PER_CANDIDATE = 2
 """Search beam width per candidate asked for, at :data:`EXPANSION_REFERENCE_ROWS` vectors:
-at 100k, 80 candidates with a beam of 320 re-scored to 40 kept recall@40 at 0.98 against
-exact search (a beam of 80 gave 0.86)."""
+at 100k (the graph built at :data:`EXPANSION_ADD`), a search's 216 candidates from a beam
+of 432 held 0.999 of 200 questions' exact 10 nearest (1.0 from 864, in twice the time), and
+the default search's top 10s were the same as with 864 (docs/benchmarks-scale.md)."""
+LEGACY_PER_CANDIDATE = 4
+"""The same for a graph built with :data:`LEGACY_EXPANSION_ADD`: at 100k, 80 candidates
+with a beam of 320 re-scored to 40 kept recall@40 at 0.98 against exact search (a beam of 80
+gave 0.86)."""
 EXPANSION_REFERENCE_ROWS = 100_000
 """Beyond this many vectors the beam grows in proportion: at 1M the same recall needed 8x
 the beam (recall@40 0.87 with 640, 0.95 with 2560; docs/benchmarks.md)."""
@@ -260,8 +265,7 @@ class AnnIndex:
         is kept, and the same query asked again with the same beam (a search's nearest
         memories, then those inside its time window, both at the widest beam in a large
         index) takes its first ``count`` instead of walking the graph again."""
-        cap = MAX_EXPANSION if self.built_with >= EXPANSION_ADD else LEGACY_MAX_EXPANSION
-        beam = beam_width(count, len(self), cap)
+        beam = beam_width(count, len(self), self.built_with)
         if near_memory:
             beam = max(count, min(beam, NEAR_MEMORY_EXPANSION))
         asked = np.ascontiguousarray(query, dtype=np.float32).tobytes()
@@ -306,11 +310,14 @@ def older_build(folder: Path | None) -> bool:
     return bool(saved) and saved[0][1] < EXPANSION_ADD
 
 
-def beam_width(count: int, size: int, cap: int = MAX_EXPANSION) -> int:
-    """The search beam for ``count`` candidates in an index of ``size`` vectors."""
+def beam_width(count: int, size: int, built_with: int = EXPANSION_ADD) -> int:
+    """The search beam for ``count`` candidates in an index of ``size`` vectors whose graph
+    was built with the beam ``built_with`` (an older, narrower build needs a wider one)."""
+    older = built_with < EXPANSION_ADD
     growth = max(1.0, size / EXPANSION_REFERENCE_ROWS)
-    wanted = int(EXPANSION_PER_CANDIDATE * count * growth)
-    return max(EXPANSION_SEARCH_MIN, min(cap, wanted), count)
+    per_candidate = LEGACY_PER_CANDIDATE if older else EXPANSION_PER_CANDIDATE
+    cap = LEGACY_MAX_EXPANSION if older else MAX_EXPANSION
+    return max(EXPANSION_SEARCH_MIN, min(cap, int(per_candidate * count * growth)), count)
 
 
 def _usearch_index() -> Any:

@@ -316,7 +316,7 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(
     from recalld.interfaces.cli import cli
     from recalld.stores.postgres import PostgresStore
     from recalld.stores.postgres import store as postgres_store
-    from recalld.stores.postgres.store import EF_SEARCH, own_index_name
+    from recalld.stores.postgres.store import EF_SEARCH, OWN_INDEX_EF_CONSTRUCTION, own_index_name
 
     monkeypatch.setattr(postgres_store, "OWN_INDEX_ADVISED_ROWS", 50)  # status advises it
 
@@ -363,6 +363,7 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(
         (definition,) = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s",
                                      (own_index_name("big"),)).fetchone() or ("",)  # fmt: skip
     assert "hnsw" in definition and "namespace = 'big'::text" in definition
+    assert f"ef_construction='{OWN_INDEX_EF_CONSTRUCTION}'" in definition
     store = PostgresStore(pg_database, Tenancy("big"))
     assert store._own_index and own_index_name("big") in plan(store)
     assert store.stats().vector_index == "own" and store.stats().advice == ()

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -140,6 +141,14 @@ def test_a_stopped_server_leaves_no_file_and_the_shell_runs_alone(
     (record,) = runtime.iterdir()
     assert json.loads(record.read_text())["store"] == env["RECALLD_DB"]
     assert record.stat().st_mode & 0o077 == 0
+    # Stopped once it serves (the file is written while the model still loads).
+    while True:
+        assert time.monotonic() < deadline and process.poll() is None
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):  # noqa: S310
+                break
+        except OSError:
+            time.sleep(0.2)
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=30)
     assert list(runtime.iterdir()) == []

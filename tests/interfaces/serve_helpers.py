@@ -20,7 +20,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_until_serving(process: subprocess.Popen[str], port: int, seconds: float = 60.0) -> None:
+def wait_until_serving(process: subprocess.Popen[Any], port: int, seconds: float = 60.0) -> None:
     """Return once the server on 127.0.0.1:``port`` answers ``/healthz``; fail the test if
     its process exits first or it takes longer than ``seconds``."""
     assert answers(f"http://127.0.0.1:{port}", process, seconds), "recalld serve did not answer"

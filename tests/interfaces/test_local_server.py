@@ -7,12 +7,11 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from serve_helpers import free_port
+from serve_helpers import free_port, wait_until_serving
 
 from recalld.interfaces import local_server
 
@@ -142,13 +141,7 @@ def test_a_stopped_server_leaves_no_file_and_the_shell_runs_alone(
     assert json.loads(record.read_text())["store"] == env["RECALLD_DB"]
     assert record.stat().st_mode & 0o077 == 0
     # Stopped once it serves (the file is written while the model still loads).
-    while True:
-        assert time.monotonic() < deadline and process.poll() is None
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2):  # noqa: S310
-                break
-        except OSError:
-            time.sleep(0.2)
+    wait_until_serving(process, port, max(deadline - time.monotonic(), 1.0))
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=30)
     assert list(runtime.iterdir()) == []

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 import recalld
+from recalld import heap
 from recalld.bench import scale_corpus as sc
 from recalld.bench import scale_postgres as sp
 from recalld.config import Settings
@@ -86,6 +87,7 @@ def measure(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[
         for mode in ("hybrid", "vector"):
             for q in questions[:5]:  # warm the connections and the caches
                 engine.search(q, limit=10, mode=mode)
+            heap.settle()  # as `recalld serve` does once started
             out[mode] = timed([lambda q=q, m=mode: engine.search(q, limit=10, mode=m)
                                for q in questions])  # fmt: skip
     store = open_store(dsn, Tenancy(tenant))

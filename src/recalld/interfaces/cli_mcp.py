@@ -11,6 +11,7 @@ from types import ModuleType
 import click
 
 import recalld
+from recalld import heap
 from recalld.errors import InvalidInputError, RecalldError, install_hint
 from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, errors, pass_ctx
 
@@ -103,3 +104,4 @@ def _warm(engines: object) -> None:
     # A failure here is the answer to the first tool call that needs the model.
     with contextlib.suppress(RecalldError):
         engines.embedder()
+        heap.settle()  # the model is loaded: out of the collector's full passes

@@ -43,6 +43,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import recalld
+from recalld import heap
 from recalld import keys as api_keys
 from recalld.config import Settings
 from recalld.engine import MemoryEngine, Status, open_engine
@@ -950,6 +951,7 @@ def serve(
         "auth: no API keys exist, so requests need none: loopback only")  # fmt: skip
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                             access_log=access_log)  # fmt: skip
+    heap.settle()  # the model and the store are loaded: out of the collector's full passes
     if access_log:  # uvicorn logs requests at INFO; the rest of its log stays at WARNING
         logging.getLogger("uvicorn.access").setLevel(logging.INFO)
     uvicorn.Server(config).run()

@@ -26,6 +26,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field, ValidationError
 
 import recalld
+from recalld import heap
 from recalld.errors import RecalldError
 from recalld.interfaces.describe import (
     SHOWN_CHARS,
@@ -550,6 +551,7 @@ def run_http(settings: Settings, host: str, port: int) -> None:
     log(f"serving store {settings.db} at http://{host}:{port}/mcp/ ("
         + (f"{keys} active API key(s): every request needs one)" if keys else
            f"no API keys: tenant {settings.tenant}, loopback only)"))  # fmt: skip
+    heap.settle()  # the model and the store are loaded: out of the collector's full passes
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")
     finally:

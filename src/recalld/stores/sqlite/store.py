@@ -700,9 +700,14 @@ class SQLiteStore:
 
     def _pks_where(self, where: str, params: list[object]) -> npt.NDArray[np.int64]:
         """The pks of the rows of ``memories m`` that pass ``where``: a filtered vector
-        search's rows."""
-        rows = self._db.execute(f"SELECT m.pk FROM memories m WHERE {where}", params)
-        return np.fromiter((r[0] for r in rows), np.int64)
+        search's rows. Read as one text, parsed by numpy: a row a pk cost 12-16 ms for a
+        month of the 1M store (42k rows), the text 6."""
+        (listed,) = self._db.execute(
+            f"SELECT group_concat(m.pk, ' ') FROM memories m WHERE {where}", params
+        ).fetchone()
+        if not listed:
+            return np.zeros(0, dtype=np.int64)
+        return np.fromstring(listed, dtype=np.int64, sep=" ")
 
     def _window_rows(self, request: CandidateRequest, cap: int) -> int:
         """How many rows of the handle's namespaces the request's time window holds, counted

@@ -17,6 +17,8 @@ from recalld.bench.scale_postgres import database_dsn
 from recalld.errors import InvalidInputError
 from recalld.interfaces.cli_scale import scale
 from recalld.providers.embedders import FakeEmbedder
+from recalld.records import NewMemory
+from recalld.validation import prepare_memory
 
 FIXTURE = Path(__file__).parent.parent / "fixtures" / "scale_turns.json"
 
@@ -68,6 +70,12 @@ def test_synthetic_memories_are_distinct_and_independent_of_corpus_size(data_dir
     part = sc.memories(pool, 200, 400, 3, "fp")
     assert [m.content for m in whole[200:400]] == [m.content for m in part]
     assert len({m.content for m in whole}) == 600
+    # What the facade computes of a new memory's text, a synthetic one carries too.
+    added = [prepare_memory(NewMemory(content=m.content, type="turn"), m.created_at,
+                            max_content_chars=10_000, namespace_for=lambda n: n or "default")
+             for m in whole[:200]]  # fmt: skip
+    assert [m.tells_event for m in whole[:200]] == [a.tells_event for a in added]
+    assert {m.tells_event for m in whole[:200]} == {True, False}
     vectors = sc.derived_vectors(pool, 0, 600, 3)
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
     assert np.array_equal(vectors[200:400], sc.derived_vectors(pool, 200, 400, 3))

@@ -36,7 +36,7 @@ from recalld.entities import extract_entities
 from recalld.errors import InvalidInputError
 from recalld.providers.embedders import Embedder, l2_normalize
 from recalld.records import Memory, Source
-from recalld.text import content_hash
+from recalld.text import content_hash, states_event
 
 LONGMEMEVAL_FILE = Path("longmemeval") / "longmemeval_s.json.gz"
 LOCOMO_FILE = Path("locomo") / "locomo.json"
@@ -213,6 +213,7 @@ def memories(pool: Pool, start: int, stop: int, seed: int, fingerprint: str) -> 
             event_time=_event_time(i), session_id=f"syn-session-{i // SESSION_SIZE}",
             source=Source("synthetic", ref=f"{a}+{b}"),
             entities=tuple(extract_entities(text)), embedding_fingerprint=fingerprint,
+            tells_event=states_event(text),  # as the facade sets it (recalld.validation)
         ))  # fmt: skip
     return out
 

@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import recalld
+from recalld import heap
 from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
 from recalld.stores.postgres import store as postgres_store
 from recalld.stores.sqlite import lazy_vectors, vector_index
@@ -130,6 +131,7 @@ def main() -> None:
     values = {"on": True, "off": False}
     for question in sample:
         engine.search(question, limit=10)
+    heap.settle()  # as `recalld serve` does once started
     times: dict[str, list[float]] = {name: [] for name in values}
     tops: dict[str, dict[str, list[str]]] = {name: {} for name in values}
     load_before = os.getloadavg()

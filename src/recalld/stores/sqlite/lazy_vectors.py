@@ -35,7 +35,12 @@ from recalld.stores.sqlite.vector_index import (
     _saved,
     ann_available,
 )
-from recalld.stores.sqlite.vectors import MAX_ANN_CANDIDATES, RESCORE_FACTOR, cosines
+from recalld.stores.sqlite.vectors import (
+    MAX_ANN_CANDIDATES,
+    RESCORE_FACTOR,
+    cosines,
+    listed_pks,
+)
 
 log = logging.getLogger("recalld")
 
@@ -134,8 +139,7 @@ class LazyAnn:
         if generation != self._generation:
             total = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
             if self.size > total:  # rows deleted since: find them among the keys
-                current = np.fromiter((r[0] for r in db.execute("SELECT pk FROM vectors")),
-                                      np.int64)  # fmt: skip
+                current = listed_pks(db, "SELECT pk FROM vectors")
                 keys = self.ann.keys()
                 self.ann.apply(keys[~np.isin(keys, current)], np.zeros(0, dtype=np.int64),
                                np.zeros((0, self.dimension), np.float32), newest)  # fmt: skip

@@ -46,7 +46,7 @@ from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vector_index import older_build
-from recalld.stores.sqlite.vectors import VectorMirror
+from recalld.stores.sqlite.vectors import VectorMirror, listed_pks
 
 log = logging.getLogger("recalld")
 
@@ -594,10 +594,9 @@ class SQLiteStore:
         if q.is_trivial(request.filters):
             # Hidden: forgotten memories and other namespaces' (both usually few or none).
             outside, outside_params = q.outside_sql(self._visible)
-            hidden = np.fromiter((r[0] for r in self._db.execute(
-                "SELECT pk FROM memories WHERE forgotten_at IS NOT NULL UNION ALL"
-                f" SELECT pk FROM memories WHERE {outside}", outside_params)),
-                np.int64)  # fmt: skip
+            hidden = listed_pks(self._db, "SELECT pk FROM memories WHERE forgotten_at IS NOT"
+                                f" NULL UNION ALL SELECT pk FROM memories WHERE {outside}",
+                                outside_params)  # fmt: skip
         else:
             keep = self._pks_where(where, params)
         return self._nearest(request.query_vector, request.semantic_limit, hidden, keep,
@@ -700,14 +699,8 @@ class SQLiteStore:
 
     def _pks_where(self, where: str, params: list[object]) -> npt.NDArray[np.int64]:
         """The pks of the rows of ``memories m`` that pass ``where``: a filtered vector
-        search's rows. Read as one text, parsed by numpy: a row a pk cost 12-16 ms for a
-        month of the 1M store (42k rows), the text 6."""
-        (listed,) = self._db.execute(
-            f"SELECT group_concat(m.pk, ' ') FROM memories m WHERE {where}", params
-        ).fetchone()
-        if not listed:
-            return np.zeros(0, dtype=np.int64)
-        return np.fromstring(listed, dtype=np.int64, sep=" ")
+        search's rows."""
+        return listed_pks(self._db, f"SELECT m.pk FROM memories m WHERE {where}", params)
 
     def _window_rows(self, request: CandidateRequest, cap: int) -> int:
         """How many rows of the handle's namespaces the request's time window holds, counted

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -204,7 +205,7 @@ class VectorMirror:
         if len(held) + len(fresh) - total == updated:
             return np.zeros(0, dtype=np.int64)
         # Served by the pk index, which is far smaller than the table of blobs.
-        current = np.fromiter((r[0] for r in db.execute("SELECT pk FROM vectors")), np.int64)
+        current = listed_pks(db, "SELECT pk FROM vectors")
         return np.setdiff1d(held, current)
 
     def _read_rows(
@@ -448,3 +449,14 @@ def _grown(array: npt.NDArray[_Item], capacity: int) -> npt.NDArray[_Item]:
     out: npt.NDArray[_Item] = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
     out[: len(array)] = array
     return out
+
+
+def listed_pks(
+    db: sqlite3.Connection, sql: str, params: Sequence[object] = ()
+) -> npt.NDArray[np.int64]:
+    """The pks ``sql`` (a query of one pk column) selects, as one array: read as one text
+    numpy parses, not a row a pk (a month of the 1M store, 42k rows: 6 ms against 12-16)."""
+    (listed,) = db.execute(f"SELECT group_concat(pk, ' ') FROM ({sql})", params).fetchone()
+    if not listed:
+        return np.zeros(0, dtype=np.int64)
+    return np.fromstring(listed, dtype=np.int64, sep=" ")

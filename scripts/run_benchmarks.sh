@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the retrieval benchmarks, one report folder each, and keeps each run's full JSON
-# report under docs/reports/ as DATE-COMMIT-NAME.json (the history of recorded figures).
+# Runs the retrieval benchmarks, one report folder each (with the full JSON report, every
+# question's ranking), and keeps each run's summary under docs/reports/ as
+# DATE-COMMIT-NAME.json (the history of recorded figures, no per-query dump).
 # Usage: scripts/run_benchmarks.sh [DATA_DIR] [OUT_DIR]
 #   DATA_DIR  holds workloads/, longmemeval/, locomo/ and scifact/ (default: ../shared/benchmarks)
 #   OUT_DIR   gets one folder per run: report.md, chart.png, results.json (default: bench-out)
@@ -20,8 +21,10 @@ run() {
     local name="$1"; shift
     case " $ONLY " in *" $name "*) ;; *) return 0 ;; esac
     echo "== $name ($(uptime))" >&2
-    "$RECALLD" bench "$@" --report "$OUT/$name" --json "$REPORTS/$STAMP-$name.json" \
+    "$RECALLD" bench "$@" --report "$OUT/$name" --json "$OUT/$name/full.json" \
         "${EXTRA[@]}" > "$OUT/$name.txt"
+    python3 "$(dirname "$0")/summarize_report.py" "$OUT/$name/full.json" \
+        "$REPORTS/$STAMP-$name.json"
 }
 
 mkdir -p "$OUT" "$REPORTS"
@@ -31,4 +34,4 @@ run longmemeval_s_synth longmemeval "$DATA/longmemeval/longmemeval_s_synth.json.
 run longmemeval_oracle longmemeval "$DATA/longmemeval/longmemeval_oracle.json"
 run locomo locomo "$DATA/locomo/locomo.json"
 run scifact_train beir "$DATA/scifact" --split train
-echo "reports in $OUT/*/report.md, JSON in $REPORTS/$STAMP-*.json" >&2
+echo "reports in $OUT/*/report.md (full JSON beside them), summaries in $REPORTS/$STAMP-*.json" >&2

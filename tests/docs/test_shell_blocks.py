@@ -22,6 +22,7 @@ PAGES = [
     "docs/http.md",
     "docs/mcp.md",
     "docs/postgres.md",
+    "docs/backup.md",
 ]
 SKIP = re.compile(r"<!-- not run: (?P<why>[^>]*\S)\s*-->")
 

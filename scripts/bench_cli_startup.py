@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from recalld.interfaces import local_server
-from recalld.interfaces.cli_serve import free_port
+from recalld.ports import free_port
 
 QUERY = "how did we fix the deploy?"
 MEMORIES = [

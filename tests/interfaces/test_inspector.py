@@ -114,7 +114,7 @@ class Served:
 
 
 def free_port() -> int:
-    from recalld.interfaces.cli_serve import free_port as pick
+    from recalld.ports import free_port as pick
 
     return pick()
 

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 import recalld
-from recalld.bench.report import describe_embedder, embedder_record
+from recalld.bench.markdown import describe_embedder
+from recalld.bench.report import embedder_record
 from recalld.config import Settings
 from recalld.conversation import reply_context
 from recalld.errors import InvalidInputError

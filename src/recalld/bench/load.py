@@ -28,7 +28,7 @@ from typing import Any
 import httpx
 
 from recalld.errors import RecalldError
-from recalld.interfaces.cli_serve import free_port
+from recalld.ports import free_port
 
 START_TIMEOUT_S = 180.0
 """How long the server may take to answer ``/healthz`` (it loads the model first)."""

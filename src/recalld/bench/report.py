@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from recalld.bench.markdown import describe_embedder, fmt_metric, fmt_ms, pair_lines, table_lines
 from recalld.errors import InvalidInputError, install_hint
 
 if TYPE_CHECKING:
@@ -24,8 +25,6 @@ HEADLINES: Mapping[str, tuple[str, ...]] = {
 LEVELS = (("session", "Session level"), ("turn", "Turn level"), ("doc", "Document level"),
           ("context", "Evidence inside the context budget"))  # fmt: skip
 CHART_PANELS = 2
-LISTED = 12
-"""Query ids listed per paired comparison in the Markdown (the JSON has them all)."""
 TITLES = {"longmemeval": "LongMemEval", "locomo": "LoCoMo", "beir": "BEIR documents"}
 
 
@@ -62,26 +61,6 @@ def embedder_record(model: Embedder, setting: str | None) -> dict[str, Any]:
         "fingerprint": fingerprint.key,
         "details": json.loads(fingerprint.to_json()),
     }
-
-
-def describe_embedder(value: Any) -> str:
-    """A report's embedder for a Markdown line: its setting, model and fingerprint."""
-    if not isinstance(value, Mapping):  # reports written before the record existed
-        return str(value or "not recorded")
-    setting = f"`{value['setting']}`: " if value.get("setting") else ""
-    return f"{setting}{value['described']}; fingerprint {value['fingerprint']}"
-
-
-def fmt_metric(value: float | None) -> str:
-    """A metric for a Markdown cell (3 decimals; a dash when absent)."""
-    return "–" if value is None else f"{value:.3f}"
-
-
-def table_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A Markdown table's lines."""
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
 
 
 def _metric_names(report: Mapping[str, Any], level: str) -> list[str]:
@@ -172,24 +151,6 @@ def _speed_lines(report: Mapping[str, Any]) -> list[str]:
         "",
         *table_lines(["system", "search p50 ms", "search p95 ms", "rankings < 10 sessions"], rows),
     ]
-
-
-def pair_lines(report: Mapping[str, Any]) -> list[str]:
-    """The paired wins and losses of a report, a line per comparison and the ids listed."""
-    lines = []
-    for c in report.get("comparisons", []):
-        counts = f"{len(c['wins'])} won, {len(c['losses'])} lost, {c['ties']} tied"
-        lines.append(f"- **{c['system']} vs {c['against']}** at {c['metric']}: {counts}")
-        for word, ids in (("won", c["wins"]), ("lost", c["losses"])):
-            if ids:
-                more = f" and {len(ids) - LISTED} more" if len(ids) > LISTED else ""
-                lines.append(f"  - {word}: {', '.join(ids[:LISTED])}{more}")
-    return lines
-
-
-def fmt_ms(value: float | None) -> str:
-    """Milliseconds for a Markdown cell (1 decimal; a dash when absent)."""
-    return "–" if value is None else f"{value:.1f}"
 
 
 def markdown_report(report: Mapping[str, Any]) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from recalld.bench.report import CHART_SKIPPED, Written, describe_embedder, pyplot
+from recalld.bench.markdown import describe_embedder
+from recalld.bench.report import CHART_SKIPPED, Written, pyplot
 from recalld.bench.scale import ScaleReport, SizeResult, growth
 
 SERIES = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from recalld.bench.report import describe_embedder, fmt_metric, fmt_ms, pair_lines, table_lines
+from recalld.bench.markdown import describe_embedder, fmt_metric, fmt_ms, pair_lines, table_lines
 
 METRICS = ("hit@1", "hit@5", "hit@10", "mrr@10", "all@10", "current_first")
 """Columns of the tables, in FORMAT.md's order."""

@@ -321,6 +321,7 @@ def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
 def _write(report: dict[str, Any], json_path: Path | None, report_dir: Path | None,
            quiet: bool) -> None:  # fmt: skip
     from recalld.bench.report import markdown_report, write_json, write_report
+    from recalld.interfaces.progress import tell_written
 
     written: list[Path] = []
     skipped: list[str] = []
@@ -335,16 +336,6 @@ def _write(report: dict[str, Any], json_path: Path | None, report_dir: Path | No
     else:
         click.echo(markdown_report(report))
     tell_written(written, skipped, quiet)
-
-
-def tell_written(paths: list[Path], skipped: list[str], quiet: bool) -> None:
-    """Name the files written (on stdout, unless it carries JSON) and what was skipped
-    (always, on stderr)."""
-    if not quiet:
-        for path in paths:
-            click.echo(f"wrote {path}")
-    for note in skipped:
-        click.echo(note, err=True)
 
 
 @contextmanager

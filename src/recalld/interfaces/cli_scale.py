@@ -59,7 +59,7 @@ def scale(ctx: click.Context, sizes: str, queries: int, workdir: str, data: str,
     from recalld.bench import scale_corpus, scale_report
     from recalld.bench.scale import ScaleOptions, parse_clients, parse_sizes, run_scale
     from recalld.interfaces.cli import Ctx
-    from recalld.interfaces.cli_bench import tell_written
+    from recalld.interfaces.progress import tell_written
 
     root = ctx.find_object(Ctx)
     try:

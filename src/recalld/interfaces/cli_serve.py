@@ -4,7 +4,6 @@ and ``recalld keys create|list|revoke`` (the API keys)."""
 from __future__ import annotations
 
 import signal
-import socket
 import sys
 import threading
 import time
@@ -19,6 +18,7 @@ import recalld
 from recalld.errors import install_hint
 from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
 from recalld.locations import is_dsn
+from recalld.ports import free_port
 
 
 @click.command()
@@ -98,14 +98,6 @@ def ui(obj: Ctx, port: int, no_browser: bool) -> None:
         if not no_browser:
             threading.Thread(target=open_when_up, args=(url,), daemon=True).start()
         run(settings, "127.0.0.1", port, say=say)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def open_when_up(url: str, timeout: float = 60.0) -> bool:

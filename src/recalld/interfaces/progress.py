@@ -1,4 +1,5 @@
-"""Progress bars of the CLI's long tasks, on stderr and only on a terminal.
+"""Progress bars of the CLI's long tasks, on stderr and only on a terminal, and the
+files such a task wrote.
 
 Apart from :mod:`recalld.interfaces.render` so that a search's output does not import them.
 """
@@ -7,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+import click
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -71,3 +74,13 @@ def file_progress(
     with Progress(*columns, console=stderr, transient=True) as progress:
         task = progress.add_task(label, total=None)
         yield lambda done, total: progress.update(task, completed=done, total=total)
+
+
+def tell_written(paths: list[Path], skipped: list[str], quiet: bool) -> None:
+    """Name the files written (on stdout, unless it carries JSON) and what was skipped
+    (always, on stderr)."""
+    if not quiet:
+        for path in paths:
+            click.echo(f"wrote {path}")
+    for note in skipped:
+        click.echo(note, err=True)

@@ -27,7 +27,7 @@ import numpy as np
 from recalld import threads
 from recalld.config import DEFAULT_BATCH_TEXTS, DEFAULT_BATCH_TOKENS, DEFAULT_EMBED_THREADS
 from recalld.errors import EmbedderError
-from recalld.providers.embedders import (
+from recalld.providers.embedding import (
     Embedder,
     EmbeddingBatch,
     Fingerprint,

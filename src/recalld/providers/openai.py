@@ -11,7 +11,7 @@ import httpx
 import numpy as np
 
 from recalld.errors import EmbedderError
-from recalld.providers.embedders import Embedder, EmbeddingBatch, Fingerprint, l2_normalize
+from recalld.providers.embedding import Embedder, EmbeddingBatch, Fingerprint, l2_normalize
 
 
 class OpenAIEmbedder(Embedder):

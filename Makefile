@@ -56,6 +56,7 @@ lint: install
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 fix: install
 	$(BIN)/ruff check --fix src tests scripts

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from recalld.bench import scale_corpus as sc
 from recalld.bench.scale_worker import peak_rss_mb
+from recalld.stores.asks import NearestAsk
 from recalld.stores.base import CandidateRequest
 from recalld.stores.sqlite import SQLiteStore
 
@@ -25,12 +26,12 @@ def main(db: str, mode: str) -> None:
     store = SQLiteStore(db)
     store._lazy_tried = mode == "mirror"  # the mirror path, as before the lazy index
     opened = time.perf_counter()
-    store.candidates(CandidateRequest(query_vector=queries[0], semantic_limit=40))
+    store.candidates(CandidateRequest(asks={"semantic": NearestAsk(40, queries[0])}))
     first = time.perf_counter()
     later = []
     for query in queries[1:]:
         began = time.perf_counter()
-        store.candidates(CandidateRequest(query_vector=query, semantic_limit=40))
+        store.candidates(CandidateRequest(asks={"semantic": NearestAsk(40, query)}))
         later.append((time.perf_counter() - began) * 1000)
     print(json.dumps({"mode": mode, "open_s": opened - started, "first_search_s": first - opened,
                       "next_ms": later, "lazy": store._lazy is not None,

@@ -32,8 +32,9 @@ from recalld.bench.scale_worker import (
     write_report,
 )
 from recalld.config import Settings
+from recalld.retrieval.channels import Need
+from recalld.retrieval.channels import request as channel_request
 from recalld.retrieval.query import understand
-from recalld.stores.base import CandidateRequest
 from recalld.stores.sqlite import SQLiteStore, vector_index
 
 
@@ -89,7 +90,7 @@ def _word_channel(path: Path, sample: list[str], rounds: int) -> dict[str, Any]:
     """The word channel alone (the store's ``candidates``, BM25 only, 200 deep as the
     default search asks), both ways, interleaved."""
     now = datetime.now(UTC)
-    requests = [CandidateRequest(terms=terms, raw_query=q, bm25_limit=200)
+    requests = [channel_request(Need({"bm25": 200}, terms, q))
                 for q in sample if (terms := understand(q, "hybrid", now).terms)]  # fmt: skip
     stores = {"word index": SQLiteStore(path), "fts5": SQLiteStore(path)}
     stores["fts5"].search_exactly(words=True, vectors=False)

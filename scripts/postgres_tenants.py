@@ -39,7 +39,10 @@ from recalld.bench import scale_corpus as sc
 from recalld.bench import scale_postgres as sp
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
+from recalld.retrieval.channels import Need
+from recalld.retrieval.channels import request as channel_request
 from recalld.stores import open_store
+from recalld.stores.asks import NearestAsk
 from recalld.stores.base import CandidateRequest, Tenancy, bulk_loading
 
 
@@ -104,7 +107,7 @@ def measure(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[
     for question in questions:
         vector = embedder.embed_query(question)
         exact = {ids[i] for i in np.argsort(-(matrix @ vector), kind="stable")[:10]}
-        found = store.candidates(CandidateRequest(query_vector=vector, semantic_limit=10))
+        found = store.candidates(CandidateRequest(asks={"semantic": NearestAsk(10, vector)}))
         got = {c.memory_id for c in found.get("semantic", [])[:10]}
         recalls.append(len(got & exact) / max(1, min(10, len(exact))))
     store.close()
@@ -129,8 +132,10 @@ def words(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[st
         config = RetrievalConfig()
         limit = pool_size(SearchRequest(query="", limit=10), config)  # a default search's
         now = datetime.now(UTC)
-        requests = [CandidateRequest(terms=understand(q, "hybrid", now).terms, raw_query=q,
-                                     bm25_limit=limit) for q in questions]  # fmt: skip
+        requests = [
+            channel_request(Need({"bm25": limit}, understand(q, "hybrid", now).terms, q))
+            for q in questions
+        ]
         times: dict[bool, list[float]] = {True: [], False: []}
         found: dict[bool, list[list[str]]] = {True: [], False: []}
         for i, request in enumerate(requests):

@@ -23,9 +23,6 @@ SearchMode = Literal["vector", "hybrid", "auto"]
 Granularity = Literal["memory", "session"]
 SEARCH_MODES: tuple[SearchMode, ...] = ("vector", "hybrid", "auto")
 
-Channel = Literal["semantic", "bm25", "entity", "temporal"]
-CHANNELS: tuple[Channel, ...] = ("semantic", "bm25", "entity", "temporal")
-
 
 @dataclass(frozen=True)
 class Source:

@@ -12,6 +12,7 @@ import recalld
 from recalld import lexical
 from recalld.config import Settings
 from recalld.providers.embedders import FakeEmbedder
+from recalld.stores.asks import WordsAsk
 from recalld.stores.base import CandidateRequest
 
 TEXTS = [
@@ -115,8 +116,7 @@ def test_postgres_words_rank_as_fts5_with_statistics_kept_by_triggers(
             engine.forget(added[0])  # forgotten rows stay in FTS5's statistics
             engine.update(added[1], content="now about tea and runs")
             engine.forget(added[2], hard=True)
-        request = CandidateRequest(terms=("running", "caroline's", "tea"),
-                                   raw_query="running caroline's tea", bm25_limit=30)  # fmt: skip
+        request = CandidateRequest(asks={"bm25": WordsAsk(30, ("running", "caroline's", "tea"))})
         a, b = (e.store.candidates(request)["bm25"] for e in engines)
         assert len(a) == 30
         assert [c.memory_id for c in a] == [c.memory_id for c in b]

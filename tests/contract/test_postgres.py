@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,10 @@ import recalld
 from recalld.config import Settings
 from recalld.providers.embedders import Embedder, FakeEmbedder
 from recalld.records import Memory, MemoryFilter, NewMemory, TimeRange
+from recalld.retrieval.channels import Need
+from recalld.retrieval.channels import request as channel_request
 from recalld.retrieval.query import understand
+from recalld.stores.asks import EntitiesAsk, NearestAsk, RecentAsk, WordsAsk
 from recalld.stores.base import CandidateRequest, Tenancy
 from recalld.text import content_hash
 
@@ -85,7 +87,7 @@ def test_migrations_from_empty_and_from_the_previous_version(pg_database: str) -
         assert [m.content for m in store.get_many(["old"])] == ["kept across"]
         assert store.source_roots() == []
         # Migration 4 tokenized the old row as FTS5 does and counted it in the statistics.
-        found = store.candidates(CandidateRequest(terms=("across",), bm25_limit=5))
+        found = store.candidates(CandidateRequest(asks={"bm25": WordsAsk(5, ("across",))}))
         assert [c.memory_id for c in found["bm25"]] == ["old"]
     finally:
         store.close()
@@ -205,11 +207,15 @@ def test_same_search_same_results_on_both_backends(
         for query in queries:
             vector = local_embedder.embed_query(query)
             request = CandidateRequest(
-                query_vector=vector, semantic_limit=40, entities=("ana", "lisbon", "porto"),
-                entity_limit=40, time_window=window, temporal_limit=40,
-                window_semantic_limit=40, terms=plan_terms(query), raw_query=query,
-                bm25_limit=40,
-            )  # fmt: skip
+                asks={
+                    "semantic": NearestAsk(40, vector),
+                    "window_semantic": NearestAsk(40, vector, window=window),
+                    "bm25": WordsAsk(40, plan_terms(query)),
+                    **channel_request(Need({"bm25": 40}, (), query)).asks,
+                    "entity": EntitiesAsk(40, ("ana", "lisbon", "porto")),
+                    "temporal": RecentAsk(40, window=window),
+                }
+            )
             sqlite, postgres = (e.store.candidates(request) for e in engines)
             assert sqlite.keys() == postgres.keys()
             for channel in sqlite:
@@ -241,7 +247,7 @@ def test_another_tenants_words_change_neither_hits_nor_scores(
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
                       embedder=local_embedder) as engine:  # fmt: skip
         queries, _ = load_corpus(engine)
-        requests = [CandidateRequest(terms=plan_terms(q), raw_query=q, bm25_limit=40)
+        requests = [channel_request(Need({"bm25": 40}, plan_terms(q), q))
                     for q in queries]  # fmt: skip
         before = [engine.store.candidates(r).get("bm25", []) for r in requests]
         with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="other"),
@@ -328,14 +334,22 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(
     queries = [model.embed_query(f"topic {i}") for i in range(4)]
 
     def nearest(store: PostgresStore) -> list[list[str]]:
-        return [[c.memory_id for c in store.candidates(CandidateRequest(
-            query_vector=v, semantic_limit=5))["semantic"]] for v in queries]  # fmt: skip
+        return [
+            [
+                c.memory_id
+                for c in store.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, v)}))[
+                    "semantic"
+                ]
+            ]
+            for v in queries
+        ]
 
     def plan(store: PostgresStore) -> str:
         """The plan a cached statement of the handle's vector search gets: made without
         the parameters' values, a top-N sort made dear (an ordered index scan wins)."""
-        sql, values = store._candidates_sql(CandidateRequest(query_vector=queries[0],
-                                                             semantic_limit=5))  # fmt: skip
+        sql, values = store._candidates_sql(
+            CandidateRequest(asks={"semantic": NearestAsk(5, queries[0])})
+        )
         names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
         text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
         with store._conn() as conn:
@@ -438,8 +452,8 @@ def test_a_search_from_a_stored_vector_examines_fewer_hnsw_candidates(pg_databas
     store = PostgresStore(pg_database, Tenancy("small"))  # a tenth of the table: ef 1,000
     try:
         vector = model.embed_query("memory 3 on topic 3")
-        near = CandidateRequest(query_vector=vector, semantic_limit=5, near_memory=True)
-        plain = CandidateRequest(query_vector=vector, semantic_limit=5)
+        near = CandidateRequest(asks={"semantic": NearestAsk(5, vector, near_memory=True)})
+        plain = CandidateRequest(asks={"semantic": NearestAsk(5, vector)})
 
         def ef(conn: object) -> str:
             found = conn.execute("SHOW hnsw.ef_search").fetchone()  # type: ignore[attr-defined]
@@ -513,7 +527,7 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
                       embedder=local_embedder) as engine:  # fmt: skip
         queries, _ = load_corpus(engine)
     queries = [*queries, "what's Ana's plan?", "e-mail from Porto"]  # phrases of two tokens
-    requests = [CandidateRequest(terms=plan_terms(q), raw_query=q, bm25_limit=40)
+    requests = [channel_request(Need({"bm25": 40}, plan_terms(q), q))
                 for q in queries]  # fmt: skip
 
     def words(store: PostgresStore) -> list[list[tuple[str, float]]]:
@@ -532,7 +546,7 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
 
     store = PostgresStore(pg_database)
     exact = words(store)
-    small = [replace(r, bm25_limit=2) for r in requests]
+    small = [channel_request(Need({"bm25": 2}, plan_terms(q), q)) for q in queries]
     exact_small = [store.candidates(r).get("bm25", []) for r in small]
     assert not store._word_postings and "word-index" in store.stats().advice[-1]
     store.close()
@@ -554,8 +568,9 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     monkeypatch.undo()
 
     # A narrower filter than the live rows scores every matching row.
-    narrow = CandidateRequest(terms=plan_terms(queries[0]), raw_query=queries[0],
-                              bm25_limit=40, filters=MemoryFilter(session_id="s1"))  # fmt: skip
+    narrow = channel_request(
+        Need({"bm25": 40}, plan_terms(queries[0]), queries[0]), MemoryFilter(session_id="s1")
+    )
     assert "word_postings" not in store._candidates_sql(narrow)[0]
     store.close()
 
@@ -568,8 +583,7 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
         engine.forget([gone.id], hard=True)
         engine.forget([added.id])  # forgotten rows keep their postings, as FTS5 keeps them
     assert postings_match_rows()
-    request = CandidateRequest(terms=plan_terms("zephyrine kayak Porto"),
-                               raw_query="zephyrine kayak Porto", bm25_limit=40)  # fmt: skip
+    request = CandidateRequest(asks={"bm25": WordsAsk(40, plan_terms("zephyrine kayak Porto"))})
     with_postings = PostgresStore(pg_database)
     answer = with_postings.candidates(request)["bm25"]
     with_postings._word_postings = False

@@ -15,6 +15,7 @@ import pytest
 
 from recalld.bench.scale_postgres import database_dsn, temporary_database
 from recalld.records import Memory, MemoryFilter
+from recalld.stores.asks import NearestAsk, WordsAsk
 from recalld.stores.base import BulkLoading, CandidateRequest, Tenancy
 from recalld.text import content_hash
 
@@ -51,8 +52,9 @@ def _has_index(dsn: str) -> bool:
 def _answers(store: object, queries: np.ndarray) -> list[object]:
     out = []
     for vector in queries:
-        request = CandidateRequest(query_vector=vector, semantic_limit=10, terms=("bike", "miso"),
-                                   raw_query="bike miso", bm25_limit=10)  # fmt: skip
+        request = CandidateRequest(
+            asks={"semantic": NearestAsk(10, vector), "bm25": WordsAsk(10, ("bike", "miso"))}
+        )
         found = store.candidates(request)  # type: ignore[attr-defined]
         out.append({k: [(c.memory_id, round(c.score, 9)) for c in v] for k, v in found.items()})
     return out

@@ -12,6 +12,9 @@ import pytest
 
 import recalld
 from recalld import EmbedderMismatchError, NewMemory
+from recalld.retrieval.channels import Need
+from recalld.retrieval.channels import request as channel_request
+from recalld.stores.asks import NearestAsk, RecentAsk, WordsAsk
 from recalld.stores.base import CandidateRequest, near_ids
 
 from .conftest import Opener
@@ -35,14 +38,14 @@ def requests(engine: recalld.MemoryEngine, query: str) -> list[CandidateRequest]
     terms = tuple(query.split())
     return [
         CandidateRequest(
-            query_vector=vector,
-            semantic_limit=12,
-            terms=terms,
-            raw_query=query,
-            bm25_limit=12,
-            temporal_limit=5,
-        ),  # fmt: skip
-        CandidateRequest(terms=("rain",), raw_query="rain", bm25_limit=6),
+            asks={
+                "semantic": NearestAsk(12, vector),
+                "bm25": WordsAsk(12, terms),
+                **channel_request(Need({"bm25": 12}, (), query)).asks,
+                "temporal": RecentAsk(5),
+            }
+        ),
+        CandidateRequest(asks={"bm25": WordsAsk(6, ("rain",))}),
     ]
 
 
@@ -96,7 +99,7 @@ def test_another_tenants_rows_never_come_back(open_as: Opener) -> None:
 
 def test_a_query_vector_of_another_dimension_is_refused(open_as: Opener) -> None:
     engine = filled(open_as)
-    wrong = CandidateRequest(query_vector=np.ones(5, dtype=np.float32), semantic_limit=3)
+    wrong = CandidateRequest(asks={"semantic": NearestAsk(3, np.ones(5, dtype=np.float32))})
     with pytest.raises(EmbedderMismatchError):
         engine.store.search_rows([wrong])
 

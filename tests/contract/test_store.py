@@ -184,11 +184,18 @@ def test_source_files(open_as: Opener, tmp_path: Path) -> None:
 
 
 def test_a_store_answers_exactly_the_channels_asked(open_as: Opener) -> None:
-    """Each backend answers the channels ``asked_channels`` names, matched or not, and no
-    other (the one rule both backends read), and declares every channel it answers."""
-    from recalld.channels import NAMES, asked_channels
+    """Each backend answers every ask of a request, matched or not, and no other channel,
+    and declares every channel it answers."""
     from recalld.records import TimeRange
-    from recalld.stores.base import CandidateRequest
+    from recalld.retrieval.channels import NAMES
+    from recalld.stores.base import (
+        CandidateRequest,
+        EntitiesAsk,
+        NearestAsk,
+        RecentAsk,
+        TextAsk,
+        WordsAsk,
+    )
 
     engine = open_as()
     assert engine.store.channels == NAMES
@@ -196,19 +203,29 @@ def test_a_store_answers_exactly_the_channels_asked(open_as: Opener) -> None:
     vector = engine.embedder.embed_query("kayak")
     window = TimeRange(datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 12, 1, tzinfo=UTC))
     requests = [
-        CandidateRequest(query_vector=vector, semantic_limit=5),
-        CandidateRequest(terms=("kayak",), raw_query="kayak 東京タ 東", bm25_limit=5),
-        CandidateRequest(terms=("absent",), raw_query="absent", bm25_limit=5),
-        CandidateRequest(raw_query="東京タワー", bm25_limit=5),
-        CandidateRequest(entities=("ana",), entity_limit=5, temporal_limit=5,
-                         time_window=window, query_vector=vector, window_semantic_limit=5),
-        CandidateRequest(terms=("kayak",), bm25_limit=0, semantic_limit=5),  # no vector
-    ]  # fmt: skip
+        CandidateRequest(asks={"semantic": NearestAsk(5, vector)}),
+        CandidateRequest(
+            asks={
+                "bm25": WordsAsk(5, ("kayak",)),
+                "trigram": TextAsk(5, "kayak 東京タ 東"),
+                "substring": TextAsk(5, "kayak 東京タ 東"),
+            }
+        ),
+        CandidateRequest(asks={"bm25": WordsAsk(5, ("absent",))}),
+        CandidateRequest(asks={"trigram": TextAsk(5, "東京タワー")}),
+        CandidateRequest(
+            asks={
+                "window_semantic": NearestAsk(5, vector, window=window),
+                "entity": EntitiesAsk(5, ("ana",)),
+                "temporal": RecentAsk(5, window=window),
+            }
+        ),
+        CandidateRequest(asks={}),
+    ]
     expected = [
         ("semantic",), ("bm25", "trigram", "substring"), ("bm25",), ("trigram",),
         ("window_semantic", "entity", "temporal"), (),
     ]  # fmt: skip
-    assert [asked_channels(r) for r in requests] == expected
     for request, names in zip(requests, expected, strict=True):
         found = engine.store.candidates(request)
         assert set(found) == set(names), request

@@ -14,6 +14,7 @@ import pytest
 import recalld
 from recalld import InvalidInputError, NotFoundError
 from recalld.providers.embedders import FakeEmbedder
+from recalld.stores.asks import WordsAsk
 
 from .conftest import Opener
 
@@ -183,6 +184,6 @@ def test_a_tenant_outnumbered_in_the_word_index_still_finds_its_matches(open_as:
     bob.add_many([f"kayak kayak kayak trip number {i}" for i in range(60)], dedupe=False)
     alice = open_as("alice")
     mine = {alice.add("a kayak I might buy").id, alice.add("the kayak club meets").id}
-    found = alice.store.candidates(CandidateRequest(terms=("kayak",), bm25_limit=2))
+    found = alice.store.candidates(CandidateRequest(asks={"bm25": WordsAsk(2, ("kayak",))}))
     assert {c.memory_id for c in found["bm25"]} == mine
     assert {h.memory.id for h in alice.search("kayak", mode="hybrid").hits} == mine

@@ -28,6 +28,7 @@ from recalld.errors import (
 from recalld.providers.embedders import FakeEmbedder, resolve_embedder
 from recalld.providers.onnx import OnnxEmbedder
 from recalld.records import NewMemory
+from recalld.stores.asks import NearestAsk
 from recalld.stores.base import CandidateRequest
 from recalld.stores.sqlite import SQLiteStore
 
@@ -319,7 +320,7 @@ def test_query_vector_of_wrong_dimension_at_the_store(tmp_path: Path) -> None:
         with _open_path(tmp_path / "memory.db") as engine:
             engine.add("a memory with a 64-d vector")
         before = store_snapshot(tmp_path / "memory.db")
-        request = CandidateRequest(query_vector=np.ones(10, dtype=np.float32), semantic_limit=5)
+        request = CandidateRequest(asks={"semantic": NearestAsk(5, np.ones(10, dtype=np.float32))})
         with pytest.raises(EmbedderMismatchError) as caught:
             store.candidates(request)
         assert "10" in str(caught.value) and "64" in str(caught.value)

@@ -16,6 +16,7 @@ import pytest
 
 import recalld.threads
 from recalld.records import Memory, MemoryFilter
+from recalld.stores.asks import WordsAsk
 from recalld.stores.base import CandidateRequest, ChannelCandidate
 from recalld.stores.sqlite import SQLiteStore, readers
 from recalld.stores.sqlite import queries as q
@@ -47,7 +48,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SQLiteStore]:
 
 
 def bm25(store: SQLiteStore, terms: tuple[str, ...], filters: MemoryFilter) -> Any:
-    found = store.candidates(CandidateRequest(filters=filters, terms=terms, bm25_limit=25))
+    found = store.candidates(CandidateRequest(filters=filters, asks={"bm25": WordsAsk(25, terms)}))
     candidates: list[ChannelCandidate] = found.get("bm25", [])
     return [(c.memory_id, c.rank, c.score) for c in candidates]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from recalld.stores.asks import EntitiesAsk, WordsAsk
 from recalld.stores.base import Tenancy
 from recalld.stores.sqlite import SQLiteStore
 from recalld.stores.sqlite.migrations import MIGRATIONS
@@ -45,8 +46,11 @@ def test_m007_puts_every_row_in_the_default_tenant(tmp_path: Path) -> None:
         # The full-text index and entity rows still point at the right memories.
         from recalld.stores.base import CandidateRequest
 
-        found = store.candidates(CandidateRequest(terms=("kayak",), bm25_limit=5,
-                                                  entities=("kayak",), entity_limit=5))  # fmt: skip
+        found = store.candidates(
+            CandidateRequest(
+                asks={"bm25": WordsAsk(5, ("kayak",)), "entity": EntitiesAsk(5, ("kayak",))}
+            )
+        )
         assert {c.memory_id for c in found["bm25"]} == {"a", "b"}
         assert {c.memory_id for c in found["entity"]} == {"a", "b"}
         assert [r.path for r in store.source_roots()] == ["/notes"]

@@ -13,6 +13,7 @@ import pytest
 
 from recalld.errors import EmbedderMismatchError
 from recalld.records import MemoryFilter
+from recalld.stores.asks import NearestAsk
 from recalld.stores.base import CandidateRequest, ChannelCandidate
 from recalld.stores.sqlite import SQLiteStore, readers
 from recalld.stores.sqlite.vectors import VectorMirror
@@ -38,15 +39,16 @@ def saved(tmp_path: Path) -> Path:
     path = tmp_path / "m.db"
     first = opened(path, lazy=False)
     fill(first, 0, clustered(1200, seed=21))
-    first.candidates(CandidateRequest(query_vector=clustered(1, 1)[0], semantic_limit=5))
+    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, 1)[0])}))
     first.close()
     assert list(Path(f"{path}.ann").glob("*.usearch"))
     return path
 
 
 def semantic(store: SQLiteStore, query: np.ndarray, **filters: object) -> list[tuple[str, float]]:
-    request = CandidateRequest(query_vector=query, semantic_limit=10,
-                               filters=MemoryFilter(**filters))  # type: ignore[arg-type]  # fmt: skip
+    request = CandidateRequest(
+        filters=MemoryFilter(**filters), asks={"semantic": NearestAsk(10, query)}
+    )  # type: ignore[arg-type]
     return [(c.memory_id, c.score) for c in store.candidates(request)["semantic"]]
 
 
@@ -94,7 +96,7 @@ def nearest_where(store: SQLiteStore, query: np.ndarray, limit: int, where: str
     """The store's vector reader over the rows ``where`` admits (a filter no public
     request can state)."""
     scope = readers.Scope(lambda: store._db, where, [], store.tenancy.visible, spread=False)
-    request = CandidateRequest(query_vector=query, window_semantic_limit=limit)
+    request = CandidateRequest(asks={"window_semantic": NearestAsk(limit, query)})
     return store._window_semantic(request, scope)
 
 
@@ -182,8 +184,8 @@ def test_memories_the_index_missed_that_other_channels_found_take_their_exact_pl
     query = clustered(1, seed=28)[0]
     exact = opened(saved, lazy=False)
     exact.search_exactly()
-    truth = exact.candidates(CandidateRequest(query_vector=query, semantic_limit=10))["semantic"]
-    found = store.candidates(CandidateRequest(query_vector=query, semantic_limit=10))["semantic"]
+    truth = exact.candidates(CandidateRequest(asks={"semantic": NearestAsk(10, query)}))["semantic"]
+    found = store.candidates(CandidateRequest(asks={"semantic": NearestAsk(10, query)}))["semantic"]
     assert not store.exact_vectors()  # the ANN index answered
     assert [c.memory_id for c in found] == [c.memory_id for c in truth]
     missed = truth[3]  # as if the index had not reached it
@@ -227,7 +229,7 @@ def test_a_wide_time_window_filters_the_index_candidates_not_every_row(
 
     monkeypatch.setattr(SQLiteStore, "_nearest", spying)
     wide = TimeRange(NOW - timedelta(days=1), NOW + timedelta(days=1))
-    request = CandidateRequest(query_vector=query, window_semantic_limit=10, time_window=wide)
+    request = CandidateRequest(asks={"window_semantic": NearestAsk(10, query, window=wide)})
     got = store.candidates(request)["window_semantic"]
     assert listed == [] and store._lazy is not None  # answered from the index alone
     want = exact.candidates(request)["window_semantic"]
@@ -259,7 +261,7 @@ def test_a_window_holding_a_large_share_of_the_rows_is_checked_on_the_index_cand
                  vectors)  # fmt: skip
     store.close()
     first = opened(path, lazy=False)  # builds and saves the index, as a first process would
-    first.candidates(CandidateRequest(query_vector=vectors[0], semantic_limit=5))
+    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, vectors[0])}))
     first.close()
     store = SQLiteStore(path)
     store._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=1000,
@@ -276,8 +278,8 @@ def test_a_window_holding_a_large_share_of_the_rows_is_checked_on_the_index_cand
     monkeypatch.setattr(SQLiteStore, "_nearest", spying)
     half = TimeRange(NOW - timedelta(hours=599, minutes=30), NOW + timedelta(minutes=1))
     query = clustered(1, seed=37)[0]
-    request = CandidateRequest(query_vector=query, window_semantic_limit=10, time_window=half)
-    store.candidates(CandidateRequest(query_vector=query, semantic_limit=10))  # index opened
+    request = CandidateRequest(asks={"window_semantic": NearestAsk(10, query, window=half)})
+    store.candidates(CandidateRequest(asks={"semantic": NearestAsk(10, query)}))  # index opened
     assert store._lazy is not None and store._lazy.passing_rows(10 + 16) < 600 < 1000
     listed.clear()
     got = store.candidates(request)["window_semantic"]
@@ -390,7 +392,9 @@ def test_a_search_from_a_stored_vector_caps_the_beam(
     asked = vector_index.EXPANSION_PER_CANDIDATE * 2 * (10 + 16)  # a small index: no growth
     assert asked > 80
     for near_memory, beam in ((False, asked), (True, 80)):
-        request = CandidateRequest(query_vector=stored, semantic_limit=10, near_memory=near_memory)
+        request = CandidateRequest(
+            asks={"semantic": NearestAsk(10, stored, near_memory=near_memory)}
+        )
         found = store.candidates(request)["semantic"]
         assert store._lazy is not None
         assert store._lazy.ann._index.expansion_search == beam

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from recalld.records import Memory, MemoryFilter
+from recalld.stores.asks import NearestAsk
 from recalld.stores.base import CandidateRequest
 from recalld.stores.sqlite import SQLiteStore
 from recalld.stores.sqlite.vectors import VectorMirror
@@ -145,7 +146,7 @@ def test_store_search_sees_another_connections_writes(store: SQLiteStore, tmp_pa
 
 
 def check_against_table(store: SQLiteStore, tmp_path: Path, query: np.ndarray) -> None:
-    found = store.candidates(CandidateRequest(query_vector=query, semantic_limit=10))["semantic"]
+    found = store.candidates(CandidateRequest(asks={"semantic": NearestAsk(10, query)}))["semantic"]
     with sqlite3.connect(tmp_path / "m.db") as db:
         visible = {pk for (pk,) in db.execute("SELECT pk FROM memories WHERE forgotten_at IS NULL")}
         ids = dict(db.execute("SELECT pk, id FROM memories"))
@@ -181,7 +182,7 @@ def test_saved_index_is_reused_and_reconciled(tmp_path: Path) -> None:
     )
     fill(first, 0, clustered(1000, seed=9))
     query = clustered(1, seed=10)[0]
-    request = CandidateRequest(query_vector=query, semantic_limit=10)
+    request = CandidateRequest(asks={"semantic": NearestAsk(10, query)})
     first.candidates(request)
     saved = sorted(Path(f"{path}.ann").glob("*.usearch"))
     assert len(saved) == 1
@@ -205,7 +206,7 @@ def test_an_index_from_another_database_is_rebuilt(tmp_path: Path) -> None:
         store._vectors = VectorMirror(Path(f"{tmp_path / name}.ann"), ann_min_rows=100,
                                       subset_exact_rows=10, build_threads=1)  # fmt: skip
         fill(store, 0, clustered(800, seed=seed))
-        store.candidates(CandidateRequest(query_vector=clustered(1, 1)[0], semantic_limit=5))
+        store.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, 1)[0])}))
         store.close()
     shutil.rmtree(tmp_path / "b.db.ann")
     shutil.copytree(tmp_path / "a.db.ann", tmp_path / "b.db.ann")
@@ -238,8 +239,10 @@ def test_many_deletes_compact_the_matrix(store: SQLiteStore, tmp_path: Path) -> 
 def test_filtered_store_search_uses_the_filter(store: SQLiteStore, tmp_path: Path) -> None:
     store._vectors = VectorMirror(None, ann_min_rows=100, subset_exact_rows=10, build_threads=1)
     fill(store, 0, clustered(1200, seed=17))
-    request = CandidateRequest(filters=MemoryFilter(session_id="s1"),
-                               query_vector=clustered(1, 18)[0], semantic_limit=15)  # fmt: skip
+    request = CandidateRequest(
+        filters=MemoryFilter(session_id="s1"),
+        asks={"semantic": NearestAsk(15, clustered(1, 18)[0])},
+    )
     found = store.candidates(request)["semantic"]
     assert len(found) == 15
     assert all(int(c.memory_id[1:]) % 4 == 1 for c in found)
@@ -376,7 +379,7 @@ def test_status_advises_rebuilding_an_index_an_older_recalld_built(tmp_path: Pat
         Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
     )
     fill(store, 0, clustered(300, seed=16))
-    store.candidates(CandidateRequest(query_vector=clustered(1, seed=17)[0], semantic_limit=5))
+    store.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, seed=17)[0])}))
     (saved,) = Path(f"{path}.ann").glob("*.usearch")
     assert saved.name.endswith(f".b{vector_index.EXPANSION_ADD}.usearch")
     assert store.stats().advice == ()

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from recalld.records import Memory, MemoryFilter
+from recalld.stores.asks import WordsAsk
 from recalld.stores.base import CandidateRequest, Tenancy
 from recalld.stores.sqlite import SQLiteStore, word_index
 from recalld.text import content_hash
@@ -66,8 +67,9 @@ def path(tmp_path: Path) -> Iterator[Path]:
 
 def bm25(store: SQLiteStore, terms: tuple[str, ...], limit: int = 1000,
          filters: MemoryFilter | None = None) -> list[tuple[str, float]]:  # fmt: skip
-    found = store.candidates(CandidateRequest(filters=filters or MemoryFilter(), terms=terms,
-                                              bm25_limit=limit))  # fmt: skip
+    found = store.candidates(
+        CandidateRequest(filters=filters or MemoryFilter(), asks={"bm25": WordsAsk(limit, terms)})
+    )
     return [(c.memory_id, c.score) for c in found.get("bm25", [])]
 
 

@@ -125,14 +125,14 @@ def index(report: Report, db: str, pool_path: str) -> dict[str, Any]:
     """
     from recalld.config import is_dsn
     from recalld.stores import open_store
-    from recalld.stores.base import CandidateRequest
+    from recalld.stores.base import CandidateRequest, NearestAsk
 
     query = sc.Pool.load(Path(pool_path)).vectors[0]
     saved = not is_dsn(db) and any(Path(f"{db}.ann").glob("*.usearch"))
     report("phase", "loading vectors, building or loading the ANN index")
     store = open_store(db)
     started = time.perf_counter()
-    store.candidates(CandidateRequest(query_vector=query, semantic_limit=FLOOR_LIMIT))
+    store.candidates(CandidateRequest(asks={"semantic": NearestAsk(FLOOR_LIMIT, query)}))
     elapsed = time.perf_counter() - started
     # PostgreSQL: the word postings `recalld status` advises at this size, built as a user
     # following it would (SQLite builds its word index by itself).

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any
 
 from recalld.errors import InvalidInputError
+from recalld.retrieval.channels import LISTS
 
 
 def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
@@ -310,7 +311,7 @@ class RetrievalConfig:
             raise InvalidInputError(
                 "rerank_depth and expansion_weight must be >= 0, rerank_chunk_words >= 1"
             )
-        unknown = set(self.channels) - {"semantic", "bm25", "entity", "temporal"}
+        unknown = set(self.channels) - set(LISTS)
         if unknown:
             raise InvalidInputError(f"unknown channel(s): {', '.join(sorted(unknown))}")
 

@@ -17,15 +17,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recalld.channels import channel_lists
 from recalld.providers.embedders import Embedder
 from recalld.providers.llm import CallFailed, Usage, ask
 from recalld.records import MemoryFilter
+from recalld.retrieval.channels import Need, channel_lists
+from recalld.retrieval.channels import request as channel_request
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import RankedList
 from recalld.retrieval.models import Models, StageNote
 from recalld.retrieval.query import QueryPlan
-from recalld.stores.base import CandidateRequest, Store, Vector
+from recalld.stores.base import CandidateRequest, NearestAsk, Store, Vector
 from recalld.text import keywords
 
 PROMPT_VERSION = "expand-v1"
@@ -113,9 +114,7 @@ def strong_signal(store: Store, plan: QueryPlan, request_filters: MemoryFilter,
     if not plan.terms:
         return None
     raw = store.candidates(
-        CandidateRequest(
-            filters=request_filters, terms=plan.terms, raw_query=plan.text, bm25_limit=2
-        )  # fmt: skip
+        channel_request(Need({"bm25": 2}, plan.terms, plan.text), request_filters)
     )
     found = channel_lists(raw, 2).get("bm25", [])  # the store's raw BM25, made 0-1
     if not found:
@@ -182,14 +181,14 @@ def _lists(store: Store, plan: QueryPlan, filters: MemoryFilter, config: Retriev
         for i, line in enumerate(expansion.lex, start=1):
             terms = tuple(keywords(line))
             if terms:
-                requests.append((f"bm25:lex{i}", CandidateRequest(
-                    filters=filters, terms=terms, raw_query=line, bm25_limit=pool)))  # fmt: skip
+                need = Need({"bm25": pool}, terms, line)
+                requests.append((f"bm25:lex{i}", channel_request(need, filters)))
     if len(vectors):
         names = [f"semantic:vec{i}" for i in range(1, len(expansion.vec) + 1)]
         names += ["semantic:hyde"] if expansion.hyde else []
         for name, vector in zip(names, vectors, strict=True):
-            requests.append((name, CandidateRequest(
-                filters=filters, query_vector=vector, semantic_limit=pool)))  # fmt: skip
+            nearest = NearestAsk(pool, vector)
+            requests.append((name, CandidateRequest(filters, {"semantic": nearest})))
     lists = []
     for name, request in requests:
         found = channel_lists(store.candidates(request), pool).get(name.split(":")[0], [])
@@ -210,9 +209,7 @@ def _embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 def _profile(store: Store, query_vector: Vector, filters: MemoryFilter) -> list[str]:
     """The user's own memories closest to the query (turns of other roles left out)."""
     found = store.candidates(
-        CandidateRequest(
-            filters=filters, query_vector=query_vector, semantic_limit=PROFILE_MEMORIES * 3
-        )  # fmt: skip
+        CandidateRequest(filters, {"semantic": NearestAsk(PROFILE_MEMORIES * 3, query_vector)})
     ).get("semantic", [])
     by_id = {m.id: m for m in store.get_many([c.memory_id for c in found])}
     own = [by_id[c.memory_id].content for c in found if c.memory_id in by_id

@@ -11,8 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from recalld.channels import LISTS, channel_lists, split_channels, temporal_channels
-from recalld.channels import semantic as semantic_channel
 from recalld.providers.embedders import Embedder, sharing_cores
 from recalld.records import (
     ChannelHit,
@@ -36,6 +34,9 @@ from recalld.retrieval.adjust import (
 )
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration, calibrate
+from recalld.retrieval.channels import LISTS, Need, channel_lists, split_channels
+from recalld.retrieval.channels import request as channel_request
+from recalld.retrieval.channels import semantic as semantic_channel
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.expand import expand
@@ -53,7 +54,14 @@ from recalld.retrieval.sessions import (
     topic_support,
 )
 from recalld.retrieval.updates import follow_updates
-from recalld.stores.base import CandidateRequest, ChannelCandidate, SearchRows, Store, Vector
+from recalld.stores.base import (
+    CandidateRequest,
+    ChannelCandidate,
+    NearestAsk,
+    SearchRows,
+    Store,
+    Vector,
+)
 from recalld.text import keywords, words
 from recalld.threads import LazyPool, searching
 
@@ -396,9 +404,8 @@ def place_anchor(
         return plan
     found = store.candidates(
         CandidateRequest(
-            filters=request.filters,
-            query_vector=embedder.embed_query(anchor.text),
-            semantic_limit=ANCHOR_PEERS,
+            request.filters,
+            {"semantic": NearestAsk(ANCHOR_PEERS, embedder.embed_query(anchor.text))},
         )
     ).get("semantic", [])
     if not found or calibration.query_lift(found[0].score) < config.anchor_min_score:
@@ -431,24 +438,11 @@ def retrieve(
     channels = ("semantic",) if plan.mode == "vector" else config.channels
     wanted = {c: pool if c in channels else 0 for c in LISTS}
     with_vector = wanted["semantic"] > 0
-    candidate_request = CandidateRequest(
-        filters=request.filters,
-        semantic_limit=wanted["semantic"],
-        terms=plan.terms,
-        raw_query=plan.text,
-        bm25_limit=wanted["bm25"],
-        entities=plan.entities,
-        entity_limit=wanted["entity"],
-        time_window=plan.time_window,
-        # Recency alone says little about relevance: the channel runs only when the
-        # query names a time.
-        temporal_limit=wanted["temporal"] if plan.time_window is not None else 0,
-    )
-    requests = [temporal_channels(candidate_request, with_vector)]
+    need = Need(wanted, plan.terms, plan.text, plan.entities, plan.time_window, with_vector)
+    requests = [channel_request(need, request.filters)]
     if plan.time_terms and wanted["bm25"] and config.time_terms_weight > 0:
-        requests.append(CandidateRequest(filters=request.filters, terms=plan.time_terms,
-                                         raw_query=" ".join(plan.time_terms),
-                                         bm25_limit=wanted["bm25"]))  # fmt: skip
+        time_need = Need({"bm25": wanted["bm25"]}, plan.time_terms, " ".join(plan.time_terms))
+        requests.append(channel_request(time_need, request.filters))
 
     embedded: list[Vector] = []
 
@@ -484,8 +478,8 @@ def retrieve(
 def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) -> SearchRows:
     """Where an approximate index answered the vector channel, the memories the other
     channels found but it missed take the places their exact cosines give them
-    (:func:`recalld.channels.semantic.completed`): what fusion reads of them is then what an
-    exact search gives, at the cost of reading their vectors."""
+    (:func:`recalld.retrieval.channels.semantic.completed`): what fusion reads of them is
+    then what an exact search gives, at the cost of reading their vectors."""
     found = rows.channels[0]
     nearest = found.get("semantic")
     if nearest is None:
@@ -530,14 +524,14 @@ def read_candidates(
         return store.search_rows(requests, **flags)
     vector_part, words_part = split_channels(requests[0])
     if (words_part is None and len(requests) == 1) or not store.parallel_reads():
-        first = replace(requests[0], query_vector=embed())
+        first = requests[0].with_vector(embed())
         return store.search_rows([first, *requests[1:]], **flags)
     words_requests = [words_part, *requests[1:]] if words_part else list(requests[1:])
 
     def by_vector_here() -> SearchRows:
         with sharing_cores():
             vector = embed()
-        return store.search_rows([replace(vector_part, query_vector=vector)], **flags)
+        return store.search_rows([vector_part.with_vector(vector)], **flags)
 
     def by_words_beside() -> SearchRows:
         found = store.search_rows(words_requests, **flags)

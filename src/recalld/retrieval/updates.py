@@ -21,7 +21,7 @@ from recalld.retrieval.adjust import Scored, other_projects, same_subject, soone
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
-from recalld.stores.base import CandidateRequest, Store
+from recalld.stores.base import CandidateRequest, NearestAsk, Store
 from recalld.text import gives_new_value
 
 
@@ -45,9 +45,9 @@ def follow_updates(
     rows: dict[str, Memory] = {}
     near_vectors: dict[str, np.ndarray] = {}
     for old in leaders:
-        request = CandidateRequest(filters=filters, query_vector=vectors[old.memory.id],
-                                   semantic_limit=config.kupdate_follow_pool,
-                                   near_memory=True)  # fmt: skip
+        nearest = NearestAsk(config.kupdate_follow_pool, vectors[old.memory.id],
+                             near_memory=True)  # fmt: skip
+        request = CandidateRequest(filters, {"semantic": nearest})
         found = store.search_rows([request], vectors=True)  # one call: rows and vectors too
         rows.update(found.memories)
         near_vectors.update(found.vectors)

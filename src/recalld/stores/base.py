@@ -13,15 +13,42 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, NamedTuple, Protocol, TypeVar, runtime_checkable
-
-import numpy as np
-import numpy.typing as npt
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from recalld.errors import ConflictError, InvalidInputError
-from recalld.records import ApiKey, Memory, MemoryFilter, TimeRange
+from recalld.records import ApiKey, Memory, MemoryFilter
 
-Vector = npt.NDArray[np.float32]
+# The asks and evidence of the store protocol, importable from here as before.
+from recalld.stores.asks import (
+    Ask as Ask,
+)
+from recalld.stores.asks import (
+    CandidateRequest as CandidateRequest,
+)
+from recalld.stores.asks import (
+    ChannelCandidate as ChannelCandidate,
+)
+from recalld.stores.asks import (
+    EntitiesAsk as EntitiesAsk,
+)
+from recalld.stores.asks import (
+    NearestAsk as NearestAsk,
+)
+from recalld.stores.asks import (
+    RecentAsk as RecentAsk,
+)
+from recalld.stores.asks import (
+    TextAsk as TextAsk,
+)
+from recalld.stores.asks import (
+    Vector as Vector,
+)
+from recalld.stores.asks import (
+    WordsAsk as WordsAsk,
+)
+from recalld.stores.asks import (
+    ranked as ranked,
+)
 
 DEFAULT_TENANT = "default"
 """The tenant a store is opened for when none is named: today's single-user store."""
@@ -116,41 +143,6 @@ def already_stored(
             seen[key] = memory.id
             found.append(None)
     return found
-
-
-@dataclass(frozen=True)
-class CandidateRequest:
-    """What to look for in each channel; a channel with a limit of 0 is not run."""
-
-    filters: MemoryFilter = field(default_factory=MemoryFilter)
-    query_vector: Vector | None = None
-    semantic_limit: int = 0
-    terms: tuple[str, ...] = ()
-    """Lexical terms (already lower-cased, stopwords removed) for BM25."""
-    raw_query: str = ""
-    """The query text, for substring (trigram / short-query) matching."""
-    bm25_limit: int = 0
-    entities: tuple[str, ...] = ()
-    entity_limit: int = 0
-    time_window: TimeRange | None = None
-    """Confines the ``temporal`` and ``window_semantic`` channels (not the others)."""
-    temporal_limit: int = 0
-    window_semantic_limit: int = 0
-    """Semantic candidates inside ``time_window`` (needs ``query_vector``)."""
-    near_memory: bool = False
-    """``query_vector`` is a stored memory's own and the few nearest are asked (the
-    memories near a memory): an approximate index may search a narrower neighbourhood."""
-
-
-class ChannelCandidate(NamedTuple):
-    """One memory proposed by one channel; ranks are 1-based within the channel.
-
-    A named tuple, not a frozen dataclass: a search makes several hundred of these, and a
-    tuple is made at a fraction of the cost."""
-
-    memory_id: str
-    rank: int
-    score: float
 
 
 @dataclass(frozen=True)
@@ -265,8 +257,8 @@ class Store(Protocol):
 
     tenancy: Tenancy
     channels: frozenset[str]
-    """The channels :meth:`candidates` answers (:data:`recalld.channels.NAMES` on both
-    backends); a request's others are not asked (:func:`recalld.channels.asked_channels`)."""
+    """The channels :meth:`candidates` has a reader for (every built-in channel on both
+    backends); a request's asks of other channels go unanswered."""
 
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         """Insert new memories (row i of ``vectors`` is memory i's); atomic."""
@@ -297,21 +289,24 @@ class Store(Protocol):
         """Soft-forget (hide) or hard-delete; returns how many rows changed."""
 
     def candidates(self, request: CandidateRequest) -> Mapping[str, list[ChannelCandidate]]:
-        """Raw evidence per channel, best first: every channel of
-        :func:`recalld.channels.asked_channels` (matched or not), and no other.
+        """Raw evidence per channel, best first: one list for every ask of ``request`` the
+        store has a reader for (matched or not), under the ask's channel name, and no other.
 
-        The score of each channel (ranking decisions on them live in ``recalld/channels/``):
+        The score of each built-in channel (ranking decisions on them live in
+        :mod:`recalld.retrieval.channels`):
 
-        - ``semantic``: the cosine similarity of the memory's vector to ``query_vector``;
-        - ``bm25``: the BM25 relevance of ``terms`` in the word index (0 up, higher is
-          better; SQLite's ``bm25()`` negated);
-        - ``trigram``: the BM25 relevance of the query's CJK 3-grams (within ``bm25_limit``);
-        - ``substring``: CJK pieces shorter than 3 characters found in the content; score
-          0, newest first (within ``bm25_limit``);
-        - ``entity``: how many of ``entities`` the memory carries;
-        - ``temporal``: the memory's reference time in UTC epoch seconds, newest first,
-          inside ``time_window`` when one is given;
-        - ``window_semantic``: the cosine, for memories inside ``time_window`` only.
+        - ``semantic`` (:class:`NearestAsk`): the cosine similarity of the memory's vector
+          to the ask's vector;
+        - ``bm25`` (:class:`WordsAsk`): the BM25 relevance of the terms in the word index
+          (0 up, higher is better; SQLite's ``bm25()`` negated);
+        - ``trigram`` (:class:`TextAsk`): the BM25 relevance of the text's CJK 3-grams;
+        - ``substring`` (:class:`TextAsk`): CJK pieces shorter than 3 characters found in
+          the content; score 0, newest first;
+        - ``entity`` (:class:`EntitiesAsk`): how many of the entities the memory carries;
+        - ``temporal`` (:class:`RecentAsk`): the memory's reference time in UTC epoch
+          seconds, newest first, inside the window when one is given;
+        - ``window_semantic`` (:class:`NearestAsk` with a window): the cosine, for memories
+          inside the window only.
         """
 
     def search_rows(

@@ -9,7 +9,14 @@ from typing import Any
 
 from recalld.lexical import IDF_FLOOR, K1, B, phrases, trigram_terms
 from recalld.records import MemoryFilter, TimeRange
-from recalld.stores.base import CandidateRequest
+from recalld.stores.base import (
+    CandidateRequest,
+    EntitiesAsk,
+    NearestAsk,
+    RecentAsk,
+    TextAsk,
+    WordsAsk,
+)
 from recalld.stores.rows import COLUMN_NAMES
 
 SELECT_COLUMNS = ", ".join(f"m.{c}" for c in COLUMN_NAMES)
@@ -27,8 +34,8 @@ TIES = {
 memory's text id, which ``recalld migrate`` keeps (row numbers do not survive a migration),
 so that both backends rank alike; ids are time-ordered, so equal times put the newest id
 first."""
-LIMITS = {name: f"{name}_limit" for name in TIES} | {
-    "trigram": "bm25_limit", "substring": "bm25_limit"}  # fmt: skip
+LIMITS = {name: f"{name}_limit" for name in TIES}
+"""Each channel's limit parameter (the word channel's CTEs read ``bm25_limit`` too)."""
 TIE_MARGIN = 16
 """Extra nearest neighbours fetched so that equal cosines at the cut are ordered as SQLite
 orders them (the index yields them in no defined order)."""
@@ -273,75 +280,71 @@ def like_any(pieces: Sequence[str]) -> list[str]:
 _SEMANTIC = "1 - (m.embedding <=> %(qv)s)"
 
 
-def _semantic(request: CandidateRequest, where: str) -> tuple[str, Params]:
+def _semantic(ask: NearestAsk, where: str) -> tuple[str, Params]:
     sql = (f"semantic AS (SELECT m.id, {_SEMANTIC} AS score, m.ref_time, m.pk FROM memories m"
            f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qv)s"
            " LIMIT %(semantic_fetch)s)")  # fmt: skip
-    return sql, {"semantic_limit": request.semantic_limit,
-                 "semantic_fetch": request.semantic_limit + TIE_MARGIN}  # fmt: skip
+    return sql, {"semantic_limit": ask.limit, "semantic_fetch": ask.limit + TIE_MARGIN}
 
 
-def _window_semantic(request: CandidateRequest, where: str) -> tuple[str, Params]:
-    window, params = window_sql(request.time_window, "w")
+def _window_semantic(ask: NearestAsk, where: str) -> tuple[str, Params]:
+    window, params = window_sql(ask.window, "w")
     sql = (f"window_semantic AS (SELECT m.id, {_SEMANTIC} AS score, m.ref_time, m.pk"
            f" FROM memories m WHERE {where}{window} AND m.embedding IS NOT NULL"
            " ORDER BY m.embedding <=> %(qv)s LIMIT %(window_semantic_fetch)s)")  # fmt: skip
-    return sql, {**params, "window_semantic_limit": request.window_semantic_limit,
-                 "window_semantic_fetch": request.window_semantic_limit + TIE_MARGIN}  # fmt: skip
+    return sql, {**params, "window_semantic_limit": ask.limit,
+                 "window_semantic_fetch": ask.limit + TIE_MARGIN}  # fmt: skip
 
 
-def _words(
-    request: CandidateRequest, where: str, postings: str | None = None
-) -> tuple[str, Params]:
+def _words(ask: WordsAsk, where: str, postings: str | None = None) -> tuple[str, Params]:
     """The word channel: :func:`top_words_ctes` over the postings of namespace
     ``postings`` when it has them, else :func:`bm25_ctes` (every matching row)."""
-    query = phrases(request.terms)
+    query = phrases(ask.terms)
     if not query:  # no term has a token: FTS5 matches nothing
-        return ("bm25 AS (SELECT NULL::text AS id, 0::float8 AS score, NULL::float8 AS"
-                " ref_time, NULL::bigint AS pk WHERE false)",
-                {"bm25_limit": request.bm25_limit})  # fmt: skip
+        none = ("bm25 AS (SELECT NULL::text AS id, 0::float8 AS score, NULL::float8 AS"
+                " ref_time, NULL::bigint AS pk WHERE false)")  # fmt: skip
+        return none, {"bm25_limit": ask.limit}
     if postings is not None:
         ctes, params = top_words_ctes(query, where, postings)
     else:
         ctes, params = bm25_ctes(query, where)
-    return ", ".join(ctes), {**params, "bm25_limit": request.bm25_limit}
+    return ", ".join(ctes), {**params, "bm25_limit": ask.limit}
 
 
-def _trigram(request: CandidateRequest, where: str) -> tuple[str, Params]:
-    grams = list(trigram_terms(request.raw_query)[0])
+def _trigram(ask: TextAsk, where: str) -> tuple[str, Params]:
+    grams = list(trigram_terms(ask.text)[0])
     sql = ("trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
            " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
            f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
-           " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(bm25_limit)s)")  # fmt: skip
-    return sql, {"grams": grams, "gram_likes": like_any(grams),
-                 "bm25_limit": request.bm25_limit}  # fmt: skip
+           " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(trigram_limit)s)")  # fmt: skip
+    return sql, {"grams": grams, "gram_likes": like_any(grams), "trigram_limit": ask.limit}
 
 
-def _substring(request: CandidateRequest, where: str) -> tuple[str, Params]:
-    short = trigram_terms(request.raw_query)[1]
+def _substring(ask: TextAsk, where: str) -> tuple[str, Params]:
+    short = trigram_terms(ask.text)[1]
     sql = ("substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
            f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
-           " ORDER BY m.ref_time DESC, m.id DESC LIMIT %(bm25_limit)s)")  # fmt: skip
-    return sql, {"short_likes": like_any(short), "bm25_limit": request.bm25_limit}
+           " ORDER BY m.ref_time DESC, m.id DESC LIMIT %(substring_limit)s)")  # fmt: skip
+    return sql, {"short_likes": like_any(short), "substring_limit": ask.limit}
 
 
-def _entity(request: CandidateRequest, where: str) -> tuple[str, Params]:
+def _entity(ask: EntitiesAsk, where: str) -> tuple[str, Params]:
     sql = ("entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
            " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
            f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
            " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(entity_limit)s)")  # fmt: skip
-    return sql, {"entities": list(request.entities), "entity_limit": request.entity_limit}
+    return sql, {"entities": list(ask.entities), "entity_limit": ask.limit}
 
 
-def _temporal(request: CandidateRequest, where: str) -> tuple[str, Params]:
-    window, params = window_sql(request.time_window, "w")
+def _temporal(ask: RecentAsk, where: str) -> tuple[str, Params]:
+    window, params = window_sql(ask.window, "w")
     sql = ("temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
            f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.id DESC"
            " LIMIT %(temporal_limit)s)")  # fmt: skip
-    return sql, {**params, "temporal_limit": request.temporal_limit}
+    return sql, {**params, "temporal_limit": ask.limit}
 
 
-READERS: dict[str, Callable[[CandidateRequest, str], tuple[str, Params]]] = {
+READERS: dict[str, Callable[[Any, str], tuple[str, Params]]] = {
     "semantic": _semantic,
     "window_semantic": _window_semantic,
     "bm25": _words,
@@ -350,23 +353,26 @@ READERS: dict[str, Callable[[CandidateRequest, str], tuple[str, Params]]] = {
     "entity": _entity,
     "temporal": _temporal,
 }
-"""One reader per channel (:mod:`recalld.channels`): the CTE (or CTEs) answering it, named
-after the channel, with its parameters; :func:`candidates_sql` composes them."""
+"""One reader per channel (:mod:`recalld.retrieval.channels`), of the channel's ask and the
+filters' WHERE: the CTE (or CTEs) answering it, named after the channel, with its
+parameters (each its ``<channel>_limit``); :func:`candidates_sql` composes them."""
 
 
 def candidates_sql(
     request: CandidateRequest, where: str, channels: Sequence[str], postings: str | None = None
 ) -> tuple[str, Params]:
-    """The ``channels`` of ``request`` (:func:`recalld.channels.asked_channels`) in ONE
+    """The asks of ``request`` for ``channels`` (those the store answers) in ONE
     statement, a CTE per channel, rows of (channel, n, id, score) in each channel's order.
     ``postings``: the namespace whose word postings answer the word channel, if any."""
     ctes: list[str] = []
     params: Params = {}
     for name in channels:
+        ask = request.asks[name]
         if name == "bm25":
-            sql, values = _words(request, where, postings)
+            assert isinstance(ask, WordsAsk)
+            sql, values = _words(ask, where, postings)
         else:
-            sql, values = READERS[name](request, where)
+            sql, values = READERS[name](ask, where)
         ctes.append(sql)
         params.update(values)
     if not ctes:

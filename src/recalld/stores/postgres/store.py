@@ -8,7 +8,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -22,7 +22,6 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from recalld import threads
-from recalld.channels import asked_channels
 from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
 from recalld.lexical import tokenize_many
 from recalld.records import ApiKey, Memory, MemoryFilter
@@ -55,7 +54,6 @@ from recalld.stores.postgres.migrations import (
 )
 
 T = TypeVar("T")
-CHANNELS = frozenset(q.READERS)
 """The channels this backend answers: all of them, one reader each (queries.READERS)."""
 
 POOL_MAX = 8
@@ -73,7 +71,7 @@ EF_SEARCH = 100
 the recall measured against exact search."""
 NEAR_MEMORY_EF_SEARCH = EF_SEARCH
 """HNSW candidates of a search from a stored memory's own vector for the few nearest
-(``CandidateRequest.near_memory``, the knowledge-update follow search): it starts on the
+(``NearestAsk.near_memory``, the knowledge-update follow search): it starts on the
 memory's own node, whose links are its nearest, so the candidates a question needs in a
 large index (400 at 100k) only cost time."""
 EF_REFERENCE_ROWS = 25_000
@@ -185,7 +183,7 @@ class PostgresStore:
 
     def __init__(self, dsn: str, tenancy: Tenancy | None = None) -> None:
         self.tenancy = tenancy or Tenancy()
-        self.channels = CHANNELS
+        self.channels = frozenset(q.READERS)
         self._visible = list(self.tenancy.visible)
         self._dsn = dsn
         try:
@@ -808,8 +806,7 @@ class PostgresStore:
         # so such a search scores every matching row there.
         postings = (self._visible[0] if self._word_postings
                     and _live_rows_only(request.filters) else None)  # fmt: skip
-        sql, more = q.candidates_sql(request, where, asked_channels(request, self.channels),
-                                     postings)  # fmt: skip
+        sql, more = q.candidates_sql(request, where, _asked(request, self.channels), postings)
         values: dict[str, Any] = {**params, **more}
         if request.query_vector is not None:
             values["qv"] = np.asarray(request.query_vector, np.float32)
@@ -817,7 +814,7 @@ class PostgresStore:
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
         out = _channels(request)
-        if not asked_channels(request, self.channels):
+        if not _asked(request, self.channels):
             return out  # no statement to send
 
         def run() -> list[Any]:
@@ -1166,9 +1163,14 @@ def _set_meta(conn: psycopg.Connection[Any], key: str, value: str) -> None:
     )
 
 
+def _asked(request: CandidateRequest, answered: Collection[str] = q.READERS) -> list[str]:
+    """The channels of ``request``'s asks that the store answers, in the request's order."""
+    return [name for name in request.asks if name in answered]
+
+
 def _channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
     """The channels a request runs, empty: each is present in the answer even unmatched."""
-    return {name: [] for name in asked_channels(request, CHANNELS)}
+    return {name: [] for name in _asked(request)}
 
 
 def _search_rows(

@@ -1,10 +1,10 @@
-"""How the SQLite store answers each channel of :mod:`recalld.channels`: one reader per
-channel, each a function of the request and the :class:`Scope` of one call.
+"""How the SQLite store answers each channel of :mod:`recalld.retrieval.channels`: one
+reader per channel, each a function of the channel's ask and the :class:`Scope` of one call.
 
 The word channel (``bm25``) is answered by the first of its engines that can
 (:class:`WordEngine`): the word index beside a large store (:mod:`.word_index`, when the
 ``words`` extra is installed), else FTS5, which always can. A new engine is one module
-with a :class:`WordEngine` and one line in :func:`word_engines`; an engine that only picks
+with a :class:`WordEngine` and one line in :mod:`.word_engines`; an engine that only picks
 the winners leaves their scores to FTS5 (:func:`rescored`).
 """
 
@@ -17,12 +17,11 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from recalld import lexical, threads
-from recalld.channels import ranked
-from recalld.stores.base import CandidateRequest, ChannelCandidate
+from recalld.records import TimeRange
+from recalld.stores.asks import ChannelCandidate, EntitiesAsk, RecentAsk, TextAsk, WordsAsk, ranked
 from recalld.stores.sqlite import queries as q
 
 log = logging.getLogger("recalld")
@@ -41,6 +40,8 @@ class Scope:
     params: list[object]
     visible: tuple[str, ...]
     spread: bool
+    trivial: bool = False
+    """The request's filters are the defaults (only the handle's live memories)."""
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -53,7 +54,8 @@ class Scope:
         return rows_max(self.db)
 
 
-Reader = Callable[[CandidateRequest, Scope], list[ChannelCandidate]]
+Reader = Callable[[Any, Scope], list[ChannelCandidate]]
+"""A channel's reader: its ask (of the type the channel makes) and the call's scope."""
 
 
 def rows_max(db: sqlite3.Connection) -> int:
@@ -92,17 +94,6 @@ class Fts5Words:
 
 
 FTS5 = Fts5Words()
-
-
-def word_engines(path: str) -> list[WordEngine]:
-    """The word channel's engines for the store at ``path``, in the order they are asked:
-    the word index beside a large store (when tantivy is installed), then FTS5."""
-    from recalld.stores.sqlite import word_index
-
-    engines: list[WordEngine] = []
-    if path != ":memory:" and word_index.words_available():
-        engines.append(word_index.TantivyWords(Path(path + ".words")))
-    return [*engines, FTS5]
 
 
 # -- an engine's winners, scored by FTS5 -----------------------------------------------
@@ -159,46 +150,45 @@ def _fts5_scores(db: sqlite3.Connection, texts: list[str], phrases: list[list[st
     return lexical.bm25_many(texts, phrases, rows, total, holding)
 
 
-def words(engines: Sequence[WordEngine], request: CandidateRequest, scope: Scope
-          ) -> list[ChannelCandidate]:  # fmt: skip
+def words(engines: Sequence[WordEngine], ask: WordsAsk, scope: Scope) -> list[ChannelCandidate]:
     """The word channel: the first engine's answer that is not None."""
     for engine in engines:
-        rows = engine.top(scope, request.terms, request.bm25_limit)
+        rows = engine.top(scope, ask.terms, ask.limit)
         if rows is not None:
             return ranked((memory_id, -raw) for memory_id, raw in rows)
     raise AssertionError("FTS5 answers every word request")
 
 
-def trigram(request: CandidateRequest, scope: Scope) -> list[ChannelCandidate]:
-    """The trigram channel: FTS5's BM25 over ``memories_trigram`` for the query's CJK
+def trigram(ask: TextAsk, scope: Scope) -> list[ChannelCandidate]:
+    """The trigram channel: FTS5's BM25 over ``memories_trigram`` for the text's CJK
     3-grams."""
-    grams, _ = lexical.trigram_terms(request.raw_query)
-    rows = fts5_bm25(scope, "memories_trigram", q.fts_match(grams), request.bm25_limit)
+    grams, _ = lexical.trigram_terms(ask.text)
+    rows = fts5_bm25(scope, "memories_trigram", q.fts_match(grams), ask.limit)
     return ranked((memory_id, -raw) for memory_id, raw in rows)
 
 
-def substring(request: CandidateRequest, scope: Scope) -> list[ChannelCandidate]:
+def substring(ask: TextAsk, scope: Scope) -> list[ChannelCandidate]:
     """CJK pieces too short for the trigram index, found by a scan, newest first."""
-    _, short = lexical.trigram_terms(request.raw_query)
+    _, short = lexical.trigram_terms(ask.text)
     likes = [f"%{q.escape_like(s)}%" for s in short]
     found = scope.db.execute(q.like_sql(scope.where, len(likes)),
-                             [*likes, *scope.params, request.bm25_limit])  # fmt: skip
+                             [*likes, *scope.params, ask.limit])  # fmt: skip
     return ranked((memory_id, 0.0) for (memory_id,) in found)
 
 
-def entity(request: CandidateRequest, scope: Scope) -> list[ChannelCandidate]:
-    """Memories carrying the request's entities, by how many."""
+def entity(ask: EntitiesAsk, scope: Scope) -> list[ChannelCandidate]:
+    """Memories carrying the ask's entities, by how many."""
     rows = scope.db.execute(
-        q.entity_sql(scope.where, len(request.entities)),
-        [*request.entities, *scope.params, request.entity_limit],
+        q.entity_sql(scope.where, len(ask.entities)),
+        [*ask.entities, *scope.params, ask.limit],
     ).fetchall()
     return ranked((r[0], float(r[1])) for r in rows)
 
 
-def temporal(request: CandidateRequest, scope: Scope) -> list[ChannelCandidate]:
-    """The newest memories (of the request's time window, if any), by reference time."""
-    where, params = within(request, scope.where, scope.params)
-    rows = scope.db.execute(q.temporal_sql(where), [*params, request.temporal_limit])
+def temporal(ask: RecentAsk, scope: Scope) -> list[ChannelCandidate]:
+    """The newest memories (of the ask's time window, if any), by reference time."""
+    where, params = within(ask.window, scope.where, scope.params)
+    rows = scope.db.execute(q.temporal_sql(where), [*params, ask.limit])
     return ranked(rows.fetchall())
 
 
@@ -212,9 +202,8 @@ READERS: dict[str, Reader] = {
 channels' and the word channel's, which hold its vector mirror and its word engines."""
 
 
-def within(request: CandidateRequest, where: str, params: list[object]) -> tuple[str, list[object]]:
-    """``where`` narrowed to the request's time window (if any)."""
-    window = request.time_window
+def within(window: TimeRange | None, where: str, params: list[object]) -> tuple[str, list[object]]:
+    """``where`` narrowed to the time ``window`` (if any)."""
     if window is None:
         return where, params
     extra, more = "", list(params)

@@ -19,20 +19,21 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld import threads
-from recalld.channels import asked_channels
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
-from recalld.records import ApiKey, Memory, MemoryFilter
+from recalld.records import ApiKey, Memory, MemoryFilter, TimeRange
 from recalld.stores import rows as codec
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
     DedupKey,
+    NearestAsk,
     SearchRows,
     SourceFile,
     SourceRoot,
     StoreStats,
     Tenancy,
     Vector,
+    WordsAsk,
     already_stored,
     compose_search_rows,
     day_counts,
@@ -47,6 +48,7 @@ from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
 from recalld.stores.sqlite.vector_index import older_build
 from recalld.stores.sqlite.vectors import VectorMirror, listed_pks
+from recalld.stores.sqlite.word_engines import word_engines
 
 log = logging.getLogger("recalld")
 
@@ -175,7 +177,7 @@ class SQLiteStore:
         self._lazy: LazyAnn | None = None
         """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
         self._lazy_tried = False
-        self._word_engines = readers.word_engines(self.path)
+        self._word_engines = word_engines(self.path)
         """The word channel's engines, asked in order (the word index of a large store when
         tantivy is installed, then FTS5)."""
         self._readers: dict[str, readers.Reader] = {
@@ -184,7 +186,7 @@ class SQLiteStore:
             "window_semantic": self._window_semantic,
             "bm25": self._words,
         }
-        """One reader per channel (recalld.channels): all of them."""
+        """One reader per channel (recalld.retrieval.channels): all of them."""
         self.channels = frozenset(self._readers)
 
     def _connect(self, configure: bool = True) -> sqlite3.Connection:
@@ -575,23 +577,22 @@ class SQLiteStore:
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
         where, params = q.filter_sql(request.filters, self._visible)
-        scope = readers.Scope(lambda: self._db, where, params, self._visible, self._may_spread())
-        return {name: self._readers[name](request, scope)
-                for name in asked_channels(request, self.channels)}  # fmt: skip
+        scope = readers.Scope(lambda: self._db, where, params, self._visible, self._may_spread(),
+                              q.is_trivial(request.filters))  # fmt: skip
+        return {name: self._readers[name](ask, scope)
+                for name, ask in request.asks.items() if name in self._readers}  # fmt: skip
 
-    def _semantic(self, request: CandidateRequest, scope: readers.Scope
-                  ) -> list[ChannelCandidate]:  # fmt: skip
+    def _semantic(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
         """The semantic channel: the nearest vectors, from the ANN index or the mirror."""
         with self._mirror_lock:  # the mirror is shared by the threads' connections
-            return self._semantic_locked(request, scope.where, scope.params)
+            return self._semantic_locked(ask, scope)
 
-    def _semantic_locked(
-        self, request: CandidateRequest, where: str, params: list[object]
-    ) -> list[ChannelCandidate]:
-        assert request.query_vector is not None
+    def _semantic_locked(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
+        assert ask.vector is not None
+        where, params = scope.where, scope.params
         hidden: npt.NDArray[np.int64] | None = None
         keep: npt.NDArray[np.int64] | None = None
-        if q.is_trivial(request.filters):
+        if scope.trivial:
             # Hidden: forgotten memories and other namespaces' (both usually few or none).
             outside, outside_params = q.outside_sql(self._visible)
             hidden = listed_pks(self._db, "SELECT pk FROM memories WHERE forgotten_at IS NOT"
@@ -599,8 +600,7 @@ class SQLiteStore:
                                 outside_params)  # fmt: skip
         else:
             keep = self._pks_where(where, params)
-        return self._nearest(request.query_vector, request.semantic_limit, hidden, keep,
-                             request.near_memory)  # fmt: skip
+        return self._nearest(ask.vector, ask.limit, hidden, keep, ask.near_memory)
 
     def _nearest(
         self,
@@ -612,7 +612,7 @@ class SQLiteStore:
     ) -> list[ChannelCandidate]:
         """The ``limit`` nearest vectors among rows not ``hidden`` (or only ``keep`` ones):
         from the saved ANN index alone while it can answer, else from the mirror
-        (``near_memory``: :attr:`CandidateRequest.near_memory`)."""
+        (``near_memory``: :attr:`NearestAsk.near_memory`)."""
         lazy = self._lazy_index()
         if lazy is not None:
             self._check_dimension(query, lazy.dimension)
@@ -671,17 +671,15 @@ class SQLiteStore:
             self._vectors.ann_min_rows = 2**62
             self._lazy, self._lazy_tried = None, True
 
-    def _words(self, request: CandidateRequest, scope: readers.Scope) -> list[ChannelCandidate]:
+    def _words(self, ask: WordsAsk, scope: readers.Scope) -> list[ChannelCandidate]:
         """The word channel: the first of the word engines that answers."""
-        return readers.words(self._word_engines, request, scope)
+        return readers.words(self._word_engines, ask, scope)
 
-    def _window_semantic(
-        self, request: CandidateRequest, scope: readers.Scope
-    ) -> list[ChannelCandidate]:
-        """The nearest vectors inside the request's time window."""
-        assert request.query_vector is not None
-        query_vector, limit = request.query_vector, request.window_semantic_limit
-        where, params = readers.within(request, scope.where, scope.params)
+    def _window_semantic(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
+        """The nearest vectors inside the ask's time window."""
+        assert ask.vector is not None
+        query_vector, limit = ask.vector, ask.limit
+        where, params = readers.within(ask.window, scope.where, scope.params)
         with self._mirror_lock:
             lazy = self._lazy_index()
             # A window too large to list, or holding a share of the rows large enough for
@@ -690,7 +688,7 @@ class SQLiteStore:
             if lazy is not None:
                 fetch = limit + TIE_MARGIN
                 wide = min(lazy.subset_exact_rows, lazy.passing_rows(fetch))
-                if self._window_rows(request, wide + 1) > wide:
+                if self._window_rows(ask.window, wide + 1) > wide:
                     self._check_dimension(query_vector, lazy.dimension)
                     found = lazy.search_passing(self._db, query_vector, fetch, where, params)
                     if found is not None:
@@ -702,12 +700,12 @@ class SQLiteStore:
         search's rows."""
         return listed_pks(self._db, f"SELECT m.pk FROM memories m WHERE {where}", params)
 
-    def _window_rows(self, request: CandidateRequest, cap: int) -> int:
-        """How many rows of the handle's namespaces the request's time window holds, counted
+    def _window_rows(self, window: TimeRange | None, cap: int) -> int:
+        """How many rows of the handle's namespaces the time ``window`` holds, counted
         up to ``cap`` on the (namespace, ref_time) index alone: an upper bound of what the
         window keeps after the other filters."""
         wall, params = q.namespace_sql(self._visible)
-        where, params = readers.within(request, wall, list(params))
+        where, params = readers.within(window, wall, list(params))
         (rows,) = self._db.execute(q.capped_count_sql(where), [*params, cap]).fetchone()
         return int(rows)
 

@@ -3,8 +3,8 @@ backend and engine), squashed to 0-1 so that it compares with the trigram channe
 
 from __future__ import annotations
 
-from recalld.channels.base import Channel, ranked
-from recalld.stores.base import CandidateRequest, ChannelCandidate
+from recalld.retrieval.channels.base import Channel, Need, ranked
+from recalld.stores.asks import ChannelCandidate, WordsAsk
 
 
 def squash(relevance: float) -> float:
@@ -19,8 +19,9 @@ def squashed(candidates: list[ChannelCandidate]) -> list[ChannelCandidate]:
     return ranked((c.memory_id, squash(c.score)) for c in candidates)
 
 
-def _asked(request: CandidateRequest) -> bool:
-    return bool(request.bm25_limit) and bool(request.terms)
+def _ask(need: Need) -> WordsAsk | None:
+    limit = need.limit("bm25")
+    return WordsAsk(limit, need.terms) if limit and need.terms else None
 
 
-WORDS = Channel("bm25", _asked, "bm25", squashed)
+WORDS = Channel("bm25", _ask, "bm25", squashed)

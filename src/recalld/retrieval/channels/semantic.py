@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from recalld.channels.base import Channel, as_found, ranked
-from recalld.stores.base import CandidateRequest, ChannelCandidate
+from recalld.retrieval.channels.base import Channel, Need, as_found, ranked
+from recalld.stores.asks import ChannelCandidate, NearestAsk
 
 
-def _asked(request: CandidateRequest) -> bool:
-    return bool(request.semantic_limit) and request.query_vector is not None
+def _ask(need: Need) -> NearestAsk | None:
+    limit = need.limit("semantic")
+    return NearestAsk(limit) if limit and need.with_vector else None
 
 
-SEMANTIC = Channel("semantic", _asked, "semantic", as_found, needs_vector=True)
+SEMANTIC = Channel("semantic", _ask, "semantic", as_found, needs_vector=True)
 
 
 def completed(

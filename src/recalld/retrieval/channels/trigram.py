@@ -4,27 +4,29 @@ substring scan. Both feed the word channel's list (``bm25``)."""
 
 from __future__ import annotations
 
-from recalld.channels.base import Channel, ranked
-from recalld.channels.words import squashed
 from recalld.lexical import trigram_terms
-from recalld.stores.base import CandidateRequest, ChannelCandidate
+from recalld.retrieval.channels.base import Channel, Need, ranked
+from recalld.retrieval.channels.words import squashed
+from recalld.stores.asks import ChannelCandidate, TextAsk
 
 SUBSTRING_SCORE = 0.5
 """The lexical score of a memory found only by a substring match (CJK pieces too short for
 the trigram index): a match without a BM25 relevance, ranked as a middling one."""
 
 
-def _grams_asked(request: CandidateRequest) -> bool:
-    return bool(request.bm25_limit) and bool(trigram_terms(request.raw_query)[0])
+def _grams_ask(need: Need) -> TextAsk | None:
+    limit = need.limit("bm25")
+    return TextAsk(limit, need.text) if limit and trigram_terms(need.text)[0] else None
 
 
-def _short_asked(request: CandidateRequest) -> bool:
-    return bool(request.bm25_limit) and bool(trigram_terms(request.raw_query)[1])
+def _short_ask(need: Need) -> TextAsk | None:
+    limit = need.limit("bm25")
+    return TextAsk(limit, need.text) if limit and trigram_terms(need.text)[1] else None
 
 
 def _substring_scores(candidates: list[ChannelCandidate]) -> list[ChannelCandidate]:
     return ranked((c.memory_id, SUBSTRING_SCORE) for c in candidates)
 
 
-TRIGRAM = Channel("trigram", _grams_asked, "bm25", squashed)
-SUBSTRING = Channel("substring", _short_asked, "bm25", _substring_scores, merge="fill")
+TRIGRAM = Channel("trigram", _grams_ask, "bm25", squashed)
+SUBSTRING = Channel("substring", _short_ask, "bm25", _substring_scores, merge="fill")

@@ -497,7 +497,7 @@ def test_a_large_tenant_reads_its_word_channels_beside_its_vectors(
 
         def counted(requests: list[CandidateRequest], **flags: object) -> object:
             statements.append("+".join(sorted(n for r in requests for n in ("semantic", "bm25")
-                                              if getattr(r, f"{n}_limit"))))  # fmt: skip
+                                              if n in r.asks)))  # fmt: skip
             return reading(requests, **flags)  # type: ignore[arg-type]
 
         monkeypatch.setattr(engine.store, "search_rows", counted)

@@ -230,3 +230,15 @@ def test_a_store_answers_exactly_the_channels_asked(open_as: Opener) -> None:
         found = engine.store.candidates(request)
         assert set(found) == set(names), request
     assert engine.store.candidates(requests[2])["bm25"] == []
+
+
+def test_an_ask_with_nothing_to_match_is_answered_empty(open_as: Opener) -> None:
+    """An ask the channels would not make (no terms, no CJK pieces, no entities) is still
+    answered, empty, on both backends, rather than failing."""
+    from recalld.stores.base import CandidateRequest, EntitiesAsk, TextAsk, WordsAsk
+
+    engine = open_as()
+    engine.add("kayak on the river with Ana", entities=["ana"])
+    asks = {"bm25": WordsAsk(5, ()), "trigram": TextAsk(5, "kayak"),
+            "substring": TextAsk(5, ""), "entity": EntitiesAsk(5, ())}  # fmt: skip
+    assert engine.store.candidates(CandidateRequest(asks=asks)) == {name: [] for name in asks}

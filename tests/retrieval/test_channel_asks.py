@@ -26,7 +26,10 @@ def test_every_channel_asks_what_it_needs_and_no_more() -> None:
 
 def test_a_time_window_asks_the_window_by_vector_or_else_by_recency() -> None:
     by_vector = request(Need(POOL, window=WINDOW, with_vector=True)).asks
-    assert by_vector == {"semantic": NearestAsk(40), "window_semantic": NearestAsk(40, window=WINDOW)}
+    assert by_vector == {
+        "semantic": NearestAsk(40),
+        "window_semantic": NearestAsk(40, window=WINDOW),
+    }
     by_recency = request(Need(POOL, window=WINDOW)).asks
     assert by_recency == {"temporal": RecentAsk(40, window=WINDOW)}
 

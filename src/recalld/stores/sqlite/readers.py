@@ -151,7 +151,9 @@ def _fts5_scores(db: sqlite3.Connection, texts: list[str], phrases: list[list[st
 
 
 def words(engines: Sequence[WordEngine], ask: WordsAsk, scope: Scope) -> list[ChannelCandidate]:
-    """The word channel: the first engine's answer that is not None."""
+    """The word channel: the first engine's answer that is not None (no terms: no match)."""
+    if not ask.terms:
+        return []
     for engine in engines:
         rows = engine.top(scope, ask.terms, ask.limit)
         if rows is not None:
@@ -163,6 +165,8 @@ def trigram(ask: TextAsk, scope: Scope) -> list[ChannelCandidate]:
     """The trigram channel: FTS5's BM25 over ``memories_trigram`` for the text's CJK
     3-grams."""
     grams, _ = lexical.trigram_terms(ask.text)
+    if not grams:
+        return []
     rows = fts5_bm25(scope, "memories_trigram", q.fts_match(grams), ask.limit)
     return ranked((memory_id, -raw) for memory_id, raw in rows)
 
@@ -170,6 +174,8 @@ def trigram(ask: TextAsk, scope: Scope) -> list[ChannelCandidate]:
 def substring(ask: TextAsk, scope: Scope) -> list[ChannelCandidate]:
     """CJK pieces too short for the trigram index, found by a scan, newest first."""
     _, short = lexical.trigram_terms(ask.text)
+    if not short:
+        return []
     likes = [f"%{q.escape_like(s)}%" for s in short]
     found = scope.db.execute(q.like_sql(scope.where, len(likes)),
                              [*likes, *scope.params, ask.limit])  # fmt: skip
@@ -178,6 +184,8 @@ def substring(ask: TextAsk, scope: Scope) -> list[ChannelCandidate]:
 
 def entity(ask: EntitiesAsk, scope: Scope) -> list[ChannelCandidate]:
     """Memories carrying the ask's entities, by how many."""
+    if not ask.entities:
+        return []
     rows = scope.db.execute(
         q.entity_sql(scope.where, len(ask.entities)),
         [*ask.entities, *scope.params, ask.limit],

@@ -193,6 +193,11 @@ class Trace:
     filters: tuple[str, ...] = ()
     """Why the hit survived the filters (for a near miss: why it lost)."""
     final_score: float = 0.0
+    promises: tuple[str, ...] = ()
+    """What the user's own statements did to the hit, each with why: a memory replaced
+    (``supersede``) placed under the memory that replaces it, a replacement lifted to the
+    replaced memory's place or brought in beside it. These are rules, not factors: the
+    factors they set are in ``adjustments`` too."""
 
 
 @dataclass(frozen=True)

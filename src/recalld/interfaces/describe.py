@@ -48,7 +48,8 @@ def _why(hit: Hit) -> str:
     factors = " ".join(f"x{value:.3f} {name}" for name, value in trace.adjustments.items())
     return (f"\n   why: channels {channels or 'none'}; fusion {fusion or 'none'} = "
             f"{trace.fused_score:.4f}; {factors or 'no adjustment'} -> "
-            f"{trace.final_score:.4f}")  # fmt: skip
+            f"{trace.final_score:.4f}"
+            + (f"; promises: {'; '.join(trace.promises)}" if trace.promises else ""))  # fmt: skip
 
 
 def describe_search(result: SearchResult, explain: bool = False) -> str:

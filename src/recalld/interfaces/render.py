@@ -136,6 +136,8 @@ def _print_explained(hit: Hit, verdict: str = "kept because") -> None:
     else:
         console.print(f"    [cyan]fusion[/]       {fusion} = {trace.fused_score:.4f}")
     console.print(f"    [cyan]adjustments[/]  {factors or 'none'} -> {trace.final_score:.4f}")
+    if trace.promises:
+        console.print(f"    [cyan]promises[/]     {escape('; '.join(trace.promises))}")
     console.print(f"    [cyan]{verdict}[/] {escape('; '.join(trace.filters))}")
     if hit.related:
         console.print(f"    [cyan]same session[/] {len(hit.related)} more matching memories")

@@ -42,6 +42,7 @@ from recalld.retrieval.expand import expand
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.models import Models, StageNote
+from recalld.retrieval.promises import carried, keep_promises, promised_order
 from recalld.retrieval.query import QueryPlan, understand
 from recalld.retrieval.rerank import rerank
 from recalld.retrieval.routing import route
@@ -189,7 +190,9 @@ def _search(
         vectors.read(scored[: config.kupdate_window])
     scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines,
                                calibration)  # fmt: skip
-    ranked = scored
+    promised = keep_promises(scored, lambda ids: _rows(store, rows, ids), request.filters,
+                             reference, config)  # fmt: skip
+    ranked = scored = promised.scored
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)
@@ -205,6 +208,8 @@ def _search(
     else:
         vectors.read(kept)
         chosen = assemble(kept, plan, vectors.found, config, request.limit)
+        chosen = promised_order(chosen, ranked, promised.successors, request.limit)
+        reasons.update(carried(chosen, reasons))
         hits = build_hits(chosen, lists, reasons if request.explain else None)
     missed = near_misses(ranked, chosen, reasons, request, config)
     return SearchResult(
@@ -238,6 +243,11 @@ def _search(
             )  # fmt: skip
         ),
     )
+
+
+HELD_DOWN = 0.9995
+"""A near miss names the factors under this as what held it down: one that shows as x1.000
+at the trace's three decimals (a day's decay) held nothing down."""
 
 
 def near_misses(
@@ -276,7 +286,7 @@ def near_misses(
         else:
             reason = (f"ranked under the last of the {request.limit} hits asked for "
                       f"({item.score:.4f} < {lowest:.4f})")  # fmt: skip
-        held = sorted((v, k) for k, v in item.factors.items() if v < 1.0)
+        held = sorted((v, k) for k, v in item.factors.items() if v < HELD_DOWN)
         if held:
             reason += "; held down by " + ", ".join(f"{k} x{v:.3f}" for v, k in held)
         missed.append((item, reason))
@@ -711,6 +721,7 @@ def build_hits(
                 fused_score=item.fused.score,
                 rerank=dict(item.fused.rerank),
                 adjustments=dict(item.factors),
+                promises=item.promises,
                 filters=(reasons.get(item.memory.id, "kept"),),
                 final_score=item.score,
             )

@@ -238,6 +238,8 @@ function traceView(trace, scale) {
     el("h4", {}, "adjustments (factors; 1 = no effect)"),
     ...(adjustments.length ? adjustments : [el("p", { class: "dim" }, "none")]),
     el("p", { class: "sum" }, `final score ${fixed(trace.final_score)}`),
+    trace.promises?.length
+      ? el("p", { class: "promises" }, `promises kept: ${trace.promises.join("; ")}`) : null,
     el("p", { class: "dim" }, `filters: ${trace.filters.join("; ")}`),
   ];
 }

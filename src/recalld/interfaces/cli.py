@@ -22,7 +22,7 @@ import click
 
 import recalld
 from recalld.errors import RecalldError
-from recalld.records import IMPORT_FORMATS
+from recalld.records import IMPORT_FORMATS, MEMORY_TYPES, TYPE_ALIASES
 from recalld.retrieval.config import PRESETS
 
 if TYPE_CHECKING:
@@ -235,7 +235,10 @@ def _parse_time(value: str | None, name: str) -> datetime | None:
 @cli.command()
 @click.argument("content", required=False)
 @click.option("--type", "type_", default="event", show_default=True,
-              type=click.Choice(["insight", "event", "raw", "turn", "chunk"]))  # fmt: skip
+              type=click.Choice([*MEMORY_TYPES, *TYPE_ALIASES]),
+              help="insight (a durable fact, decision or preference), event, raw, turn or "
+                   "chunk; fact, preference, decision and lesson are stored as insight, "
+                   "episode as event, message as turn, document as chunk, log as raw.")  # fmt: skip
 @click.option("--tag", "tags", multiple=True, help="Repeatable.")
 @click.option("--project")
 @click.option("--scope", default="user", show_default=True)

@@ -232,6 +232,9 @@ def _parse_time(value: str | None, name: str) -> datetime | None:
         fail(f"{name} must be an ISO date or datetime such as 2024-03-14 or 2024-03-14T09:30", 2)
 
 
+TYPE_FILTER_HELP = "Only this type (repeatable); fact, preference ... find insight (see add)."
+
+
 @cli.command()
 @click.argument("content", required=False)
 @click.option("--type", "type_", default="event", show_default=True,
@@ -291,7 +294,7 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("--preset", type=click.Choice(list(PRESETS)))
 @click.option("--project")
 @click.option("--scope")
-@click.option("--type", "types", multiple=True)
+@click.option("--type", "types", multiple=True, help=TYPE_FILTER_HELP)
 @click.option("--tag", "tags", multiple=True)
 @click.option("--session")
 @click.option("--since", help="ISO date: only memories from then on.")
@@ -363,7 +366,7 @@ def get(obj: Ctx, memory_id: str) -> None:
 @click.option("--offset", default=0)
 @click.option("--project")
 @click.option("--scope")
-@click.option("--type", "types", multiple=True)
+@click.option("--type", "types", multiple=True, help=TYPE_FILTER_HELP)
 @click.option("--tag", "tags", multiple=True)
 @click.option("--session")
 @click.option("--oldest-first", is_flag=True)

@@ -102,7 +102,9 @@ def search(
     6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
        role, event statements, memories that only ask, time window, earliest/latest
        ordering), then knowledge updates, session evidence, the session's topic for
-       queries that ask for advice, and neighbour evidence;
+       queries that ask for advice, and neighbour evidence; last, the user's promises
+       (:mod:`~recalld.retrieval.promises`: nothing forgotten, a superseded memory under
+       what replaced it, which is brought in when missed);
     7. filter: dedup identical content, relevance threshold and score gap (exact lexical
        and entity hits are never dropped);
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from mcp import Client
-from mcp_helpers import ok, session
+from mcp_helpers import ok, session, text
 
 import recalld
 from recalld.config import Settings
@@ -116,7 +116,11 @@ def test_mcp(store: Settings) -> None:
     server = build_server(lambda ctx: pool.get())
 
     async def run(client: Client) -> tuple[dict[str, Any], dict[str, Any]]:
-        found = ok(await client.call_tool("memory_search", {"query": QUESTION, "explain": True}))
+        called = await client.call_tool("memory_search", {"query": QUESTION, "explain": True})
+        # The text the model reads says which memory is no longer current, and why it ranks so.
+        said = text(called)
+        assert "| superseded by " in said and "promises: replaced by" in said
+        found = ok(called)
         block = ok(await client.call_tool("memory_context", {"query": QUESTION,
                                                              "max_tokens": 500}))  # fmt: skip
         return found, block

@@ -143,3 +143,60 @@ def test_the_context_line_of_a_replaced_fact_says_what_replaced_it_and_when() ->
         expired, None, NOW)  # fmt: skip
     long = replace(NEW, content="x" * 500)
     assert len(context_line(OLD, long, NOW)) < len(OLD.content) + 200
+
+
+# -- the invariant on a real store, over many searches ---------------------------------------
+
+WORDS = ("deploy", "staging", "redis", "port", "backup", "garden", "tea", "coffee", "flight",
+         "sister", "Porto", "Lisbon", "meeting", "invoice", "cello", "tyres", "winter",
+         "kestrel", "launch", "database")  # fmt: skip
+
+
+def test_every_search_keeps_every_supersede(tmp_path: object) -> None:
+    """Random notes, random chains of replacements, random questions: in every result (any
+    limit, with diversity on or off) a replaced memory comes after its current successor,
+    and every context line of a replaced memory is marked."""
+    import random
+    from pathlib import Path
+
+    import recalld
+    from recalld.config import Settings
+    from recalld.providers.embedders import FakeEmbedder
+
+    rng = random.Random(43)
+    folder = Path(str(tmp_path))
+    with recalld.open(settings=Settings(db=folder / "m.db", cache_dir=None),
+                      embedder=FakeEmbedder()) as engine:  # fmt: skip
+        ids = [engine.add(" ".join(rng.sample(WORDS, 5)) + f" note {i}").id for i in range(40)]
+        successor: dict[str, str] = {}
+        for old, new in zip(ids[:12], ids[12:24], strict=True):
+            engine.supersede(old, by=new)
+            successor[old] = new
+        for old, new in zip(ids[12:16], ids[24:28], strict=True):  # chains of two
+            engine.supersede(old, by=new)
+            successor[old] = new
+        engine.forget(ids[20])  # a forgotten successor: its replaced memory has none
+
+        def current(memory_id: str) -> str | None:
+            seen = memory_id
+            while seen in successor:
+                seen = successor[seen]
+            return None if seen == ids[20] else seen
+
+        configs = [engine.config, engine.config.with_changes(mmr_lambda=0.5),
+                   engine.config.with_changes(superseded_factor=1.0)]  # fmt: skip
+        for round_ in range(30):
+            query = " ".join(rng.sample(WORDS, 2))
+            config = configs[round_ % len(configs)]
+            limit = rng.choice((1, 3, 5, 10))
+            found = [h.memory.id for h in engine.search(query, limit=limit, config=config).hits]
+            for position, memory_id in enumerate(found):
+                head = current(memory_id)
+                if memory_id in successor and head is not None:
+                    assert head in found[:position], (query, limit, memory_id, found)
+            assert ids[20] not in found
+            block = engine.context(query, max_tokens=400, config=config)
+            for hit in block.hits:
+                if hit.memory.id in successor:
+                    line = next(x for x in block.text.splitlines() if hit.memory.content in x)
+                    assert "[replaced" in line, line

@@ -1,0 +1,149 @@
+"""How a store file is opened: created private, read-only when it cannot be written, and
+refused for writing when a newer recalld made it.
+
+- A new store file (and its folder) is created ``0600`` (``0700``): :mod:`recalld.private_files`.
+  SQLite gives its ``-wal`` and ``-shm`` the store file's own mode.
+- A store this process can read but not write (a read-only mount, a read-only file or
+  folder, a backup being looked at) opens read-only: search, list and status work, no
+  migration runs, and every write is refused with :attr:`Access.refusal`. SQLite opens a WAL
+  store read-only only when it can reach (or create) the ``-shm`` file; on a read-only mount
+  where none was left behind, the store is opened ``immutable`` (nothing can change it there).
+- A store that records a migration this code does not know was written by a newer recalld:
+  its tables may mean things this version would break, so it is opened for reading only.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from recalld.errors import StoreError
+from recalld.private_files import private_file, private_folder
+from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
+from recalld.stores.sqlite.migrations import APP_ID, MIGRATIONS, SCHEMA_VERSION, migrate
+
+log = logging.getLogger("recalld")
+
+
+@dataclass(frozen=True)
+class Access:
+    """How every connection of one store handle opens the file."""
+
+    target: str
+    """The path, or a ``file:`` URI when opened read-only."""
+    uri: bool
+    refusal: str | None
+    """Why writes are refused (read-only file, newer schema); None when they are not."""
+
+
+def prepare(path: Path) -> Access:
+    """Create the store's folder and file private when missing; the way to open it."""
+    folder = path.parent
+    try:
+        private_folder(folder)
+    except OSError as exc:
+        raise StoreError(f"cannot create the folder {folder}: {exc.strerror}") from exc
+    if path.exists():
+        if not os.access(path, os.R_OK):
+            raise StoreError(f"the store file {path} is not readable by this user")
+        if not (os.access(path, os.W_OK) and os.access(folder, os.W_OK)):
+            return _read_only(path)
+        return Access(str(path), False, None)
+    if not os.access(folder, os.W_OK):
+        raise StoreError(f"cannot create a store in {folder}: the folder is not writable")
+    try:
+        private_file(path)
+    except OSError as exc:
+        raise StoreError(f"cannot create the store file {path}: {exc.strerror}") from exc
+    return Access(str(path), False, None)
+
+
+def _read_only(path: Path) -> Access:
+    """Read-only access: ``mode=ro`` when SQLite can open it so, else ``immutable``."""
+    refusal = (f"the store {path} is read-only for this user (a read-only file, folder or "
+               "mount): it can be searched and listed, not written; copy it somewhere "
+               "writable, or fix its permissions, to write to it")  # fmt: skip
+    quoted = urllib.parse.quote(str(path.absolute()))
+    for query in ("mode=ro", "immutable=1"):
+        target = f"file:{quoted}?{query}"
+        try:
+            probe = sqlite3.connect(target, uri=True, timeout=LOCK_WAIT_S)
+            try:
+                probe.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                probe.close()
+        except sqlite3.Error:
+            continue
+        return Access(target, True, refusal)
+    raise StoreError(f"the store file {path} is read-only and SQLite cannot open it for reading")
+
+
+def setup(db: sqlite3.Connection, access: Access, path: str) -> str | None:
+    """Check and prepare a store on its first connection (WAL, migrations); returns why
+    writes are refused, or None."""
+    _check_foreign(db, path)
+    if access.refusal is not None:  # read-only: it cannot be migrated, only read
+        missing = missing_steps(db)
+        if missing:
+            raise StoreError(f"{access.refusal}; and it needs upgrading first (schema steps "
+                             f"{', '.join(missing)}), which writes to it")  # fmt: skip
+        return access.refusal
+    enable_wal(db)
+    newer = newer_schema(db, path)
+    if newer is not None:
+        log.warning("%s", newer)
+        return newer
+    migrate(db)
+    return None
+
+
+def _tables(db: sqlite3.Connection) -> set[str]:
+    return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def _check_foreign(db: sqlite3.Connection, path: str) -> None:
+    """Refuse an SQLite database that another program made (recalld marks its own)."""
+    tables = _tables(db)
+    if not tables:
+        return
+    app = None
+    if "meta" in tables:
+        found = db.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
+        app = found[0] if found else None
+    if app != APP_ID:
+        raise StoreError(
+            f"{path} is an SQLite database of another program, not a recalld store; "
+            "refusing to touch it"
+        )
+
+
+def newer_schema(db: sqlite3.Connection, path: str) -> str | None:
+    """Why writes must be refused when a newer recalld migrated the store; else None."""
+    unknown = [(number, name) for number, name in _applied(db) if number > SCHEMA_VERSION]
+    if not unknown:
+        return None
+    newest = max(number for number, _ in unknown)
+    names = ", ".join(name for _, name in sorted(unknown))
+    return (f"the store {path} was written by a newer recalld (schema version {newest}, "
+            f"this recalld knows up to {SCHEMA_VERSION}; newer steps: {names}); it can be "
+            "searched and listed, not written: upgrade recalld to write to it")  # fmt: skip
+
+
+def missing_steps(db: sqlite3.Connection) -> list[str]:
+    """The migrations this code knows that the store has not had."""
+    have = {number for number, _ in _applied(db)}
+    return [name for number, name, _ in MIGRATIONS if number not in have]
+
+
+def _applied(db: sqlite3.Connection) -> list[tuple[int, str]]:
+    """The recorded migrations, read without creating their table (a read-only store)."""
+    found = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'migrations'"
+    ).fetchone()
+    if found is None:
+        return []
+    return [(int(r[0]), str(r[1])) for r in db.execute("SELECT id, name FROM migrations")]

@@ -12,9 +12,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from tests.scale.test_word_index import answered_by_index, bm25, corpus, fts5, ids, memory
 
 from recalld.stores.sqlite import SQLiteStore, word_index
-from tests.scale.test_word_index import answered_by_index, bm25, corpus, fts5, ids, memory
 
 pytest.importorskip("tantivy")
 

@@ -10,22 +10,24 @@ from pathlib import Path
 import numpy as np
 
 from recalld.errors import StoreError
+from recalld.private_files import private_file, private_folder
 from recalld.providers.embedders import Embedder, EmbeddingBatch, Fingerprint, Vectors
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.text import content_hash
 
 
 class EmbeddingCache:
-    """One SQLite file; safe to share between processes (WAL, short transactions, each
-    waiting up to ``LOCK_WAIT_S`` for another's lock) and between threads: a server's
-    threads share this connection, and sqlite3 does not serialise statements on one
-    connection (interleaved they fail with "database is locked" or ``SystemError``),
-    so every use holds ``_lock``."""
+    """One SQLite file, private to its owner (its vectors say much about the texts); safe
+    to share between processes (WAL, short transactions, each waiting up to
+    ``LOCK_WAIT_S`` for another's lock) and between threads: a server's threads share this
+    connection, and sqlite3 does not serialise statements on one connection (interleaved
+    they fail with "database is locked" or ``SystemError``), so every use holds ``_lock``."""
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)
+            private_file(path)  # (SQLite gives its -wal and -shm the file's own mode)
             self._db = sqlite3.connect(path, timeout=LOCK_WAIT_S, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from recalld.private_files import FILE_MODE, private_folder
+
 log = logging.getLogger("recalld")
 
 CONNECTIVITY = 16
@@ -287,9 +289,10 @@ class AnnIndex:
         if self._folder is None:
             return
         try:
-            self._folder.mkdir(parents=True, exist_ok=True)
+            private_folder(self._folder)
             temporary = self._folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
             self._index.save(str(temporary))
+            os.chmod(temporary, FILE_MODE)  # usearch writes it with the umask's mode
             name = f"{self.covered_seq}.b{self.built_with}.usearch"
             os.replace(temporary, self._folder / name)
             for _, _, path in _saved(self._folder):

@@ -43,7 +43,8 @@ def private_file(path: Path) -> bool:
     except FileExistsError:
         return False
     try:
-        os.fchmod(handle, FILE_MODE)
+        if hasattr(os, "fchmod"):  # (not on Windows, where modes do not apply)
+            os.fchmod(handle, FILE_MODE)
     finally:
         os.close(handle)
     return True

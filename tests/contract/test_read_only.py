@@ -117,3 +117,21 @@ def test_a_store_on_a_read_only_mount_is_searched_and_listed(
 def test_a_read_only_store_file_is_searched_and_listed(store_file: Path, tmp_path: Path) -> None:
     with read_only_file(store_file):
         check_readable_not_writable(store_file, tmp_path)
+
+
+def test_a_read_only_store_whose_last_changes_are_in_its_wal_is_refused_clearly(
+    tmp_path: Path,
+) -> None:
+    """A copy taken while the store was open (its -wal holds the last changes, no -shm): on a
+    read-only mount SQLite can read the file alone, which would show the store without them;
+    it is refused instead, saying why."""
+    db = tmp_path / "live" / "memory.db"
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    with recalld.open(settings=settings(db, tmp_path), embedder=FakeEmbedder()) as engine:
+        engine.add_many(["the kayak club meets on Tuesdays", "my sister lives in Lisbon"])
+        for name in (db, Path(f"{db}-wal")):
+            copy.joinpath(name.name).write_bytes(name.read_bytes())
+    assert Path(f"{copy}/memory.db-wal").stat().st_size > 0
+    with read_only_folder(copy) as view, pytest.raises(StoreError, match="memory.db-wal"):
+        recalld.open(settings=settings(view / "memory.db", tmp_path), embedder=FakeEmbedder())

@@ -77,3 +77,13 @@ def test_a_store_s_own_modes_stay_as_its_owner_set_them(tmp_path: Path, umask_02
     SQLiteStore(folder / "m.db").close()
     assert stat.S_IMODE(folder.stat().st_mode) == 0o755
     assert stat.S_IMODE((folder / "m.db").stat().st_mode) == 0o600
+
+
+def test_status_advises_when_others_can_read_the_store(tmp_path: Path, umask_022: None) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    assert not any("chmod 600" in a for a in store.stats().advice)
+    os.chmod(path, 0o644)  # as an older recalld made it
+    advice = store.stats().advice
+    store.close()
+    assert any("chmod 600" in a and str(path) in a for a in advice), advice

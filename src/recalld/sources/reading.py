@@ -11,6 +11,8 @@ MAX_FILE_BYTES = 5_000_000
 """Larger files are skipped and reported: a 5 MB "note" is almost always a log or an export,
 and indexing it would flood the memory with chunks (raise it with ``--max-file-mb``)."""
 BOM = "\ufeff"
+_NO_WAIT = getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+"""Open flags: never wait for a FIFO's writer, never take a terminal as controlling one."""
 
 
 class SourceReadError(Exception):
@@ -42,7 +44,9 @@ def read_text(path: str, max_bytes: int = MAX_FILE_BYTES) -> FileText:
         # The path may have become a FIFO or a device since (a swap between the stat and
         # the open): opening without blocking cannot hang on it, and the opened descriptor
         # is what is checked and read.
-        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        handle = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+        )
         with os.fdopen(handle, "rb") as opened:
             info = os.fstat(opened.fileno())
             _check(info, max_bytes)

@@ -14,6 +14,7 @@ refused for writing when a newer recalld made it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -68,7 +69,10 @@ def _read_only(path: Path) -> Access:
                "mount): it can be searched and listed, not written; copy it somewhere "
                "writable, or fix its permissions, to write to it")  # fmt: skip
     quoted = urllib.parse.quote(str(path.absolute()))
-    for query in ("mode=ro", "immutable=1"):
+    wal = Path(f"{path}-wal")
+    pending = wal.exists() and wal.stat().st_size > 0
+    # ``immutable`` reads the file alone: changes still in a write-ahead log would be missed.
+    for query in ("mode=ro",) if pending else ("mode=ro", "immutable=1"):
         target = f"file:{quoted}?{query}"
         try:
             probe = sqlite3.connect(target, uri=True, timeout=LOCK_WAIT_S)
@@ -79,7 +83,25 @@ def _read_only(path: Path) -> Access:
         except sqlite3.Error:
             continue
         return Access(target, True, refusal)
+    if pending:
+        raise StoreError(f"the store {path} is read-only and its last changes are still in "
+                         f"{wal.name}, which SQLite cannot read here: open it once where it "
+                         "is writable (or copy the folder somewhere writable)")  # fmt: skip
     raise StoreError(f"the store file {path} is read-only and SQLite cannot open it for reading")
+
+
+def exposure_advice(path: str) -> tuple[str, ...]:
+    """Advice when other users can read the store (a file made by an older recalld, or
+    given other modes since)."""
+    exposed = []
+    for name in (path, f"{path}-wal", f"{path}-shm"):
+        with contextlib.suppress(OSError):
+            if os.stat(name).st_mode & 0o044:
+                exposed.append(name)
+    if not exposed:
+        return ()
+    return (f"other users of this machine can read {', '.join(exposed)}: `chmod 600` them "
+            "(recalld creates its files private; these were made otherwise)",)  # fmt: skip
 
 
 def setup(db: sqlite3.Connection, access: Access, path: str) -> str | None:

@@ -741,12 +741,14 @@ class SQLiteStore:
         )
 
     def _advice(self) -> tuple[str, ...]:
+        exposed = () if self.path == ":memory:" else opening.exposure_advice(self.path)
         folder = self._vectors.index_path
         if not older_build(folder):
-            return ()
-        return (f"the ANN index in {folder} was built by an older recalld with a narrower beam"
-                " (it misses more of the nearest memories at 1M): delete that folder and the"
-                " next search builds a better one (minutes at 1M memories, once)",)  # fmt: skip
+            return exposed
+        return (*exposed, f"the ANN index in {folder} was built by an older recalld with a"
+                " narrower beam (it misses more of the nearest memories at 1M): delete that"
+                " folder and the next search builds a better one (minutes at 1M memories,"
+                " once)")  # fmt: skip
 
     # -- indexed source files --------------------------------------------------------------
 

@@ -19,9 +19,10 @@ bounded in time, it runs:
    namespace, a symlink out of an indexed workspace;
 6. whether the top 10 of ``limit=10`` is the first 10 of ``limit=50``;
 7. the store's files (SQLite; ``scripts/reliability_files.py``): a store restored from a
-   backup beside the word index that followed it further (the new memory found by the word
-   channel), the modes of every file and folder a store, its indexes and cache create under
-   umask 022, and a store from a newer schema (read; every write refused, the file as it was);
+   backup beside the word and ANN indexes that followed it further (the new memory found by
+   the word and the vector channels), the modes of every file and folder a store, its
+   indexes and cache create under umask 022, and a store from a newer schema (read; every
+   write refused, the file as it was);
 8. the load figure: searches/s and p50/p95/p99 at 8, 32 and 64 clients through
    ``recalld serve`` on a 10k-memory store, one request in ten an add; then the highest
    rate 32 clients sending on a schedule keep within a p99 of 150 ms.

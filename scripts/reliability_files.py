@@ -1,7 +1,7 @@
 """The reliability run on the store's own files (SQLite: PostgreSQL keeps its files itself):
-a store restored from a backup beside the word index that followed it further, the modes of
-everything a store, its indexes and its cache create under umask 022, and a store written by
-a newer recalld (a schema step this code does not know)."""
+a store restored from a backup beside the word and ANN indexes that followed it further, the
+modes of everything a store, its indexes and its cache create under umask 022, and a store
+written by a newer recalld (a schema step this code does not know)."""
 
 from __future__ import annotations
 
@@ -52,41 +52,56 @@ def _small_word_index() -> Iterator[None]:
 
 
 def restore_then_write(run: Run, trials: int) -> None:
-    """Build the word index, back the store up, add 1-5 memories, restore the backup (the
-    index kept), add a memory: the word channel finds it, and none of the undone ones."""
-    check = run.check("restore-then-write: the word channel finds the new memory", "sqlite")
+    """Build the word and ANN indexes, back the store up, add 1-40 memories (the indexes
+    follow), restore the backup (the indexes kept), add a memory: the word channel and the
+    vector channel find it, and the word channel none of the undone ones."""
+    words = run.check("restore-then-write: the word channel finds the new memory", "sqlite")
+    vectors = run.check("restore-then-write: the vector channel finds the new memory", "sqlite")
     if not word_index.words_available():
-        check.attempt(False, "tantivy is not installed: the word index cannot be tried")
-        return
+        words.attempt(False, "tantivy is not installed: the word index cannot be tried")
     rng = random.Random(run.seed)
     with _small_word_index():
         for trial in range(trials):
-            lost = rng.randint(1, 5)
-            check.attempt(*_restore_trial(run, trial, lost))
-    check.observe(float(trials), f"{trials} restores, 1-5 memories undone each")
+            lost = rng.randint(1, 40)
+            found_by_words, found_by_vector = _restore_trial(run, trial, lost)
+            words.attempt(*found_by_words)
+            vectors.attempt(*found_by_vector)
+    for check in (words, vectors):
+        check.observe(float(trials), f"{trials} restores, 1-40 memories undone each")
 
 
-def _restore_trial(run: Run, trial: int, lost: int) -> tuple[bool, str]:
+def _restore_trial(run: Run, trial: int, lost: int) -> tuple[tuple[bool, str], ...]:
     db = Path(run.location("sqlite", "restore"))
+    ann = Path(f"{db}.ann")
     with engine(str(db)) as first:
+        _with_ann(first.store, ann)
         first.add_many(memories("seed", SMALL_INDEX_ROWS + 100))
+        first.search("harbour crane")  # the ANN index is built and saved
     backup = db.with_name(db.name + ".backup")
     with contextlib.closing(sqlite3.connect(db)) as live, \
             contextlib.closing(sqlite3.connect(backup)) as copy:  # fmt: skip
         live.backup(copy)
     with engine(str(db)) as second:
+        _with_ann(second.store, ann)
         second.add_many([NewMemory(f"undone zeppelin {trial} {i}") for i in range(lost)])
+        second.search("harbour crane")  # the ANN index saved again when enough changed
     for suffix in ("-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(backup, db)
     word = f"quokka{trial}x"
     with engine(str(db)) as restored:
         made = restored.add(f"a {word} on the ferry").id
-        found = restored.store.candidates(CandidateRequest(terms=(word,), bm25_limit=10))
-        undone = restored.store.candidates(CandidateRequest(terms=("zeppelin",), bm25_limit=10))
+    with engine(str(db)) as reader:  # a new process's view: the saved indexes
+        _with_ann(reader.store, ann)
+        found = reader.store.candidates(CandidateRequest(terms=(word,), bm25_limit=10))
+        undone = reader.store.candidates(CandidateRequest(terms=("zeppelin",), bm25_limit=10))
+        query = reader.store.vectors_for([made])[made]
+        near = reader.store.candidates(CandidateRequest(query_vector=query, semantic_limit=5))
     got = [c.memory_id for c in found.get("bm25", [])]
     ghosts = [c.memory_id for c in undone.get("bm25", [])]
-    return got == [made] and not ghosts, f"trial {trial}: found {got}, undone rows {ghosts}"
+    nearest = [c.memory_id for c in near.get("semantic", [])]
+    return ((got == [made] and not ghosts, f"trial {trial}: found {got}, undone rows {ghosts}"),
+            (made in nearest, f"trial {trial}: {made} not among its vector's nearest"))  # fmt: skip
 
 
 # -- file modes ----------------------------------------------------------------------------

@@ -135,3 +135,16 @@ def test_a_read_only_store_whose_last_changes_are_in_its_wal_is_refused_clearly(
     assert Path(f"{copy}/memory.db-wal").stat().st_size > 0
     with read_only_folder(copy) as view, pytest.raises(StoreError, match="memory.db-wal"):
         recalld.open(settings=settings(view / "memory.db", tmp_path), embedder=FakeEmbedder())
+
+
+def test_a_read_only_store_that_needs_a_schema_step_is_refused_clearly(
+    store_file: Path, tmp_path: Path
+) -> None:
+    """A store of an older recalld needs its schema steps, which write: read-only, it is
+    refused naming them, not opened to fail on its first read."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(store_file)) as db, db:
+        db.execute("DELETE FROM migrations WHERE id = (SELECT max(id) FROM migrations)")
+    with read_only_file(store_file), pytest.raises(StoreError, match="needs upgrading first"):
+        recalld.open(settings=settings(store_file, tmp_path), embedder=FakeEmbedder())

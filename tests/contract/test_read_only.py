@@ -148,3 +148,42 @@ def test_a_read_only_store_that_needs_a_schema_step_is_refused_clearly(
         db.execute("DELETE FROM migrations WHERE id = (SELECT max(id) FROM migrations)")
     with read_only_file(store_file), pytest.raises(StoreError, match="needs upgrading first"):
         recalld.open(settings=settings(store_file, tmp_path), embedder=FakeEmbedder())
+
+
+def test_a_store_another_user_may_write_is_not_read_unsafely(
+    store_file: Path, tmp_path: Path
+) -> None:
+    """Another user's store in their writable folder: without its -shm, SQLite could read it
+    only by trusting that nothing writes it meanwhile, which its owner may; refused, saying
+    so. (Run without root's power over file modes: ``setpriv`` drops it.)"""
+    import shutil
+    import sys
+
+    setpriv = shutil.which("setpriv")
+    if ROOT and setpriv is None:
+        pytest.skip("running as root without setpriv: file modes cannot be enforced")
+    if not ROOT:
+        pytest.skip("needs a second user to own the store")
+    os.chown(store_file.parent, 65534, 65534)
+    os.chown(store_file, 65534, 65534)
+    store_file.parent.chmod(0o755)
+    store_file.chmod(0o644)
+    script = (
+        "import sys, recalld\n"
+        "from recalld.config import Settings\n"
+        "from recalld.providers.embedders import FakeEmbedder\n"
+        "try:\n"
+        f"    recalld.open(settings=Settings(db={str(store_file)!r}, cache_dir=None),"
+        " embedder=FakeEmbedder())\n"
+        "except recalld.StoreError as exc:\n"
+        "    print(exc); sys.exit(4)\n"
+    )
+    assert setpriv is not None
+    done = subprocess.run(
+        [setpriv, "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--inh-caps",
+         "-all", "--", sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "another user may write it" in done.stdout

@@ -7,7 +7,8 @@ refused for writing when a newer recalld made it.
   folder, a backup being looked at) opens read-only: search, list and status work, no
   migration runs, and every write is refused with :attr:`Access.refusal`. SQLite opens a WAL
   store read-only only when it can reach (or create) the ``-shm`` file; on a read-only mount
-  where none was left behind, the store is opened ``immutable`` (nothing can change it there).
+  where none was left behind (or with a file and folder nobody may write), the store is
+  opened ``immutable``: nothing can change it there. Elsewhere it is refused, saying why.
 - A store that records a migration this code does not know was written by a newer recalld:
   its tables may mean things this version would break, so it is opened for reading only.
 """
@@ -71,8 +72,10 @@ def _read_only(path: Path) -> Access:
     quoted = urllib.parse.quote(str(path.absolute()))
     wal = Path(f"{path}-wal")
     pending = wal.exists() and wal.stat().st_size > 0
-    # ``immutable`` reads the file alone: changes still in a write-ahead log would be missed.
-    for query in ("mode=ro",) if pending else ("mode=ro", "immutable=1"):
+    # ``immutable`` reads the file alone, trusting that nothing changes it meanwhile: not
+    # with changes still in a write-ahead log, nor where another user could write it.
+    settled = not pending and _nobody_writes(path)
+    for query in ("mode=ro", "immutable=1") if settled else ("mode=ro",):
         target = f"file:{quoted}?{query}"
         try:
             probe = sqlite3.connect(target, uri=True, timeout=LOCK_WAIT_S)
@@ -87,7 +90,22 @@ def _read_only(path: Path) -> Access:
         raise StoreError(f"the store {path} is read-only and its last changes are still in "
                          f"{wal.name}, which SQLite cannot read here: open it once where it "
                          "is writable (or copy the folder somewhere writable)")  # fmt: skip
-    raise StoreError(f"the store file {path} is read-only and SQLite cannot open it for reading")
+    raise StoreError(f"the store {path} is read-only for this user, and SQLite cannot read it "
+                     "while another user may write it (it needs to create its -shm file "
+                     "beside it): read it as its owner, or from a copy")  # fmt: skip
+
+
+def _nobody_writes(path: Path) -> bool:
+    """Whether the store cannot change while it is read: it is on a read-only file system,
+    or neither it nor its folder is writable by anyone (only root could)."""
+    if hasattr(os, "statvfs"):
+        with contextlib.suppress(OSError):
+            if os.statvfs(path).f_flag & os.ST_RDONLY:
+                return True
+    try:
+        return not any(os.stat(p).st_mode & 0o222 for p in (path, path.parent))
+    except OSError:
+        return False
 
 
 def exposure_advice(path: str) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ import pytest
 import recalld
 from recalld.config import Settings
 from recalld.providers.embedders import FakeEmbedder
+from recalld.providers.llm import ModelCache
 from recalld.stores.sqlite import word_index
 from recalld.stores.sqlite.store import SQLiteStore
 from recalld.stores.sqlite.vectors import VectorMirror
@@ -58,12 +59,13 @@ def test_everything_recalld_creates_is_private(
         engine.add_many([f"memory {i} about the river trip number {i}" for i in range(300)])
         engine.index([workspace])
         assert engine.search("river trip").hits
+        ModelCache(cache / "models.sqlite").close()  # model answers (query expansions)
         created = sorted(p.name for p in data.iterdir())
         assert {"memory.db", "memory.db-wal", "memory.db-shm", "memory.db.words",
                 "memory.db.ann"} <= set(created), created  # fmt: skip
         assert any((data / "memory.db.ann").glob("*.usearch"))
         assert (data / "memory.db.words" / "covered.json").exists()
-        assert (cache / "embeddings.sqlite").exists()
+        assert (cache / "embeddings.sqlite").exists() and (cache / "models.sqlite").exists()
         # Checked while the store is open: its -wal and -shm exist now.
         assert readable_by_others(tmp_path / "home") == []
 

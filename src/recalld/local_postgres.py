@@ -104,7 +104,10 @@ def start(folder: Path = DEFAULT_DIR) -> LocalServer:
     _adopt(folder)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        server: Any = embedded.get_server(folder, cleanup_mode=None)
+        # A handle of its own, not get_server's cached one: a server stopped since (by
+        # stop() in this process) is started again.
+        folder.mkdir(exist_ok=True)
+        server: Any = embedded.PostgresServer(folder, cleanup_mode=None)
     server.psql(
         f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN"
         f" CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;"

@@ -67,7 +67,10 @@ class ServerCannotRunVectors(StoreError):
 def check_vectors(conn: psycopg.Connection[Any], where: str, remedy: str) -> None:
     """Run :data:`STEPS` on ``conn`` (autocommit) in a transaction that rolls back; raise
     :class:`ServerCannotRunVectors` naming the step that failed and ``remedy``."""
-    conn.execute("BEGIN")
+    try:
+        conn.execute("BEGIN")
+    except psycopg.OperationalError as exc:  # the session was lost before the first step
+        raise _crashed(conn, STEPS[0][0], where, remedy, exc) from exc
     try:
         for what, statements in STEPS:
             if not _step(conn, what, statements, where, remedy):
@@ -109,12 +112,7 @@ def _step(
     except _NOT_MINE:
         return False
     except psycopg.OperationalError as exc:
-        if not (conn.closed or conn.broken):
-            raise
-        raise ServerCannotRunVectors(
-            f"the PostgreSQL server {where} crashed when asked to {what} (its pgvector most "
-            f"likely uses CPU instructions this machine lacks, such as AVX-512): {remedy}"
-        ) from exc
+        raise _crashed(conn, what, where, remedy, exc) from exc
     except psycopg.Error as exc:
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ServerCannotRunVectors(
@@ -126,3 +124,17 @@ def _step(
             f"instead of {PROBE_TARGET}): {remedy}"
         )
     return True
+
+
+def _crashed(
+    conn: psycopg.Connection[Any], what: str, where: str, remedy: str,
+    exc: psycopg.OperationalError,
+) -> Exception:  # fmt: skip
+    """The error for a session lost while asked to do ``what`` (``exc`` itself when the
+    connection still stands: not a crash)."""
+    if not (conn.closed or conn.broken):
+        return exc
+    return ServerCannotRunVectors(
+        f"the PostgreSQL server {where} crashed when asked to {what} (its pgvector most "
+        f"likely uses CPU instructions this machine lacks, such as AVX-512): {remedy}"
+    )

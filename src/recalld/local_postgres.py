@@ -46,6 +46,9 @@ IMMEDIATE_STOP_S = 5.0
 """An immediate shutdown only signals every process; they leave at once if they can."""
 KILL_WAIT_S = 5.0
 """How long the killed processes may take to disappear."""
+READY = "ready"
+"""``postmaster.pid``'s status of a server that accepts connections (PostgreSQL's
+PM_STATUS_READY)."""
 
 
 @dataclass(frozen=True)
@@ -232,7 +235,12 @@ def stop(
     pid = _postmaster_pid(folder)
     if pid is None:
         return None
-    for mode, wait in (("fast", fast_s), ("immediate", immediate_s)):
+    modes = [("fast", fast_s), ("immediate", immediate_s)]
+    if _status(folder) != READY or _recovering(pid):
+        # Starting or recovering from a crash: no session to end cleanly, and a fast
+        # shutdown asked during crash recovery waited out its whole time (20 s) here.
+        modes = modes[1:]
+    for mode, wait in modes:
         if _pg_ctl_stop(folder, mode, wait):
             return mode
     _kill(pid, folder)
@@ -252,6 +260,27 @@ def _postmaster_pid(folder: Path) -> int | None:
     except (OSError, ValueError, psutil.Error):
         return None
     return pid
+
+
+def _status(folder: Path) -> str:
+    """The server's state as its ``postmaster.pid`` says (``ready``, ``starting``, ...)."""
+    try:
+        lines = (folder / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return ""
+    return lines[7].strip() if len(lines) > 7 else ""
+
+
+def _recovering(pid: int) -> bool:
+    """Whether the postmaster ``pid`` runs a startup process (replaying WAL after a crash;
+    ``postmaster.pid`` still says ready then)."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children()
+        return any("startup" in " ".join(child.cmdline()) for child in children)
+    except psutil.Error:
+        return False
 
 
 def _pg_ctl_stop(folder: Path, mode: str, wait: float) -> bool:

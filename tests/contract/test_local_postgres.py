@@ -5,6 +5,7 @@ a backend that does not answer, a postmaster that does not, a backend killed by 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -51,9 +52,21 @@ def _connect(dsn: str, within_s: float = 20.0) -> Any:
             time.sleep(0.2)
 
 
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder made (initdb, the database, the roles) and stopped once for the module."""
+    folder = tmp_path_factory.mktemp("made") / "pg"
+    local_postgres.start(folder)
+    local_postgres.stop(folder)
+    return folder
+
+
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[tuple[Path, local_postgres.LocalServer]]:
+def server(made: Path, tmp_path: Path) -> Iterator[tuple[Path, local_postgres.LocalServer]]:
+    """A running server of the test's own copy of :func:`made` (copied files belong to
+    whoever copies them; start() hands them to the server's user, as for an old folder)."""
     folder = tmp_path / "pg"
+    shutil.copytree(made, folder, symlinks=True)
     started = local_postgres.start(folder)
     try:
         yield folder, started
@@ -89,12 +102,19 @@ def test_stop_ends_a_server_that_does_not_answer(
 def test_stop_ends_a_server_after_a_backend_was_killed(
     server: tuple[Path, local_postgres.LocalServer],
 ) -> None:
-    """kill -9 of a backend sends the server through crash recovery; stop() ends it."""
+    """kill -9 of a backend sends the server through crash recovery, during which a fast
+    shutdown waited out its whole time: stop() ends it at once (an immediate shutdown)."""
     folder, started = server
     conn = _connect(started.admin_dsn)
     os.kill(conn.info.backend_pid, signal.SIGKILL)
     conn.close()
+    deadline = time.monotonic() + 10
+    while "terminated by signal 9" not in (folder / "log").read_text(errors="replace"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    began = time.monotonic()
     assert local_postgres.stop(folder) in ("fast", "immediate")
+    assert time.monotonic() - began < local_postgres.FAST_STOP_S / 2
     assert _processes_of(folder) == []
     assert local_postgres.stop(folder) is None  # nothing runs there any more
 

@@ -46,6 +46,9 @@ IMMEDIATE_STOP_S = 5.0
 """An immediate shutdown only signals every process; they leave at once if they can."""
 KILL_WAIT_S = 5.0
 """How long the killed processes may take to disappear."""
+ANSWER_WAIT_S = 10
+"""How long a running server may take to accept a connection before start() gives up on it
+(a ready one answers in milliseconds)."""
 READY = "ready"
 """``postmaster.pid``'s status of a server that accepts connections (PostgreSQL's
 PM_STATUS_READY)."""
@@ -102,15 +105,34 @@ def start(folder: Path = DEFAULT_DIR) -> LocalServer:
     already running there is reused, unless it runs another package's binaries (an earlier
     recalld's): that one is stopped and the folder started on this package's. A database
     an earlier version made is handed to the application role."""
-    embedded = _embedded()
     folder = _check_dir(folder)
     _adopt(folder)
+    try:
+        server = _running(folder)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        raise StoreError(
+            f"the server in {folder} did not start or does not answer ({type(exc).__name__}; "
+            f"its log: {folder / 'log'}): run `recalld postgres stop --dir {folder}`, then "
+            "start again"
+        ) from exc
+    admin_dsn = str(server.get_uri(DATABASE))
+    _hand_to_app_role(admin_dsn)
+    _check_vectors(admin_dsn, folder)
+    info = server.get_postmaster_info()
+    return LocalServer(str(info.get_uri(user=APP_ROLE, database=DATABASE)), admin_dsn)
+
+
+def _running(folder: Path) -> Any:
+    """The package's handle of the server of ``folder``, started if need be, with the
+    application role and its database."""
+    embedded = _embedded()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         # A handle of its own, not get_server's cached one: a server stopped since (by
         # stop() in this process) is started again.
         folder.mkdir(exist_ok=True)
         server: Any = embedded.PostgresServer(folder, cleanup_mode=None)
+    _answers(str(server.get_uri("postgres")), folder)
     server.psql(
         f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN"
         f" CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;"
@@ -119,11 +141,21 @@ def start(folder: Path = DEFAULT_DIR) -> LocalServer:
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE} OWNER {APP_ROLE};")
-    admin_dsn = str(server.get_uri(DATABASE))
-    _hand_to_app_role(admin_dsn)
-    _check_vectors(admin_dsn, folder)
-    info = server.get_postmaster_info()
-    return LocalServer(str(info.get_uri(user=APP_ROLE, database=DATABASE)), admin_dsn)
+    return server
+
+
+def _answers(admin_dsn: str, folder: Path) -> None:
+    """Refuse, in bounded time, a server that runs but does not answer (psql would wait
+    for it forever)."""
+    import psycopg
+
+    try:
+        psycopg.connect(admin_dsn, connect_timeout=ANSWER_WAIT_S).close()
+    except psycopg.OperationalError as exc:
+        raise StoreError(
+            f"the server in {folder} runs but does not answer ({str(exc).strip()[:120]}): "
+            f"run `recalld postgres stop --dir {folder}`, then start again"
+        ) from exc
 
 
 def _adopt(folder: Path) -> None:

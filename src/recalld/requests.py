@@ -38,6 +38,7 @@ from recalld.records import IMPORT_FORMATS as IMPORT_FORMATS
 from recalld.records import (
     MEMORY_TYPES,
     SEARCH_MODES,
+    TYPES_ACCEPTED,
     Granularity,
     MemoryFilter,
     MemoryType,
@@ -45,6 +46,7 @@ from recalld.records import (
     SearchMode,
     Source,
     TimeRange,
+    stored_type,
 )
 from recalld.retrieval.config import PRESETS
 
@@ -247,11 +249,10 @@ def _check_types(value: Any) -> Any:
     if isinstance(value, str):
         value = [value]
     if isinstance(value, list | tuple):
+        value = [stored_type(t) for t in value]
         bad = [t for t in value if t not in MEMORY_TYPES]
         if bad:
-            raise ValueError(
-                f"unknown type(s) {', '.join(map(str, bad))}; use {', '.join(MEMORY_TYPES)}"
-            )
+            raise ValueError(f"unknown type(s) {', '.join(map(str, bad))}; use {TYPES_ACCEPTED}")
     return value
 
 
@@ -293,8 +294,9 @@ def _check_preset(value: Any) -> Any:
 
 
 def _check_memory_type(value: Any) -> Any:
+    value = stored_type(value)
     if value not in MEMORY_TYPES:
-        raise ValueError(f"type must be one of {', '.join(MEMORY_TYPES)}")
+        raise ValueError(f"type must be one of {TYPES_ACCEPTED}")
     return value
 
 
@@ -464,7 +466,8 @@ class MemoryFields(BaseModel):
     model_config = _FORBID
 
     type: MemoryType = "event"
-    """``insight``, ``event``, ``raw``, ``turn`` or ``chunk``."""
+    """``insight``, ``event``, ``raw``, ``turn`` or ``chunk``; ``fact``, ``preference`` ...
+    are stored as their type (:data:`~recalld.records.TYPE_ALIASES`)."""
     event_time: Moment | None = None
     """When it happened (ISO); search dates the memory by it."""
     priority: float = Field(default=1.0, ge=1.0, le=2.0)

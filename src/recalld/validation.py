@@ -10,11 +10,12 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime
 
 from recalld.entities import extract_entities
 from recalld.errors import InvalidInputError
-from recalld.records import MEMORY_TYPES, Memory, NewMemory
+from recalld.records import MEMORY_TYPES, TYPES_ACCEPTED, Memory, NewMemory, stored_type
 from recalld.requests import as_utc, check_moment, refuse_unstorable
 from recalld.text import content_hash, normalize_content, states_event
 
@@ -51,8 +52,9 @@ def prepare_memory(
     check_field_types(item)
     for name in TEXT_FIELDS:
         refuse_unstorable(getattr(item, name), name)
+    item = replace(item, type=stored_type(item.type))  # type: ignore[arg-type]
     if item.type not in MEMORY_TYPES:
-        raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}")
+        raise InvalidInputError(f"type must be one of {TYPES_ACCEPTED}")
     if not 1.0 <= item.priority <= 2.0:
         raise InvalidInputError("priority must be between 1.0 and 2.0")
     if not 0.0 <= item.significance <= 1.0:

@@ -61,7 +61,9 @@ def test_tools_have_schemas_and_descriptions_for_the_model(server: Any) -> None:
     filters = search["$defs"]["Filters"]["properties"]
     assert {"project", "scope", "types", "tags", "session_id", "since", "until"} <= set(filters)
     assert tools["memory_add"].input_schema["properties"]["type"]["enum"] == [
-        "insight", "event", "raw", "turn", "chunk"]  # fmt: skip
+        "insight", "event", "raw", "turn", "chunk",  # and the names people give them:
+        "fact", "preference", "decision", "lesson", "episode", "message", "document",
+        "log"]  # fmt: skip
     assert tools["memory_search"].annotations.read_only_hint is True
     assert tools["memory_forget"].annotations.destructive_hint is True
 

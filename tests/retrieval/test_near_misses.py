@@ -91,3 +91,26 @@ def test_with_session_granularity_a_sessions_other_memories_lost_to_it(
     )
     assert hit.memory.session_id == "same"
     assert {m.id for m in hit.related} >= {h.memory.id for h in same}
+
+
+def test_a_factor_that_shows_as_one_held_nothing_down() -> None:
+    from recalld.records import Memory
+    from recalld.retrieval.adjust import Scored
+    from recalld.retrieval.fusion import Fused
+    from recalld.retrieval.pipeline import SearchRequest, near_misses
+
+    def item(mid: str, score: float, factors: dict[str, float]) -> Scored:
+        when = at("2026-03-01")
+        memory = Memory(id=mid, content=mid, type="event", created_at=when, updated_at=when,
+                        content_hash=mid)  # fmt: skip
+        return Scored(memory, Fused(mid, score), score, factors)
+
+    hit = item("hit", 1.0, {})
+    # A day's decay is x0.99998: shown as x1.000, it held nothing down.
+    missed = item("missed", 0.5, {"decay": 0.99998, "superseded": 0.5})
+    fresh = item("fresh", 0.4, {"decay": 0.99999})
+    request = SearchRequest(query="q", limit=1, near_misses=2)
+    lost = near_misses([hit, missed, fresh], [hit], {}, request, get_preset("balanced"))
+    reasons = {s.memory.id: why for s, why in lost}
+    assert reasons["missed"].endswith("held down by superseded x0.500")
+    assert "held down" not in reasons["fresh"] and "decay" not in reasons["fresh"]

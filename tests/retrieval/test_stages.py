@@ -223,29 +223,6 @@ def test_a_newer_memory_that_says_it_changed_supersedes_a_paraphrase() -> None:
     assert [s.memory.id for s in knowledge_updates(items, vectors, cfg, NOW)] == ["new", "old"]
 
 
-def test_memories_marked_superseded_rank_lower_or_are_hidden() -> None:
-    old = mem("old", "The standup is at 9:30", days_old=30, superseded_by="new")
-    new = mem("new", "The standup is at 10:00", days_old=1)
-    expired = mem("exp", "Office closed this week", days_old=10,
-                  valid_until=NOW - timedelta(days=2))  # fmt: skip
-    later = mem("later", "Parking permit valid", days_old=10, valid_until=NOW + timedelta(days=2))
-    items = [scored(old, 1.0), scored(expired, 0.9), scored(new, 0.8), scored(later, 0.7)]
-    out = knowledge_updates(items, {}, BASE, NOW)
-    assert [s.memory.id for s in out] == ["new", "later", "old", "exp"]
-    assert out[2].factors == {"superseded": BASE.superseded_factor}
-    # Marks hold even for questions about the past, and "hide" leaves them out.
-    assert [s.memory.id for s in knowledge_updates(items, {}, BASE, NOW, applies=False)][:2] == [
-        "new", "later"]  # fmt: skip
-    hidden = knowledge_updates(items, {}, BASE.with_changes(superseded="hide"), NOW)
-    assert [s.memory.id for s in hidden] == ["new", "later"]
-    # Before the memory's end of validity it is current.
-    assert (
-        "superseded" not in knowledge_updates(items, {}, BASE, NOW - timedelta(days=5))[1].factors
-    )
-    with pytest.raises(ValueError, match="superseded"):
-        BASE.with_changes(superseded="drop")
-
-
 def test_session_support_lifts_sessions_with_several_matches() -> None:
     cfg = BASE.with_changes(session_boost=1.0, session_support=0.5)
     lone = mem("lone", session_id="s1")

@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -137,3 +138,47 @@ def test_read_text_refuses_what_is_not_a_readable_text_file(tmp_path: Path) -> N
     bom.write_bytes("\ufeff# Títle\r\nline\r\n".encode())
     text = read_text(str(bom))
     assert text.text == "# Títle\r\nline\r\n" and text.size == len(bom.read_bytes())
+
+
+def test_a_file_swapped_for_a_fifo_after_its_stat_is_refused_without_hanging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is a regular one when stat'ed and a FIFO (no writer) when opened: a blocking
+    open would wait for a writer forever; the read refuses it at once."""
+    import threading
+
+    from recalld.sources.reading import SourceReadError, read_text
+
+    note = tmp_path / "note.md"
+    note.write_text("a note\n")
+    real_stat = os.stat
+    swapped: list[bool] = []
+
+    def stat_then_swap(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        info = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == str(note) and not swapped:
+            swapped.append(True)
+            note.unlink()
+            os.mkfifo(note)  # what another process does between the stat and the open
+        return info
+
+    monkeypatch.setattr(os, "stat", stat_then_swap)
+    outcome: list[BaseException | None] = []
+
+    def read() -> None:
+        try:
+            read_text(str(note))
+            outcome.append(None)
+        except BaseException as exc:  # noqa: BLE001 (reported to the test thread)
+            outcome.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout=5)
+    monkeypatch.undo()
+    if reader.is_alive():  # release the blocked open (a writer appears), then fail
+        os.close(os.open(note, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(timeout=5)
+        pytest.fail("reading a file swapped for a FIFO hung")
+    assert swapped and len(outcome) == 1 and isinstance(outcome[0], SourceReadError)
+    assert "not a regular file" in str(outcome[0])

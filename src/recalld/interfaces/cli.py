@@ -22,7 +22,7 @@ import click
 
 import recalld
 from recalld.errors import RecalldError
-from recalld.records import IMPORT_FORMATS
+from recalld.records import IMPORT_FORMATS, MEMORY_TYPES, TYPE_ALIASES
 from recalld.retrieval.config import PRESETS
 
 if TYPE_CHECKING:
@@ -232,10 +232,16 @@ def _parse_time(value: str | None, name: str) -> datetime | None:
         fail(f"{name} must be an ISO date or datetime such as 2024-03-14 or 2024-03-14T09:30", 2)
 
 
+TYPE_FILTER_HELP = "Only this type (repeatable); fact, preference ... find insight (see add)."
+
+
 @cli.command()
 @click.argument("content", required=False)
 @click.option("--type", "type_", default="event", show_default=True,
-              type=click.Choice(["insight", "event", "raw", "turn", "chunk"]))  # fmt: skip
+              type=click.Choice([*MEMORY_TYPES, *TYPE_ALIASES]),
+              help="insight (a durable fact, decision or preference), event, raw, turn or "
+                   "chunk; fact, preference, decision and lesson are stored as insight, "
+                   "episode as event, message as turn, document as chunk, log as raw.")  # fmt: skip
 @click.option("--tag", "tags", multiple=True, help="Repeatable.")
 @click.option("--project")
 @click.option("--scope", default="user", show_default=True)
@@ -288,7 +294,7 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("--preset", type=click.Choice(list(PRESETS)))
 @click.option("--project")
 @click.option("--scope")
-@click.option("--type", "types", multiple=True)
+@click.option("--type", "types", multiple=True, help=TYPE_FILTER_HELP)
 @click.option("--tag", "tags", multiple=True)
 @click.option("--session")
 @click.option("--since", help="ISO date: only memories from then on.")
@@ -360,7 +366,7 @@ def get(obj: Ctx, memory_id: str) -> None:
 @click.option("--offset", default=0)
 @click.option("--project")
 @click.option("--scope")
-@click.option("--type", "types", multiple=True)
+@click.option("--type", "types", multiple=True, help=TYPE_FILTER_HELP)
 @click.option("--tag", "tags", multiple=True)
 @click.option("--session")
 @click.option("--oldest-first", is_flag=True)

@@ -32,7 +32,8 @@ def start(folder: Path) -> None:
     """
     with errors():
         server = local_postgres.start(folder)
-    click.echo(f"PostgreSQL with pgvector is running from {folder}.", err=True)
+    click.echo(f"PostgreSQL with pgvector is running from {folder} (checked: it computes vector "
+               "distances and builds an HNSW index on this CPU).", err=True)  # fmt: skip
     click.echo(f"superuser DSN (bypasses row-level security: maintenance only, never the "
                f"application): {server.admin_dsn}", err=True)  # fmt: skip
     click.echo(f"application DSN (role {local_postgres.APP_ROLE}, row-level security "
@@ -45,10 +46,20 @@ def start(folder: Path) -> None:
               default=local_postgres.DEFAULT_DIR, show_default=True,
               help="The server's data folder.")  # fmt: skip
 def stop(folder: Path) -> None:
-    """Stop the server started with `recalld postgres start`."""
+    """Stop the server started with `recalld postgres start`, whatever state it is in.
+
+    A fast shutdown first; a server that does not finish one (a backend that does not
+    answer, a recovery that does not end) gets an immediate shutdown, then its processes
+    are killed: at most about half a minute.
+    """
     with errors():
-        stopped = local_postgres.stop(folder)
-    click.echo(f"stopped the server in {folder}" if stopped else f"no server runs in {folder}")
+        how = local_postgres.stop(folder)
+    if how is None:
+        click.echo(f"no server runs in {folder}")
+        return
+    said = {"fast": "", "immediate": " (it did not finish a fast shutdown: immediate shutdown)",
+            "killed": " (it did not answer a shutdown: its processes were killed)"}  # fmt: skip
+    click.echo(f"stopped the server in {folder}{said[how]}")
 
 
 @postgres.command("tenant-index")

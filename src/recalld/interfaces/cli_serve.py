@@ -49,11 +49,16 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
 
     def say(line: str) -> None:
         click.echo(line, err=True)
-        if " HTTP API on " in line and not extensions:
+        if " HTTP API on " not in line:
+            return
+        # the line that says where: the inspector and the MCP tools are there too
+        where = line.split(" HTTP API on ")[1].split()[0]
+        click.echo(f"inspector at {where}/ : a web page to search, browse and curate "
+                   "(docs/inspector.md)", err=True)  # fmt: skip
+        if not extensions:
             click.echo(f"MCP tools not served: {install_hint('mcp')}", err=True)
-        elif " HTTP API on " in line:  # the line that says where: the MCP tools are there too
-            click.echo(f"MCP tools at {line.split(' HTTP API on ')[1].split()[0]}/mcp/ "
-                       "(docs/mcp.md), with the same keys", err=True)  # fmt: skip
+        else:
+            click.echo(f"MCP tools at {where}/mcp/ (docs/mcp.md), with the same keys", err=True)
 
     from recalld.interfaces.cli_mcp import is_loopback
     from recalld.interfaces.local_server import advertise, search_settings

@@ -6,6 +6,7 @@ Every memory line carries its id, so the model can pass it back to the other too
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from recalld.records import Context, Hit, Memory, SearchResult
 
@@ -30,9 +31,21 @@ def _labels(memory: Memory) -> str:
         parts.append(f"session {memory.session_id}")
     if memory.tags:
         parts.append("tags " + ", ".join(memory.tags))
-    if memory.superseded_by or memory.valid_until:
-        parts.append("superseded")
+    state = currency(memory)
+    if state:
+        parts.append(state)
     return " | ".join(parts)
+
+
+def currency(memory: Memory, now: datetime | None = None) -> str | None:
+    """Whether a memory still holds, when it says otherwise: ``superseded by ID``, ``no
+    longer current since DAY`` (past its ``valid_until``) or ``valid until DAY``."""
+    if memory.superseded_by:
+        return f"superseded by {memory.superseded_by}"
+    if memory.valid_until is None:
+        return None
+    past = memory.valid_until <= (now or datetime.now(UTC))
+    return f"{'no longer current since' if past else 'valid until'} {memory.valid_until:%Y-%m-%d}"
 
 
 def _content(text: str, limit: int = SHOWN_CHARS) -> str:
@@ -48,7 +61,8 @@ def _why(hit: Hit) -> str:
     factors = " ".join(f"x{value:.3f} {name}" for name, value in trace.adjustments.items())
     return (f"\n   why: channels {channels or 'none'}; fusion {fusion or 'none'} = "
             f"{trace.fused_score:.4f}; {factors or 'no adjustment'} -> "
-            f"{trace.final_score:.4f}")  # fmt: skip
+            f"{trace.final_score:.4f}"
+            + (f"; promises: {'; '.join(trace.promises)}" if trace.promises else ""))  # fmt: skip
 
 
 def describe_search(result: SearchResult, explain: bool = False) -> str:
@@ -91,7 +105,5 @@ def describe_memory(memory: Memory) -> str:
     lines = [f"id {memory.id} | {_labels(memory)}"]
     if memory.forgotten_at:
         lines.append(f"forgotten at {memory.forgotten_at.isoformat()}")
-    if memory.superseded_by:
-        lines.append(f"superseded by {memory.superseded_by}")
     lines.append(memory.content)
     return "\n".join(lines)

@@ -26,6 +26,7 @@ ASSETS: Mapping[str, str] = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
+    "icon.svg": "image/svg+xml",
 }
 """The page's files and their media types (nothing else under /inspector/ is served)."""
 HEADERS: Mapping[str, str] = {
@@ -47,12 +48,18 @@ def _answer(name: str) -> Response:
 
 
 def install_inspector(app: FastAPI) -> None:
-    """Serve the page at ``/`` and its files at ``/inspector/{name}`` (no key needed:
+    """Serve the page at ``/``, its files at ``/inspector/{name}`` and its icon at
+    ``/favicon.ico`` (no key needed:
     they hold no memory; every call the page makes then needs one as any client does)."""
 
     @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def page() -> Response:
         return _answer("index.html")
+
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        # Browsers ask for it whatever the page names: the page's own icon, not a 404.
+        return _answer("icon.svg")
 
     @app.get("/inspector/{name}", include_in_schema=False)
     async def file(name: str) -> Response:

@@ -37,7 +37,7 @@ from recalld.interfaces.describe import (
     memories,
 )
 from recalld.interfaces.exposure import public_message, public_status
-from recalld.records import MemoryType
+from recalld.records import TypeName
 from recalld.requests import (
     MAX_LIMIT,
     MAX_QUERY_CHARS,
@@ -223,9 +223,11 @@ Explain = Annotated[bool, Field(
     "adjustments).")]  # fmt: skip
 Id = Annotated[str, Field(description="A memory id, as returned by the other tools.")]
 Content = Annotated[str, Field(description="The memory: one self-contained statement.")]
-Kind = Annotated[MemoryType, Field(
+Kind = Annotated[TypeName, Field(
     description="insight (a durable fact, decision or preference), event (something that "
-    "happened), raw, turn (a line of a conversation) or chunk (a piece of a document).",
+    "happened), raw, turn (a line of a conversation) or chunk (a piece of a document); "
+    "fact, preference, decision and lesson are stored as insight, episode as event, message "
+    "as turn, document as chunk, log as raw.",
 )]  # fmt: skip
 Tags = Annotated[list[str] | None, Field(description="Labels, e.g. ['deploy', 'billing'].")]
 Project = Annotated[str | None, Field(
@@ -345,8 +347,9 @@ def build_server(  # noqa: C901 - one short closure per tool
     def memory_update(ctx: Context, id: Id,
                       content: Annotated[str | None, Field(
                           description="The new text (re-embedded).")] = None,
-                      type: Annotated[MemoryType | None, Field(
-                          description="The new type (insight, event, raw, turn, chunk).")] = None,
+                      type: Annotated[TypeName | None, Field(
+                          description="The new type (insight, event, raw, turn, chunk; or "
+                          "fact, preference ...: see memory_add).")] = None,
                       tags: Annotated[list[str] | None, Field(
                           description="The new labels (replacing the old).")] = None,
                       project: Project = None, event_time: When = None,

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from recalld.interfaces.describe import currency
 from recalld.records import Hit, Memory, SearchResult, TimeRange
 
 if TYPE_CHECKING:  # annotations only: the search output through a local server stays light
@@ -48,7 +49,7 @@ def print_search(result: SearchResult, explain: bool) -> None:
     for name in ("#", "score", "when", "content", "id"):
         table.add_column(name, overflow="fold")
     for hit in result.hits:
-        content = _short(hit.memory.content, 300) + _where(hit.memory)
+        content = _short(hit.memory.content, 300) + _where(hit.memory) + _stale(hit.memory)
         table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory) + _who(hit.memory),
                       content, hit.memory.id)  # fmt: skip
     console.print(table)
@@ -92,6 +93,12 @@ def _who(memory: Memory) -> str:
     return f"\n[dim]{role}[/]" if role else ""
 
 
+def _stale(memory: Memory) -> str:
+    """A memory that no longer holds says so (superseded by whom, or since when)."""
+    state = currency(memory)
+    return f"\n[dim]{escape(state)}[/]" if state else ""
+
+
 def _where(memory: Memory) -> str:
     """Where an indexed chunk can be opened: its file and line range."""
     source = memory.source
@@ -114,6 +121,8 @@ def _print_explained(hit: Hit, verdict: str = "kept because") -> None:
         f"{'  ' + _role(memory) if _role(memory) else ''}[/]"
     )
     console.print(f"    {_short(memory.content, 400)}", markup=False)
+    if currency(memory):
+        console.print(f"    [dim]{escape(currency(memory) or '')}[/]")
     if memory.source.kind == "file" and memory.source.path:
         console.print(f"    [dim]{_where(memory).strip()}[/]")
     trace = hit.trace
@@ -136,6 +145,8 @@ def _print_explained(hit: Hit, verdict: str = "kept because") -> None:
     else:
         console.print(f"    [cyan]fusion[/]       {fusion} = {trace.fused_score:.4f}")
     console.print(f"    [cyan]adjustments[/]  {factors or 'none'} -> {trace.final_score:.4f}")
+    if trace.promises:
+        console.print(f"    [cyan]promises[/]     {escape('; '.join(trace.promises))}")
     console.print(f"    [cyan]{verdict}[/] {escape('; '.join(trace.filters))}")
     if hit.related:
         console.print(f"    [cyan]same session[/] {len(hit.related)} more matching memories")

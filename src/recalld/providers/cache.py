@@ -10,22 +10,31 @@ from pathlib import Path
 import numpy as np
 
 from recalld.errors import StoreError
+from recalld.private_files import private_file, private_folder
 from recalld.providers.embedders import Embedder, EmbeddingBatch, Fingerprint, Vectors
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 from recalld.text import content_hash
 
+CACHE_COMMIT_TEXTS = 256
+"""Texts embedded between two writes to the cache: an interrupted run (Ctrl-C during
+``recalld index`` of a large file, whose chunks are stored only together) keeps every span
+it finished, and the next run embeds only the rest. A write costs about a millisecond; a
+span of 256 chunks, seconds of a CPU model. Spans hold texts of similar length (sorted by
+characters), so the model's batches stay as evenly padded as in one sorted call."""
+
 
 class EmbeddingCache:
-    """One SQLite file; safe to share between processes (WAL, short transactions, each
-    waiting up to ``LOCK_WAIT_S`` for another's lock) and between threads: a server's
-    threads share this connection, and sqlite3 does not serialise statements on one
-    connection (interleaved they fail with "database is locked" or ``SystemError``),
-    so every use holds ``_lock``."""
+    """One SQLite file, private to its owner (its vectors say much about the texts); safe
+    to share between processes (WAL, short transactions, each waiting up to
+    ``LOCK_WAIT_S`` for another's lock) and between threads: a server's threads share this
+    connection, and sqlite3 does not serialise statements on one connection (interleaved
+    they fail with "database is locked" or ``SystemError``), so every use holds ``_lock``."""
 
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_folder(path.parent)
+            private_file(path)  # (SQLite gives its -wal and -shm the file's own mode)
             self._db = sqlite3.connect(path, timeout=LOCK_WAIT_S, check_same_thread=False)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(
@@ -101,8 +110,8 @@ class CachedEmbedder(Embedder):
     def embed_documents(
         self, texts: Sequence[str], progress: Callable[[int], None] | None = None
     ) -> EmbeddingBatch:
-        """Cached vectors where there are; the misses go to the inner embedder in one call,
-        which sorts and batches them."""
+        """Cached vectors where there are; the misses go to the inner embedder a span of
+        :data:`CACHE_COMMIT_TEXTS` at a time, each span written to the cache as it is done."""
         key = self.fingerprint.key
         dim = self.fingerprint.dimension
         hashes = [content_hash(t) for t in texts]
@@ -110,11 +119,14 @@ class CachedEmbedder(Embedder):
         missing = sorted({h: i for i, h in enumerate(hashes) if h not in found}.items())
         if progress is not None and len(texts) > len(missing):
             progress(len(texts) - len(missing))
-        if missing:
-            fresh = self.inner.embed_documents([texts[i] for _, i in missing], progress)
+        # Shortest first, a span at a time, each span kept once embedded (see
+        # CACHE_COMMIT_TEXTS): an interrupted run keeps what it finished.
+        missing.sort(key=lambda pair: len(texts[pair[1]]))
+        for start in range(0, len(missing), CACHE_COMMIT_TEXTS):
+            span = missing[start : start + CACHE_COMMIT_TEXTS]
+            fresh = self.inner.embed_documents([texts[i] for _, i in span], progress)
             items = [
-                (h, fresh.vectors[n].tobytes(), fresh.windows[n])
-                for n, (h, _) in enumerate(missing)
+                (h, fresh.vectors[n].tobytes(), fresh.windows[n]) for n, (h, _) in enumerate(span)
             ]
             self.cache.put_many(key, items)
             found.update({h: (v, w) for h, v, w in items})

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from recalld.errors import InvalidInputError, ModelError
+from recalld.private_files import private_file, private_folder
 from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
 
 if TYPE_CHECKING:
@@ -76,8 +77,9 @@ class ModelCache:
         self._lock = threading.Lock()
         target = ":memory:" if path is None else str(path)
         try:
-            if path is not None:
-                path.parent.mkdir(parents=True, exist_ok=True)
+            if path is not None:  # private: the answers quote the user's searches
+                private_folder(path.parent)
+                private_file(path)
             self._db = sqlite3.connect(target, timeout=LOCK_WAIT_S, check_same_thread=False)
             if path is not None:
                 enable_wal(self._db)

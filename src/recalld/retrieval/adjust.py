@@ -25,6 +25,8 @@ class Scored:
     fused: Fused
     score: float
     factors: Mapping[str, float] = field(default_factory=dict)
+    promises: tuple[str, ...] = ()
+    """What the user's own statements did to it (:mod:`recalld.retrieval.promises`)."""
 
 
 def decay_factor(memory: Memory, now: datetime, config: RetrievalConfig) -> float:
@@ -346,37 +348,32 @@ def knowledge_updates(
     cosines: Mapping[str, float] | None = None,
     calibration: Calibration = UNCALIBRATED,
 ) -> list[Scored]:
-    """Current facts first.
+    """Current facts first, as inferred (a factor).
 
     A memory marked superseded (``superseded_by``, or ``valid_until`` at or before
-    ``reference``) scores ``superseded_factor`` (or is dropped with ``superseded="hide"``).
-    Of two top candidates on the same subject, the older scores ``kupdate_factor`` when
-    the newer restates it (cosine >= ``kupdate_similarity``; not a conversation turn,
-    which retells or confirms rather than replaces) or says that it changed and gives the
-    new value ("moved to Thursday the 9th", "now 3.12", "rebooked for the 28th":
-    :func:`recalld.text.says_change`, :func:`recalld.text.states_value`) with a cosine of at least
-    ``kupdate_change_similarity`` (or loosely related and as good an answer to the query,
-    by the query ``cosines``). Similarities are on the embedder's ``calibration`` scale
-    (:mod:`recalld.retrieval.calibration`), query ``cosines`` included. An evergreen memory
-    (an undated note) states a standing fact, so any dated memory counts as newer.
-    ``applies`` is False for questions about the past (a named time, "the first time"),
-    whose answer may well be the older value; it turns off the detection, not the explicit
-    marks.
+    ``reference``) is left to :mod:`recalld.retrieval.promises`: what a user stated is a
+    rule, not a factor. Of two top candidates on the same subject, the older scores
+    ``kupdate_factor`` when the newer restates it (cosine >= ``kupdate_similarity``; not a
+    conversation turn, which retells or confirms rather than replaces) or says that it
+    changed and gives the new value ("moved to Thursday the 9th", "now 3.12", "rebooked for
+    the 28th": :func:`recalld.text.says_change`, :func:`recalld.text.states_value`) with a
+    cosine of at least ``kupdate_change_similarity`` (or loosely related and as good an
+    answer to the query, by the query ``cosines``). Similarities are on the embedder's
+    ``calibration`` scale (:mod:`recalld.retrieval.calibration`), query ``cosines``
+    included. An evergreen memory (an undated note) states a standing fact, so any dated
+    memory counts as newer. ``applies`` is False for questions about the past (a named
+    time, "the first time"), whose answer may well be the older value.
     """
     marked = {s.memory.id for s in scored if is_superseded(s.memory, reference)}
-    if marked and config.superseded == "hide":
-        scored = [s for s in scored if s.memory.id not in marked]
-        marked = set()
     found: set[str] = set()
     if config.kupdate_factor < 1.0 and applies:
         window = scored[: config.kupdate_window]
         found = _restated(window, vectors, cosines or {}, config, calibration) - marked
-    if not marked and not found:
+    if not found:
         return scored
     out = []
     for item in scored:
-        factor = config.superseded_factor if item.memory.id in marked else (
-            config.kupdate_factor if item.memory.id in found else 1.0)  # fmt: skip
+        factor = config.kupdate_factor if item.memory.id in found else 1.0
         if factor != 1.0:
             item = replace(item, score=item.score * factor,
                            factors={**item.factors, "superseded": factor})  # fmt: skip

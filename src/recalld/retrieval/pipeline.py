@@ -43,6 +43,7 @@ from recalld.retrieval.expand import expand
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.models import Models, StageNote
+from recalld.retrieval.promises import carried, keep_promises, promised_order
 from recalld.retrieval.query import QueryPlan, understand
 from recalld.retrieval.rerank import rerank
 from recalld.retrieval.routing import route
@@ -109,7 +110,9 @@ def search(
     6. adjust scores (decay, priority, pinned, project, type, significance, reinforcement,
        role, event statements, memories that only ask, time window, earliest/latest
        ordering), then knowledge updates, session evidence, the session's topic for
-       queries that ask for advice, and neighbour evidence;
+       queries that ask for advice, and neighbour evidence; last, the user's promises
+       (:mod:`~recalld.retrieval.promises`: nothing forgotten, a superseded memory under
+       what replaced it, which is brought in when missed);
     7. filter: dedup identical content, relevance threshold and score gap (exact lexical
        and entity hits are never dropped);
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;
@@ -197,7 +200,9 @@ def _search(
         vectors.read(scored[: config.kupdate_window])
     scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines,
                                calibration)  # fmt: skip
-    ranked = scored
+    promised = keep_promises(scored, lambda ids: _rows(store, rows, ids), request.filters,
+                             reference, config)  # fmt: skip
+    ranked = scored = promised.scored
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)
@@ -213,6 +218,8 @@ def _search(
     else:
         vectors.read(kept)
         chosen = assemble(kept, plan, vectors.found, config, request.limit)
+        chosen = promised_order(chosen, ranked, promised.successors, request.limit)
+        reasons.update(carried(chosen, reasons))
         hits = build_hits(chosen, lists, reasons if request.explain else None)
     missed = near_misses(ranked, chosen, reasons, request, config)
     return SearchResult(
@@ -246,6 +253,11 @@ def _search(
             )  # fmt: skip
         ),
     )
+
+
+HELD_DOWN = 0.9995
+"""A near miss names the factors under this as what held it down: one that shows as x1.000
+at the trace's three decimals (a day's decay) held nothing down."""
 
 
 def near_misses(
@@ -284,7 +296,7 @@ def near_misses(
         else:
             reason = (f"ranked under the last of the {request.limit} hits asked for "
                       f"({item.score:.4f} < {lowest:.4f})")  # fmt: skip
-        held = sorted((v, k) for k, v in item.factors.items() if v < 1.0)
+        held = sorted((v, k) for k, v in item.factors.items() if v < HELD_DOWN)
         if held:
             reason += "; held down by " + ", ".join(f"{k} x{v:.3f}" for v, k in held)
         missed.append((item, reason))
@@ -705,6 +717,7 @@ def build_hits(
                 fused_score=item.fused.score,
                 rerank=dict(item.fused.rerank),
                 adjustments=dict(item.factors),
+                promises=item.promises,
                 filters=(reasons.get(item.memory.id, "kept"),),
                 final_score=item.score,
             )

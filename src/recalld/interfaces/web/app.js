@@ -36,6 +36,9 @@ const fixed = (value, digits = 4) => Number(value).toFixed(digits);
 const day = (iso) => (iso ? String(iso).slice(0, 10) : "");
 const when = (iso) => (iso ? String(iso).slice(0, 16).replace("T", " ") : "");
 const list = (text) => text.split(",").map((s) => s.trim()).filter(Boolean);
+/** Whether a memory is no longer current: replaced by another, or past its valid_until. */
+const superseded = (m) =>
+  Boolean(m.superseded_by) || (Boolean(m.valid_until) && Date.parse(m.valid_until) <= Date.now());
 
 function notify(message, kind = "error") {
   const notice = $("#notice");
@@ -146,6 +149,7 @@ async function search(event) {
   };
   notify("");
   const result = await api("POST", "/v1/search", body);
+  $("#welcome").hidden = true;
   const scale = barScale([...result.hits, ...result.near_misses]);
   $("#search-summary").textContent =
     `${result.hits.length} hit(s), mode ${result.mode}, ${result.query_type} query, ` +
@@ -198,8 +202,7 @@ function hitItem(hit, scale, missed) {
       el("span", { class: "type" }, memory.type),
       memory.session_id ? el("span", { class: "dim" }, `session ${memory.session_id}`) : null,
       memory.pinned ? el("span", { class: "flag" }, "pinned") : null,
-      memory.superseded_by || memory.valid_until ? el("span", { class: "flag" }, "superseded")
-        : null,
+      superseded(memory) ? el("span", { class: "flag" }, "superseded") : null,
       el("button", { type: "button", class: "link", onclick: () => attempt(() => openMemory(memory.id)) },
         memory.id),
       toggle),
@@ -238,6 +241,8 @@ function traceView(trace, scale) {
     el("h4", {}, "adjustments (factors; 1 = no effect)"),
     ...(adjustments.length ? adjustments : [el("p", { class: "dim" }, "none")]),
     el("p", { class: "sum" }, `final score ${fixed(trace.final_score)}`),
+    trace.promises?.length
+      ? el("p", { class: "promises" }, `promises kept: ${trace.promises.join("; ")}`) : null,
     el("p", { class: "dim" }, `filters: ${trace.filters.join("; ")}`),
   ];
 }
@@ -276,15 +281,28 @@ async function browse(event) {
   const { memories } = await api("GET", path);
   page.count = memories.length;
   $("#memories tbody").replaceChildren(...memories.map((m) =>
-    el("tr", { "data-id": m.id, class: m.forgotten_at ? "forgotten" : "", onclick: () => attempt(() => openMemory(m.id)) },
+    el("tr", {
+      "data-id": m.id,
+      "data-superseded": superseded(m) ? "true" : null,
+      class: [m.forgotten_at ? "forgotten" : "", superseded(m) ? "superseded" : ""].join(" ").trim(),
+      onclick: () => attempt(() => openMemory(m.id)),
+    },
       el("td", {}, when(m.event_time ?? m.created_at)),
       el("td", {}, m.type),
-      el("td", { class: "content" }, m.content.length > 240 ? `${m.content.slice(0, 240)} …` : m.content),
+      el("td", { class: "content" },
+        superseded(m) ? el("span", { class: "flag", title: supersededTitle(m) }, "superseded") : null,
+        superseded(m) ? " " : null,
+        m.content.length > 240 ? `${m.content.slice(0, 240)} …` : m.content),
       el("td", {}, m.tags.join(", ")))));
   $("#page-state").textContent = memories.length
     ? `${page.offset + 1}-${page.offset + memories.length}` : "no memories";
   $("#prev").disabled = page.offset === 0;
   $("#next").disabled = memories.length < page.limit;
+}
+
+/** What a superseded row's flag says on hover: by what, or since when. */
+function supersededTitle(m) {
+  return m.superseded_by ? `replaced by ${m.superseded_by}` : `no longer current since ${when(m.valid_until)}`;
 }
 
 async function openMemory(id) {
@@ -320,12 +338,11 @@ async function showLineage(memory) {
     const newer = await api("GET", `/v1/memories/${encodeURIComponent(memory.superseded_by)}`)
       .catch(() => null);
     parts.push(el("p", {}, "superseded by ", memoryLink(memory.superseded_by),
-      newer ? el("span", { class: "quote" }, newer.content) : " (not visible)"));
+      newer && !newer.forgotten_at ? el("span", { class: "quote" }, newer.content)
+        : newer ? " (forgotten)" : " (not visible)"));
   }
   if (memory.valid_until) parts.push(el("p", {}, `valid until ${when(memory.valid_until)}`));
-  const { memories } = await api("GET", listPath({
-    superseded_by: memory.id, include_forgotten: true, limit: 100,
-  }));
+  const { memories } = await api("GET", listPath({ superseded_by: memory.id, limit: 100 }));
   for (const older of memories) {
     parts.push(el("p", {}, "supersedes ", memoryLink(older.id),
       el("span", { class: "quote" }, older.content)));
@@ -460,7 +477,8 @@ function countTable(table, counts) {
     el("tr", {}, el("td", {}, name), el("td", { class: "num" }, String(n)))));
 }
 
-/** Memories stored per day as bars, and the running total as a line (a week at least). */
+/** Memories stored per day as bars, and the running total as a line (a week at least,
+ * ending on the last day a memory was stored). */
 function growthChart(chart, perDay) {
   const width = 720;
   const height = 180;
@@ -474,8 +492,10 @@ function growthChart(chart, perDay) {
   }
   const DAY = 86400000;
   const time = (d) => Date.parse(`${d}T00:00:00Z`);
-  const first = time(days[0]);
-  const slots = Math.max(7, Math.round((time(days[days.length - 1]) - first) / DAY) + 1);
+  const last = time(days[days.length - 1]);
+  // A week at least, ending on the last day stored: never a day that has not come yet.
+  const first = Math.min(time(days[0]), last - 6 * DAY);
+  const slots = Math.round((last - first) / DAY) + 1;
   const slot = plot.width / slots;
   const x = (d) => pad.left + (Math.round((time(d) - first) / DAY) + 0.5) * slot;
   const bottom = height - pad.bottom;
@@ -488,7 +508,7 @@ function growthChart(chart, perDay) {
   const line = [`${pad.left},${bottom}`];
   days.forEach((d, i) => line.push(`${x(d)},${y(i ? totals[i - 1] : 0)}`, `${x(d)},${y(totals[i])}`));
   line.push(`${width - pad.right},${y(total)}`);
-  const lastDay = new Date(first + (slots - 1) * DAY).toISOString().slice(0, 10);
+  const lastDay = days[days.length - 1];
   chart.replaceChildren(
     svg("line", { x1: pad.left, y1: bottom, x2: width - pad.right, y2: bottom, class: "axis" }),
     ...days.map((d) => svg("rect", {
@@ -498,11 +518,51 @@ function growthChart(chart, perDay) {
     svg("polyline", { class: "total", points: line.join(" ") }),
     svg("text", { x: 4, y: pad.top + 4 }, String(total)),
     svg("text", { x: 4, y: bottom }, "0"),
-    svg("text", { x: pad.left, y: height - 6 }, days[0]),
+    svg("text", { x: pad.left, y: height - 6 }, new Date(first).toISOString().slice(0, 10)),
     svg("text", { x: width - pad.right, y: height - 6, "text-anchor": "end" }, lastDay),
     svg("text", { x: width - pad.right, y: 14, "text-anchor": "end" },
       `${total} in all; most in a day: ${most}`),
   );
+}
+
+// -- the first view -------------------------------------------------------------------------
+
+/** Before any search: how many memories there are and the newest, or how to add some. */
+async function welcome() {
+  const holder = $("#welcome");
+  let status;
+  try {
+    status = await api("GET", "/v1/status");
+  } catch (error) {
+    holder.replaceChildren(el("p", {}, error.message));
+    return;
+  }
+  const count = status.store.memories;
+  if (!count) {
+    holder.replaceChildren(
+      el("h2", {}, "This store holds no memory yet"),
+      el("p", {}, "Add some, then search them here:"),
+      el("pre", {}, [
+        'recalld add "Prefers tea over coffee." --type insight',
+        "recalld import chat.jsonl          # a conversation transcript",
+        "recalld index ~/notes              # a folder of notes or docs",
+      ].join("\n")),
+      el("p", { class: "dim" }, "or POST /v1/memories, or the memory_add tool over MCP."));
+    return;
+  }
+  const { memories } = await api("GET", listPath({ limit: 5 }));
+  holder.replaceChildren(
+    el("h2", {}, `${count} memories `, el("span", { class: "dim" },
+      `stored ${day(status.store.oldest)} to ${day(status.store.newest)}; ask a question above`)),
+    el("h3", {}, "Newest"),
+    el("ol", { class: "hits" }, memories.map((m) => el("li", { class: "hit", "data-id": m.id },
+      el("div", { class: "meta" },
+        el("span", {}, when(m.event_time ?? m.created_at)),
+        el("span", { class: "type" }, m.type),
+        superseded(m) ? el("span", { class: "flag" }, "superseded") : null,
+        el("button", { type: "button", class: "link", onclick: () => attempt(() => openMemory(m.id)) },
+          m.id)),
+      el("p", { class: "content" }, m.content.length > 240 ? `${m.content.slice(0, 240)} …` : m.content)))));
 }
 
 // -- tabs and wiring -------------------------------------------------------------------------------
@@ -529,6 +589,7 @@ function start() {
     $("#key").value = "";
     showKeyState();
     notify("");
+    attempt(welcome);
   });
   $("#key-clear").addEventListener("click", () => {
     sessionStorage.removeItem(KEY);
@@ -557,6 +618,7 @@ function start() {
   $("#pin").addEventListener("click", () => attempt(togglePin));
   $("#forget").addEventListener("click", () => attempt(forget));
   document.body.dataset.ready = "true";
+  attempt(welcome);
 }
 
 start();

@@ -52,6 +52,7 @@ from recalld.stores.postgres.migrations import (
     migrate,
     postings_sql,
 )
+from recalld.stores.postgres.probe import check_vectors_once
 
 T = TypeVar("T")
 """The channels this backend answers: all of them, one reader each (queries.READERS)."""
@@ -194,6 +195,9 @@ class PostgresStore:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 self._check_foreign(conn)
                 migrate(conn)
+                # Before the first vector is written: a server whose pgvector cannot run
+                # here fails in one sentence instead of dropping every connection.
+                check_vectors_once(dsn, conn, self.path)
                 # Whether the tenant, seen alone, has a vector index of its own, for the
                 # handle's life (see build_own_vector_index).
                 self._own_index = self._has_own_index(conn)

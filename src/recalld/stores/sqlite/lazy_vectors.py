@@ -28,6 +28,8 @@ import numpy.typing as npt
 
 from recalld.stores.base import Vector
 from recalld.stores.sqlite.vector_index import (
+    MISMATCH,
+    NEWEST_CHECKED,
     SPOT_CHECKS,
     SPOT_COSINE,
     AnnIndex,
@@ -106,14 +108,19 @@ class LazyAnn:
         return lazy
 
     def _spot_check(self, db: sqlite3.Connection) -> bool:
-        """Stored vectors of random rows the index covers match the table's."""
+        """Stored vectors of random rows the index covers, and of the newest ones it covers
+        (:data:`~recalld.stores.sqlite.vector_index.NEWEST_CHECKED`), match the table's."""
         top = db.execute("SELECT MAX(pk) FROM vectors").fetchone()[0] or 0
         guesses = np.random.default_rng(top).integers(1, top + 1, SPOT_CHECKS * 4)
         rows = _read(db, "SELECT pk, vector FROM vectors WHERE seq <= ? AND pk IN ({})",
                      [self._seq], np.unique(guesses))  # fmt: skip
-        for pk, blob in rows[:SPOT_CHECKS]:
+        newest = db.execute("SELECT pk, vector FROM vectors WHERE seq <= ? ORDER BY seq DESC"
+                            " LIMIT ?", (self._seq, NEWEST_CHECKED)).fetchall()  # fmt: skip
+        for pk, blob in [*newest, *rows[:SPOT_CHECKS]]:
             stored = self.ann.stored(int(pk))
             if stored is None or _cosine(stored, _vector(blob)) < SPOT_COSINE:
+                log.warning("the saved ANN index does not hold the store's vectors (%s); "
+                            "the vectors are loaded instead", MISMATCH)  # fmt: skip
                 return False
         return True
 

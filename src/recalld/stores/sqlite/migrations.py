@@ -385,6 +385,36 @@ def m011_live_time_index(db: sqlite3.Connection) -> None:
     )
 
 
+def m012_word_change_stamps(db: sqlite3.Connection) -> None:
+    """A random stamp on every entry of the word index's log: the index keeps the stamp of
+    the last entry it reflects, so a store restored from a backup, whose log numbers its
+    new entries again from where the backup stopped, is told apart from the one the index
+    followed (``stores/sqlite/word_index``)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(word_changes)")}
+    if "stamp" not in columns:
+        db.execute("ALTER TABLE word_changes ADD COLUMN stamp INTEGER")
+    run_script(
+        db,
+        """
+        DROP TRIGGER IF EXISTS word_changes_ai;
+        DROP TRIGGER IF EXISTS word_changes_ad;
+        DROP TRIGGER IF EXISTS word_changes_au;
+        CREATE TRIGGER word_changes_ai AFTER INSERT ON memories
+        WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'word_log') BEGIN
+            INSERT INTO word_changes (pk, stamp) VALUES (new.pk, random());
+        END;
+        CREATE TRIGGER word_changes_ad AFTER DELETE ON memories
+        WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'word_log') BEGIN
+            INSERT INTO word_changes (pk, stamp) VALUES (old.pk, random());
+        END;
+        CREATE TRIGGER word_changes_au AFTER UPDATE OF content, namespace
+        ON memories WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'word_log') BEGIN
+            INSERT INTO word_changes (pk, stamp) VALUES (new.pk, random());
+        END;
+        """,
+    )
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -398,6 +428,7 @@ MIGRATIONS: list[Migration] = [
     (9, "m009_api_keys", m009_api_keys),
     (10, "m010_word_changes", m010_word_changes),
     (11, "m011_live_time_index", m011_live_time_index),
+    (12, "m012_word_change_stamps", m012_word_change_stamps),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from recalld.records import MemoryFilter
@@ -48,11 +49,7 @@ def filter_sql(
     if filters.types:
         clauses.append(f"{alias}.type IN ({','.join('?' * len(filters.types))})")
         params.extend(filters.types)
-    for tag in filters.tags:
-        clauses.append(
-            f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag = ?)"
-        )
-        params.append(tag)
+    clauses.extend(_tags_sql(filters.tags, alias, params))
     if filters.time_range is not None:
         if filters.time_range.start is not None:
             clauses.append(f"{alias}.ref_time >= ?")
@@ -61,6 +58,24 @@ def filter_sql(
             clauses.append(f"{alias}.ref_time < ?")
             params.append(ts(filters.time_range.end))
     return (" AND ".join(clauses) or "1"), params
+
+
+TAG_CLAUSES_MAX = 8
+"""Up to this many tags, each is one ``EXISTS`` (a primary-key lookup); more tags go in one
+clause that counts a memory's tags among them: SQLite parses at most 1,000 levels of
+expression, and a chain of 999 ``AND EXISTS`` passed it (the store failed the search)."""
+
+
+def _tags_sql(tags: Sequence[str], alias: str, params: Params) -> list[str]:
+    """Clauses for "carries every one of ``tags``"; their parameters appended to ``params``."""
+    if len(tags) <= TAG_CLAUSES_MAX:
+        params.extend(tags)
+        return [f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag = ?)"
+                for _ in tags]  # fmt: skip
+    wanted = sorted(set(tags))
+    params.extend([json.dumps(wanted), len(wanted)])
+    return [f"(SELECT count(*) FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag IN"
+            " (SELECT value FROM json_each(?))) = ?"]  # fmt: skip
 
 
 def is_trivial(filters: MemoryFilter) -> bool:

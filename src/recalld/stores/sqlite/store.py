@@ -41,11 +41,11 @@ from recalld.stores.base import (
     migration_key,
     neighbors_in_sessions,
 )
+from recalld.stores.sqlite import opening, readers
 from recalld.stores.sqlite import queries as q
-from recalld.stores.sqlite import readers
 from recalld.stores.sqlite.lazy_vectors import LazyAnn
-from recalld.stores.sqlite.locking import LOCK_WAIT_S, enable_wal
-from recalld.stores.sqlite.migrations import APP_ID, SCHEMA_VERSION, migrate
+from recalld.stores.sqlite.locking import LOCK_WAIT_S
+from recalld.stores.sqlite.migrations import SCHEMA_VERSION
 from recalld.stores.sqlite.vector_index import older_build
 from recalld.stores.sqlite.vectors import VectorMirror, listed_pks
 from recalld.stores.sqlite.word_engines import word_engines
@@ -147,8 +147,8 @@ class SQLiteStore:
         self.path = str(path)
         self.tenancy = tenancy or Tenancy()
         self._visible = self.tenancy.visible
-        if self.path != ":memory:":
-            self._check_path(Path(path))
+        self._access = (opening.Access(self.path, False, None) if self.path == ":memory:"
+                        else opening.prepare(Path(path)))  # fmt: skip
         # One connection per thread (a server calls the store from many); an in-memory
         # database exists only in its one connection, so its calls take turns instead.
         self._local = threading.local()
@@ -160,10 +160,9 @@ class SQLiteStore:
         )
         first = self._connect(configure=False)
         try:
-            self._check_foreign(first)
-            enable_wal(first)
+            self._refusal = opening.setup(first, self._access, self.path)
+            """Why writes are refused (a read-only file, a newer schema), or None."""
             self._configure(first)
-            migrate(first)
         except StoreError:
             first.close()
             raise
@@ -191,9 +190,8 @@ class SQLiteStore:
 
     def _connect(self, configure: bool = True) -> sqlite3.Connection:
         try:
-            db = sqlite3.connect(
-                self.path, timeout=LOCK_WAIT_S, isolation_level=None, check_same_thread=False
-            )
+            db = sqlite3.connect(self._access.target, timeout=LOCK_WAIT_S, isolation_level=None,
+                                 check_same_thread=False, uri=self._access.uri)  # fmt: skip
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the store file {self.path}: {exc}") from exc
         db.row_factory = sqlite3.Row
@@ -218,35 +216,11 @@ class SQLiteStore:
             self._local.db = db
         return db
 
-    @staticmethod
-    def _check_path(path: Path) -> None:
-        folder = path.parent
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the folder {folder}: {exc.strerror}") from exc
-        if path.exists() and not os.access(path, os.R_OK | os.W_OK):
-            raise StoreError(f"the store file {path} is not readable and writable by this user")
-        if not path.exists() and not os.access(folder, os.W_OK):
-            raise StoreError(f"cannot create a store in {folder}: the folder is not writable")
-
-    def _check_foreign(self, db: sqlite3.Connection) -> None:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
-        if not tables:
-            return
-        app = None
-        if "meta" in tables:
-            found = db.execute("SELECT value FROM meta WHERE key = 'app'").fetchone()
-            app = found[0] if found else None
-        if app != APP_ID:
-            raise StoreError(
-                f"{self.path} is an SQLite database of another program, not a recalld store; "
-                "refusing to touch it"
-            )
-
     # -- transactions --------------------------------------------------------------------
 
     def _write(self) -> _Transaction:
+        if self._refusal is not None:
+            raise StoreError(self._refusal)
         return _Transaction(self._db)
 
     @contextmanager
@@ -765,12 +739,14 @@ class SQLiteStore:
         )
 
     def _advice(self) -> tuple[str, ...]:
+        exposed = () if self.path == ":memory:" else opening.exposure_advice(self.path)
         folder = self._vectors.index_path
         if not older_build(folder):
-            return ()
-        return (f"the ANN index in {folder} was built by an older recalld with a narrower beam"
-                " (it misses more of the nearest memories at 1M): delete that folder and the"
-                " next search builds a better one (minutes at 1M memories, once)",)  # fmt: skip
+            return exposed
+        return (*exposed, f"the ANN index in {folder} was built by an older recalld with a"
+                " narrower beam (it misses more of the nearest memories at 1M): delete that"
+                " folder and the next search builds a better one (minutes at 1M memories,"
+                " once)")  # fmt: skip
 
     # -- indexed source files --------------------------------------------------------------
 

@@ -4,8 +4,9 @@ The index only proposes candidates; the mirror re-scores them exactly. It is sav
 ``<folder>/<seq>.usearch`` where ``seq`` is the last vector row it covers, written under a
 temporary name and renamed, so a reader never sees a half-written file. Opening it
 reconciles it with the mirror (rows newer than ``seq`` re-added, pks gone removed) and
-spot-checks stored vectors, so a file left by another process or an older state is
-repaired, and one that belongs to another database is rebuilt.
+spot-checks stored vectors (random rows and the newest it covers), so a file left by another
+process or an older state is repaired, and one that belongs to another database, or was saved
+before the store was restored from a backup, is rebuilt.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+
+from recalld.private_files import FILE_MODE, private_folder
 
 log = logging.getLogger("recalld")
 
@@ -71,6 +74,12 @@ SAVE_FRACTION = 0.02
 to replay from the table when the next process opens the index)."""
 SPOT_CHECKS = 32
 """Stored vectors compared with the table's when a saved index is opened."""
+NEWEST_CHECKED = SPOT_CHECKS
+"""Besides the random rows, the rows the index covers with the highest ``seq`` are checked:
+a store restored from a backup numbers its new vectors again from where the backup stopped,
+so its newest rows (other memories, often at the same pks) look covered by an index saved
+after the backup; they are where such an index is wrong."""
+MISMATCH = "another store's, or the store was restored from a backup since it was saved"
 SPOT_COSINE = 0.98
 """An int8 copy of a vector keeps cosine > 0.99 to it; lower means another database."""
 BUILD_CHUNK = 65_536
@@ -189,9 +198,12 @@ class AnnIndex:
         old = live[rows.seqs[live] <= self.covered_seq]
         if len(old):
             sample = np.random.default_rng(len(old)).choice(old, min(SPOT_CHECKS, len(old)))
-            for row in sample:
+            newest = old[np.argsort(rows.seqs[old])[-NEWEST_CHECKED:]]
+            for row in np.concatenate([newest, sample]):
                 stored = self.stored(int(rows.pks[row]))
                 if stored is None or _cosine(stored, rows.matrix[row]) < SPOT_COSINE:
+                    log.warning("the saved ANN index in %s does not hold the store's vectors "
+                                "(%s); it is built again", self._folder, MISMATCH)  # fmt: skip
                     return False
         keys = self.keys()
         key_rows = np.full(len(keys), -1, dtype=np.int64)
@@ -287,9 +299,10 @@ class AnnIndex:
         if self._folder is None:
             return
         try:
-            self._folder.mkdir(parents=True, exist_ok=True)
+            private_folder(self._folder)
             temporary = self._folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
             self._index.save(str(temporary))
+            os.chmod(temporary, FILE_MODE)  # usearch writes it with the umask's mode
             name = f"{self.covered_seq}.b{self.built_with}.usearch"
             os.replace(temporary, self._folder / name)
             for _, _, path in _saved(self._folder):

@@ -22,7 +22,10 @@ Staying current, across processes and crashes:
 
 - The folder ``<db>.words/`` holds tantivy's files and ``covered.json``: the store's id and
   the last entry of the store's change log (``word_changes``, filled by triggers in the
-  write's own transaction once ``meta.word_log`` exists) the index reflects.
+  write's own transaction once ``meta.word_log`` exists) the index reflects, by its number
+  and its random stamp. That entry stays in the log (the prune keeps it), so the index can
+  tell that the store is still the one it followed: a store restored from a backup keeps its
+  id, but its log stops before the mark, or numbers new entries again with other stamps.
 - A writer brings the index up to date after its transaction (:meth:`WordIndex.sync`): the
   rows named in the log since ``covered`` are deleted from the index and added again as they
   are now, committed (atomically, by tantivy), ``covered`` written, the log pruned. Replaying
@@ -32,7 +35,9 @@ Staying current, across processes and crashes:
   index, it stands aside and FTS5 answers.
 - The index is built whole (into a new folder, renamed in place) when a writer first sees
   the store at :data:`WORD_INDEX_MIN_ROWS`, or when the folder is missing, unreadable or
-  belongs to another store.
+  belongs to another store, or the store's log no longer holds the index's mark (restored
+  from a backup, or replaced): the writer logs why. Until then, searches stand aside.
+- Its folder and files are private to the store's owner (``0700`` / ``0600``).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from pathlib import Path
 from typing import Any
 
 from recalld import lexical
+from recalld.private_files import make_private, private_file, private_folder, write_private_text
 from recalld.stores.sqlite.readers import Scope, Winners, rescored, rows_max
 
 log = logging.getLogger("recalld")
@@ -88,6 +94,11 @@ class Covered:
     seq: int
     commit: str
     """Which write made the file (readers reopen their searcher when it changes)."""
+    stamp: int | None = None
+    """The random stamp of the log's entry ``seq`` (None: no such entry, or an entry logged
+    before stamps existed)."""
+    anchored: bool = True
+    """False for a file written before stamps existed: only the number is checked."""
 
 
 class TantivyWords:
@@ -144,6 +155,8 @@ class WordIndex:
         """The covered file the searcher was opened at."""
         self._namespaces: set[str] = set()
         """The namespaces the searcher's rows belong to."""
+        self._warned: Covered | None = None
+        """The covered file a search last warned about (once per file, not per search)."""
 
     # -- reading --------------------------------------------------------------------------
 
@@ -190,7 +203,7 @@ class WordIndex:
         """Open the index, replay a short tail of the log, and reopen the searcher when the
         folder changed; False when a search should not wait for it."""
         covered = self._read_covered()
-        if covered is None or covered.store != _store_id(db):
+        if covered is None or not self._follows(db, covered):
             return False
         newest = _newest(db)
         if newest > covered.seq:
@@ -202,6 +215,19 @@ class WordIndex:
                 return False
             covered = caught_up
         return self._open_searcher(covered)
+
+    def _follows(self, db: sqlite3.Connection, covered: Covered) -> bool:
+        """Whether the index follows this store's log (a search stands aside if not: the
+        next write rebuilds it). A mismatch seen while another process moved the mark and
+        pruned the log is no mismatch: this search stands aside without a word."""
+        reason = _diverged(db, covered)
+        if reason is None:
+            return True
+        if self._read_covered() == covered and self._warned != covered:
+            self._warned = covered
+            log.warning("the word index %s does not follow the store: %s; FTS5 answers "
+                        "until the next write rebuilds it", self.folder, reason)  # fmt: skip
+        return False
 
     def _open_searcher(self, covered: Covered) -> bool:
         if self._searcher is not None and self._seen == covered:
@@ -224,8 +250,10 @@ class WordIndex:
     def _read_covered(self) -> Covered | None:
         try:
             data = json.loads((self.folder / "covered.json").read_text(encoding="utf-8"))
-            return Covered(str(data["store"]), int(data["seq"]), str(data.get("commit", "")))
-        except (OSError, ValueError, KeyError, TypeError):
+            stamp = data.get("stamp")
+            return Covered(str(data["store"]), int(data["seq"]), str(data.get("commit", "")),
+                           None if stamp is None else int(stamp), "stamp" in data)  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
     # -- writing --------------------------------------------------------------------------
@@ -244,7 +272,10 @@ class WordIndex:
                 return
             with self._lock:
                 covered = self._read_covered()
-                if covered is None or covered.store != _store_id(db):
+                reason = "it is missing" if covered is None else _diverged(db, covered)
+                if reason is not None:
+                    if covered is not None:
+                        log.warning("rebuilding the word index %s: %s", self.folder, reason)
                     covered = self._build(db)
                 else:
                     covered = self._catch_up(db)
@@ -258,11 +289,14 @@ class WordIndex:
             return None
         db.execute("BEGIN")
         try:
+            if _diverged(db, covered) is not None:  # (rebuilt by the next write)
+                return None
             newest = _newest(db)
             pks = [r[0] for r in db.execute(
                 "SELECT DISTINCT pk FROM word_changes WHERE seq > ? AND seq <= ?",
                 (covered.seq, newest))]  # fmt: skip
             rows = _rows(db, pks)
+            stamp = _stamp(db, newest)
         finally:
             db.execute("COMMIT")
         if newest <= covered.seq:
@@ -275,7 +309,7 @@ class WordIndex:
                         self.folder, exc)  # fmt: skip
             self._index = self._searcher = None
             return None
-        return _write_covered(self.folder, covered.store, newest)
+        return _write_covered(self.folder, covered.store, newest, stamp)
 
     def _replay(self, pks: Sequence[int], rows: Sequence[Sequence[Any]]) -> None:
         """Delete the rows ``pks`` from the index and add ``rows`` (their state now)."""
@@ -291,18 +325,20 @@ class WordIndex:
         writer.commit()
         writer.wait_merging_threads()
         del writer  # releases tantivy's lock
+        make_private(self.folder)  # tantivy writes its new files with its own modes
 
     def _build(self, db: sqlite3.Connection) -> Covered:
         """Index every row into a new folder and put it in place of the old one."""
         store = _enable_log(db)
         started = time.monotonic()
         building = self.folder.with_name(f"{self.folder.name}.building-{secrets.token_hex(4)}")
-        building.mkdir(parents=True)
+        private_folder(building)
         index = _open(building, create=True)
         writer = index.writer(WRITER_HEAP, max(1, min(2, os.cpu_count() or 1)))
         db.execute("BEGIN")  # one snapshot: the rows as of the log's newest entry
         try:
             newest = _newest(db)
+            stamp = _stamp(db, newest)
             cursor = db.execute("SELECT pk, namespace, content FROM memories")
             count = 0
             while batch := cursor.fetchmany(BUILD_BATCH):
@@ -313,7 +349,8 @@ class WordIndex:
         writer.commit()
         writer.wait_merging_threads()
         del writer
-        done = _write_covered(building, store, newest)
+        make_private(building)
+        done = _write_covered(building, store, newest, stamp)
         self._index = self._searcher = None
         old = self.folder.with_name(f"{self.folder.name}.old-{secrets.token_hex(4)}")
         if self.folder.exists():
@@ -333,6 +370,7 @@ class WordIndex:
             yield False
             return
         path = self.folder.with_name(self.folder.name + ".lock")
+        private_file(path)
         with open(path, "a+b") as handle:
             deadline = time.monotonic() + (LOCK_WAIT_S if wait else 0.0)
             while True:
@@ -426,6 +464,25 @@ def _newest(db: sqlite3.Connection) -> int:
     return int(found[0]) if found else 0
 
 
+def _stamp(db: sqlite3.Connection, seq: int) -> int | None:
+    found = db.execute("SELECT stamp FROM word_changes WHERE seq = ?", (seq,)).fetchone()
+    return None if found is None or found[0] is None else int(found[0])
+
+
+def _diverged(db: sqlite3.Connection, covered: Covered) -> str | None:
+    """Why the index cannot follow this store's log from its mark; None when it can."""
+    if covered.store != _store_id(db):
+        return "it belongs to another store"
+    newest = _newest(db)
+    if newest < covered.seq:
+        return (f"the store's change log ends at entry {newest}, before the index's mark "
+                f"{covered.seq} (was the store restored from a backup?)")  # fmt: skip
+    if covered.anchored and _stamp(db, covered.seq) != covered.stamp:
+        return (f"the store's change log entry {covered.seq} is not the one the index "
+                "reflects (was the store restored from a backup?)")  # fmt: skip
+    return None
+
+
 def _store_id(db: sqlite3.Connection) -> str | None:
     found = db.execute("SELECT value FROM meta WHERE key = 'word_log'").fetchone()
     return str(found[0]) if found else None
@@ -447,18 +504,18 @@ def _enable_log(db: sqlite3.Connection) -> str:
 
 
 def _prune(db: sqlite3.Connection, seq: int) -> None:
-    """Drop the log entries the index reflects (a busy store keeps them for later)."""
+    """Drop the log entries the index reflects but its mark (a busy store keeps them for
+    later)."""
     try:
-        db.execute("DELETE FROM word_changes WHERE seq <= ?", (seq,))
+        db.execute("DELETE FROM word_changes WHERE seq < ?", (seq,))
     except sqlite3.OperationalError as exc:
         log.info("the word log was not pruned (%s); the next write will", exc)
 
 
-def _write_covered(folder: Path, store: str, seq: int) -> Covered:
-    """Record (atomically) that the index in ``folder`` reflects the log through ``seq``."""
-    covered = Covered(store, seq, secrets.token_hex(8))
-    temporary = folder / f"covered.json.{secrets.token_hex(4)}"
-    written = {"store": covered.store, "seq": covered.seq, "commit": covered.commit}
-    temporary.write_text(json.dumps(written), encoding="utf-8")
-    os.replace(temporary, folder / "covered.json")
+def _write_covered(folder: Path, store: str, seq: int, stamp: int | None) -> Covered:
+    """Record (atomically) that the index in ``folder`` reflects the log through ``seq``,
+    whose entry has the stamp ``stamp``."""
+    covered = Covered(store, seq, secrets.token_hex(8), stamp)
+    written = {"store": store, "seq": seq, "commit": covered.commit, "stamp": stamp}
+    write_private_text(folder / "covered.json", json.dumps(written))
     return covered

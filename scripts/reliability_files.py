@@ -20,7 +20,7 @@ from reliability_common import Run, cli_env, engine, memories, recalld_command
 
 from recalld.errors import RecalldError, StoreError
 from recalld.records import NewMemory
-from recalld.stores.base import CandidateRequest
+from recalld.stores.base import CandidateRequest, NearestAsk, WordsAsk
 from recalld.stores.sqlite import word_index
 from recalld.stores.sqlite.migrations import SCHEMA_VERSION
 
@@ -93,10 +93,12 @@ def _restore_trial(run: Run, trial: int, lost: int) -> tuple[tuple[bool, str], .
         made = restored.add(f"a {word} on the ferry").id
     with engine(str(db)) as reader:  # a new process's view: the saved indexes
         _with_ann(reader.store, ann)
-        found = reader.store.candidates(CandidateRequest(terms=(word,), bm25_limit=10))
-        undone = reader.store.candidates(CandidateRequest(terms=("zeppelin",), bm25_limit=10))
+        found = reader.store.candidates(CandidateRequest(asks={"bm25": WordsAsk(10, (word,))}))
+        undone = reader.store.candidates(
+            CandidateRequest(asks={"bm25": WordsAsk(10, ("zeppelin",))})
+        )
         query = reader.store.vectors_for([made])[made]
-        near = reader.store.candidates(CandidateRequest(query_vector=query, semantic_limit=5))
+        near = reader.store.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, query)}))
     got = [c.memory_id for c in found.get("bm25", [])]
     ghosts = [c.memory_id for c in undone.get("bm25", [])]
     nearest = [c.memory_id for c in near.get("semantic", [])]

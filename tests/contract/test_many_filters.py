@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from recalld.records import Memory, MemoryFilter
-from recalld.stores.base import CandidateRequest
+from recalld.stores.base import CandidateRequest, WordsAsk
 from recalld.stores.sqlite import SQLiteStore, queries
 from recalld.text import content_hash
 
@@ -35,7 +35,9 @@ def test_a_filter_of_many_tags_keeps_the_memories_that_carry_them_all(
                   memory(3, "kayak trip with none", [])], None)  # fmt: skip
     wanted = MemoryFilter(tags=tuple(MANY[:count]) + (MANY[0],))  # (a repeat counts once)
     assert [m.id for m in store.list(wanted, limit=10)] == ["m1"]
-    found = store.candidates(CandidateRequest(filters=wanted, terms=("kayak",), bm25_limit=10))
+    found = store.candidates(
+        CandidateRequest(filters=wanted, asks={"bm25": WordsAsk(10, ("kayak",))})
+    )
     assert [c.memory_id for c in found["bm25"]] == ["m1"]
     missing = MemoryFilter(tags=(*MANY[1:count], "absent"))
     assert store.list(missing, limit=10) == []

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from tests.scale.test_vector_mirror import clustered, memory
 
-from recalld.stores.base import CandidateRequest
+from recalld.stores.base import CandidateRequest, NearestAsk
 from recalld.stores.sqlite import SQLiteStore
 from recalld.stores.sqlite.vectors import VectorMirror
 
@@ -30,7 +30,7 @@ def opened(path: Path) -> SQLiteStore:
 
 
 def search(store: SQLiteStore, query: object, limit: int = 5) -> list[str]:
-    found = store.candidates(CandidateRequest(query_vector=query, semantic_limit=limit))
+    found = store.candidates(CandidateRequest(asks={"semantic": NearestAsk(limit, query)}))
     return [c.memory_id for c in found["semantic"]]
 
 

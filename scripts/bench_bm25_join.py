@@ -13,8 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from recalld.records import Memory, MemoryFilter
-from recalld.stores.sqlite import SQLiteStore
-from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite import SQLiteStore, queries as q
 from recalld.text import content_hash
 
 WORDS = ("kayak", "river", "trip", "club", "meeting", "lisbon", "sister", "dinner", "project",

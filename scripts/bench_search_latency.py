@@ -34,8 +34,7 @@ import recalld
 from recalld.bench import scale_corpus as sc
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
-from recalld.stores.sqlite import queries as sqlite_queries
-from recalld.stores.sqlite import store as sqlite_store
+from recalld.stores.sqlite import queries as sqlite_queries, store as sqlite_store
 
 
 def questions_of(data: Path, count: int, seed: int = 7) -> list[str]:

@@ -32,8 +32,7 @@ from recalld.bench.scale_worker import (
     write_report,
 )
 from recalld.config import Settings
-from recalld.retrieval.channels import Need
-from recalld.retrieval.channels import request as channel_request
+from recalld.retrieval.channels import Need, request as channel_request
 from recalld.retrieval.query import understand
 from recalld.stores.sqlite import SQLiteStore, vector_index
 

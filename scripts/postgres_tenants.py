@@ -35,12 +35,10 @@ import numpy as np
 
 import recalld
 from recalld import heap
-from recalld.bench import scale_corpus as sc
-from recalld.bench import scale_postgres as sp
+from recalld.bench import scale_corpus as sc, scale_postgres as sp
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
-from recalld.retrieval.channels import Need
-from recalld.retrieval.channels import request as channel_request
+from recalld.retrieval.channels import Need, request as channel_request
 from recalld.stores import open_store
 from recalld.stores.asks import NearestAsk
 from recalld.stores.base import CandidateRequest, Tenancy, bulk_loading

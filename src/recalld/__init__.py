@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from recalld.config import Settings, load_settings
-    from recalld.engine import MemoryEngine, Status
-    from recalld.engine import open_engine as open  # noqa: A004 - the facade's entry point
+    from recalld.engine import (
+        MemoryEngine,
+        Status,
+        open_engine as open,  # noqa: A004 - the facade's entry point
+    )
     from recalld.errors import (
         EmbedderError,
         EmbedderMismatchError,

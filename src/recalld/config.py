@@ -16,14 +16,17 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from recalld.errors import InvalidInputError
-from recalld.locations import APP_NAME as APP_NAME
-from recalld.locations import default_cache_dir as default_cache_dir
-from recalld.locations import default_config_file as default_config_file
-from recalld.locations import default_data_dir as default_data_dir
-from recalld.locations import default_store, merge_sources
-from recalld.locations import expand_location as expand_location
-from recalld.locations import expand_path as expand_path
-from recalld.locations import is_dsn as is_dsn
+from recalld.locations import (
+    APP_NAME as APP_NAME,
+    default_cache_dir as default_cache_dir,
+    default_config_file as default_config_file,
+    default_data_dir as default_data_dir,
+    default_store,
+    expand_location as expand_location,
+    expand_path as expand_path,
+    is_dsn as is_dsn,
+    merge_sources,
+)
 
 DEFAULT_BATCH_TEXTS = 32
 """Texts per model call unless ``embed_batch_tokens`` cuts the batch first (docs/ingest.md)."""

@@ -68,8 +68,7 @@ from recalld.stores.base import (
     already_stored,
 )
 from recalld.text import estimate_tokens
-from recalld.validation import prepare_memory
-from recalld.validation import text_of as _text
+from recalld.validation import prepare_memory, text_of as _text
 
 if TYPE_CHECKING:
     import threading

@@ -34,8 +34,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from recalld.errors import InvalidInputError
-from recalld.records import IMPORT_FORMATS as IMPORT_FORMATS
 from recalld.records import (
+    IMPORT_FORMATS as IMPORT_FORMATS,
     MEMORY_TYPES,
     SEARCH_MODES,
     TYPES_ACCEPTED,

@@ -15,15 +15,15 @@ from recalld.bench.locomo import (
     load_locomo,
     locomo_case,
     normalize_dia_id,
+    parse_date as locomo_date,
     parse_evidence,
 )
-from recalld.bench.locomo import parse_date as locomo_date
 from recalld.bench.longmemeval import (
     load_longmemeval,
     longmemeval_case,
+    parse_date as lme_date,
     select_questions,
 )
-from recalld.bench.longmemeval import parse_date as lme_date
 from recalld.errors import InvalidInputError
 from recalld.providers.embedders import FakeEmbedder
 from recalld.records import Memory, NewMemory

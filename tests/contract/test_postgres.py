@@ -16,8 +16,7 @@ import recalld
 from recalld.config import Settings
 from recalld.providers.embedders import Embedder, FakeEmbedder
 from recalld.records import Memory, MemoryFilter, NewMemory, TimeRange
-from recalld.retrieval.channels import Need
-from recalld.retrieval.channels import request as channel_request
+from recalld.retrieval.channels import Need, request as channel_request
 from recalld.retrieval.query import understand
 from recalld.stores.asks import EntitiesAsk, NearestAsk, RecentAsk, WordsAsk
 from recalld.stores.base import CandidateRequest, Tenancy
@@ -320,8 +319,7 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(
     from click.testing import CliRunner
 
     from recalld.interfaces.cli import cli
-    from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres import store as postgres_store
+    from recalld.stores.postgres import PostgresStore, store as postgres_store
     from recalld.stores.postgres.store import EF_SEARCH, OWN_INDEX_EF_CONSTRUCTION, own_index_name
 
     monkeypatch.setattr(postgres_store, "OWN_INDEX_ADVISED_ROWS", 50)  # status advises it
@@ -479,8 +477,7 @@ def test_a_large_tenant_reads_its_word_channels_beside_its_vectors(
     """Past PARALLEL_READS_MIN_ROWS memories seen, a search reads the word channels in a
     statement of their own on a second connection while the query is embedded and the
     vectors are searched; the answers are those of the one statement."""
-    from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres import store as postgres_store
+    from recalld.stores.postgres import PostgresStore, store as postgres_store
 
     model = FakeEmbedder()
     settings = Settings(db=pg_database, cache_dir=None, tenant="big")
@@ -518,9 +515,11 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     from click.testing import CliRunner
 
     from recalld.interfaces.cli import cli
-    from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres import queries as postgres_queries
-    from recalld.stores.postgres import store as postgres_store
+    from recalld.stores.postgres import (
+        PostgresStore,
+        queries as postgres_queries,
+        store as postgres_store,
+    )
 
     monkeypatch.setattr(postgres_store, "WORD_POSTINGS_ADVISED_ROWS", 20)  # status advises it
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None),

@@ -12,8 +12,7 @@ import pytest
 
 import recalld
 from recalld import EmbedderMismatchError, NewMemory
-from recalld.retrieval.channels import Need
-from recalld.retrieval.channels import request as channel_request
+from recalld.retrieval.channels import Need, request as channel_request
 from recalld.stores.asks import NearestAsk, RecentAsk, WordsAsk
 from recalld.stores.base import CandidateRequest, near_ids
 

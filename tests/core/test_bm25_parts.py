@@ -18,8 +18,7 @@ import recalld.threads
 from recalld.records import Memory, MemoryFilter
 from recalld.stores.asks import WordsAsk
 from recalld.stores.base import CandidateRequest, ChannelCandidate
-from recalld.stores.sqlite import SQLiteStore, readers
-from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite import SQLiteStore, queries as q, readers
 from recalld.text import content_hash
 
 WORDS = ("kayak", "river", "trip", "club", "meeting", "lisbon", "sister", "dinner", "deploy",

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import example, given
-from hypothesis import strategies as st
+from hypothesis import example, given, strategies as st
 
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.stores.base import ChannelCandidate

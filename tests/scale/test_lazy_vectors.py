@@ -96,8 +96,7 @@ def nearest_where(store: SQLiteStore, query: np.ndarray, limit: int, where: str
     """The store's vector reader over the rows ``where`` admits (a filter no public
     request can state)."""
     scope = readers.Scope(lambda: store._db, where, [], store.tenancy.visible, spread=False)
-    request = CandidateRequest(asks={"window_semantic": NearestAsk(limit, query)})
-    return store._window_semantic(request, scope)
+    return store._window_semantic(NearestAsk(limit, query), scope)
 
 
 def test_a_selective_filter_is_answered_exactly_from_the_table(saved: Path) -> None:
@@ -237,7 +236,8 @@ def test_a_wide_time_window_filters_the_index_candidates_not_every_row(
     assert [c.memory_id for c in got] == [c.memory_id for c in want]
     assert [c.score for c in got] == pytest.approx([c.score for c in want], abs=1e-6)
     empty = TimeRange(NOW + timedelta(days=1), NOW + timedelta(days=2))
-    assert store.candidates(replace(request, time_window=empty))["window_semantic"] == []
+    emptied = CandidateRequest(asks={"window_semantic": NearestAsk(10, query, window=empty)})
+    assert store.candidates(emptied)["window_semantic"] == []
     assert listed == ["rows listed"]  # too few candidates passed: the window's rows listed
     store.close()
     exact.close()
@@ -289,7 +289,8 @@ def test_a_window_holding_a_large_share_of_the_rows_is_checked_on_the_index_cand
     assert {int(c.memory_id[1:]) for c in got} <= set(range(600))
     listed.clear()
     few = TimeRange(NOW - timedelta(hours=9, minutes=30), NOW + timedelta(minutes=1))
-    got = store.candidates(replace(request, time_window=few))["window_semantic"]
+    narrowed = CandidateRequest(asks={"window_semantic": NearestAsk(10, query, window=few)})
+    got = store.candidates(narrowed)["window_semantic"]
     assert listed == [True] and {int(c.memory_id[1:]) for c in got} == set(range(10))
     store.close()
     exact.close()

@@ -3,8 +3,7 @@ from __future__ import annotations
 import unicodedata
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from recalld.sources.chunking import ChunkParams, chunk_markdown, parse_blocks
 from recalld.text import estimate_tokens

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from recalld.sources.chunking import chunk_markdown
 from recalld.sources.graphemes import is_boundary, split_text

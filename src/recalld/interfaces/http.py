@@ -43,8 +43,7 @@ from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import recalld
-from recalld import heap
-from recalld import keys as api_keys
+from recalld import heap, keys as api_keys
 from recalld.config import Settings
 from recalld.engine import MemoryEngine, Status, open_engine
 from recalld.errors import (

@@ -20,8 +20,7 @@ import numpy as np
 from recalld.providers.embedders import Embedder
 from recalld.providers.llm import CallFailed, Usage, ask
 from recalld.records import MemoryFilter
-from recalld.retrieval.channels import Need, channel_lists
-from recalld.retrieval.channels import request as channel_request
+from recalld.retrieval.channels import Need, channel_lists, request as channel_request
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import RankedList
 from recalld.retrieval.models import Models, StageNote

@@ -34,9 +34,14 @@ from recalld.retrieval.adjust import (
 )
 from recalld.retrieval.assemble import cosine_similarity, jaccard_similarity, mmr, session_diverse
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration, calibrate
-from recalld.retrieval.channels import LISTS, Need, channel_lists, split_channels
-from recalld.retrieval.channels import request as channel_request
-from recalld.retrieval.channels import semantic as semantic_channel
+from recalld.retrieval.channels import (
+    LISTS,
+    Need,
+    channel_lists,
+    request as channel_request,
+    semantic as semantic_channel,
+    split_channels,
+)
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.expand import expand

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, NamedTuple
 
 from recalld.records import MemoryFilter, TimeRange
 
-Vector = npt.NDArray[np.float32]
+if TYPE_CHECKING:  # annotations only: the channels are imported where numpy is not yet
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector = npt.NDArray[np.float32]
 
 
 @dataclass(frozen=True)

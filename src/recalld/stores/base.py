@@ -15,40 +15,26 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
+
 from recalld.errors import ConflictError, InvalidInputError
 from recalld.records import ApiKey, Memory, MemoryFilter
 
 # The asks and evidence of the store protocol, importable from here as before.
 from recalld.stores.asks import (
     Ask as Ask,
-)
-from recalld.stores.asks import (
     CandidateRequest as CandidateRequest,
-)
-from recalld.stores.asks import (
     ChannelCandidate as ChannelCandidate,
-)
-from recalld.stores.asks import (
     EntitiesAsk as EntitiesAsk,
-)
-from recalld.stores.asks import (
     NearestAsk as NearestAsk,
-)
-from recalld.stores.asks import (
     RecentAsk as RecentAsk,
-)
-from recalld.stores.asks import (
     TextAsk as TextAsk,
-)
-from recalld.stores.asks import (
-    Vector as Vector,
-)
-from recalld.stores.asks import (
     WordsAsk as WordsAsk,
-)
-from recalld.stores.asks import (
     ranked as ranked,
 )
+
+Vector = npt.NDArray[np.float32]
 
 DEFAULT_TENANT = "default"
 """The tenant a store is opened for when none is named: today's single-user store."""

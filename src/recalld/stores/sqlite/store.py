@@ -41,8 +41,7 @@ from recalld.stores.base import (
     migration_key,
     neighbors_in_sessions,
 )
-from recalld.stores.sqlite import opening, readers
-from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite import opening, queries as q, readers
 from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S
 from recalld.stores.sqlite.migrations import SCHEMA_VERSION

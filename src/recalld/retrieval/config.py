@@ -8,11 +8,16 @@ from types import MappingProxyType
 from typing import Any
 
 from recalld.errors import InvalidInputError
-from recalld.retrieval.channels import LISTS
 
 
 def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
     return MappingProxyType(dict(mapping))
+
+
+LISTS = ("semantic", "bm25", "entity", "temporal")
+"""The ranked lists fusion reads, in this order (a list's weight and trace follow it): the
+names ``channels`` and ``channel_weights`` take. Every retrieval channel feeds one of them
+(:data:`recalld.retrieval.channels.CHANNELS`)."""
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,11 @@ from recalld.retrieval.channels.semantic import SEMANTIC
 from recalld.retrieval.channels.temporal import RECENT, WINDOW
 from recalld.retrieval.channels.trigram import SUBSTRING, TRIGRAM
 from recalld.retrieval.channels.words import WORDS, squash
+from recalld.retrieval.config import LISTS
 from recalld.stores.asks import Ask, CandidateRequest, ChannelCandidate
 
 CHANNELS: tuple[Channel, ...] = (SEMANTIC, WINDOW, WORDS, TRIGRAM, SUBSTRING, ENTITY, RECENT)
 """Every channel, in the order a search asks them and, within a fused list, merges them."""
-LISTS = ("semantic", "bm25", "entity", "temporal")
-"""The lists fusion reads, in this order (a list's weight and trace follow it); every
-channel feeds one of them."""
 assert {c.fused_as for c in CHANNELS} <= set(LISTS), "a channel feeds a list fusion lacks"
 NAMES = frozenset(c.name for c in CHANNELS)
 BY_NAME = {c.name: c for c in CHANNELS}

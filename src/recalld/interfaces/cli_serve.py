@@ -56,19 +56,23 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
                        "(docs/mcp.md), with the same keys", err=True)  # fmt: skip
 
     from recalld.interfaces.cli_mcp import is_loopback
-    from recalld.interfaces.local_server import advertise, search_settings
+    from recalld.interfaces.discovery import advertise, new_secret
+    from recalld.interfaces.local_server import search_settings
 
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
         shared = search_settings(obj.overrides, obj.config_file)
         if not is_dsn(settings.db):  # the shell finds the server by the store's full path
             settings = settings.model_copy(update={"db": Path(shared["db"])})
-        found = advertise(shared, port) if is_loopback(host) and port else nullcontext(None)
+        secret = new_secret() if is_loopback(host) and port else None
+        found = advertise(shared, host, port, secret) if secret else nullcontext(None)
         # uvicorn re-raises the SIGTERM it stopped on once it is done: exit through Python
-        # then, so the discovery file is removed on the way out.
-        signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(0))
+        # then (a closed terminal's SIGHUP too), so the discovery file is removed on the way.
+        for stop in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(stop, lambda number, frame: sys.exit(0))
         with found:
-            run(settings, host, port, say=say, extensions=extensions, access_log=access_log)
+            run(settings, host, port, say=say, extensions=extensions, access_log=access_log,
+                local_secret=secret)  # fmt: skip
 
 
 @click.command()

@@ -640,6 +640,7 @@ def create_app(
     models: Models | None = None,
     host: str = "127.0.0.1",
     extensions: Sequence[ExtensionFactory] = (),
+    local_secret: str | None = None,
 ) -> FastAPI:
     """The HTTP API over the store of ``settings``.
 
@@ -651,6 +652,8 @@ def create_app(
         host: the address the server listens on; without API keys, only a loopback
             address is served.
         extensions: other ASGI apps to mount (see :class:`Extension`).
+        local_secret: the secret of the server's discovery record, which it proves to
+            the shell (:mod:`recalld.interfaces.local_proof`); None when not advertised.
     """
     state = ServerState(settings, embedder or resolve_embedder(settings.embedder, settings),
                         models=models, host=host)  # fmt: skip
@@ -682,6 +685,10 @@ def create_app(
     app.add_middleware(BodyLimit, limit=settings.http_max_body_bytes,
                        depth=settings.http_max_json_depth)  # fmt: skip
     app.add_middleware(LocalGuard, state=state)  # outermost: before anything reads the body
+    if local_secret is not None:
+        from recalld.interfaces.local_proof import LocalProof
+
+        app.add_middleware(LocalProof, secret=local_secret)
     _install_error_handlers(app)
     _routes(app, state)
     install_inspector(app)
@@ -924,13 +931,17 @@ def serve(
     say: Callable[[str], None] = print,
     extensions: Sequence[ExtensionFactory] = (),
     access_log: bool = False,
+    local_secret: str | None = None,
 ) -> None:
     """Run the API with uvicorn until interrupted; says what it serves and where, and with
     ``access_log`` writes one line a request (client, request line, status) to stdout."""
     import uvicorn
 
+    from recalld.interfaces.connections import BoundedServer, bounds, redact_access_log
+
     embedder = resolve_embedder(settings.embedder, settings)
-    app = create_app(settings, embedder=embedder, host=host, extensions=extensions)
+    app = create_app(settings, embedder=embedder, host=host, extensions=extensions,
+                     local_secret=local_secret)  # fmt: skip
     state: ServerState = app.state.recalld
     active = state.active_keys()
     if active == 0 and not is_loopback(host):
@@ -950,11 +961,11 @@ def serve(
     say(f"auth: {active} active API key(s), every request needs one" if active else
         "auth: no API keys exist, so requests need none: loopback only")  # fmt: skip
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                            access_log=access_log)  # fmt: skip
+                            access_log=access_log, **bounds(say))  # fmt: skip
     heap.settle()  # the model and the store are loaded: out of the collector's full passes
     if access_log:  # uvicorn logs requests at INFO; the rest of its log stays at WARNING
-        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
-    uvicorn.Server(config).run()
+        redact_access_log()
+    BoundedServer(config).run()
 
 
 def _url_host(host: str) -> str:

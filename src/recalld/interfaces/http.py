@@ -59,6 +59,7 @@ from recalld.interfaces.exposure import public_message, public_status
 from recalld.interfaces.inspector import install_inspector
 from recalld.providers.embedders import Embedder, resolve_embedder
 from recalld.records import MEMORY_TYPES, AddResult, ApiKey, Context, Memory, SearchResult
+from recalld.request_limits import MAX_RESPONSE_BYTES
 from recalld.requests import (
     ISO_MOMENT,
     NOTHING_TO_CHANGE,
@@ -91,6 +92,10 @@ ERROR_CODES: Mapping[int, str] = {
 DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 415, 421, 422, 429, 503)
 MAX_PAGE = 1000
 """The most memories ``GET /v1/memories`` returns a page."""
+FAILED_AUTH_PER_MINUTE = 60
+"""Refused keys a client address may send a minute (in bursts of as many) before it gets
+429: a client with a real key rarely fails twice, one guessing keys fails thousands of
+times."""
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -394,6 +399,7 @@ class ServerState:
         self.models = models
         self.host = host
         self.limiter = RateLimiter(settings.http_rate_limit)
+        self.failures = RateLimiter(FAILED_AUTH_PER_MINUTE)
         self._engines: dict[tuple[str, tuple[str, ...]], MemoryEngine] = {}
         self._lock = threading.Lock()
         self.engine_for(settings.tenant, settings.shared)  # opens the store: fail early
@@ -420,12 +426,24 @@ class ServerState:
     def active_keys(self) -> int:
         return api_keys.key_store(self.root.store).active_keys()
 
-    def authenticate(self, authorization: str | None) -> Caller:
-        """The caller of a request with this ``Authorization`` header.
+    def authenticate(self, authorization: str | None, client: str = "") -> Caller:
+        """The caller of a request with this ``Authorization`` header, from ``client`` (its
+        address: refused keys are counted per address).
 
         Raises:
-            ApiError: 401 (no key, or an invalid or revoked one), 429 (over the rate).
+            ApiError: 401 (no key, or an invalid or revoked one), 429 (over the rate, or
+                too many refused keys from this address).
         """
+        try:
+            return self._authenticate(authorization)
+        except ApiError as exc:
+            if exc.status == 401 and authorization and self.failures.take(client) > 0:
+                raise ApiError(429, f"too many refused keys from this address (over "
+                               f"{FAILED_AUTH_PER_MINUTE} a minute); retry in a minute",
+                               {"Retry-After": "60"}) from None  # fmt: skip
+            raise
+
+    def _authenticate(self, authorization: str | None) -> Caller:
         if not authorization:
             if self.active_keys() == 0 and is_loopback(self.host):
                 self._limit("local")
@@ -630,7 +648,12 @@ def _object(data: Any, what: str) -> dict[str, Any]:
 
 
 def _json(value: Any, status: int = 200) -> Any:
-    return JSONResponse(to_json(value), status_code=status)
+    """``value`` as a JSON answer, or 422 when it is larger than the answers' limit."""
+    response = JSONResponse(to_json(value), status_code=status)
+    if len(response.body) > MAX_RESPONSE_BYTES:
+        raise ApiError(422, f"the answer would be {len(response.body):,} bytes, over the limit "
+                       f"of {MAX_RESPONSE_BYTES:,}: ask for fewer hits or memories (limit)")  # fmt: skip
+    return response
 
 
 def create_app(
@@ -721,7 +744,8 @@ def create_app(
 def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place for the routes
     async def caller(request: Request) -> Caller:
         header = request.headers.get("authorization")
-        return await run_in_threadpool(state.authenticate, header)
+        client = request.client.host if request.client else ""
+        return await run_in_threadpool(state.authenticate, header, client)
 
     async def run(function: Callable[..., Any], *args: Any) -> Any:
         return await run_in_threadpool(function, *args)

@@ -82,4 +82,5 @@ def check_embed_chars(total: int, what: str) -> None:
     """
     if total > MAX_EMBED_CHARS:
         raise ValueError(f"{what} hold {total:,} characters to embed, over the limit of "
-                         f"{MAX_EMBED_CHARS:,} a request: send them in smaller requests")  # fmt: skip
+                         f"{MAX_EMBED_CHARS:,} a request: send them in smaller "
+                         "requests")  # fmt: skip

@@ -123,10 +123,10 @@ def test_the_library_and_the_cli_refuse_the_same_sizes(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="over the limit of 1,000,000"):
         parse(AddMemories, {"memories": [{"content": "w" * 99_000}] * 11})
     db = tmp_path / "m.db"
-    with recalld.open(settings=Settings(db=db, cache_dir=None, embedder="fake"),
-                      embedder=FakeEmbedder()) as engine:  # fmt: skip
-        with pytest.raises(InvalidInputError, match="filters.tags"):
-            engine.execute(parse(SearchQuery, {"query": "x", "filters": {"tags": ["t"] * 999}}))
+    settings = Settings(db=db, cache_dir=None, embedder="fake")
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine, pytest.raises(
+            InvalidInputError, match="filters.tags: takes at most 64"):  # fmt: skip
+        engine.search("x", tags=["t"] * 999)
     tags = [arg for i in range(999) for arg in ("--tag", f"t{i}")]
     done = CliRunner().invoke(cli, ["--db", str(db), "--embedder", "fake", "search", "x", *tags])
     assert done.exit_code == 2 and "takes at most 64 items" in done.output, done.output

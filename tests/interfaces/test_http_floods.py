@@ -8,6 +8,7 @@ time allowed.
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import signal
 import socket
@@ -53,10 +54,8 @@ def _flood(port: int, count: int) -> list[socket.socket]:
         except OSError:
             continue  # refused or reset: the server's choice, not a failure
         if i % 2:
-            try:
+            with contextlib.suppress(OSError):
                 connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-            except OSError:
-                pass
         held.append(connection)
     return held
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import resource
 import socket
@@ -110,122 +111,122 @@ def preload_logging() -> None:
             import rich.traceback  # noqa: F401
 
 
-def bounded_protocol(cap: int, header_timeout: float = HEADER_TIMEOUT_S,
-                     body_idle: float = BODY_IDLE_S) -> type[H11Protocol]:  # fmt: skip
-    """uvicorn's HTTP/1.1 protocol under this module's bounds, for one server (whose config
-    sets ``h11_max_incomplete_event_size`` above :data:`MAX_HEAD_BYTES`, so that the 431
-    here answers first)."""
-    waiting: dict[Bounded, None] = {}  # connections owing a request head, oldest first
+class BoundedH11(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol under this module's bounds. One subclass a server
+    (:func:`bounded_protocol`) holds the cap and the connections owing a request head, oldest
+    first; its config sets ``h11_max_incomplete_event_size`` above :data:`MAX_HEAD_BYTES`, so
+    that the 431 here answers first."""
 
-    class Bounded(H11Protocol):
-        _timer: asyncio.TimerHandle | None = None
-        _since = 0.0
-        _lingering = False
+    cap = MAX_CONNECTIONS
+    waiting: dict[BoundedH11, None]
+    _timer: asyncio.TimerHandle | None = None
+    _since = 0.0
+    _lingering = False
 
-        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            if len(self.connections) > cap and not _evict_oldest():
-                transport.abort()
-                return
-            self._await_head()
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.cap and not self._evict_oldest():
+            transport.abort()
+            return
+        self._await_head()
 
-        def data_received(self, data: bytes) -> None:
-            self._since = time.monotonic()
-            if self._lingering:
-                return
+    def data_received(self, data: bytes) -> None:
+        self._since = time.monotonic()
+        if not self._lingering:
             super().data_received(data)
 
-        def handle_events(self) -> None:
-            if self._refuse_large_head():
-                return
-            super().handle_events()
-            if self in waiting and self.conn.their_state is not h11.IDLE:
-                del waiting[self]  # the head arrived: the body's pauses are watched now
+    def handle_events(self) -> None:
+        if self._refuse_large_head():
+            return
+        super().handle_events()
+        if self in self.waiting and self.conn.their_state is not h11.IDLE:
+            del self.waiting[self]  # the head arrived: the body's pauses are watched now
 
-        def on_response_complete(self) -> None:
-            super().on_response_complete()
-            if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
-                self._await_head()
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._await_head()
 
-        def connection_lost(self, exc: Exception | None) -> None:
-            waiting.pop(self, None)
-            if self._timer is not None:
-                self._timer.cancel()
-            super().connection_lost(exc)
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.waiting.pop(self, None)
+        if self._timer is not None:
+            self._timer.cancel()
+        super().connection_lost(exc)
 
-        def _await_head(self) -> None:
-            waiting.pop(self, None)
-            waiting[self] = None
-            self._since = time.monotonic()
-            self._arm(header_timeout)
+    def drop(self) -> None:
+        self.waiting.pop(self, None)
+        self.transport.abort()
 
-        def _arm(self, seconds: float) -> None:
-            if self._timer is not None:
-                self._timer.cancel()
-            self._timer = self.loop.call_later(seconds, self._overdue)
-
-        def _overdue(self) -> None:
-            if self.transport.is_closing():
-                return
-            if self in waiting or self._lingering:
-                self.drop()
-            elif self.conn.their_state is h11.SEND_BODY:
-                quiet = time.monotonic() - self._since
-                if quiet >= body_idle:
-                    self.drop()
-                else:
-                    self._arm(body_idle - quiet)
-            else:  # inside a request: look again once its answer could be done
-                self._arm(body_idle)
-
-        def drop(self) -> None:
-            waiting.pop(self, None)
-            self.transport.abort()
-
-        def _refuse_large_head(self) -> bool:
-            """Answer a head over :data:`MAX_HEAD_BYTES` with 431 (414: the request line
-            alone is too long) and read what follows until the client closes."""
-            if self.conn.their_state is not h11.IDLE:
-                return False
-            buffered, _closed = self.conn.trailing_data
-            if len(buffered) <= MAX_HEAD_BYTES or b"\r\n\r\n" in buffered[: MAX_HEAD_BYTES + 4]:
-                return False  # a whole head, perhaps with its body: h11 reads it
-            line_end = buffered.find(b"\r\n")
-            status = 414 if line_end < 0 or line_end > MAX_HEAD_BYTES else 431
-            message = (
-                "the request line is too long"
-                if status == 414
-                else "the request's headers are too large"
-            ) + (f" (at most {MAX_HEAD_BYTES} bytes); send parameters in a JSON body")
-            self._refuse(status, message)
-            return True
-
-        def _refuse(self, status: int, message: str) -> None:
-            body = (
-                '{"error": {"code": "%s", "message": "%s"}}'
-                % ("uri_too_long" if status == 414 else "headers_too_large", message)
-            ).encode()
-            reason = b"URI Too Long" if status == 414 else b"Request Header Fields Too Large"
-            self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
-                                 b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (
-                                     status, reason, len(body), body))  # fmt: skip
-            waiting.pop(self, None)
-            self._lingering = True
-            with contextlib.suppress(OSError, RuntimeError, NotImplementedError):
-                self.transport.write_eof()
-            self._arm(LINGER_S)
-
-    def _evict_oldest() -> bool:
-        for oldest in waiting:
+    def _evict_oldest(self) -> bool:
+        for oldest in self.waiting:
             oldest.drop()
             return True
         return False
 
-    return Bounded
+    def _await_head(self) -> None:
+        self.waiting.pop(self, None)
+        self.waiting[self] = None
+        self._since = time.monotonic()
+        self._arm(HEADER_TIMEOUT_S)
+
+    def _arm(self, seconds: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = self.loop.call_later(seconds, self._overdue)
+
+    def _overdue(self) -> None:
+        if self.transport.is_closing():
+            return
+        if self in self.waiting or self._lingering:
+            self.drop()
+        elif self.conn.their_state is h11.SEND_BODY:
+            quiet = time.monotonic() - self._since
+            if quiet >= BODY_IDLE_S:
+                self.drop()
+            else:
+                self._arm(BODY_IDLE_S - quiet)
+        else:  # inside a request: look again once its answer could be done
+            self._arm(BODY_IDLE_S)
+
+    def _refuse_large_head(self) -> bool:
+        """Answer a head over :data:`MAX_HEAD_BYTES` with 431 (414: the request line alone
+        is too long) and read what follows until the client closes."""
+        if self.conn.their_state is not h11.IDLE:
+            return False
+        buffered, _closed = self.conn.trailing_data
+        if len(buffered) <= MAX_HEAD_BYTES or b"\r\n\r\n" in buffered[: MAX_HEAD_BYTES + 4]:
+            return False  # a whole head, perhaps with its body: h11 reads it
+        line_end = buffered.find(b"\r\n")
+        status = 414 if line_end < 0 or line_end > MAX_HEAD_BYTES else 431
+        what = "the request line is too long" if status == 414 else "the headers are too large"
+        self._refuse(status, f"{what} (at most {MAX_HEAD_BYTES} bytes); send parameters in "
+                     "a JSON body")  # fmt: skip
+        return True
+
+    def _refuse(self, status: int, message: str) -> None:
+        code, reason = REFUSALS[status]
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+                             b"connection: close\r\ncontent-length: %d\r\n\r\n"
+                             % (status, reason, len(body)) + body)  # fmt: skip
+        self.waiting.pop(self, None)
+        self._lingering = True
+        with contextlib.suppress(OSError, RuntimeError, NotImplementedError):
+            self.transport.write_eof()
+        self._arm(LINGER_S)
+
+
+REFUSALS = {414: ("uri_too_long", b"URI Too Long"),
+            431: ("headers_too_large", b"Request Header Fields Too Large")}  # fmt: skip
+
+
+def bounded_protocol(cap: int) -> type[BoundedH11]:
+    """A protocol class of one server: at most ``cap`` connections."""
+    return type("Bounded", (BoundedH11,), {"cap": cap, "waiting": {}})
 
 
 def bounds(say: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """uvicorn's settings for a server under these bounds (the descriptor limit raised
+    """The uvicorn settings of a server under these bounds (the descriptor limit raised
     first); says the connection cap when the limit is low."""
     descriptors = raise_descriptor_limit()
     cap = connection_cap(descriptors)
@@ -233,11 +234,12 @@ def bounds(say: Callable[[str], None] | None = None) -> dict[str, Any]:
     if say is not None and cap < MAX_CONNECTIONS:
         say(f"connections: at most {cap} at once ({descriptors} file descriptors allowed)")
     return {"http": bounded_protocol(cap), "timeout_keep_alive": int(HEADER_TIMEOUT_S),
-            "h11_max_incomplete_event_size": 2 * MAX_HEAD_BYTES, "backlog": backlog(descriptors)}  # fmt: skip
+            "h11_max_incomplete_event_size": 2 * MAX_HEAD_BYTES,
+            "backlog": backlog(descriptors)}  # fmt: skip
 
 
 class BoundedServer(uvicorn.Server):
-    """uvicorn's server with :func:`quiet_exhaustion` as its event loop's error handler."""
+    """The uvicorn server with :func:`quiet_exhaustion` as its event loop's error handler."""
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         asyncio.get_running_loop().set_exception_handler(quiet_exhaustion)

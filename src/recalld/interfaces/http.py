@@ -651,8 +651,9 @@ def _json(value: Any, status: int = 200) -> Any:
     """``value`` as a JSON answer, or 422 when it is larger than the answers' limit."""
     response = JSONResponse(to_json(value), status_code=status)
     if len(response.body) > MAX_RESPONSE_BYTES:
-        raise ApiError(422, f"the answer would be {len(response.body):,} bytes, over the limit "
-                       f"of {MAX_RESPONSE_BYTES:,}: ask for fewer hits or memories (limit)")  # fmt: skip
+        raise ApiError(422, f"the answer would be {len(response.body):,} bytes, over the "
+                       f"limit of {MAX_RESPONSE_BYTES:,}: ask for fewer hits or memories "
+                       "(limit)")  # fmt: skip
     return response
 
 

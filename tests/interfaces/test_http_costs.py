@@ -178,3 +178,4 @@ def test_serve_answers_huge_heads_and_keeps_query_strings_out_of_its_log(
         out, err = process.communicate(timeout=30)
     assert '"GET /v1/memories?... HTTP/1.1" 200' in out, (out, err)
     assert "pin9321" not in out and "secret-project" not in out
+    assert "warning: without API keys every user of this machine can reach" in err, err

@@ -92,6 +92,11 @@ ERROR_CODES: Mapping[int, str] = {
 DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 415, 421, 422, 429, 503)
 MAX_PAGE = 1000
 """The most memories ``GET /v1/memories`` returns a page."""
+KEYLESS_WARNING = (
+    "warning: without API keys every user of this machine can reach this server (loopback "
+    "stops other machines and web pages, not other accounts) and read or change this "
+    "store's memories; on a shared machine create a key (`recalld keys create --tenant NAME`)"
+)
 FAILED_AUTH_PER_MINUTE = 60
 """Refused keys a client address may send a minute (in bursts of as many) before it gets
 429: a client with a real key rarely fails twice, one guessing keys fails thousands of
@@ -985,6 +990,8 @@ def serve(
     )
     say(f"auth: {active} active API key(s), every request needs one" if active else
         "auth: no API keys exist, so requests need none: loopback only")  # fmt: skip
+    if not active:
+        say(KEYLESS_WARNING)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
                             access_log=access_log, **bounds(say))  # fmt: skip
     heap.settle()  # the model and the store are loaded: out of the collector's full passes

@@ -18,7 +18,11 @@ bounded in time, it runs:
 5. probes: another tenant's ids, revoked and malformed keys, a grant of another tenant's
    namespace, a symlink out of an indexed workspace;
 6. whether the top 10 of ``limit=10`` is the first 10 of ``limit=50``;
-7. the load figure: searches/s and p50/p95/p99 at 8, 32 and 64 clients through
+7. the server's own resources: 2,000 idle and half-sent connections (``/healthz`` within a
+   second, each closed after the head time), a foreign listener on the port the shell's
+   discovery advertises (it receives nothing of a request), and the largest request the
+   caps accept (stored; one over each cap refused, nothing stored);
+8. the load figure: searches/s and p50/p95/p99 at 8, 32 and 64 clients through
    ``recalld serve`` on a 10k-memory store, one request in ten an add; then the highest
    rate 32 clients sending on a schedule keep within a p99 of 150 ms.
 
@@ -51,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from reliability_common import Run  # noqa: E402
 from reliability_doors import bad_input, http_clients, limit_prefix, load_figure, probes  # noqa: E402
+from reliability_floods import connection_flood, discovery_capture, largest_request  # noqa: E402
 from reliability_kills import kill_trials, writers_and_readers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +117,18 @@ def _arguments() -> argparse.Namespace:
     return args
 
 
-SECTIONS = ("kills", "writers", "http", "bad-input", "probes", "limit", "load")
+SECTIONS = (
+    "kills",
+    "writers",
+    "http",
+    "bad-input",
+    "probes",
+    "limit",
+    "floods",
+    "discovery",
+    "costs",
+    "load",
+)
 
 
 def _sections(run: Run, plan: dict[str, float], only: set[str]) -> None:
@@ -126,6 +142,9 @@ def _sections(run: Run, plan: dict[str, float], only: set[str]) -> None:
         "bad-input": lambda: bad_input(run),
         "probes": lambda: probes(run),
         "limit": lambda: limit_prefix(run, i(plan["questions"])),
+        "floods": lambda: connection_flood(run),
+        "discovery": lambda: discovery_capture(run),
+        "costs": lambda: largest_request(run),
         "load": lambda: load_figure(run, i(plan["size"]), plan["seconds"], LEVELS),
     }
     for name, step in steps.items():

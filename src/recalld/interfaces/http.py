@@ -59,7 +59,13 @@ from recalld.interfaces.exposure import public_message, public_status
 from recalld.interfaces.inspector import install_inspector
 from recalld.providers.embedders import Embedder, resolve_embedder
 from recalld.records import MEMORY_TYPES, AddResult, ApiKey, Context, Memory, SearchResult
-from recalld.request_limits import MAX_RESPONSE_BYTES
+from recalld.request_limits import (
+    MAX_ID_CHARS,
+    MAX_RESPONSE_BYTES,
+    MAX_TAG_CHARS,
+    MAX_TAGS,
+    MAX_TYPES,
+)
 from recalld.requests import (
     ISO_MOMENT,
     NOTHING_TO_CHANGE,
@@ -598,6 +604,21 @@ def _declare_limits(spec: dict[str, Any], settings: Settings) -> None:
                     parameter["schema"] = {"anyOf": [ISO_MOMENT, {"type": "null"}]}
                 if parameter["name"] == "type":
                     parameter["schema"]["items"] = {"enum": list(MEMORY_TYPES)}
+                _declare_parameter_limit(parameter)
+
+
+def _declare_parameter_limit(parameter: dict[str, Any]) -> None:
+    """The caps of :mod:`recalld.request_limits` on a list query parameter (the request
+    model checks them, as for a body's filters)."""
+    name, schema = parameter["name"], parameter["schema"]
+    if name in ("tag", "type"):
+        schema["maxItems"] = MAX_TAGS if name == "tag" else MAX_TYPES
+        if name == "tag":
+            schema["items"]["maxLength"] = MAX_TAG_CHARS
+    elif name in ("project", "scope", "session_id", "superseded_by", "memory_id"):
+        for kind in schema.get("anyOf", [schema]):
+            if kind.get("type") == "string":
+                kind["maxLength"] = MAX_ID_CHARS
 
 
 def _ref(name: str) -> dict[str, str]:

@@ -179,3 +179,32 @@ def test_serve_answers_huge_heads_and_keeps_query_strings_out_of_its_log(
     assert '"GET /v1/memories?... HTTP/1.1" 200' in out, (out, err)
     assert "pin9321" not in out and "secret-project" not in out
     assert "warning: without API keys every user of this machine can reach" in err, err
+
+
+def test_mcp_refuses_the_same_sizes(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client
+
+    from recalld.interfaces.mcp import Engines, build_server
+
+    pool = Engines(Settings(db=tmp_path / "mcp.db", cache_dir=None, embedder="fake"))
+    said: list[str] = []
+
+    async def main() -> None:
+        async with Client(build_server(lambda ctx: pool.get())) as client:
+            for tool, args in (
+                ("memory_search", {"query": "x", "filters": {"tags": ["t"] * 999}}),
+                ("memory_context", {"query": "x", "max_tokens": 10**12}),
+                ("memory_add", {"content": "x", "tags": [f"t{i}" for i in range(100)]}),
+            ):
+                result = await client.call_tool(tool, args)
+                assert result.is_error
+                said.append(result.content[0].text)  # type: ignore[union-attr]
+
+    try:
+        anyio.run(main)
+    finally:
+        pool.close()
+    assert "filters.tags: takes at most 64 items" in said[0]
+    assert "at most 100,000" in said[1] or "100000" in said[1]
+    assert "tags: takes at most 64 items" in said[2]

@@ -52,7 +52,7 @@ memories are of ordinary size; a larger one is refused, asking for fewer hits.""
 
 
 def _metadata_size(value: dict[str, Any]) -> dict[str, Any]:
-    size = len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8"))
+    size = len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
     if size > MAX_METADATA_BYTES:
         raise ValueError(f"metadata is {size:,} bytes as JSON, over the limit of "
                          f"{MAX_METADATA_BYTES:,}")  # fmt: skip
@@ -84,3 +84,37 @@ def check_embed_chars(total: int, what: str) -> None:
         raise ValueError(f"{what} hold {total:,} characters to embed, over the limit of "
                          f"{MAX_EMBED_CHARS:,} a request: send them in smaller "
                          "requests")  # fmt: skip
+
+
+def check_memory_sizes(item: Any) -> None:
+    """The caps above on a memory given as a :class:`~recalld.records.NewMemory` (the
+    library's ``add`` and ``add_many``, imports and indexing), in the words of the request
+    models. Entities recalld extracts itself are not capped: only those a caller gives.
+
+    Raises:
+        InvalidInputError: naming the field and the limit.
+    """
+    from recalld.errors import InvalidInputError
+
+    problems = [
+        f"{name}: takes at most {MAX_ID_CHARS} characters"
+        for name in ("id", "project", "scope", "session_id", "namespace")
+        if isinstance(getattr(item, name), str) and len(getattr(item, name)) > MAX_ID_CHARS
+    ]
+    for name, most, longest in (("tags", MAX_TAGS, MAX_TAG_CHARS),
+                                ("entities", MAX_ENTITIES, MAX_ENTITY_CHARS)):  # fmt: skip
+        values = getattr(item, name) or ()
+        if len(values) > most:
+            problems.append(f"{name}: takes at most {most} items")
+        elif any(isinstance(v, str) and len(v) > longest for v in values):
+            problems.append(f"{name}: takes at most {longest} characters")
+    context = item.embed_context
+    if isinstance(context, str) and len(context) > MAX_EMBED_CONTEXT_CHARS:
+        problems.append(f"embed_context: takes at most {MAX_EMBED_CONTEXT_CHARS} characters")
+    if isinstance(item.metadata, dict):
+        try:
+            _metadata_size(item.metadata)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise InvalidInputError("; ".join(problems))

@@ -15,6 +15,7 @@ from datetime import datetime
 from recalld.entities import extract_entities
 from recalld.errors import InvalidInputError
 from recalld.records import MEMORY_TYPES, Memory, NewMemory
+from recalld.request_limits import check_memory_sizes
 from recalld.requests import as_utc, check_moment, refuse_unstorable
 from recalld.text import content_hash, normalize_content, states_event
 
@@ -51,6 +52,7 @@ def prepare_memory(
     check_field_types(item)
     for name in TEXT_FIELDS:
         refuse_unstorable(getattr(item, name), name)
+    check_memory_sizes(item)
     if item.type not in MEMORY_TYPES:
         raise InvalidInputError(f"type must be one of {', '.join(MEMORY_TYPES)}")
     if not 1.0 <= item.priority <= 2.0:

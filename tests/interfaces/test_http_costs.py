@@ -127,6 +127,14 @@ def test_the_library_and_the_cli_refuse_the_same_sizes(tmp_path: Path) -> None:
     with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine, pytest.raises(
             InvalidInputError, match="filters.tags: takes at most 64"):  # fmt: skip
         engine.search("x", tags=["t"] * 999)
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+        for fields, said in (({"tags": [f"t{i}" for i in range(100)]}, "tags: takes at most 64"),
+                             ({"metadata": {"m": "m" * 70_000}}, "over the limit of 65,536"),
+                             ({"embed_context": "c" * 5000}, "embed_context: takes at most"),
+                             ({"project": "p" * 600}, "project: takes at most 512")):  # fmt: skip
+            with pytest.raises(InvalidInputError, match=said):
+                engine.add("x", **fields)
+        assert engine.status().store.memories == 0
     tags = [arg for i in range(999) for arg in ("--tag", f"t{i}")]
     done = CliRunner().invoke(cli, ["--db", str(db), "--embedder", "fake", "search", "x", *tags])
     assert done.exit_code == 2 and "takes at most 64 items" in done.output, done.output

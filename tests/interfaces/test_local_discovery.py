@@ -177,3 +177,29 @@ def test_the_server_refuses_a_wrong_secret_and_proves_the_right_one(
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
     assert not os.listdir(Path(env["XDG_RUNTIME_DIR"]) / "recalld")
+
+
+EXHAUSTED = """
+import os, resource, sys
+from pathlib import Path
+from recalld.interfaces import discovery
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+held = []
+with discovery.advertise({"db": sys.argv[1]}, "127.0.0.1", 9, discovery.new_secret()) as path:
+    assert path is not None and path.is_file()
+    try:
+        while True:
+            held.append(open(os.devnull))
+    except OSError:
+        pass  # no descriptor left, as when a flood exhausted them
+for handle in held:
+    handle.close()
+print("LEFT" if path.exists() else "REMOVED")
+"""
+
+
+def test_the_record_is_removed_even_with_no_descriptor_left(env: dict[str, str],
+                                                             tmp_path: Path) -> None:  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", EXHAUSTED, str(tmp_path / "x.db")], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.stdout.strip() == "REMOVED", (done.stdout, done.stderr)

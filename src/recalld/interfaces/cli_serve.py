@@ -27,8 +27,8 @@ from recalld.locations import is_dsn
                    "served.")  # fmt: skip
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--access-log", is_flag=True,
-              help="Write one line a request (client, method and path, status) to standard "
-                   "output.")  # fmt: skip
+              help="Write one line a request (client, method and path without its query "
+                   "string, status) to standard output.")  # fmt: skip
 @pass_ctx
 def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
@@ -40,7 +40,12 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     It also speeds up the shell: while a keyless server runs on a loopback address,
     `recalld search`, `search --context` and `add` with the same store, tenant and model
     send their request to it instead of loading the model (found through a small file in
-    the user's runtime folder, removed on exit; nothing to configure).
+    the user's runtime folder, readable by the user only and removed on exit, whose secret
+    the server proves before the shell sends anything; nothing to configure).
+
+    Without API keys the server answers every user of this machine (loopback keeps out
+    other machines and web pages, not other accounts): on a shared machine, create a key.
+    Connections are bounded: at most 4,096 at once, 5 s to send a request head.
     """
     from recalld.interfaces.cli_mcp import has_mcp_sdk, mcp_tools
     from recalld.interfaces.http import serve as run

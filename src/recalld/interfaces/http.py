@@ -55,19 +55,13 @@ from recalld.errors import (
     RecalldError,
     StoreError,
 )
-from recalld.interfaces.exposure import public_message, public_status
+from recalld.interfaces.exposure import KEYLESS_WARNING, public_message, public_status
 from recalld.interfaces.inspector import install_inspector
+from recalld.interfaces.openapi_limits import declare_limits
 from recalld.providers.embedders import Embedder, resolve_embedder
-from recalld.records import MEMORY_TYPES, AddResult, ApiKey, Context, Memory, SearchResult
-from recalld.request_limits import (
-    MAX_ID_CHARS,
-    MAX_RESPONSE_BYTES,
-    MAX_TAG_CHARS,
-    MAX_TAGS,
-    MAX_TYPES,
-)
+from recalld.records import AddResult, ApiKey, Context, Memory, SearchResult
+from recalld.request_limits import MAX_RESPONSE_BYTES
 from recalld.requests import (
-    ISO_MOMENT,
     NOTHING_TO_CHANGE,
     AddMemories,
     ContextQuery,
@@ -98,11 +92,6 @@ ERROR_CODES: Mapping[int, str] = {
 DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 415, 421, 422, 429, 503)
 MAX_PAGE = 1000
 """The most memories ``GET /v1/memories`` returns a page."""
-KEYLESS_WARNING = (
-    "warning: without API keys every user of this machine can reach this server (loopback "
-    "stops other machines and web pages, not other accounts) and read or change this "
-    "store's memories; on a shared machine create a key (`recalld keys create --tenant NAME`)"
-)
 FAILED_AUTH_PER_MINUTE = 60
 """Refused keys a client address may send a minute (in bursts of as many) before it gets
 429: a client with a real key rarely fails twice, one guessing keys fails thousands of
@@ -590,37 +579,6 @@ def _schemas() -> dict[str, Any]:
     return schemas
 
 
-def _declare_limits(spec: dict[str, Any], settings: Settings) -> None:
-    """Write into the document the limits that depend on the settings, and the dates the
-    list's query parameters take (what :data:`~recalld.requests.Moment` declares in bodies)."""
-    schemas = spec["components"]["schemas"]
-    schemas["MemoryIn"]["properties"]["content"]["maxLength"] = settings.max_content_chars
-    schemas["MemoryPatch"]["properties"]["content"]["maxLength"] = settings.max_content_chars
-    schemas["AddMemories"]["properties"]["memories"]["maxItems"] = settings.http_max_batch
-    for item in spec["paths"].values():
-        for operation in item.values():
-            for parameter in operation.get("parameters", ()):
-                if parameter["name"] in ("since", "until"):
-                    parameter["schema"] = {"anyOf": [ISO_MOMENT, {"type": "null"}]}
-                if parameter["name"] == "type":
-                    parameter["schema"]["items"] = {"enum": list(MEMORY_TYPES)}
-                _declare_parameter_limit(parameter)
-
-
-def _declare_parameter_limit(parameter: dict[str, Any]) -> None:
-    """The caps of :mod:`recalld.request_limits` on a list query parameter (the request
-    model checks them, as for a body's filters)."""
-    name, schema = parameter["name"], parameter["schema"]
-    if name in ("tag", "type"):
-        schema["maxItems"] = MAX_TAGS if name == "tag" else MAX_TYPES
-        if name == "tag":
-            schema["items"]["maxLength"] = MAX_TAG_CHARS
-    elif name in ("project", "scope", "session_id", "superseded_by", "memory_id"):
-        for kind in schema.get("anyOf", [schema]):
-            if kind.get("type") == "string":
-                kind["maxLength"] = MAX_ID_CHARS
-
-
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -751,7 +709,7 @@ def create_app(
             spec = get_openapi(title=app.title, version=app.version,
                                description=app.description, routes=app.routes)  # fmt: skip
             spec.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
-            _declare_limits(spec, settings)
+            declare_limits(spec, settings)
             spec["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             spec["security"] = [{"bearer": []}]
             app.openapi_schema = spec

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -155,14 +156,22 @@ def test_the_server_refuses_a_wrong_secret_and_proves_the_right_one(
     env: dict[str, str], recalld_command: list[str]
 ) -> None:
     port = free_port()
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     process = subprocess.Popen([*recalld_command, "serve", "--port", str(port)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               preexec_fn=lambda: resource.setrlimit(
+                                   resource.RLIMIT_NOFILE, (1024, hard)))  # fmt: skip
     settings = local_server.search_settings({}, environ=env)
     try:
         deadline = time.monotonic() + 90
         while (server := local_server.find(settings)) is None:
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.2)
+        # It raised its own soft descriptor limit to the hard one.
+        limits = Path(f"/proc/{process.pid}/limits")
+        if limits.exists() and hard != resource.RLIM_INFINITY:
+            (line,) = [x for x in limits.read_text().splitlines() if "open files" in x]
+            assert line.split()[3] == str(hard), line
         assert server.call("GET", "/v1/status")["store"]["path"] == env["RECALLD_DB"]
         wrong = local_server.LocalServer(server.host, server.port, "f" * 64)
         with pytest.raises(local_server.ServerGone, match="did not prove"):

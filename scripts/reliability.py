@@ -23,7 +23,11 @@ bounded in time, it runs:
    the word and the vector channels), the modes of every file and folder a store, its
    indexes and cache create under umask 022, and a store from a newer schema (read; every
    write refused, the file as it was);
-8. the load figure: searches/s and p50/p95/p99 at 8, 32 and 64 clients through
+8. the server's own resources: 2,000 idle and half-sent connections (``/healthz`` within a
+   second, each closed after the head time), a foreign listener on the port the shell's
+   discovery advertises (it receives nothing of a request), and the largest request the
+   caps accept (stored; one over each cap refused, nothing stored);
+9. the load figure: searches/s and p50/p95/p99 at 8, 32 and 64 clients through
    ``recalld serve`` on a 10k-memory store, one request in ten an add; then the highest
    rate 32 clients sending on a schedule keep within a p99 of 150 ms.
 
@@ -57,6 +61,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reliability_common import Run  # noqa: E402
 from reliability_doors import bad_input, http_clients, limit_prefix, load_figure, probes  # noqa: E402
 from reliability_files import file_checks  # noqa: E402
+from reliability_floods import connection_flood, discovery_capture, largest_request  # noqa: E402
 from reliability_kills import kill_trials, writers_and_readers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +125,19 @@ def _arguments() -> argparse.Namespace:
     return args
 
 
-SECTIONS = ("kills", "writers", "http", "bad-input", "probes", "limit", "files", "load")
+SECTIONS = (
+    "kills",
+    "writers",
+    "http",
+    "bad-input",
+    "probes",
+    "limit",
+    "files",
+    "floods",
+    "discovery",
+    "costs",
+    "load",
+)
 
 
 def _sections(run: Run, plan: dict[str, float], only: set[str]) -> None:
@@ -135,6 +152,9 @@ def _sections(run: Run, plan: dict[str, float], only: set[str]) -> None:
         "probes": lambda: probes(run),
         "limit": lambda: limit_prefix(run, i(plan["questions"])),
         "files": lambda: file_checks(run, i(plan["restores"])),
+        "floods": lambda: connection_flood(run),
+        "discovery": lambda: discovery_capture(run),
+        "costs": lambda: largest_request(run),
         "load": lambda: load_figure(run, i(plan["size"]), plan["seconds"], LEVELS),
     }
     for name, step in steps.items():

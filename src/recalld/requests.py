@@ -48,6 +48,21 @@ from recalld.records import (
     TimeRange,
     stored_type,
 )
+from recalld.request_limits import (
+    MAX_CONTEXT_TOKENS,
+    MAX_EMBED_CHARS,
+    MAX_IDS,
+    MAX_TAGS,
+    MAX_TYPES,
+    EmbedContext,
+    Entities,
+    IdText,
+    Metadata,
+    Tag,
+    Tags,
+    check_embed_chars,
+    embed_chars,
+)
 from recalld.retrieval.config import PRESETS
 
 MAX_LIMIT = 1000
@@ -322,17 +337,17 @@ class Filters(BaseModel):
                                          "since": "2024-03-01"}]},
     )  # fmt: skip
 
-    project: str | None = None
+    project: IdText | None = None
     """Only memories of this project."""
-    scope: str | None = None
+    scope: IdText | None = None
     """Only memories of this scope (``user``, or another scope name)."""
-    types: tuple[MemoryType, ...] = ()
+    types: tuple[MemoryType, ...] = Field(default=(), max_length=MAX_TYPES)
     """Only memories of these types."""
-    tags: tuple[str, ...] = ()
-    """Only memories carrying all of these tags."""
-    session_id: str | None = None
+    tags: tuple[Tag, ...] = Field(default=(), max_length=MAX_TAGS)
+    """Only memories carrying all of these tags (at most 64)."""
+    session_id: IdText | None = None
     """Only memories of this session."""
-    superseded_by: str | None = None
+    superseded_by: IdText | None = None
     """Only memories this memory supersedes (whose ``superseded_by`` is this id)."""
     since: Moment | None = None
     """Only memories whose reference time is at or after this (ISO date or datetime)."""
@@ -368,7 +383,7 @@ class _Ranked(BaseModel):
     filters: Filters = Field(default_factory=Filters)
     as_of: Moment | None = None
     """The reference time for relative dates and decay (default: now)."""
-    boost_project: str | None = None
+    boost_project: IdText | None = None
     """Rank this project's memories higher without filtering."""
     preset: str | None = Field(default=None, json_schema_extra={"enum": [*PRESETS, None]})
     """A named settings bundle (``fast``, ``balanced``, ``thorough``)."""
@@ -427,8 +442,8 @@ class ContextQuery(_Ranked):
                                          "max_tokens": 500}]},
     )  # fmt: skip
 
-    max_tokens: StrictInt | None = Field(default=None, ge=1)
-    """The budget in tokens (default: the retrieval config's, 2000)."""
+    max_tokens: StrictInt | None = Field(default=None, ge=1, le=MAX_CONTEXT_TOKENS)
+    """The budget in tokens (default: the retrieval config's, 2000; at most 100,000)."""
     limit: StrictInt | None = Field(default=None, ge=1, le=MAX_LIMIT)
     """How many hits to consider (default: enough to fill the budget)."""
     explain: StrictBool = False
@@ -442,6 +457,8 @@ class ContextQuery(_Ranked):
         value = _whole(value)
         if isinstance(value, int) and not isinstance(value, bool) and value < 1:
             raise ValueError("max_tokens must be positive")
+        if isinstance(value, int) and not isinstance(value, bool) and value > MAX_CONTEXT_TOKENS:
+            raise ValueError(f"max_tokens must be at most {MAX_CONTEXT_TOKENS:,}")
         return value
 
 
@@ -477,16 +494,18 @@ class MemoryFields(BaseModel):
     """Never decays."""
     significance: float = Field(default=0.5, ge=0.0, le=1.0)
     """0.0-1.0."""
-    project: str | None = None
-    scope: str = "user"
-    session_id: str | None = None
-    tags: tuple[str, ...] = ()
-    entities: tuple[str, ...] | None = None
-    """``null`` lets recalld extract them from the content."""
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    """Any JSON object, returned as given."""
-    embed_context: str | None = None
-    """Text embedded with the content but never shown or searched as words."""
+    project: IdText | None = None
+    scope: IdText = "user"
+    session_id: IdText | None = None
+    tags: Tags = ()
+    """At most 64, each up to 200 characters."""
+    entities: Entities | None = None
+    """``null`` lets recalld extract them from the content (at most 256 given)."""
+    metadata: Metadata = Field(default_factory=dict)
+    """Any JSON object, returned as given (up to 64 KB as JSON)."""
+    embed_context: EmbedContext | None = None
+    """Text embedded with the content but never shown or searched as words (up to 4,000
+    characters)."""
 
     _type = field_validator("type", mode="before")(_check_memory_type)
 
@@ -524,9 +543,9 @@ class MemoryIn(MemoryFields):
 
     content: str = Field(json_schema_extra={"pattern": NOT_BLANK})
     """The text to remember (up to the store's limit, 100,000 characters by default)."""
-    id: str | None = None
+    id: IdText | None = None
     """Give an id to make re-adding idempotent; ``null`` generates one."""
-    namespace: str | None = None
+    namespace: IdText | None = None
     """A shared namespace granted to the caller's tenant; ``null``: the tenant's own."""
 
     def to_new(self) -> NewMemory:
@@ -555,9 +574,17 @@ class AddMemories(BaseModel):
     )  # fmt: skip
 
     memories: tuple[MemoryIn, ...] = Field(min_length=1)
+    """The memories; their contents and ``embed_context`` together hold at most 1,000,000
+    characters (what the model embeds for one request)."""
     dedupe: StrictBool = True
     """Content identical to a live memory in the same scope, project and session is not
     stored again (its result names the existing id)."""
+
+    @model_validator(mode="after")
+    def _embed_budget(self) -> AddMemories:
+        total = embed_chars([(m.content, m.embed_context) for m in self.memories])
+        check_embed_chars(total, f"the {len(self.memories)} memories")
+        return self
 
 
 NOT_NULL = frozenset(
@@ -601,13 +628,13 @@ class MemoryPatch(BaseModel):
     pinned: StrictBool | None = None
     evergreen: StrictBool | None = None
     significance: float | None = Field(default=None, ge=0.0, le=1.0)
-    project: str | None = None
-    scope: str | None = None
-    session_id: str | None = None
-    tags: tuple[str, ...] | None = None
-    entities: tuple[str, ...] | None = None
-    metadata: dict[str, Any] | None = None
-    embed_context: str | None = None
+    project: IdText | None = None
+    scope: IdText | None = None
+    session_id: IdText | None = None
+    tags: Tags | None = None
+    entities: Entities | None = None
+    metadata: Metadata | None = None
+    embed_context: EmbedContext | None = None
 
     @field_validator("type", "priority", "significance", "tags", "entities", mode="before")
     @classmethod
@@ -638,7 +665,7 @@ class UpdateMemory(BaseModel):
 
     model_config = _FORBID
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=512)
     changes: MemoryPatch
 
     @model_validator(mode="after")
@@ -669,7 +696,7 @@ class SupersedeMark(BaseModel):
         },
     )  # fmt: skip
 
-    by: str | None = Field(default=None, min_length=1)
+    by: str | None = Field(default=None, min_length=1, max_length=512)
     """The id of the memory that replaces it."""
     until: Moment | None = None
     """The time after which it counts as superseded (ISO date or datetime)."""
@@ -690,7 +717,7 @@ class SupersedeMemory(SupersedeMark):
 
     model_config = _FORBID
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=512)
 
 
 class GetMemory(BaseModel):
@@ -698,7 +725,7 @@ class GetMemory(BaseModel):
 
     model_config = _FORBID
 
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, max_length=512)
 
 
 class ForgetMemories(BaseModel):
@@ -706,7 +733,7 @@ class ForgetMemories(BaseModel):
 
     model_config = _FORBID
 
-    ids: tuple[str, ...] = Field(min_length=1)
+    ids: tuple[IdText, ...] = Field(min_length=1, max_length=MAX_IDS)
     hard: StrictBool = False
     """Delete for good instead of hiding."""
 
@@ -735,7 +762,8 @@ class ImportRequest(BaseModel):
 
     format: ImportFormat = "memories"
     path: str | None = None
-    content: bytes | None = None
+    content: bytes | None = Field(default=None, json_schema_extra={"maxLength": MAX_EMBED_CHARS})
+    """The file's text (at most 1,000,000 characters; larger files: import by ``path``)."""
     strict: bool = False
     """Refuse the whole input, storing nothing, when any line is bad; by default bad lines
     are reported by number and skipped, and the rest stored."""
@@ -756,6 +784,8 @@ class ImportRequest(BaseModel):
     def _one_source(self) -> ImportRequest:
         if (self.path is None) == (self.content is None):
             raise ValueError("give either a path or the content to import, not both")
+        if self.content is not None:
+            check_embed_chars(len(self.content), "the content to import")
         return self
 
 

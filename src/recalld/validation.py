@@ -16,6 +16,7 @@ from datetime import datetime
 from recalld.entities import extract_entities
 from recalld.errors import InvalidInputError
 from recalld.records import MEMORY_TYPES, TYPES_ACCEPTED, Memory, NewMemory, stored_type
+from recalld.request_limits import check_memory_sizes
 from recalld.requests import as_utc, check_moment, refuse_unstorable
 from recalld.text import content_hash, normalize_content, states_event
 
@@ -53,6 +54,7 @@ def prepare_memory(
     for name in TEXT_FIELDS:
         refuse_unstorable(getattr(item, name), name)
     item = replace(item, type=stored_type(item.type))  # type: ignore[arg-type]
+    check_memory_sizes(item)
     if item.type not in MEMORY_TYPES:
         raise InvalidInputError(f"type must be one of {TYPES_ACCEPTED}")
     if not 1.0 <= item.priority <= 2.0:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from serve_helpers import free_port, wait_until_serving
 
-from recalld.interfaces import local_server
+from recalld.interfaces import discovery, local_server
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +116,9 @@ def test_the_server_of_another_store_is_never_used(
     # A discovery file for the other store that points at the running server (as a stale
     # file whose port was taken over would): the store check refuses it.
     settings = local_server.search_settings({}, environ={**env, "RECALLD_DB": str(other)})
-    with local_server.advertise(settings, server) as written:
+    served = discovery.read(local_server.search_settings({}, environ=env))
+    assert served is not None
+    with discovery.advertise(settings, "127.0.0.1", server, served.secret) as written:
         assert written is not None and written.is_file()
         found = run("--json", "search", "store", RECALLD_DB=str(other))
     text, modules = output(found)

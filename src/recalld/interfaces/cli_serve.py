@@ -27,8 +27,8 @@ from recalld.ports import free_port
                    "served.")  # fmt: skip
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--access-log", is_flag=True,
-              help="Write one line a request (client, method and path, status) to standard "
-                   "output.")  # fmt: skip
+              help="Write one line a request (client, method and path without its query "
+                   "string, status) to standard output.")  # fmt: skip
 @pass_ctx
 def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
@@ -40,7 +40,12 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     It also speeds up the shell: while a keyless server runs on a loopback address,
     `recalld search`, `search --context` and `add` with the same store, tenant and model
     send their request to it instead of loading the model (found through a small file in
-    the user's runtime folder, removed on exit; nothing to configure).
+    the user's runtime folder, readable by the user only and removed on exit, whose secret
+    the server proves before the shell sends anything; nothing to configure).
+
+    Without API keys the server answers every user of this machine (loopback keeps out
+    other machines and web pages, not other accounts): on a shared machine, create a key.
+    Connections are bounded: at most 4,096 at once, 5 s to send a request head.
     """
     from recalld.interfaces.cli_mcp import has_mcp_sdk, mcp_tools
     from recalld.interfaces.http import serve as run
@@ -61,19 +66,23 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
             click.echo(f"MCP tools at {where}/mcp/ (docs/mcp.md), with the same keys", err=True)
 
     from recalld.interfaces.cli_mcp import is_loopback
-    from recalld.interfaces.local_server import advertise, search_settings
+    from recalld.interfaces.discovery import advertise, new_secret
+    from recalld.interfaces.local_server import search_settings
 
     with errors():
         settings = recalld.load_settings(obj.overrides, config_file=obj.config_file)
         shared = search_settings(obj.overrides, obj.config_file)
         if not is_dsn(settings.db):  # the shell finds the server by the store's full path
             settings = settings.model_copy(update={"db": Path(shared["db"])})
-        found = advertise(shared, port) if is_loopback(host) and port else nullcontext(None)
+        secret = new_secret() if is_loopback(host) and port else None
+        found = advertise(shared, host, port, secret) if secret else nullcontext(None)
         # uvicorn re-raises the SIGTERM it stopped on once it is done: exit through Python
-        # then, so the discovery file is removed on the way out.
-        signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(0))
+        # then (a closed terminal's SIGHUP too), so the discovery file is removed on the way.
+        for stop in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(stop, lambda number, frame: sys.exit(0))
         with found:
-            run(settings, host, port, say=say, extensions=extensions, access_log=access_log)
+            run(settings, host, port, say=say, extensions=extensions, access_log=access_log,
+                local_secret=secret)  # fmt: skip
 
 
 @click.command()

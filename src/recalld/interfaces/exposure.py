@@ -19,6 +19,13 @@ MODEL_PROBLEM = (
     "embedder problem: the embedding model could not answer this request; the server's log says why"
 )
 HIDDEN = "(shown to admin keys only)"
+KEYLESS_WARNING = (
+    "warning: without API keys every user of this machine can reach this server (loopback "
+    "stops other machines and web pages, not other accounts) and read or change this "
+    "store's memories; on a shared machine create a key (`recalld keys create --tenant NAME`)"
+)
+"""What ``serve`` says when it starts without keys: the Host and Origin checks stop web
+pages, not other accounts of the machine."""
 
 log = logging.getLogger("recalld.server")
 

@@ -54,12 +54,13 @@ from recalld.errors import (
     RecalldError,
     StoreError,
 )
-from recalld.interfaces.exposure import public_message, public_status
+from recalld.interfaces.exposure import KEYLESS_WARNING, public_message, public_status
 from recalld.interfaces.inspector import install_inspector
+from recalld.interfaces.openapi_limits import declare_limits
 from recalld.providers.embedders import Embedder, resolve_embedder
-from recalld.records import MEMORY_TYPES, AddResult, ApiKey, Context, Memory, SearchResult
+from recalld.records import AddResult, ApiKey, Context, Memory, SearchResult
+from recalld.request_limits import MAX_RESPONSE_BYTES
 from recalld.requests import (
-    ISO_MOMENT,
     NOTHING_TO_CHANGE,
     AddMemories,
     ContextQuery,
@@ -90,6 +91,10 @@ ERROR_CODES: Mapping[int, str] = {
 DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 415, 421, 422, 429, 503)
 MAX_PAGE = 1000
 """The most memories ``GET /v1/memories`` returns a page."""
+FAILED_AUTH_PER_MINUTE = 60
+"""Refused keys a client address may send a minute (in bursts of as many) before it gets
+429: a client with a real key rarely fails twice, one guessing keys fails thousands of
+times."""
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -393,6 +398,7 @@ class ServerState:
         self.models = models
         self.host = host
         self.limiter = RateLimiter(settings.http_rate_limit)
+        self.failures = RateLimiter(FAILED_AUTH_PER_MINUTE)
         self._engines: dict[tuple[str, tuple[str, ...]], MemoryEngine] = {}
         self._lock = threading.Lock()
         self.engine_for(settings.tenant, settings.shared)  # opens the store: fail early
@@ -419,12 +425,24 @@ class ServerState:
     def active_keys(self) -> int:
         return api_keys.key_store(self.root.store).active_keys()
 
-    def authenticate(self, authorization: str | None) -> Caller:
-        """The caller of a request with this ``Authorization`` header.
+    def authenticate(self, authorization: str | None, client: str = "") -> Caller:
+        """The caller of a request with this ``Authorization`` header, from ``client`` (its
+        address: refused keys are counted per address).
 
         Raises:
-            ApiError: 401 (no key, or an invalid or revoked one), 429 (over the rate).
+            ApiError: 401 (no key, or an invalid or revoked one), 429 (over the rate, or
+                too many refused keys from this address).
         """
+        try:
+            return self._authenticate(authorization)
+        except ApiError as exc:
+            if exc.status == 401 and authorization and self.failures.take(client) > 0:
+                raise ApiError(429, f"too many refused keys from this address (over "
+                               f"{FAILED_AUTH_PER_MINUTE} a minute); retry in a minute",
+                               {"Retry-After": "60"}) from None  # fmt: skip
+            raise
+
+    def _authenticate(self, authorization: str | None) -> Caller:
         if not authorization:
             if self.active_keys() == 0 and is_loopback(self.host):
                 self._limit("local")
@@ -560,22 +578,6 @@ def _schemas() -> dict[str, Any]:
     return schemas
 
 
-def _declare_limits(spec: dict[str, Any], settings: Settings) -> None:
-    """Write into the document the limits that depend on the settings, and the dates the
-    list's query parameters take (what :data:`~recalld.requests.Moment` declares in bodies)."""
-    schemas = spec["components"]["schemas"]
-    schemas["MemoryIn"]["properties"]["content"]["maxLength"] = settings.max_content_chars
-    schemas["MemoryPatch"]["properties"]["content"]["maxLength"] = settings.max_content_chars
-    schemas["AddMemories"]["properties"]["memories"]["maxItems"] = settings.http_max_batch
-    for item in spec["paths"].values():
-        for operation in item.values():
-            for parameter in operation.get("parameters", ()):
-                if parameter["name"] in ("since", "until"):
-                    parameter["schema"] = {"anyOf": [ISO_MOMENT, {"type": "null"}]}
-                if parameter["name"] == "type":
-                    parameter["schema"]["items"] = {"enum": list(MEMORY_TYPES)}
-
-
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
 
@@ -629,7 +631,13 @@ def _object(data: Any, what: str) -> dict[str, Any]:
 
 
 def _json(value: Any, status: int = 200) -> Any:
-    return JSONResponse(to_json(value), status_code=status)
+    """``value`` as a JSON answer, or 422 when it is larger than the answers' limit."""
+    response = JSONResponse(to_json(value), status_code=status)
+    if len(response.body) > MAX_RESPONSE_BYTES:
+        raise ApiError(422, f"the answer would be {len(response.body):,} bytes, over the "
+                       f"limit of {MAX_RESPONSE_BYTES:,}: ask for fewer hits or memories "
+                       "(limit)")  # fmt: skip
+    return response
 
 
 def create_app(
@@ -639,6 +647,7 @@ def create_app(
     models: Models | None = None,
     host: str = "127.0.0.1",
     extensions: Sequence[ExtensionFactory] = (),
+    local_secret: str | None = None,
 ) -> FastAPI:
     """The HTTP API over the store of ``settings``.
 
@@ -650,6 +659,8 @@ def create_app(
         host: the address the server listens on; without API keys, only a loopback
             address is served.
         extensions: other ASGI apps to mount (see :class:`Extension`).
+        local_secret: the secret of the server's discovery record, which it proves to
+            the shell (:mod:`recalld.interfaces.local_proof`); None when not advertised.
     """
     state = ServerState(settings, embedder or resolve_embedder(settings.embedder, settings),
                         models=models, host=host)  # fmt: skip
@@ -681,6 +692,10 @@ def create_app(
     app.add_middleware(BodyLimit, limit=settings.http_max_body_bytes,
                        depth=settings.http_max_json_depth)  # fmt: skip
     app.add_middleware(LocalGuard, state=state)  # outermost: before anything reads the body
+    if local_secret is not None:
+        from recalld.interfaces.local_proof import LocalProof
+
+        app.add_middleware(LocalProof, secret=local_secret)
     _install_error_handlers(app)
     _routes(app, state)
     install_inspector(app)
@@ -693,7 +708,7 @@ def create_app(
             spec = get_openapi(title=app.title, version=app.version,
                                description=app.description, routes=app.routes)  # fmt: skip
             spec.setdefault("components", {}).setdefault("schemas", {}).update(schemas)
-            _declare_limits(spec, settings)
+            declare_limits(spec, settings)
             spec["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
             spec["security"] = [{"bearer": []}]
             app.openapi_schema = spec
@@ -713,7 +728,8 @@ def create_app(
 def _routes(app: FastAPI, state: ServerState) -> None:  # noqa: C901 - one place for the routes
     async def caller(request: Request) -> Caller:
         header = request.headers.get("authorization")
-        return await run_in_threadpool(state.authenticate, header)
+        client = request.client.host if request.client else ""
+        return await run_in_threadpool(state.authenticate, header, client)
 
     async def run(function: Callable[..., Any], *args: Any) -> Any:
         return await run_in_threadpool(function, *args)
@@ -923,13 +939,17 @@ def serve(
     say: Callable[[str], None] = print,
     extensions: Sequence[ExtensionFactory] = (),
     access_log: bool = False,
+    local_secret: str | None = None,
 ) -> None:
     """Run the API with uvicorn until interrupted; says what it serves and where, and with
     ``access_log`` writes one line a request (client, request line, status) to stdout."""
     import uvicorn
 
+    from recalld.interfaces.connections import BoundedServer, bounds, redact_access_log
+
     embedder = resolve_embedder(settings.embedder, settings)
-    app = create_app(settings, embedder=embedder, host=host, extensions=extensions)
+    app = create_app(settings, embedder=embedder, host=host, extensions=extensions,
+                     local_secret=local_secret)  # fmt: skip
     state: ServerState = app.state.recalld
     active = state.active_keys()
     if active == 0 and not is_loopback(host):
@@ -948,12 +968,14 @@ def serve(
     )
     say(f"auth: {active} active API key(s), every request needs one" if active else
         "auth: no API keys exist, so requests need none: loopback only")  # fmt: skip
+    if not active:
+        say(KEYLESS_WARNING)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                            access_log=access_log)  # fmt: skip
+                            access_log=access_log, **bounds(say))  # fmt: skip
     heap.settle()  # the model and the store are loaded: out of the collector's full passes
     if access_log:  # uvicorn logs requests at INFO; the rest of its log stays at WARNING
-        logging.getLogger("uvicorn.access").setLevel(logging.INFO)
-    uvicorn.Server(config).run()
+        redact_access_log()
+    BoundedServer(config).run()
 
 
 def _url_host(host: str) -> str:

@@ -1,12 +1,14 @@
 """The shell's shortcut: a running local ``recalld serve`` answers for the store it serves.
 
-``recalld serve`` on a loopback address writes a small discovery file to the user's runtime
-folder (its port, process id and the store's resolved path) and removes it on exit. The file
-is named after a digest of the settings a search depends on, so ``recalld search`` (and
-``add`` and ``search --context``) finds the server of exactly its own store, tenant, model
-and preset without any configuration, checks that its ``/v1/status`` answers for that
-store, and sends the request there: no model to load, no numpy or pydantic to import. When
-no such server is up, or it stops answering, the command runs in-process as before.
+``recalld serve`` on a loopback address advertises itself (:mod:`recalld.interfaces.discovery`:
+its address, port, process id, the store's resolved path and a secret, in a file only the
+user reads) and removes the record on exit. The file is named after a digest of the settings
+a search depends on, so ``recalld search`` (and ``add`` and ``search --context``) finds the
+server of exactly its own store, tenant, model and preset without any configuration; on
+every connection it first has the server prove it knows the secret, checks that its
+``/v1/status`` answers for that store, and sends the request there: no model to load, no
+numpy or pydantic to import. When no such server is up, or it stops answering or proving,
+the command runs in-process as before.
 
 Only keyless servers are used (a server with API keys answers 401, and the shell runs the
 command itself). Cheap to import: the standard library and :mod:`recalld.locations` only;
@@ -16,18 +18,20 @@ than a tenth of its start, through the email package it parses headers with).
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
+import hmac
 import json
 import os
 import socket
-import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from recalld.errors import ConflictError, InvalidInputError, NotFoundError
+from recalld.interfaces import discovery
+from recalld.interfaces.discovery import advertise as advertise
+from recalld.interfaces.discovery import discovery_file as discovery_file
+from recalld.interfaces.discovery import runtime_dir as runtime_dir
 from recalld.locations import default_store, is_dsn, merge_sources
 
 SEARCH_SETTINGS = (
@@ -40,6 +44,8 @@ with the same values as the shell resolves."""
 CHECK_TIMEOUT_S = 1.0
 """How long the status check may take before the shell runs the command itself."""
 CALL_TIMEOUT_S = 600.0
+MAX_HEAD_BYTES = 16 * 1024
+"""The longest response head the handshake reads (the server's is a few hundred bytes)."""
 
 
 def search_settings(
@@ -56,66 +62,24 @@ def search_settings(
             for k, v in chosen.items()}  # fmt: skip
 
 
-def runtime_dir() -> Path:
-    """Where discovery files live: ``$XDG_RUNTIME_DIR/recalld``, or a private folder in the
-    temporary directory when the system offers no runtime folder."""
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
-        return Path(runtime) / "recalld"
-    return Path(tempfile.gettempdir()) / f"recalld-{os.getuid()}"
-
-
-def _private(path: Path) -> bool:
-    """Whether ``path`` is this user's alone: a file another user could write (or a folder
-    they made in /tmp first) could point the shell at their server."""
-    info = path.stat()
-    return info.st_uid == os.getuid() and not info.st_mode & 0o022
-
-
-def discovery_file(settings: Mapping[str, Any]) -> Path:
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:24]
-    return runtime_dir() / f"server-{digest}.json"
-
-
-@contextlib.contextmanager
-def advertise(settings: Mapping[str, Any], port: int) -> Iterator[Path | None]:
-    """Write the discovery file of a server on 127.0.0.1:``port`` while the block runs."""
-    path = discovery_file(settings)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _private(path.parent):
-            raise PermissionError(f"{path.parent} is not this user's private folder")
-        record = {"port": port, "pid": os.getpid(), "store": settings["db"],
-                  "tenant": settings.get("tenant", "default")}  # fmt: skip
-        temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(record), encoding="utf-8")
-        temporary.chmod(0o600)
-        temporary.replace(path)
-    except OSError:
-        yield None
-        return
-    try:
-        yield path
-    finally:
-        with contextlib.suppress(OSError):
-            if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
-                path.unlink()
-
-
 @dataclass(frozen=True)
 class LocalServer:
-    """A verified local server: requests go to 127.0.0.1:``port``."""
+    """A verified local server: requests go to ``host``:``port``, each on a connection whose
+    other end first proved it knows ``secret``."""
 
+    host: str
     port: int
+    secret: str
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """Send one request; its JSON answer, or recalld's error for a 4xx answer.
 
         Raises:
             InvalidInputError, NotFoundError, ConflictError: the server refused the input.
-            ServerGone: no usable answer (connection lost, 401, 5xx): run it in-process.
+            ServerGone: no usable answer (connection lost, no proof, 401, 5xx): run it
+                in-process.
         """
-        status, data = _request(self.port, method, path, body, CALL_TIMEOUT_S)
+        status, data = _request(self, method, path, body, CALL_TIMEOUT_S)
         if status < 300:
             return data
         message = (data.get("error") or {}).get("message") if isinstance(data, dict) else None
@@ -129,36 +93,42 @@ class ServerGone(Exception):
 
 
 def find(settings: Mapping[str, Any]) -> LocalServer | None:
-    """The running server advertised for exactly these settings, if it answers as one."""
+    """The running server advertised for exactly these settings, if it proves the secret
+    and answers as one."""
+    record = discovery.read(settings)
+    if record is None:
+        return None
+    server = LocalServer(record.host, record.port, record.secret)
     try:
-        path = discovery_file(settings)
-        if not (_private(path.parent) and _private(path)):
-            return None
-        record = json.loads(path.read_text(encoding="utf-8"))
-        port, pid = int(record["port"]), int(record["pid"])
-        os.kill(pid, 0)  # a server that died without cleaning up leaves a stale file
-        # One round trip: a status answered for this store says the server is up as well.
-        status = _request(port, "GET", "/v1/status", None, CHECK_TIMEOUT_S)
-    except (OSError, ValueError, KeyError, TypeError, ServerGone):
+        # One connection: the proof, then a status answered for this store.
+        status = _request(server, "GET", "/v1/status", None, CHECK_TIMEOUT_S)
+    except ServerGone:
         return None
     same_store = isinstance(status[1], dict) and (
-        status[1].get("store", {}).get("path") == settings["db"] == record.get("store")
+        status[1].get("store", {}).get("path") == settings["db"] == record.store
     )
-    if status[0] != 200 or not same_store:
-        return None
-    return LocalServer(port)
+    return server if status[0] == 200 and same_store else None
 
 
-def _request(port: int, method: str, path: str, body: Any, timeout: float) -> tuple[int, Any]:
-    """One HTTP/1.1 exchange with 127.0.0.1:``port`` (connection closed after it): the status
-    and the JSON body, or ServerGone when no complete answer came."""
+def _authority(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _request(server: LocalServer, method: str, path: str, body: Any,
+             timeout: float) -> tuple[int, Any]:  # fmt: skip
+    """One HTTP/1.1 exchange with the server, after it proved the secret on the same
+    connection (closed after it): the status and the JSON body, or ServerGone when no
+    proof or no complete answer came. Nothing of the request is sent before the proof."""
     payload = b"" if body is None else json.dumps(body).encode("utf-8")
-    head = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", "Connection: close",
+    where = _authority(server.host, server.port)
+    head = [f"{method} {path} HTTP/1.1", f"Host: {where}", "Connection: close",
+            f"{discovery.SECRET_HEADER}: {server.secret}",
             f"Content-Length: {len(payload)}"]  # fmt: skip
     if body is not None:
         head.append("Content-Type: application/json")
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as connection:
+        with socket.create_connection((server.host, server.port), timeout=timeout) as connection:
+            _handshake(connection, server, where)
             connection.sendall(("\r\n".join(head) + "\r\n\r\n").encode("ascii") + payload)
             received = []
             while chunk := connection.recv(65536):
@@ -167,6 +137,51 @@ def _request(port: int, method: str, path: str, body: Any, timeout: float) -> tu
         return status, json.loads(text) if text else None
     except (OSError, ValueError) as exc:
         raise ServerGone(str(exc)) from exc
+
+
+def _handshake(connection: socket.socket, server: LocalServer, where: str) -> None:
+    """Have the other end prove it knows the secret, on this kept-alive connection.
+
+    Raises:
+        ValueError: no proof, or a wrong one.
+    """
+    challenge = discovery.new_challenge()
+    hello = (f"GET {discovery.HELLO_PATH}?challenge={challenge} HTTP/1.1\r\nHost: {where}\r\n"
+             "\r\n")  # fmt: skip
+    connection.sendall(hello.encode("ascii"))
+    status, text = read_one_response(connection)
+    answer = json.loads(text) if status == 200 else {}
+    given = answer.get("proof") if isinstance(answer, dict) else None
+    if not isinstance(given, str) or not hmac.compare_digest(
+            given, discovery.proof(server.secret, challenge)):  # fmt: skip
+        raise ValueError("the server on the advertised address did not prove the secret")
+
+
+def read_one_response(connection: socket.socket) -> tuple[int, bytes]:
+    """One response with a ``Content-Length`` read off a kept-alive connection.
+
+    Raises:
+        ValueError: not an HTTP response, no length, or the connection ended early.
+    """
+    raw = b""
+    while b"\r\n\r\n" not in raw:
+        chunk = connection.recv(4096)
+        if not chunk or len(raw) > MAX_HEAD_BYTES:
+            raise ValueError("no HTTP response")
+        raw += chunk
+    header, _, body = raw.partition(b"\r\n\r\n")
+    fields = dict(line.lower().split(":", 1) for line in
+                  header.decode("latin-1").split("\r\n")[1:] if ":" in line)  # fmt: skip
+    length = int(fields.get("content-length", "-1"))
+    if length < 0 or length > MAX_HEAD_BYTES:
+        raise ValueError("the handshake's answer has no usable length")
+    while len(body) < length:
+        chunk = connection.recv(length - len(body))
+        if not chunk:
+            raise ValueError("the handshake's answer ended early")
+        body += chunk
+    status, _ = parse_response(header + b"\r\n\r\n" + body[:length])
+    return status, body[:length]
 
 
 def parse_response(raw: bytes) -> tuple[int, bytes]:

@@ -29,9 +29,11 @@ from typing import Any
 
 from recalld.errors import ConflictError, InvalidInputError, NotFoundError
 from recalld.interfaces import discovery
-from recalld.interfaces.discovery import advertise as advertise
-from recalld.interfaces.discovery import discovery_file as discovery_file
-from recalld.interfaces.discovery import runtime_dir as runtime_dir
+from recalld.interfaces.discovery import (
+    advertise as advertise,
+    discovery_file as discovery_file,
+    runtime_dir as runtime_dir,
+)
 from recalld.locations import default_store, is_dsn, merge_sources
 
 SEARCH_SETTINGS = (

@@ -24,6 +24,8 @@ neither way pays for the other's cold reads). Mechanisms:
   window's nearest after the search's own) takes the first walk's answer (off: walks again);
 - ``window-share``: a time window holding a large enough share of the rows is checked on the
   index's candidates even when it could be listed (off: only one too large to list is).
+- ``vectors-file``: the index's candidates are re-scored from the vectors file mapped beside
+  it (off: their vectors are read back from the table, as before that file).
 - ``narrow-beam``: a graph built with the wide beam is walked with
   ``EXPANSION_PER_CANDIDATE`` per candidate asked for, where the index is small enough for
   the beam to stay under its cap (off: twice that, what the older, narrower graph needs).
@@ -109,6 +111,19 @@ def _narrow_beam(engine: Any, on: bool) -> None:
     )
 
 
+_HELD: dict[int, Any] = {}
+
+
+def _vectors_file(engine: Any, on: bool) -> None:
+    """On: the lazy index's held vectors; off: none (the table is read)."""
+    lazy = engine.store._lazy
+    if lazy is None:
+        raise SystemExit("the store's search does not go through the saved ANN index")
+    if lazy.copies is not None:
+        _HELD[id(lazy)] = lazy.copies
+    lazy.copies = _HELD.get(id(lazy)) if on else None
+
+
 MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
@@ -118,6 +133,7 @@ MECHANISMS: dict[str, Switch] = {
     "one-walk": _one_walk,
     "window-share": _window_share,
     "narrow-beam": _narrow_beam,
+    "vectors-file": _vectors_file,
 }
 
 

@@ -31,7 +31,10 @@ neither way pays for the other's cold reads). Mechanisms:
   the beam to stay under its cap (off: twice that, what the older, narrower graph needs).
 
 Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
-questions (the faster of their rounds, each way) and how many top 10s differ.
+questions (the faster of their rounds, each way) and how many top 10s differ. With
+``--vector-channel`` it times the vector channel alone instead (the store's 200 nearest
+memories with their exact cosines, the default search's pool, each question embedded once
+beforehand) and counts the questions whose lists (ids and scores) differ.
 """
 
 from __future__ import annotations
@@ -137,16 +140,43 @@ MECHANISMS: dict[str, Switch] = {
 }
 
 
+Search = Callable[[str], list[Any]]
+"""One timed search of a question: what it found, to compare the two ways."""
+
+
+def _hybrid(engine: Any) -> Search:
+    return lambda question: [h.memory.id for h in engine.search(question, limit=10).hits]
+
+
+VECTOR_POOL = 200
+"""The vector channel's depth in a default search (limit 10)."""
+
+
+def _vector_channel(engine: Any, model: Any, sample: list[str]) -> Search:
+    from recalld.stores.base import CandidateRequest
+
+    vectors = {question: model.embed_query(question) for question in sample}
+
+    def nearest(question: str) -> list[Any]:
+        request = CandidateRequest(query_vector=vectors[question], semantic_limit=VECTOR_POOL)
+        return [(c.memory_id, c.score) for c in engine.store.candidates(request)["semantic"]]
+
+    return nearest
+
+
 def main() -> None:
     parser = store_bench_options(__doc__.splitlines()[0], rounds=2)
     parser.add_argument("--mechanism", choices=sorted(MECHANISMS), required=True)
+    parser.add_argument("--vector-channel", action="store_true",
+                        help="time the vector channel alone, not the whole search")  # fmt: skip
     args = parser.parse_args()
     sample, model, settings = bench_inputs(args)
     engine = recalld.open(settings=settings, embedder=model)
     switch = MECHANISMS[args.mechanism]
     values = {"on": True, "off": False}
+    search = _vector_channel(engine, model, sample) if args.vector_channel else _hybrid(engine)
     for question in sample:
-        engine.search(question, limit=10)
+        search(question)
     heap.settle()  # as `recalld serve` does once started
     times: dict[str, list[float]] = {name: [] for name in values}
     tops: dict[str, dict[str, list[str]]] = {name: {} for name in values}
@@ -157,9 +187,9 @@ def main() -> None:
             for name in order:
                 switch(engine, values[name])
                 began = time.perf_counter()
-                found = engine.search(question, limit=10)
+                found = search(question)
                 times[name].append((time.perf_counter() - began) * 1000)
-                tops[name][question] = [h.memory.id for h in found.hits]
+                tops[name][question] = found
     switch(engine, True)
     count = len(sample)
 
@@ -169,6 +199,7 @@ def main() -> None:
     slowest = sorted(range(count), key=lambda i: -max(best("on", i), best("off", i)))[:10]
     differ = sum(tops["on"][q] != tops["off"][q] for q in sample)
     report = {"store": str(args.store), "mechanism": args.mechanism, "questions": count,
+              "timed": "vector channel, 200 deep" if args.vector_channel else "hybrid search",
               "rounds": args.rounds, "date": datetime.now(UTC).isoformat(timespec="minutes"),
               "load_before": load_before, "load_after": os.getloadavg(),
               **{name: latency_ms(found) for name, found in times.items()},

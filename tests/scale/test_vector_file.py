@@ -38,13 +38,14 @@ def files(path: Path, pattern: str) -> list[Path]:
     return sorted(Path(f"{path}.ann").glob(pattern))
 
 
-def vector_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every statement of the lazy index that reads vectors from the table, as it runs."""
+def vector_reads(monkeypatch: pytest.MonkeyPatch, every: bool = False) -> list[str]:
+    """Every statement of the lazy index that reads vectors from the table (``every``: or
+    anything by pk), as it runs."""
     seen: list[str] = []
     reading = lazy_vectors._read
 
     def counting(db: sqlite3.Connection, sql: str, params: list[object], pks: object) -> object:
-        if "vector" in sql:
+        if every or "vector" in sql:
             seen.append(sql)
         return reading(db, sql, params, pks)  # type: ignore[arg-type]
 
@@ -72,19 +73,21 @@ def test_the_vectors_file_is_written_with_the_index_private(saved: Path) -> None
     assert copies is not None and len(copies) == 1200
     with sqlite3.connect(saved) as db:
         table = dict(db.execute("SELECT pk, vector FROM vectors"))
+        names = dict(db.execute("SELECT pk, id FROM memories"))
     pks = np.array(sorted(table), dtype=np.int64)
-    found, _, got = copies.lookup(pks)
+    found, _, got, ids = copies.lookup_ids(pks)
     assert found.all()
     assert all(got[i].tobytes() == table[int(pk)] for i, pk in enumerate(pks))  # bit for bit
+    assert ids == [names[int(pk)] for pk in pks]
 
 
-def test_a_search_rescores_from_the_file_and_reads_no_vector(
+def test_a_search_rescores_from_the_file_and_reads_nothing_from_the_table(
     saved: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = opened(saved)
     semantic(store, clustered(1, 42)[0])  # the index opened (its spot check reads the table)
     assert store._lazy is not None and store._lazy.copies is not None
-    reads = vector_reads(monkeypatch)
+    reads = vector_reads(monkeypatch, every=True)
     store.forget(["m3", "m4"], hard=False, at=NOW)
     for query in clustered(10, seed=43):
         same(semantic(store, query), exact_answer(saved, query))
@@ -94,14 +97,20 @@ def test_a_search_rescores_from_the_file_and_reads_no_vector(
     store.close()
 
 
+@pytest.mark.parametrize("left", ["no file", "an older file"])
 def test_without_its_file_an_index_reads_the_table_as_before(
-    saved: Path, monkeypatch: pytest.MonkeyPatch
+    saved: Path, monkeypatch: pytest.MonkeyPatch, left: str
 ) -> None:
-    """An index saved by an earlier recalld (no vectors file) is searched as it was, the
-    candidates' vectors read from the table; a process that loads every vector then writes
-    the file, and the next process uses it."""
+    """An index saved by an earlier recalld (no vectors file, or one of an older layout) is
+    searched as it was, the candidates' vectors read from the table; a process that loads
+    every vector then writes the file, and the next process uses it."""
     for path in files(saved, "*.vectors"):
-        path.unlink()
+        if left == "no file":
+            path.unlink()
+        else:
+            older = bytearray(path.read_bytes())
+            older[8:12] = (1).to_bytes(4, "little")  # the version
+            path.write_bytes(bytes(older))
     store = opened(saved)
     reads = vector_reads(monkeypatch)
     for query in clustered(5, seed=44):
@@ -151,7 +160,7 @@ def test_writes_of_another_process_are_followed_and_saved(
     query = clustered(1, seed=49)[0]
     semantic(store, query)
     first_file = files(saved, "*.vectors")
-    reads = vector_reads(monkeypatch)
+    reads = vector_reads(monkeypatch, every=True)
     context = multiprocessing.get_context("spawn")
     writer = context.Process(target=_write_elsewhere, args=(str(saved), query))
     writer.start()
@@ -215,14 +224,19 @@ def test_copies_follow_changes_over_the_file(tmp_path: Path) -> None:
     vectors = clustered(50, seed=54)
     pks = np.arange(1, 51, dtype=np.int64) * 2
     seqs = np.arange(1, 51, dtype=np.int64)
-    path = vector_file.write(tmp_path, 50, 24, lambda: (50, iter([(pks, seqs, vectors)])))
+    names = [f"m{pk}-é" for pk in pks]  # any UTF-8
+    chunks = [(pks[:20], seqs[:20], vectors[:20], names[:20]),
+              (pks[20:], seqs[20:], vectors[20:], names[20:])]  # fmt: skip
+    path = vector_file.write(tmp_path, 50, 24, lambda: (50, iter(chunks)))
     assert path.name == "50.vectors" and stat.S_IMODE(path.stat().st_mode) == 0o600
     copies = vector_file.VectorCopies.open(tmp_path, 50, 24)
     assert copies is not None and vector_file.VectorCopies.open(tmp_path, 49, 24) is None
     new = clustered(3, seed=55)
-    copies.apply(np.array([4, 6]), np.array([8, 7, 4]), np.array([51, 52, 53]), new)
-    found, got_seqs, got = copies.lookup(np.array([2, 4, 6, 7, 8, 9]))
+    copies.apply(np.array([4, 6]), np.array([8, 7, 4]), np.array([51, 52, 53]), new,
+                 ["new8", "new7", "new4"])  # fmt: skip
+    found, got_seqs, got, ids = copies.lookup_ids(np.array([2, 4, 6, 7, 8, 9]))
     assert found.tolist() == [True, True, False, True, True, False]
+    assert ids == ["m2-é", "new4", "", "new7", "new8", ""]
     assert got_seqs.tolist() == [1, 53, 0, 52, 51, 0]
     assert np.array_equal(got[[0, 1, 3, 4]], np.vstack([vectors[0], new[2], new[1], new[0]]))
     assert len(copies) == 50 - 1 + 1
@@ -231,14 +245,15 @@ def test_copies_follow_changes_over_the_file(tmp_path: Path) -> None:
     assert again is not None and len(again) == 50
     every = np.array(sorted({*pks.tolist(), 7} - {6}), dtype=np.int64)
     assert np.array_equal(again.lookup(every)[2], copies.lookup(every)[2])
+    assert again.lookup_ids(every)[3] == copies.lookup_ids(every)[3]
 
 
-def test_a_filtered_search_reads_only_the_ids_it_keeps(
+def test_a_filtered_search_reads_nothing_by_pk(
     saved: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = opened(saved)
     semantic(store, clustered(1, 56)[0])
-    reads = vector_reads(monkeypatch)
+    reads = vector_reads(monkeypatch, every=True)
     request = CandidateRequest(query_vector=clustered(1, 57)[0], semantic_limit=10,
                                filters=MemoryFilter(session_id="s3"))  # fmt: skip
     got = [(c.memory_id, c.score) for c in store.candidates(request)["semantic"]]

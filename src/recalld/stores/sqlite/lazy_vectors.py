@@ -125,17 +125,20 @@ class LazyAnn:
         """Stored vectors of random rows the index covers match the table's."""
         top = db.execute("SELECT MAX(pk) FROM vectors").fetchone()[0] or 0
         guesses = np.random.default_rng(top).integers(1, top + 1, SPOT_CHECKS * 4)
-        rows = _read(db, "SELECT pk, vector FROM vectors WHERE seq <= ? AND pk IN ({})",
+        rows = _read(db, "SELECT v.pk, v.vector, m.id FROM vectors v JOIN memories m"
+                     " ON m.pk = v.pk WHERE v.seq <= ? AND v.pk IN ({})",
                      [self._seq], np.unique(guesses))  # fmt: skip
-        for pk, blob in rows[:SPOT_CHECKS]:
+        for pk, blob, _ in rows[:SPOT_CHECKS]:
             stored = self.ann.stored(int(pk))
             if stored is None or _cosine(stored, _vector(blob)) < SPOT_COSINE:
                 return False
         if self.copies is not None and rows:
             checked = rows[:SPOT_CHECKS]
-            found, _, vectors = self.copies.lookup(np.array([r[0] for r in checked], np.int64))
+            pks = np.array([r[0] for r in checked], np.int64)
+            found, _, vectors, ids = self.copies.lookup_ids(pks)
             table = np.vstack([_vector(r[1]) for r in checked])
-            if not found.all() or not np.array_equal(vectors, table):
+            same_ids = ids == [str(r[2]) for r in checked]
+            if not found.all() or not np.array_equal(vectors, table) or not same_ids:
                 log.warning("the ANN index's vectors file disagrees with the table; reading"
                             " the candidates' vectors from the table instead")  # fmt: skip
                 self.copies = None
@@ -156,11 +159,13 @@ class LazyAnn:
         self.copies = VectorCopies.open(folder, seq, self.dimension) or copies
 
     def _apply(self, dropped: Pks, pks: Pks, seqs: Pks, vectors: npt.NDArray[np.float32],
-               seq: int) -> None:  # fmt: skip
+               ids: list[str | None], seq: int) -> None:  # fmt: skip
         """One change to the index and its vectors alike (the vectors first: saving the
-        index writes them)."""
+        index writes them). A vector without a memory row (``None`` id) is left to the table."""
         if self.copies is not None:
-            self.copies.apply(dropped, pks, seqs, vectors)
+            held = np.array([i is not None for i in ids], dtype=np.bool_)
+            self.copies.apply(np.concatenate([dropped, pks[~held]]), pks[held], seqs[held],
+                              vectors[held], [str(i) for i in ids if i is not None])  # fmt: skip
         self.ann.apply(dropped, pks, vectors, seq)
 
     def catch_up(self, db: sqlite3.Connection) -> bool:
@@ -175,21 +180,23 @@ class LazyAnn:
         if self.ann.is_view and not self._writable(db, newest, generation):
             return False
         fresh = db.execute(
-            "SELECT pk, vector, seq FROM vectors WHERE seq > ? AND seq <= ? ORDER BY seq",
+            "SELECT v.pk, v.vector, v.seq, m.id FROM vectors v LEFT JOIN memories m"
+            " ON m.pk = v.pk WHERE v.seq > ? AND v.seq <= ? ORDER BY v.seq",
             (self._seq, newest),
         ).fetchall()
         none = np.zeros(0, dtype=np.int64)
         if fresh:
             pks = np.array([r[0] for r in fresh], dtype=np.int64)
             seqs = np.array([r[2] for r in fresh], dtype=np.int64)
-            self._apply(none, pks, seqs, np.vstack([_vector(r[1]) for r in fresh]), newest)
+            vectors = np.vstack([_vector(r[1]) for r in fresh])
+            self._apply(none, pks, seqs, vectors, [r[3] for r in fresh], newest)
         if generation != self._generation:
             total = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
             if self.size > total:  # rows deleted since: find them among the keys
                 current = listed_pks(db, "SELECT pk FROM vectors")
                 keys = self.ann.keys()
                 self._apply(keys[~np.isin(keys, current)], none, none,
-                            np.zeros((0, self.dimension), np.float32), newest)  # fmt: skip
+                            np.zeros((0, self.dimension), np.float32), [], newest)  # fmt: skip
             if self.size != total:
                 return False
         if self.ann.stale:
@@ -342,8 +349,11 @@ class LazyAnn:
         filtered row the index never held) from the table, which decides. ``ids``: memory
         ids already known, by pk."""
         assert self.copies is not None
-        known = {} if ids is None else ids
-        found, seqs, vectors = self.copies.lookup(pks)
+        if ids is None:
+            found, seqs, vectors, names = self.copies.lookup_ids(pks)
+            known = dict(zip(pks.tolist(), names, strict=True))
+        else:
+            (found, seqs, vectors), known = self.copies.lookup(pks), ids
         if found.all():
             return pks, seqs, vectors, known
         rows = _read(db, _ROWS, [], pks[~found])
@@ -371,11 +381,11 @@ class LazyAnn:
         while len(out) < limit and start < len(order):
             chosen = order[start : start + limit - len(out)]
             start += len(chosen)
-            unknown = [int(p) for p in pks[chosen] if int(p) not in ids]
+            unknown = [int(p) for p in pks[chosen] if not ids.get(int(p))]
             if unknown:
                 read = _read(db, _IDS, [], np.array(unknown, dtype=np.int64))
                 ids = {**ids, **{int(pk): str(memory_id) for pk, memory_id in read}}
-            out += [(ids[int(pks[i])], float(scores[i])) for i in chosen if int(pks[i]) in ids]
+            out += [(ids[int(pks[i])], float(scores[i])) for i in chosen if ids.get(int(pks[i]))]
         return out
 
     def _top(self, rows: list[Any], query: Vector, limit: int) -> list[tuple[str, float]]:

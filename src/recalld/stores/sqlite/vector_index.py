@@ -144,8 +144,8 @@ class AnnIndex:
         saved = cls._load(folder, dimension, threads)
         if saved is not None and saved._reconcile(rows):
             saved.save_vectors = save_vectors
-            without = saved._folder is not None and not (
-                saved._folder / vector_file.file_name(saved.covered_seq)).exists()  # fmt: skip
+            without = saved._folder is not None and not vector_file.usable(
+                saved._folder, saved.covered_seq, dimension)  # fmt: skip
             saved.covered_seq = seq
             if without and save_vectors is not None:
                 saved.save()  # saved by an earlier recalld: the vectors file comes with it

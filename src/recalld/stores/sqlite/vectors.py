@@ -447,7 +447,8 @@ class VectorMirror:
         def chunks() -> Iterator[vector_file.Rows]:
             for start in range(0, len(order), vector_file.WRITE_CHUNK):
                 rows = order[start : start + vector_file.WRITE_CHUNK]
-                yield self.pks[rows], self._seqs[rows], self.matrix[rows]
+                ids = ["" if i is None else str(i) for i in self._ids[rows]]
+                yield self.pks[rows], self._seqs[rows], self.matrix[rows], ids
 
         vector_file.write(folder, seq, self.dimension, lambda: (len(order), chunks()))
 

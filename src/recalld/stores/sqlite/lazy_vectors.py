@@ -349,11 +349,8 @@ class LazyAnn:
         filtered row the index never held) from the table, which decides. ``ids``: memory
         ids already known, by pk."""
         assert self.copies is not None
-        if ids is None:
-            found, seqs, vectors, names = self.copies.lookup_ids(pks)
-            known = dict(zip(pks.tolist(), names, strict=True))
-        else:
-            (found, seqs, vectors), known = self.copies.lookup(pks), ids
+        found, seqs, vectors = self.copies.lookup(pks)
+        known = {} if ids is None else ids
         if found.all():
             return pks, seqs, vectors, known
         rows = _read(db, _ROWS, [], pks[~found])
@@ -369,8 +366,9 @@ class LazyAnn:
         self, db: sqlite3.Connection, pool: Pool, query: Vector, limit: int
     ) -> list[tuple[str, float]]:
         """The top ``limit`` of a :meth:`_pool` by exact cosine, best first, equal ones in
-        ``seq`` order (as :meth:`_top`); the memory ids of the rows kept are read then, and
-        a row whose memory is gone since (deleted by another process) gives way to the next."""
+        ``seq`` order (as :meth:`_top`); the memory ids of the rows kept are looked up then
+        (in the vectors file, else the table), and a row whose memory is gone since (deleted
+        by another process) gives way to the next."""
         pks, seqs, vectors, ids = pool
         if not len(pks):
             return []
@@ -381,11 +379,17 @@ class LazyAnn:
         while len(out) < limit and start < len(order):
             chosen = order[start : start + limit - len(out)]
             start += len(chosen)
-            unknown = [int(p) for p in pks[chosen] if not ids.get(int(p))]
+            kept = pks[chosen].tolist()
+            unknown = [pk for pk in kept if not ids.get(pk)]
+            if unknown and self.copies is not None:
+                held = self.copies.ids_of(np.array(unknown, dtype=np.int64))
+                ids = {**ids, **{pk: name for pk, name in zip(unknown, held, strict=True)}}
+                unknown = [pk for pk in unknown if not ids[pk]]
             if unknown:
                 read = _read(db, _IDS, [], np.array(unknown, dtype=np.int64))
                 ids = {**ids, **{int(pk): str(memory_id) for pk, memory_id in read}}
-            out += [(ids[int(pks[i])], float(scores[i])) for i in chosen if ids.get(int(pks[i]))]
+            out += [(ids[pk], score) for pk, score in
+                    zip(kept, scores[chosen].tolist(), strict=True) if ids.get(pk)]  # fmt: skip
         return out
 
     def _top(self, rows: list[Any], query: Vector, limit: int) -> list[tuple[str, float]]:

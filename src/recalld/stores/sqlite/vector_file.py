@@ -213,6 +213,29 @@ class VectorCopies:
         """As :meth:`lookup`, with each pk's memory id ('' if not held)."""
         return self._find(pks, ids=True)
 
+    def ids_of(self, pks: Pks) -> Ids:
+        """Each pk's memory id ('' if not held)."""
+        pks = np.asarray(pks, dtype=np.int64)
+        names = [""] * len(pks)
+        over, over_rows = _positions(self._over_pks, pks)
+        for at in np.flatnonzero(over).tolist():
+            names[at] = self._over_ids[int(over_rows[at])]
+        in_file, rows = _positions(self._pks, pks)
+        in_file &= ~over
+        if len(self._gone) and in_file.any():
+            in_file &= ~_positions(self._gone, pks)[0]
+        self._names(names, in_file, rows[in_file])
+        return names
+
+    def _names(self, names: Ids, where: npt.NDArray[np.bool_], rows: Pks) -> None:
+        """Fill ``names`` where ``where`` holds with the ids of those file rows."""
+        if not len(rows):
+            return
+        blob = self._ids
+        begins, ends = self._starts[rows].tolist(), self._starts[rows + 1].tolist()
+        for at, begin, end in zip(np.flatnonzero(where).tolist(), begins, ends, strict=True):
+            names[at] = str(blob[begin:end], "utf-8")
+
     def _find(
         self, pks: Pks, ids: bool
     ) -> tuple[npt.NDArray[np.bool_], Pks, Matrix, Ids]:  # fmt: skip
@@ -240,9 +263,7 @@ class VectorCopies:
             seqs[in_file] = self._seqs[picked]
             vectors[in_file] = self._vectors[picked]
             if ids:
-                starts, blob = self._starts, self._ids
-                for at, row in zip(np.flatnonzero(in_file).tolist(), picked.tolist(), strict=True):
-                    names[at] = str(blob[starts[row] : starts[row + 1]], "utf-8")
+                self._names(names, in_file, picked)
         return found, seqs, vectors, names
 
     def apply(self, dropped: Pks, pks: Pks, seqs: Pks, vectors: Matrix, ids: Ids) -> None:

@@ -260,3 +260,31 @@ def test_a_filtered_search_reads_nothing_by_pk(
     same(got, exact_answer(saved, clustered(1, 57)[0], session_id="s3"))
     assert reads == []
     store.close()
+
+
+def test_the_vectors_a_search_compares_come_from_the_file(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``vectors_for`` (vector completion, knowledge updates, diversity) answers from the
+    file what the table would, bit for bit, ids turned into pks on the index alone; a row
+    the file lacks (written since the catch-up) and an unknown id are the table's answer."""
+    store = opened(saved)
+    semantic(store, clustered(1, 58)[0])
+    assert store._lazy is not None and store._lazy.copies is not None
+    other = SQLiteStore(saved)
+    other.insert([memory(6000, "s9")], clustered(1, seed=59))
+    other.close()
+    asked = [f"m{i}" for i in range(0, 1200, 37)] + ["m6000", "nope"]
+    truth = opened(saved, lazy=False)
+    truth.search_exactly()
+    want = truth.vectors_for(asked)
+    truth.close()
+    seen: list[str] = []
+    store._db.set_trace_callback(seen.append)  # each statement, its parameters bound
+    got = store.vectors_for(asked)
+    store._db.set_trace_callback(None)
+    assert sorted(got) == sorted(want) and "nope" not in got and "m6000" in got
+    assert all(got[i].tobytes() == want[i].tobytes() for i in want)
+    vector_sql = [sql for sql in seen if "v.vector" in sql]
+    assert len(vector_sql) == 1 and "'m6000'" in vector_sql[0] and "'m37'" not in vector_sql[0]
+    store.close()

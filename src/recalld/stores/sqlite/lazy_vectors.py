@@ -20,6 +20,7 @@ import logging
 import math
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -257,6 +258,32 @@ class LazyAnn:
         if len(rows) < min(limit, allowed):
             return None
         return self._top(rows, query, limit)
+
+    def vectors_for(
+        self,
+        db: sqlite3.Connection,
+        ids: Sequence[str],
+        wall: str,
+        params: Sequence[object],
+        tenant: str,
+    ) -> tuple[dict[str, Vector], list[str]]:
+        """The vectors of the memories ``ids`` (within ``wall``; the ``tenant``'s own memory
+        first where a shared namespace holds the same id) the vectors file holds, and the
+        ids it does not (read from the table by the caller). The ids are turned into pks on
+        the ``(namespace, id)`` index alone, no memory row read."""
+        if self.copies is None:
+            return {}, list(ids)
+        pk_of: dict[str, int] = {}
+        for start in range(0, len(ids), READ_CHUNK):
+            chunk = list(ids[start : start + READ_CHUNK])
+            marks = ",".join("?" * len(chunk))
+            pk_of.update(db.execute(
+                f"SELECT m.id, m.pk FROM memories m WHERE m.id IN ({marks}) AND {wall}"
+                " ORDER BY m.namespace = ?", [*chunk, *params, tenant]).fetchall())  # fmt: skip
+        named = list(pk_of)
+        found, _, vectors = self.copies.lookup(np.array([pk_of[i] for i in named], np.int64))
+        held = {named[i]: vectors[i] for i in np.flatnonzero(found).tolist()}
+        return held, [i for i in ids if i not in held]
 
     def passing_rows(self, limit: int) -> int:
         """The rows a filter must keep for :meth:`search_passing` to find ``limit`` of them

@@ -24,12 +24,17 @@ neither way pays for the other's cold reads). Mechanisms:
   window's nearest after the search's own) takes the first walk's answer (off: walks again);
 - ``window-share``: a time window holding a large enough share of the rows is checked on the
   index's candidates even when it could be listed (off: only one too large to list is).
+- ``vectors-file``: the index's candidates are re-scored from the vectors file mapped beside
+  it (off: their vectors are read back from the table, as before that file).
 - ``narrow-beam``: a graph built with the wide beam is walked with
   ``EXPANSION_PER_CANDIDATE`` per candidate asked for, where the index is small enough for
   the beam to stay under its cap (off: twice that, what the older, narrower graph needs).
 
 Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
-questions (the faster of their rounds, each way) and how many top 10s differ.
+questions (the faster of their rounds, each way) and how many top 10s differ. With
+``--vector-channel`` it times the vector channel alone instead (the store's 200 nearest
+memories with their exact cosines, the default search's pool, each question embedded once
+beforehand) and counts the questions whose lists (ids and scores) differ.
 """
 
 from __future__ import annotations
@@ -109,6 +114,19 @@ def _narrow_beam(engine: Any, on: bool) -> None:
     )
 
 
+_HELD: dict[int, Any] = {}
+
+
+def _vectors_file(engine: Any, on: bool) -> None:
+    """On: the lazy index's held vectors; off: none (the table is read)."""
+    lazy = engine.store._lazy
+    if lazy is None:
+        raise SystemExit("the store's search does not go through the saved ANN index")
+    if lazy.copies is not None:
+        _HELD[id(lazy)] = lazy.copies
+    lazy.copies = _HELD.get(id(lazy)) if on else None
+
+
 MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
@@ -118,19 +136,47 @@ MECHANISMS: dict[str, Switch] = {
     "one-walk": _one_walk,
     "window-share": _window_share,
     "narrow-beam": _narrow_beam,
+    "vectors-file": _vectors_file,
 }
+
+
+Search = Callable[[str], list[Any]]
+"""One timed search of a question: what it found, to compare the two ways."""
+
+
+def _hybrid(engine: Any) -> Search:
+    return lambda question: [h.memory.id for h in engine.search(question, limit=10).hits]
+
+
+VECTOR_POOL = 200
+"""The vector channel's depth in a default search (limit 10)."""
+
+
+def _vector_channel(engine: Any, model: Any, sample: list[str]) -> Search:
+    from recalld.stores.base import CandidateRequest, NearestAsk
+
+    vectors = {question: model.embed_query(question) for question in sample}
+
+    def nearest(question: str) -> list[Any]:
+        request = CandidateRequest(asks={"semantic": NearestAsk(VECTOR_POOL, vectors[question])})
+        return [(c.memory_id, c.score) for c in engine.store.candidates(request)["semantic"]]
+
+    return nearest
 
 
 def main() -> None:
     parser = store_bench_options(__doc__.splitlines()[0], rounds=2)
     parser.add_argument("--mechanism", choices=sorted(MECHANISMS), required=True)
+    parser.add_argument("--vector-channel", action="store_true",
+                        help="time the vector channel alone, not the whole search")  # fmt: skip
     args = parser.parse_args()
     sample, model, settings = bench_inputs(args)
     engine = recalld.open(settings=settings, embedder=model)
     switch = MECHANISMS[args.mechanism]
     values = {"on": True, "off": False}
+    search = _vector_channel(engine, model, sample) if args.vector_channel else _hybrid(engine)
     for question in sample:
-        engine.search(question, limit=10)
+        search(question)
     heap.settle()  # as `recalld serve` does once started
     times: dict[str, list[float]] = {name: [] for name in values}
     tops: dict[str, dict[str, list[str]]] = {name: {} for name in values}
@@ -141,9 +187,9 @@ def main() -> None:
             for name in order:
                 switch(engine, values[name])
                 began = time.perf_counter()
-                found = engine.search(question, limit=10)
+                found = search(question)
                 times[name].append((time.perf_counter() - began) * 1000)
-                tops[name][question] = [h.memory.id for h in found.hits]
+                tops[name][question] = found
     switch(engine, True)
     count = len(sample)
 
@@ -153,6 +199,7 @@ def main() -> None:
     slowest = sorted(range(count), key=lambda i: -max(best("on", i), best("off", i)))[:10]
     differ = sum(tops["on"][q] != tops["off"][q] for q in sample)
     report = {"store": str(args.store), "mechanism": args.mechanism, "questions": count,
+              "timed": "vector channel, 200 deep" if args.vector_channel else "hybrid search",
               "rounds": args.rounds, "date": datetime.now(UTC).isoformat(timespec="minutes"),
               "load_before": load_before, "load_after": os.getloadavg(),
               **{name: latency_ms(found) for name, found in times.items()},

@@ -300,8 +300,9 @@ def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies
     saved: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A subset searched exactly but much larger than the rows asked for is ranked first by
-    the index's int8 copies; only the best of them are read from the table and scored, and
-    the answer is still the exact one (a month of a 1M store: 42k rows read, now 900)."""
+    the index's int8 copies; only the best of them are scored, from the vectors file, and
+    the answer is still the exact one (a month of a 1M store: 42k rows read, then 900; now
+    none: the vectors file holds their ids too)."""
     from recalld.stores.sqlite import lazy_vectors
 
     store = SQLiteStore(saved)
@@ -325,7 +326,7 @@ def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies
         found = store._nearest(query, 10, None, keep)  # a filter's rows, listed
         exact = sorted(rows, key=lambda r: -float(np.frombuffer(r[1], np.float32) @ query))
         assert [c.memory_id for c in found] == [r[0] for r in exact[:10]]
-        assert read == [lazy_vectors.PRESELECT_FACTOR * (10 + 16)] and len(rows) == 600
+        assert read == [] and len(rows) == 600  # scored, and named, from the vectors file
     assert store._lazy is not None and store._vectors.size == 0
     # A row the index holds no copy of (written since it caught up) is read back as it is.
     chosen = store._lazy._preselected(np.append(keep, 999_999), clustered(1, seed=34)[0], 26)

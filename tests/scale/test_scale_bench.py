@@ -106,6 +106,11 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
         assert row["build"]["insert_s"] > 0
         for key in ("vector", "hybrid", "numpy", "fts5", "embed"):
             assert 0 < row["search"][key]["p50_ms"] <= row["search"][key]["p95_ms"]
+        # Each stage's time, from the searches' own clocks: within the whole search's.
+        stages = row["search"]["stages"]
+        assert {"understand", "embed", "candidates", "fuse", "adjust", "assemble"} <= set(stages)
+        parts = sum(v["mean_ms"] for k, v in stages.items() if k != "took")
+        assert 0 < parts <= stages["took"]["mean_ms"] + 1e-6
         # The load went through a real `recalld serve` on the store, searches only.
         assert [level["clients"] for level in row["load"]] == [1, 3]
         for level in row["load"]:
@@ -127,6 +132,7 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
     assert "| 300 |" in table and "| 600 |" in table
     assert "| 600 | sqlite | 3 |" in table
     assert "| 600 | sqlite | 3 | 5000 |" in table  # the capacity row
+    assert "Where a hybrid search's time goes" in table and "| understand | embed |" in table
     assert report["embedder"]["setting"] == "fake:64"
     assert "Embedder: `fake:64`: fake-hash (64-d" in table
     assert (report_dir / "scale.png").read_bytes()[:4] == b"\x89PNG"

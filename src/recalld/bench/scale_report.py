@@ -74,6 +74,7 @@ def markdown(report: ScaleReport) -> str:
             ratios = ", ".join(f"x{g:.2f}" for g in growth(results, key))
             lines.append(f"- {label}: {ratios}")
     lines += _agreement(report)
+    lines += _stages(report)
     lines += _load_table(report)
     fidelity = report.corpus["fidelity"]
     lines += [
@@ -113,6 +114,25 @@ def _agreement(report: ScaleReport) -> list[str]:
     for r, a in found:
         lines.append(f"| {r.size:,} | {r.backend} | {a['same_list']:.1%} | {a['same_set']:.1%} "
                      f"| {a['same_top1']:.1%} |")  # fmt: skip
+    return lines
+
+
+def _stages(report: ScaleReport) -> list[str]:
+    """Where a hybrid search's time goes: each stage's p50, as ``--explain`` measures it."""
+    found = [(r, r.search["stages"]) for r in report.results if r.search.get("stages")]
+    if not found:
+        return []
+    names = list(dict.fromkeys(s for _, stages in found for s in stages if s != "took"))
+    lines = ["", "Where a hybrid search's time goes: p50 ms of each stage (`--explain`'s"
+             " `stage_ms`; the embedding apart from reading the candidates), and of the whole"
+             " search, same questions:", "",
+             f"| memories | backend | {' | '.join(names)} | whole search |",
+             f"|---:|---|{'---:|' * (len(names) + 1)}"]  # fmt: skip
+    for r, stages in found:
+        cells = [f"{stages[n]['p50_ms']:.2f}" if n in stages else "-" for n in names]
+        whole = stages.get("took", {}).get("p50_ms")
+        lines.append(f"| {r.size:,} | {r.backend} | {' | '.join(cells)} | "
+                     f"{'-' if whole is None else f'{whole:.1f}'} |")  # fmt: skip
     return lines
 
 

@@ -169,7 +169,7 @@ def search(
             report("phase", f"searching ({mode})")
             out[mode] = _timed(questions, partial(engine.search, limit=limit, mode=mode))
         out["embed"] = _timed(questions, model.embed_query)
-        tops = hybrid_tops(engine, questions, limit)
+        tops, out["stages"] = explained_tops(engine, questions, limit)
     out["peak_search_mb"] = peak_rss_mb()
     if not is_dsn(db):
         report("phase", "searching (exact BM25 and exact vectors, for agreement)")
@@ -188,6 +188,24 @@ def hybrid_tops(engine: Any, questions: list[str], limit: int) -> list[list[str]
     """Each question's default hybrid results, as memory ids."""
     return [[hit.memory.id for hit in engine.search(q, limit=limit, mode="hybrid").hits]
             for q in questions]  # fmt: skip
+
+
+def explained_tops(
+    engine: Any, questions: list[str], limit: int
+) -> tuple[list[list[str]], dict[str, dict[str, float]]]:
+    """Each question's default hybrid results (as :func:`hybrid_tops`), searched with
+    ``explain``, and the p50 / p95 / mean of each stage's milliseconds over the questions
+    (``details["stage_ms"]``; a stage a search skipped counts 0), with the searches' own
+    time as ``took``."""
+    tops: list[list[str]] = []
+    spent: list[dict[str, float]] = []
+    for question in questions:
+        result = engine.search(question, limit=limit, mode="hybrid", explain=True)
+        tops.append([hit.memory.id for hit in result.hits])
+        spent.append({**result.details.get("stage_ms", {}), "took": result.took_ms})
+    stages = list(dict.fromkeys(stage for times in spent for stage in times))
+    return tops, {stage: latency_ms([times.get(stage, 0.0) for times in spent])
+                  for stage in stages}  # fmt: skip
 
 
 def agreement(got: list[list[str]], exact: list[list[str]]) -> dict[str, float]:

@@ -35,6 +35,11 @@ def print_search(result: SearchResult, explain: bool) -> None:
         f"{result.took_ms:.1f} ms)"
     )
     if explain:
+        stage_ms = result.details.get("stage_ms")
+        if stage_ms:
+            console.print("[dim]stages: " + ", ".join(f"{stage} {ms:.1f}"
+                                                        for stage, ms in stage_ms.items())
+                          + " ms[/]")  # fmt: skip
         for note in result.details.get("stages", ()):
             console.print(
                 f"[cyan]{note['stage']}[/] {note['status']}: {escape(note['reason'])} "

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from recalld.errors import EmbedderError
 from recalld.text import estimate_tokens, words
+from recalld.timing import timed
 
 if TYPE_CHECKING:
     pass
@@ -134,7 +135,8 @@ class Embedder(ABC):
 
     def embed_query(self, text: str) -> Vectors:
         """Embed one query; returns a 1-D vector."""
-        vector: Vectors = self._embed_all([text], is_query=True, progress=None).vectors[0]
+        with timed("embed"):  # a stage of the search that runs it (recalld.timing)
+            vector: Vectors = self._embed_all([text], is_query=True, progress=None).vectors[0]
         return vector
 
     def _embed_all(

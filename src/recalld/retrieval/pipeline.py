@@ -70,6 +70,7 @@ from recalld.stores.base import (
 )
 from recalld.text import keywords, words
 from recalld.threads import LazyPool, searching
+from recalld.timing import StageClock, clocked
 
 
 @dataclass(frozen=True)
@@ -121,10 +122,11 @@ def search(
     7. filter: dedup identical content, relevance threshold and score gap (exact lexical
        and entity hits are never dropped);
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;
-    9. explain: traces are built from the numbers stages 3-7 recorded.
+    9. explain: traces are built from the numbers stages 3-7 recorded, and each stage's
+       milliseconds (``details["stage_ms"]``, :mod:`recalld.timing`) are given.
     """
-    with searching():
-        return _search(store, embedder, request, config, now, models)
+    with searching(), clocked() as clock:
+        return _search(store, embedder, request, config, now, models, clock)
 
 
 def _search(
@@ -134,12 +136,14 @@ def _search(
     config: RetrievalConfig,
     now: datetime,
     models: Models | None,
+    clock: StageClock,
 ) -> SearchResult:
-    started = time.perf_counter()
+    started = clock.began
     reference = request.as_of or now
     calibration = calibrate(embedder)
     plan = understand(request.query, request.mode, reference)
     plan = place_anchor(store, embedder, plan, request, config, calibration)
+    clock.lap("understand")
     notes: list[StageNote] = []
     expanded = None
     if models is not None:
@@ -149,6 +153,7 @@ def _search(
         expanded = expand(store, embedder, plan, request.filters, config, models,
                           pool_size(request, config))  # fmt: skip
         notes.append(expanded.note)
+        clock.lap("expand")
     lists, rows = retrieve(store, embedder, plan, request, config,
                            expanded.query_vector if expanded else None)  # fmt: skip
     undated = window_unanswered(plan, lists, config) and not _dated(store, rows, lists)
@@ -158,14 +163,18 @@ def _search(
         lists, rows = retrieve(store, embedder, plan, request, config,
                                expanded.query_vector if expanded else None)  # fmt: skip
     lists += expanded.lists if expanded else ()
+    clock.lap("candidates")
     lists, signal = trust_words(lists, config)
     fused = fuse(
         lists, config, max(config.min_adjust, sized_for(request, config) * config.adjust_depth)
     )
+    clock.lap("fuse")
     memories = _rows(store, rows, [f.memory_id for f in fused])
+    clock.lap("rows")
     if models is not None:
         fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
         notes.append(note)
+        clock.lap("rerank")
     ctx = QueryContext(reference, request.project, wanted_role(request.query), plan.time_window,
                        frozenset(words(request.query)), plan.advice,
                        identifiers=identifiers(request.query))  # fmt: skip
@@ -188,10 +197,12 @@ def _search(
     cosines = _cosines(lists, calibration)
     if plan.advice:
         scored = topic_support(scored, cosines, config)
+    clock.lap("adjust")
     if config.kupdate_follow > 0 and not past:
         vectors.read(scored[: config.kupdate_follow])
         scored = follow_updates(scored, vectors.found, store, request.filters, config, cosines,
                                 calibration)  # fmt: skip
+        clock.lap("updates")
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
         scored = neighbor_support(
@@ -201,6 +212,7 @@ def _search(
             config,
             ctx.role if readable else "user",
         )
+        clock.lap("adjust")
     if not past:
         vectors.read(scored[: config.kupdate_window])
     scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines,
@@ -208,10 +220,12 @@ def _search(
     promised = keep_promises(scored, lambda ids: _rows(store, rows, ids), request.filters,
                              reference, config)  # fmt: skip
     ranked = scored = promised.scored
+    clock.lap("updates")
     folded = 0
     if config.dedupe:
         scored, folded = dedupe(scored)
     kept, reasons = relevance_filter(scored, lists, config)
+    clock.lap("filter")
     if request.granularity == "session":
         groups = group_by_session(kept)[: request.limit]
         chosen = [g[0] for g in groups]
@@ -227,6 +241,7 @@ def _search(
         reasons.update(carried(chosen, reasons))
         hits = build_hits(chosen, lists, reasons if request.explain else None)
     missed = near_misses(ranked, chosen, reasons, request, config)
+    clock.lap("assemble")
     return SearchResult(
         query=request.query,
         hits=tuple(hits),
@@ -250,6 +265,7 @@ def _search(
             "stood_aside": aside,
             "strong_words": signal,
             **({"stages": [n.as_dict() for n in notes]} if models is not None else {}),
+            **({"stage_ms": clock.rounded()} if request.explain else {}),
         },
         near_misses=tuple(
             replace(h, rank=len(hits) + h.rank)

@@ -20,6 +20,7 @@ import logging
 import math
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.stores.base import Vector
+from recalld.stores.sqlite import vector_file
+from recalld.stores.sqlite.vector_file import VectorCopies
 from recalld.stores.sqlite.vector_index import (
     MISMATCH,
     NEWEST_CHECKED,
@@ -47,6 +50,8 @@ from recalld.stores.sqlite.vectors import (
 log = logging.getLogger("recalld")
 
 Pks = npt.NDArray[np.int64]
+Pool = tuple[Pks, Pks, npt.NDArray[np.float32], dict[int, str]]
+"""Rows to re-score: pks, ``seq`` values, vectors, and the memory ids known so far."""
 READ_CHUNK = 900
 """Pks per ``IN (...)`` when reading rows back (under SQLite's oldest variable limit)."""
 PRESELECT_FACTOR = 4
@@ -68,12 +73,23 @@ month of the 1M store at once were 64 MB, and took twice as long)."""
 class LazyAnn:
     """The saved ANN index of a store, searched with exact re-scoring from the table."""
 
-    def __init__(self, ann: AnnIndex, dimension: int, subset_exact_rows: int) -> None:
+    def __init__(
+        self,
+        ann: AnnIndex,
+        dimension: int,
+        subset_exact_rows: int,
+        copies: VectorCopies | None = None,
+    ) -> None:
         self.ann = ann
         self.dimension = dimension
         self.subset_exact_rows = subset_exact_rows
+        self.copies = copies
+        """The index's rows at full precision (:mod:`~recalld.stores.sqlite.vector_file`),
+        which the exact re-scoring reads instead of the table; None for an index saved
+        without them (by an earlier recalld), whose candidates are read from the table."""
         self._seq = ann.covered_seq
         self._generation = -1
+        self._follow(ann)
 
     @property
     def size(self) -> int:
@@ -99,7 +115,8 @@ class LazyAnn:
         ann = AnnIndex._load(folder, dimension, threads, view=True)
         if ann is None:
             return None
-        lazy = cls(ann, dimension, subset_exact_rows)
+        copies = VectorCopies.open(folder, ann.covered_seq, dimension)
+        lazy = cls(ann, dimension, subset_exact_rows, copies)
         if not lazy._spot_check(db) or not lazy.catch_up(db):
             return None
         log.info(
@@ -112,17 +129,52 @@ class LazyAnn:
         (:data:`~recalld.stores.sqlite.vector_index.NEWEST_CHECKED`), match the table's."""
         top = db.execute("SELECT MAX(pk) FROM vectors").fetchone()[0] or 0
         guesses = np.random.default_rng(top).integers(1, top + 1, SPOT_CHECKS * 4)
-        rows = _read(db, "SELECT pk, vector FROM vectors WHERE seq <= ? AND pk IN ({})",
+        rows = _read(db, "SELECT v.pk, v.vector, m.id FROM vectors v JOIN memories m"
+                     " ON m.pk = v.pk WHERE v.seq <= ? AND v.pk IN ({})",
                      [self._seq], np.unique(guesses))  # fmt: skip
         newest = db.execute("SELECT pk, vector FROM vectors WHERE seq <= ? ORDER BY seq DESC"
                             " LIMIT ?", (self._seq, NEWEST_CHECKED)).fetchall()  # fmt: skip
-        for pk, blob in [*newest, *rows[:SPOT_CHECKS]]:
+        for pk, blob in [*newest, *((r[0], r[1]) for r in rows[:SPOT_CHECKS])]:
             stored = self.ann.stored(int(pk))
             if stored is None or _cosine(stored, _vector(blob)) < SPOT_COSINE:
                 log.warning("the saved ANN index does not hold the store's vectors (%s); "
                             "the vectors are loaded instead", MISMATCH)  # fmt: skip
                 return False
+        if self.copies is not None and rows:
+            checked = rows[:SPOT_CHECKS]
+            pks = np.array([r[0] for r in checked], np.int64)
+            found, _, vectors, ids = self.copies.lookup_ids(pks)
+            table = np.vstack([_vector(r[1]) for r in checked])
+            same_ids = ids == [str(r[2]) for r in checked]
+            if not found.all() or not np.array_equal(vectors, table) or not same_ids:
+                log.warning("the ANN index's vectors file disagrees with the table; reading"
+                            " the candidates' vectors from the table instead")  # fmt: skip
+                self.copies = None
+                self.ann.save_vectors = None
         return True
+
+    def _follow(self, ann: AnnIndex) -> None:
+        """Have ``ann`` write the vectors file whenever it is saved (when they are held)."""
+        ann.save_vectors = None if self.copies is None else self._save_vectors
+
+    def _save_vectors(self, folder: Path, seq: int) -> None:
+        """Write the held vectors as the file of the index being saved, and map it (the
+        rows changed since the last file are then no longer kept in memory)."""
+        copies = self.copies
+        if copies is None:
+            return
+        vector_file.write(folder, seq, self.dimension, copies.rows)
+        self.copies = VectorCopies.open(folder, seq, self.dimension) or copies
+
+    def _apply(self, dropped: Pks, pks: Pks, seqs: Pks, vectors: npt.NDArray[np.float32],
+               ids: list[str | None], seq: int) -> None:  # fmt: skip
+        """One change to the index and its vectors alike (the vectors first: saving the
+        index writes them). A vector without a memory row (``None`` id) is left to the table."""
+        if self.copies is not None:
+            held = np.array([i is not None for i in ids], dtype=np.bool_)
+            self.copies.apply(np.concatenate([dropped, pks[~held]]), pks[held], seqs[held],
+                              vectors[held], [str(i) for i in ids if i is not None])  # fmt: skip
+        self.ann.apply(dropped, pks, vectors, seq)
 
     def catch_up(self, db: sqlite3.Connection) -> bool:
         """Apply the table's changes since the index's ``seq``; False if the two disagree in
@@ -136,20 +188,23 @@ class LazyAnn:
         if self.ann.is_view and not self._writable(db, newest, generation):
             return False
         fresh = db.execute(
-            "SELECT pk, vector FROM vectors WHERE seq > ? AND seq <= ? ORDER BY seq",
+            "SELECT v.pk, v.vector, v.seq, m.id FROM vectors v LEFT JOIN memories m"
+            " ON m.pk = v.pk WHERE v.seq > ? AND v.seq <= ? ORDER BY v.seq",
             (self._seq, newest),
         ).fetchall()
+        none = np.zeros(0, dtype=np.int64)
         if fresh:
             pks = np.array([r[0] for r in fresh], dtype=np.int64)
+            seqs = np.array([r[2] for r in fresh], dtype=np.int64)
             vectors = np.vstack([_vector(r[1]) for r in fresh])
-            self.ann.apply(np.zeros(0, dtype=np.int64), pks, vectors, newest)
+            self._apply(none, pks, seqs, vectors, [r[3] for r in fresh], newest)
         if generation != self._generation:
             total = db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
             if self.size > total:  # rows deleted since: find them among the keys
                 current = listed_pks(db, "SELECT pk FROM vectors")
                 keys = self.ann.keys()
-                self.ann.apply(keys[~np.isin(keys, current)], np.zeros(0, dtype=np.int64),
-                               np.zeros((0, self.dimension), np.float32), newest)  # fmt: skip
+                self._apply(keys[~np.isin(keys, current)], none, none,
+                            np.zeros((0, self.dimension), np.float32), [], newest)  # fmt: skip
             if self.size != total:
                 return False
         if self.ann.stale:
@@ -168,6 +223,7 @@ class LazyAnn:
         if copy is None:
             return False
         self.ann = copy
+        self._follow(copy)
         return True
 
     def search(
@@ -200,10 +256,41 @@ class LazyAnn:
             pks = pks[~np.isin(pks, hidden)]
         if keep is not None:
             pks = pks[np.isin(pks, keep)]
+        if self.copies is not None:
+            pool = self._pool(db, pks)
+            if len(pool[0]) < min(limit, allowed):
+                return None
+            return self._best(db, pool, query, limit)
         rows = _read(db, _ROWS, [], pks)
         if len(rows) < min(limit, allowed):
             return None
         return self._top(rows, query, limit)
+
+    def vectors_for(
+        self,
+        db: sqlite3.Connection,
+        ids: Sequence[str],
+        wall: str,
+        params: Sequence[object],
+        tenant: str,
+    ) -> tuple[dict[str, Vector], list[str]]:
+        """The vectors of the memories ``ids`` (within ``wall``; the ``tenant``'s own memory
+        first where a shared namespace holds the same id) the vectors file holds, and the
+        ids it does not (read from the table by the caller). The ids are turned into pks on
+        the ``(namespace, id)`` index alone, no memory row read."""
+        if self.copies is None:
+            return {}, list(ids)
+        pk_of: dict[str, int] = {}
+        for start in range(0, len(ids), READ_CHUNK):
+            chunk = list(ids[start : start + READ_CHUNK])
+            marks = ",".join("?" * len(chunk))
+            pk_of.update(db.execute(
+                f"SELECT m.id, m.pk FROM memories m WHERE m.id IN ({marks}) AND {wall}"
+                " ORDER BY m.namespace = ?", [*chunk, *params, tenant]).fetchall())  # fmt: skip
+        named = list(pk_of)
+        found, _, vectors = self.copies.lookup(np.array([pk_of[i] for i in named], np.int64))
+        held = {named[i]: vectors[i] for i in np.flatnonzero(found).tolist()}
+        return held, [i for i in ids if i not in held]
 
     def passing_rows(self, limit: int) -> int:
         """The rows a filter must keep for :meth:`search_passing` to find ``limit`` of them
@@ -228,13 +315,18 @@ class LazyAnn:
         candidates pass for a wider search to find enough (a narrow filter, whose rows the
         caller lists)."""
         query = np.asarray(query, dtype=np.float32)
-        sql = _ROWS_PASSING.format(where=where)
+        copies = self.copies
+        sql = (_ROWS_PASSING if copies is None else _IDS_PASSING).format(where=where)
         want = limit * RESCORE_FACTOR
         fetch = min(want * 2, self.size)
         for _ in range(2):
             rows = _read(db, sql, params, self.ann.candidates(query, fetch))
             if len(rows) >= want or fetch >= self.size:
-                return self._top(rows, query, limit)
+                if copies is None:
+                    return self._top(rows, query, limit)
+                ids = {int(pk): str(memory_id) for pk, memory_id in rows}
+                pks = np.fromiter(ids, dtype=np.int64, count=len(ids))
+                return self._best(db, self._pool(db, pks, ids), query, limit)
             # The share that passed says how many candidates would give enough.
             needed = math.ceil(PASSING_MARGIN * want * fetch / max(len(rows), 1))
             if needed > MAX_ANN_CANDIDATES:
@@ -246,7 +338,10 @@ class LazyAnn:
         self, db: sqlite3.Connection, keep: Pks, query: Vector, limit: int
     ) -> list[tuple[str, float]]:
         """Exact search among the ``keep`` rows (the caller knows they are few enough)."""
-        return self._top(_read(db, _ROWS, [], self._preselected(keep, query, limit)), query, limit)
+        pks = self._preselected(keep, query, limit)
+        if self.copies is not None:
+            return self._best(db, self._pool(db, pks), query, limit)
+        return self._top(_read(db, _ROWS, [], pks), query, limit)
 
     def _preselected(self, keep: Pks, query: Vector, limit: int) -> Pks:
         """The rows of ``keep`` worth scoring exactly for the top ``limit``: all of a small
@@ -282,6 +377,55 @@ class LazyAnn:
             return np.zeros(0, dtype=np.bool_)
         return self.ann.contains(np.unique(pks))
 
+    def _pool(self, db: sqlite3.Connection, pks: Pks, ids: dict[int, str] | None = None) -> Pool:
+        """The rows of ``pks`` that have a vector, with their ``seq`` and vector: from the
+        held copies, and for a row they lack (written since the index caught up, or a
+        filtered row the index never held) from the table, which decides. ``ids``: memory
+        ids already known, by pk."""
+        assert self.copies is not None
+        found, seqs, vectors = self.copies.lookup(pks)
+        known = {} if ids is None else ids
+        if found.all():
+            return pks, seqs, vectors, known
+        rows = _read(db, _ROWS, [], pks[~found])
+        known = {**known, **{int(r[0]): str(r[3]) for r in rows}}
+        if not rows:
+            return pks[found], seqs[found], vectors[found], known
+        read = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
+        return (np.concatenate([pks[found], np.array([r[0] for r in rows], np.int64)]),
+                np.concatenate([seqs[found], np.array([r[1] for r in rows], np.int64)]),
+                np.concatenate([vectors[found], read.reshape(len(rows), -1)]), known)  # fmt: skip
+
+    def _best(
+        self, db: sqlite3.Connection, pool: Pool, query: Vector, limit: int
+    ) -> list[tuple[str, float]]:
+        """The top ``limit`` of a :meth:`_pool` by exact cosine, best first, equal ones in
+        ``seq`` order (as :meth:`_top`); the memory ids of the rows kept are looked up then
+        (in the vectors file, else the table), and a row whose memory is gone since (deleted
+        by another process) gives way to the next."""
+        pks, seqs, vectors, ids = pool
+        if not len(pks):
+            return []
+        scores = cosines(vectors, query)
+        order = np.lexsort((seqs, -scores))
+        out: list[tuple[str, float]] = []
+        start = 0
+        while len(out) < limit and start < len(order):
+            chosen = order[start : start + limit - len(out)]
+            start += len(chosen)
+            kept = pks[chosen].tolist()
+            unknown = [pk for pk in kept if not ids.get(pk)]
+            if unknown and self.copies is not None:
+                held = self.copies.ids_of(np.array(unknown, dtype=np.int64))
+                ids = {**ids, **{pk: name for pk, name in zip(unknown, held, strict=True)}}
+                unknown = [pk for pk in unknown if not ids[pk]]
+            if unknown:
+                read = _read(db, _IDS, [], np.array(unknown, dtype=np.int64))
+                ids = {**ids, **{int(pk): str(memory_id) for pk, memory_id in read}}
+            out += [(ids[pk], score) for pk, score in
+                    zip(kept, scores[chosen].tolist(), strict=True) if ids.get(pk)]  # fmt: skip
+        return out
+
     def _top(self, rows: list[Any], query: Vector, limit: int) -> list[tuple[str, float]]:
         """Exact cosines of the rows, best first; equal ones in ``seq`` order, as the
         mirror (loaded in ``seq`` order) breaks them."""
@@ -304,6 +448,10 @@ _ROWS_PASSING = (
 )
 """:data:`_ROWS` of the rows passing a filter (its parameters first); ``NOT INDEXED``: read by
 pk, never by scanning an index of the filter's columns."""
+_IDS = "SELECT pk, id FROM memories WHERE pk IN ({})"
+"""The memory ids of the rows re-scored from the held vectors."""
+_IDS_PASSING = "SELECT m.pk, m.id FROM memories m NOT INDEXED WHERE {where} AND m.pk IN ({{}})"
+""":data:`_IDS` of the rows passing a filter, as :data:`_ROWS_PASSING`."""
 
 
 def _read(db: sqlite3.Connection, sql: str, params: list[object], pks: Pks) -> list[Any]:

@@ -486,6 +486,11 @@ class SQLiteStore:
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
         wall, wall_params = q.namespace_sql(self._visible)
+        with self._mirror_lock:  # the ANN index's vectors file, when it holds them
+            lazy = self._lazy
+            if lazy is not None and ids:
+                found, ids = lazy.vectors_for(self._db, ids, wall, wall_params,
+                                              self.tenancy.tenant)  # fmt: skip
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))

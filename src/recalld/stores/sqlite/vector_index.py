@@ -18,6 +18,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.private_files import FILE_MODE, private_folder
+from recalld.stores.sqlite import vector_file
 
 log = logging.getLogger("recalld")
 
@@ -87,6 +89,7 @@ BUILD_CHUNK = 65_536
 
 Ids = npt.NDArray[np.int64]
 Matrix = npt.NDArray[np.float32]
+SaveVectors = Callable[[Path, int], None]
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,10 @@ class AnnIndex:
         """A memory-mapped saved file: it answers searches but cannot be changed."""
         self._last: tuple[bytes, int, Ids] | None = None
         """The last search's query, beam and whole answer (see :meth:`candidates`)."""
+        self.save_vectors: SaveVectors | None = None
+        """Writes the full-precision vectors of the index's rows beside it as it is saved
+        (:mod:`recalld.stores.sqlite.vector_file`), given the folder and the ``seq``; set by
+        the owner that holds them."""
 
     @classmethod
     def open(
@@ -138,15 +145,24 @@ class AnnIndex:
         rows: MirrorRows,
         seq: int,
         threads: int | None = None,
+        save_vectors: SaveVectors | None = None,
     ) -> AnnIndex:
-        """The saved index reconciled with the mirror's rows, or a new one built from them."""
+        """The saved index reconciled with the mirror's rows, or a new one built from them;
+        ``save_vectors`` (see :attr:`save_vectors`) writes their vectors as it is saved."""
         saved = cls._load(folder, dimension, threads)
         if saved is not None and saved._reconcile(rows):
+            saved.save_vectors = save_vectors
+            without = saved._folder is not None and not vector_file.usable(
+                saved._folder, saved.covered_seq, dimension)  # fmt: skip
             saved.covered_seq = seq
-            saved._save_if_due()
+            if without and save_vectors is not None:
+                saved.save()  # saved by an earlier recalld: the vectors file comes with it
+            else:
+                saved._save_if_due()
             return saved
         started = time.perf_counter()
         built = cls(_new_index(dimension), folder, seq, threads)
+        built.save_vectors = save_vectors
         live = np.flatnonzero(rows.live)
         # A warning, so a long first search is explained (minutes at 1M vectors on 2 cores).
         log.warning("building the ANN index over %d vectors (once; it is saved)", len(live))
@@ -294,12 +310,16 @@ class AnnIndex:
             self.save()
 
     def save(self) -> None:
-        """Write the index atomically as ``<covered_seq>.b<build beam>.usearch`` and drop
-        older files."""
+        """Write the index atomically as ``<covered_seq>.b<build beam>.usearch`` (its vectors
+        first, see :attr:`save_vectors`), mode 0600, and drop older files."""
         if self._folder is None:
             return
         try:
             private_folder(self._folder)
+            vectors = None
+            if self.save_vectors is not None:
+                vectors = vector_file.file_name(self.covered_seq)
+                self.save_vectors(self._folder, self.covered_seq)
             temporary = self._folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
             self._index.save(str(temporary))
             os.chmod(temporary, FILE_MODE)  # usearch writes it with the umask's mode
@@ -307,6 +327,9 @@ class AnnIndex:
             os.replace(temporary, self._folder / name)
             for _, _, path in _saved(self._folder):
                 if path.name != name:  # older, or a foreign file that failed its check
+                    path.unlink(missing_ok=True)
+            for path in vector_file.saved_files(self._folder):
+                if path.name != vectors:
                     path.unlink(missing_ok=True)
         except OSError as exc:  # a read-only folder: keep working from memory
             log.warning("cannot save the ANN index in %s: %s", self._folder, exc)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from recalld.errors import install_hint
 from recalld.stores.base import Vector
+from recalld.stores.sqlite import vector_file
 from recalld.stores.sqlite.vector_index import AnnIndex, MirrorRows, ann_available
 
 log = logging.getLogger("recalld")
@@ -432,10 +433,24 @@ class VectorMirror:
         assert self.dimension is not None
         rows = MirrorRows(self.pks, self._seqs[: self._count], self.matrix, self.live,
                           self._row_of)  # fmt: skip
-        self._ann = AnnIndex.open(
-            self.index_path, self.dimension, rows, self._seq, self.build_threads
-        )
+        self._ann = AnnIndex.open(self.index_path, self.dimension, rows, self._seq,
+                                  self.build_threads, self._save_vectors)  # fmt: skip
         return True
+
+    def _save_vectors(self, folder: Path, seq: int) -> None:
+        """Write the live rows' vectors beside the ANN index being saved (the index holds
+        the live rows; the caller holds the lock)."""
+        assert self.dimension is not None
+        live = np.flatnonzero(self.live)
+        order = live[np.argsort(self.pks[live], kind="stable")]
+
+        def chunks() -> Iterator[vector_file.Rows]:
+            for start in range(0, len(order), vector_file.WRITE_CHUNK):
+                rows = order[start : start + vector_file.WRITE_CHUNK]
+                ids = ["" if i is None else str(i) for i in self._ids[rows]]
+                yield self.pks[rows], self._seqs[rows], self.matrix[rows], ids
+
+        vector_file.write(folder, seq, self.dimension, lambda: (len(order), chunks()))
 
 
 def _fit(mask: Mask, count: int) -> Mask:

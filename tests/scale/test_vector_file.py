@@ -254,7 +254,10 @@ def test_a_filtered_search_reads_nothing_by_pk(
     store = opened(saved)
     semantic(store, clustered(1, 56)[0])
     reads = vector_reads(monkeypatch, every=True)
-    request = CandidateRequest(filters=MemoryFilter(session_id="s3"), asks={"semantic": NearestAsk(10, clustered(1, 57)[0])})  # fmt: skip
+    request = CandidateRequest(
+        filters=MemoryFilter(session_id="s3"),
+        asks={"semantic": NearestAsk(10, clustered(1, 57)[0])},
+    )
     got = [(c.memory_id, c.score) for c in store.candidates(request)["semantic"]]
     same(got, exact_answer(saved, clustered(1, 57)[0], session_id="s3"))
     assert reads == []

@@ -21,7 +21,7 @@ import psycopg
 from recalld.errors import InvalidInputError
 from recalld.stores.base import CandidateRequest
 from recalld.stores.postgres import queries as q
-from recalld.stores.postgres.word_postings import MEAN_LENGTH_SQL, postings_sql
+from recalld.stores.postgres.migrations import postings_sql
 
 EF_SEARCH = 100
 """HNSW candidates examined per vector search (pgvector's default is 40) of an index of up to
@@ -186,8 +186,7 @@ def build_word_postings(conn: Conn, namespace: str, drop: bool = False) -> int:
     conn.execute("DELETE FROM word_namespaces WHERE namespace = %s", (namespace,))
     if drop:
         return 0
-    conn.execute(f"INSERT INTO word_namespaces (namespace, avgdl) VALUES (%s, ({MEAN_LENGTH_SQL}))",
-                 (namespace, namespace))  # fmt: skip
+    conn.execute("INSERT INTO word_namespaces (namespace) VALUES (%s)", (namespace,))
     return conn.execute(
         f"INSERT INTO word_postings {postings_sql('memories')} WHERE r.namespace = %s",
         (namespace,),

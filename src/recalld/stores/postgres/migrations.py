@@ -13,11 +13,6 @@ from collections.abc import Callable
 from typing import Any
 
 from recalld.errors import StoreError
-from recalld.stores.postgres.word_postings import (
-    m010_word_impacts,
-    postings_triggers,
-    postings_v9_sql,
-)
 
 APP_ID = "recalld"
 TEXT_SEARCH_CONFIG = "english"
@@ -450,7 +445,55 @@ def m009_word_postings(cur: Any) -> None:
     cur.execute("CREATE INDEX IF NOT EXISTS word_postings_row ON word_postings (namespace, pk)")
     for table in ("word_namespaces", "word_postings"):
         _tenant_wall(cur, table, writes=True)
-    postings_triggers(cur, postings_v9_sql)
+    remove = ("DELETE FROM word_postings p USING gone WHERE p.namespace = gone.namespace"
+              " AND p.pk = gone.pk")  # fmt: skip
+    bodies = {
+        "insert": f"INSERT INTO word_postings {postings_sql('new_rows')};",
+        "delete": f"WITH gone AS (SELECT namespace, pk FROM old_rows) {remove};",
+        # Only rows whose tokens changed (an access count's update changes none); the
+        # DELETE in WITH runs whether or not the INSERT reads it.
+        "update": (
+            "WITH changed AS (SELECT n.* FROM new_rows n JOIN old_rows o ON o.pk = n.pk"
+            " WHERE o.lex_tokens IS DISTINCT FROM n.lex_tokens"
+            " OR o.namespace IS DISTINCT FROM n.namespace),"
+            " gone AS (SELECT o.namespace, o.pk FROM old_rows o JOIN changed c ON c.pk = o.pk),"
+            f" dropped AS ({remove})"
+            f" INSERT INTO word_postings {postings_sql('changed')};"
+        ),
+    }
+    tables = {"insert": "NEW TABLE AS new_rows", "delete": "OLD TABLE AS old_rows",
+              "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows"}  # fmt: skip
+    for event, body in bodies.items():
+        cur.execute(
+            f"""
+            CREATE OR REPLACE FUNCTION recalld_word_postings_{event}() RETURNS trigger
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+            BEGIN
+                -- No namespace keeps postings: nothing to do (the common case).
+                IF NOT EXISTS (SELECT 1 FROM word_namespaces) THEN
+                    RETURN NULL;
+                END IF;
+                {body}
+                RETURN NULL;
+            END $$
+            """
+        )
+        name = f"memories_words_{event}"
+        cur.execute(f"DROP TRIGGER IF EXISTS {name} ON memories")
+        cur.execute(
+            f"CREATE TRIGGER {name} AFTER {event.upper()} ON memories REFERENCING"
+            f" {tables[event]} FOR EACH STATEMENT EXECUTE FUNCTION recalld_word_postings_{event}()"
+        )
+
+
+def postings_sql(rows: str) -> str:
+    """``SELECT`` the postings of ``rows`` (memories' rows) of the listed namespaces."""
+    return (
+        "(namespace, token, pk, tf, dl) SELECT r.namespace, t.token, r.pk, t.tf, r.lex_length"
+        f" FROM {rows} r JOIN word_namespaces w ON w.namespace = r.namespace CROSS JOIN LATERAL"
+        " (SELECT token, count(*)::integer AS tf FROM unnest(r.lex_tokens) AS token"
+        " GROUP BY token) t"
+    )
 
 
 WORDS_GONE = "RW001"
@@ -473,7 +516,6 @@ MIGRATIONS: list[Migration] = [
     (7, "m007_tenant_keys", m007_tenant_keys),
     (8, "m008_inline_vectors", m008_inline_vectors),
     (9, "m009_word_postings", m009_word_postings),
-    (10, "m010_word_impacts", m010_word_impacts),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -189,11 +189,6 @@ WORD_READ_FACTOR = 2
 this many times the list's length of the rows it scored on the postings, and the others
 only when one of them might still enter the list (when some of the best did not pass the
 filter)."""
-WORD_DEPTH_FACTOR = 4
-"""The word channel over postings first reads, of each one-token phrase, its postings of
-highest impact (``word_postings.impact``), this many times the list's length, and stops
-there when that proves the top k (:func:`_early_ctes`); 0 reads every posting. Deeper
-reads cost more and prove more often (docs/postgres.md)."""
 WORD_SUM_MARGIN = 1e-9
 """How far, relatively, a row's score summed on the postings (in another order than the
 exact one) may be taken to stand from its exact score: far more than float rounding."""
@@ -253,15 +248,10 @@ def top_words_ctes(
     row = (f"SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok,"
            f" {columns} FROM {{}} c JOIN memories m ON m.namespace = {ns}"
            " AND m.pk = c.pk")  # fmt: skip
-    ctes += _idf(n, counted)
-    early = bool(single) and WORD_DEPTH_FACTOR > 0  # nothing to stop early: phrases only
-    if early:
-        ctes += _early_ctes(query, single, multi, ns, row, read)
-    # Every posting, when the early stop did not prove the top k.
-    gate = " WHERE NOT coalesce((SELECT proven FROM lex_early), false)" if early else ""
     ctes += [
+        *_idf(n, counted),
         f"lex_sum AS MATERIALIZED (SELECT pk, sum(part) AS near FROM"
-        f" ({' UNION ALL '.join(parts)}) l{gate} GROUP BY pk)",
+        f" ({' UNION ALL '.join(parts)}) l GROUP BY pk)",
         # The best rows by their summed score (one top-N sort), read from the table and
         # scored exactly ...
         "lex_top AS MATERIALIZED (SELECT pk, near, row_number() OVER (ORDER BY near DESC, pk)"
@@ -277,72 +267,9 @@ def top_words_ctes(
             "(SELECT pk FROM lex_sum WHERE NOT coalesce((SELECT left_out IS NULL OR last >"
             f" left_out * {1.0 + WORD_SUM_MARGIN!r}::float8 FROM lex_proof), false)"
             " AND pk NOT IN (SELECT pk FROM lex_hit_b))") + ")",
-        "lex_hit AS (SELECT * FROM lex_hit_b UNION ALL SELECT * FROM lex_hit_c"
-        + (" UNION ALL SELECT * FROM lex_hit_e WHERE (SELECT proven FROM lex_early))"
-           if early else ")"),
+        "lex_hit AS (SELECT * FROM lex_hit_b UNION ALL SELECT * FROM lex_hit_c)",
     ]  # fmt: skip
     return [*ctes, _bm25(n)], params
-
-
-def _early_ctes(
-    query: Sequence[Sequence[str]],
-    single: list[int],
-    multi: list[int],
-    ns: str,
-    row: str,
-    read: str,
-) -> list[str]:
-    """The early stop of :func:`top_words_ctes`: its top k from a few postings, and whether
-    that is proven (``lex_early.proven``); the CTEs after it run only when it is not.
-
-    Each one-token phrase's postings of highest impact (:data:`WORD_DEPTH_FACTOR` times the
-    list's length) and every row of a longer phrase are the candidates; a posting not read
-    weighs at most the last one read (``word_postings`` orders them by impact, see
-    :mod:`~recalld.stores.postgres.word_postings`), so ``lex_bound`` bounds each word's part
-    of a row where it was not read (``b{k}``), and the score of a row never read
-    (``unseen``, their sum). A candidate's bound is its parts read plus those of the words
-    it was not read in; the best :data:`WORD_READ_FACTOR` times the list's length by bound
-    are read from the table and scored exactly. Proven: the list's last exact score is
-    above every other candidate's bound and above ``unseen`` (the same margin as the sums'),
-    or every row holding a query word was read."""
-    depth = f"%(bm25_limit)s * {int(WORD_DEPTH_FACTOR)}"
-    seen = " UNION ALL ".join(
-        f"SELECT {k} AS k, s.* FROM (SELECT p.pk, p.tf, p.dl, p.impact FROM word_postings p"
-        f" WHERE p.namespace = {ns} AND p.token = %(lex_h{k})s::text ORDER BY p.impact DESC"
-        f" LIMIT {depth}) s" for k in single
-    )  # fmt: skip
-    bounds = ", ".join(
-        f"CASE WHEN n.n{k} > {depth} THEN i.idf{k} * (SELECT min(impact) FROM lex_seen"
-        f" WHERE k = {k}) * greatest(1.0::float8, i.avgdl / a.a0) ELSE 0::float8 END AS b{k}"
-        for k in single
-    )  # fmt: skip
-    parts = [f"SELECT s.pk, s.k, {_term(k, 's.tf::float8', 's.dl::float8')} AS part"
-             f" FROM lex_seen s, lex_idf i WHERE s.k = {k}" for k in single]  # fmt: skip
-    parts += [f"SELECT x.pk, -1, {_term(k, f'x.f{k}', 'x.dl::float8')} FROM lex_multi x,"
-              f" lex_idf i WHERE x.f{k} > 0" for k in multi]  # fmt: skip
-    unread = "".join(f" + CASE WHEN {k} = ANY(c.seen) THEN 0::float8 ELSE b.b{k} END"
-                     for k in single)  # fmt: skip
-    last = (f"(SELECT {_score(len(query))} AS score FROM lex_hit_e h, lex_idf i WHERE h.ok"
-            f" AND ({_any_hit(len(query))}) ORDER BY score DESC OFFSET %(bm25_limit)s - 1"
-            " LIMIT 1)")  # fmt: skip
-    return [
-        f"lex_a0 AS MATERIALIZED (SELECT (SELECT avgdl FROM word_namespaces WHERE namespace = {ns})"
-        " AS a0)",
-        f"lex_seen AS MATERIALIZED ({seen})",
-        f"lex_bound AS MATERIALIZED (SELECT *, {' + '.join(f'b{k}' for k in single)} AS unseen"
-        f" FROM (SELECT {bounds} FROM lex_n n, lex_idf i, lex_a0 a) t)",
-        f"lex_cand AS MATERIALIZED (SELECT pk, sum(part) AS low, array_agg(k) AS seen FROM"
-        f" ({' UNION ALL '.join(parts)}) l GROUP BY pk)",
-        "lex_etop AS MATERIALIZED (SELECT pk, ub, row_number() OVER (ORDER BY ub DESC, pk) AS r"
-        f" FROM (SELECT c.pk, c.low{unread} AS ub FROM lex_cand c, lex_bound b"
-        f" ORDER BY ub DESC, pk LIMIT {read} + 1) t)",
-        "lex_hit_e AS MATERIALIZED (" + row.format(f"(SELECT pk FROM lex_etop WHERE r <= {read})")
-        + ")",
-        "lex_early AS MATERIALIZED (SELECT coalesce(a.a0 IS NOT NULL AND ((o.left_out IS NULL"
-        " AND b.unseen = 0) OR o.last > greatest(o.left_out, b.unseen)"
-        f" * {1.0 + WORD_SUM_MARGIN!r}::float8), false) AS proven FROM lex_bound b, lex_a0 a,"
-        f" (SELECT (SELECT ub FROM lex_etop WHERE r > {read}) AS left_out, {last} AS last) o)",
-    ]  # fmt: skip
 
 
 def like_any(pieces: Sequence[str]) -> list[str]:

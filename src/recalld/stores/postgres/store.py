@@ -483,9 +483,10 @@ class PostgresStore(Administration, SourceFiles):
         # The postings find the namespace's best rows; under a filter narrower than the
         # live rows most of them would fail it and the rest be read from the table anyway,
         # so such a search scores every matching row there.
-        postings = (self._visible[0] if self._word_postings
-                    and res.live_rows_only(request.filters) else None)  # fmt: skip
-        sql, more = q.candidates_sql(request, where, res.asked(request, self.channels), postings)
+        words = (q.Postings(self._visible[0]) if self._word_postings
+                 and res.live_rows_only(request.filters) else q.EVERY_ROW)  # fmt: skip
+        asked = res.asked(request, self.channels)
+        sql, more = q.candidates_sql(request, where, asked, q.readers(words))
         values: dict[str, Any] = {**params, **more}
         if request.query_vector is not None:
             values["qv"] = np.asarray(request.query_vector, np.float32)

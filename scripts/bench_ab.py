@@ -48,7 +48,7 @@ from typing import Any
 import recalld
 from recalld import heap
 from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
-from recalld.stores.postgres import store as postgres_store
+from recalld.stores.postgres import indexes as postgres_indexes
 from recalld.stores.sqlite import lazy_vectors, vector_index
 
 Switch = Callable[[Any, bool], None]
@@ -131,7 +131,7 @@ MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
     "vector-completion": _vector_completion,
-    "postgres-near-memory": _setting(postgres_store, "NEAR_MEMORY_EF_SEARCH"),
+    "postgres-near-memory": _setting(postgres_indexes, "NEAR_MEMORY_EF_SEARCH"),
     "copy-reads": _copy_reads,
     "one-walk": _one_walk,
     "window-share": _window_share,

@@ -41,7 +41,7 @@ from recalld.providers.embedders import resolve_embedder
 from recalld.retrieval.channels import Need, request as channel_request
 from recalld.stores import open_store
 from recalld.stores.asks import NearestAsk
-from recalld.stores.base import CandidateRequest, Tenancy, bulk_loading
+from recalld.stores.base import CandidateRequest, IndexBuilding, Tenancy, bulk_loading
 
 
 def tenant_of(i: int, big: int, tenants: int) -> str:
@@ -173,7 +173,7 @@ def write_cost(dsn: str, pool: sc.Pool, batches: int = 10, rows: int = 500) -> d
 
     stores = {"postings": PostgresStore(dsn, Tenancy("scratch_words_on")),
               "none": PostgresStore(dsn, Tenancy("scratch_words_off"))}  # fmt: skip
-    stores["postings"].build_word_postings()
+    stores["postings"].build_index("words")
     stores["postings"].close()
     stores["postings"] = PostgresStore(dsn, Tenancy("scratch_words_on"))
     out: dict[str, Any] = {}
@@ -195,7 +195,7 @@ def write_cost(dsn: str, pool: sc.Pool, batches: int = 10, rows: int = 500) -> d
             with store._conn() as conn:
                 conn.execute("DELETE FROM memories WHERE namespace = ANY(%s)", (store._visible,))
             if name == "postings":
-                store.build_word_postings(drop=True)
+                store.build_index("words", drop=True)
             store.close()
     return out
 
@@ -235,20 +235,21 @@ def main() -> None:
         built = build(dsn, pool, args.size, args.big, args.tenants, args.seed)
     small = tenant_of(args.big, args.big, args.tenants)
     big = open_store(dsn, Tenancy("t0000"))
+    assert isinstance(big, IndexBuilding)
     if args.own_index:  # measured first as a tenant without one
-        big.build_own_vector_index(drop=True)  # type: ignore[attr-defined]
+        big.build_index("vectors", drop=True)
     if args.word_index:
-        big.build_word_postings(drop=True)  # type: ignore[attr-defined]
+        big.build_index("words", drop=True)
     results = [measure(dsn, t, questions, embedder) for t in ("t0000", small)]
     if args.own_index:
         started = time.perf_counter()
-        big.build_own_vector_index()  # type: ignore[attr-defined]
+        big.build_index("vectors")
         took = time.perf_counter() - started
         results.append({**measure(dsn, "t0000", questions, embedder), "own_vector_index": True,
                         "index_build_s": took})  # fmt: skip
     if args.word_index:
         started = time.perf_counter()
-        postings = big.build_word_postings()  # type: ignore[attr-defined]
+        postings = big.build_index("words").entries
         took = time.perf_counter() - started
         results.append({**measure(dsn, "t0000", questions, embedder),
                         "word_postings": postings, "word_index_build_s": took,

@@ -61,6 +61,9 @@ from recalld.retrieval.models import Models, build_models
 from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores import open_store
 from recalld.stores.base import (
+    IndexBuild,
+    IndexBuilding,
+    IndexKind,
     SourceIndex,
     Store,
     StoreStats,
@@ -581,6 +584,33 @@ class MemoryEngine:
 
         sources = source_status(self.store) if isinstance(self.store, SourceIndex) else None
         return Status(stats, self.settings.embedder, stats.fingerprint, matches, sources)
+
+    def build_index(
+        self, kind: IndexKind, *, drop: bool = False, progress: Callable[[str], None] | None = None
+    ) -> IndexBuild:
+        """Build the tenant's own ``kind`` index (``drop``: remove it): ``vectors``, a vector
+        index of its rows; ``words``, word postings for its word channel. Worth it for a
+        tenant of tens of thousands of memories (``status`` advises it); store handles
+        opened afterwards use it, results stay the same (docs/postgres.md).
+
+        Args:
+            kind: ``vectors`` or ``words``.
+            drop: remove the index instead of building it.
+            progress: told, before a build starts, what is being built.
+
+        Raises:
+            InvalidInputError: the store's backend builds no such index on demand (SQLite
+                keeps its own up to date), or the engine sees shared namespaces.
+        """
+        if not isinstance(self.store, IndexBuilding):
+            raise InvalidInputError(
+                f"this store builds no {kind} index on demand: it needs a PostgreSQL store "
+                "(--db postgresql://...); an SQLite store keeps its indexes by itself"
+            )
+        if progress is not None and not drop:
+            what = {"vectors": "vector index", "words": "word postings"}[kind]
+            progress(f"building the {what} of tenant {self.store.tenancy.tenant} ...")
+        return self.store.build_index(kind, drop=drop)
 
     @_whole_store
     def reindex(self, progress: Progress | None = None) -> int:

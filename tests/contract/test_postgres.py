@@ -319,10 +319,14 @@ def test_a_tenant_with_an_index_of_its_own_searches_it(
     from click.testing import CliRunner
 
     from recalld.interfaces.cli import cli
-    from recalld.stores.postgres import PostgresStore, store as postgres_store
-    from recalld.stores.postgres.store import EF_SEARCH, OWN_INDEX_EF_CONSTRUCTION, own_index_name
+    from recalld.stores.postgres import PostgresStore, indexes as postgres_indexes
+    from recalld.stores.postgres.indexes import (
+        EF_SEARCH,
+        OWN_INDEX_EF_CONSTRUCTION,
+        own_index_name,
+    )
 
-    monkeypatch.setattr(postgres_store, "OWN_INDEX_ADVISED_ROWS", 50)  # status advises it
+    monkeypatch.setattr(postgres_indexes, "OWN_INDEX_ADVISED_ROWS", 50)  # status advises it
 
     model = FakeEmbedder()
     for tenant in ("big", "other"):
@@ -406,7 +410,7 @@ def test_a_tenant_with_a_small_share_examines_more_hnsw_candidates(pg_database: 
     holding a share s of the table examines EF_SEARCH / s candidates (at most
     EF_SEARCH_MAX), set on each connection its store handle makes."""
     from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres.store import (
+    from recalld.stores.postgres.indexes import (
         EF_REFERENCE_ROWS,
         EF_SEARCH,
         EF_SEARCH_MAX,
@@ -438,7 +442,7 @@ def test_a_search_from_a_stored_vector_examines_fewer_hnsw_candidates(pg_databas
     number again; any other request in the same statement keeps the handle's. Same
     answers."""
     from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres.store import NEAR_MEMORY_EF_SEARCH
+    from recalld.stores.postgres.indexes import NEAR_MEMORY_EF_SEARCH, near_memory
 
     model = FakeEmbedder()
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="small"),
@@ -460,10 +464,10 @@ def test_a_search_from_a_stored_vector_examines_fewer_hnsw_candidates(pg_databas
         with store._read() as conn:
             handle = ef(conn)  # the connection's, as configured when the pool made it
             assert int(handle) > NEAR_MEMORY_EF_SEARCH and handle == str(store._ef)
-            with store._near_memory(conn, [near]):
+            with near_memory(conn, [near], store._ef):
                 assert ef(conn) == str(NEAR_MEMORY_EF_SEARCH)
             assert ef(conn) == handle
-            with store._near_memory(conn, [near, plain]):
+            with near_memory(conn, [near, plain], store._ef):
                 assert ef(conn) == handle
         assert (store.search_rows([near]).channels[0]["semantic"]
                 == store.search_rows([plain]).channels[0]["semantic"])  # fmt: skip
@@ -517,11 +521,11 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     from recalld.interfaces.cli import cli
     from recalld.stores.postgres import (
         PostgresStore,
+        indexes as postgres_indexes,
         queries as postgres_queries,
-        store as postgres_store,
     )
 
-    monkeypatch.setattr(postgres_store, "WORD_POSTINGS_ADVISED_ROWS", 20)  # status advises it
+    monkeypatch.setattr(postgres_indexes, "WORD_POSTINGS_ADVISED_ROWS", 20)  # status advises it
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
                       embedder=local_embedder) as engine:  # fmt: skip
         queries, _ = load_corpus(engine)

@@ -125,7 +125,7 @@ def index(report: Report, db: str, pool_path: str) -> dict[str, Any]:
     """
     from recalld.config import is_dsn
     from recalld.stores import open_store
-    from recalld.stores.base import CandidateRequest, NearestAsk
+    from recalld.stores.base import CandidateRequest, IndexBuilding, NearestAsk
 
     query = sc.Pool.load(Path(pool_path)).vectors[0]
     saved = not is_dsn(db) and any(Path(f"{db}.ann").glob("*.usearch"))
@@ -137,11 +137,10 @@ def index(report: Report, db: str, pool_path: str) -> dict[str, Any]:
     # PostgreSQL: the word postings `recalld status` advises at this size, built as a user
     # following it would (SQLite builds its word index by itself).
     words_s = None
-    advised = getattr(store, "advises_word_postings", None)
-    if advised is not None and advised():
+    if isinstance(store, IndexBuilding) and "words" in store.advised_indexes():
         report("phase", "building the word postings")
         began = time.perf_counter()
-        store.build_word_postings()  # type: ignore[attr-defined]
+        store.build_index("words")
         words_s = time.perf_counter() - began
     store.close()
     return {"first_search_s": elapsed, "index_was_saved": saved, "peak_index_mb": peak_rss_mb(),
@@ -334,8 +333,8 @@ def _postgres_floors(dsn: str, model: Any, questions: list[str]) -> dict[str, An
     from pgvector.psycopg import register_vector
 
     from recalld.lexical import phrases
+    from recalld.stores.postgres.indexes import EF_SEARCH
     from recalld.stores.postgres.queries import bm25_ctes
-    from recalld.stores.postgres.store import EF_SEARCH
     from recalld.text import keywords
 
     with psycopg.connect(dsn, autocommit=True) as conn:

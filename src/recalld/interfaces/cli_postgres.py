@@ -5,12 +5,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from recalld import local_postgres
 from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
+from recalld.stores.base import IndexBuild, IndexKind
 
 
 @click.group()
@@ -74,8 +74,8 @@ def tenant_index(obj: Ctx, drop: bool) -> None:
     as often as a store of its own (docs/postgres.md). The build does not block writes;
     it takes about a minute per 100k memories. Store handles opened afterwards use it.
     """
-    name = _for_tenant(obj, "build_own_vector_index", "tenant-index", "vector index", drop)
-    click.echo(f"{'dropped' if drop else 'built'} {name}")
+    built = _build(obj, "vectors", drop)
+    click.echo(f"{'dropped' if drop else 'built'} {built.name}")
 
 
 @postgres.command("word-index")
@@ -90,23 +90,15 @@ def word_index(obj: Ctx, drop: bool) -> None:
     it builds (about half a minute per 100k memories); searches go on. Store handles opened
     afterwards use it, and every write keeps it current.
     """
-    written = _for_tenant(obj, "build_word_postings", "word-index", "word postings", drop)
-    click.echo("dropped the word postings" if drop else f"built {written:,} word postings")
+    built = _build(obj, "words", drop)
+    said = f"built {built.entries or 0:,} word postings"
+    click.echo("dropped the word postings" if drop else said)
 
 
-def _for_tenant(obj: Ctx, method: str, command: str, what: str, drop: bool) -> Any:
-    """The PostgreSQL store's ``method`` for the tenant: a build of its ``what``, or
-    (``drop``) its removal."""
-    from recalld.errors import InvalidInputError
-
+def _build(obj: Ctx, kind: IndexKind, drop: bool) -> IndexBuild:
+    """The engine's build (or, ``drop``, removal) of the tenant's ``kind`` index."""
     with errors(), obj.engine() as engine:
-        build = getattr(engine.store, method, None)
-        if build is None:
-            raise InvalidInputError(f"{command} needs a PostgreSQL store (--db postgresql://...)")
-        if not drop:
-            click.echo(f"building the {what} of tenant {engine.store.tenancy.tenant} ...",
-                       err=True)  # fmt: skip
-        return build(drop=drop)
+        return engine.build_index(kind, drop=drop, progress=lambda said: click.echo(said, err=True))
 
 
 @click.command()

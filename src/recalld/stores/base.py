@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -469,6 +469,37 @@ class KeyStore(Protocol):
 
     def active_keys(self) -> int:
         """How many keys are not revoked."""
+
+
+IndexKind = Literal["vectors", "words"]
+"""An index a store builds for one tenant on demand (:class:`IndexBuilding`): ``vectors``
+a vector index of the tenant's own rows, ``words`` word postings for its word channel."""
+
+
+@dataclass(frozen=True)
+class IndexBuild:
+    """What :meth:`IndexBuilding.build_index` did."""
+
+    kind: IndexKind
+    name: str
+    """The index built or dropped (an index name, or the postings' table)."""
+    dropped: bool
+    entries: int | None = None
+    """Entries written (word postings), when the build counts them."""
+
+
+@runtime_checkable
+class IndexBuilding(Protocol):
+    """A store that builds, for its tenant seen alone, indexes of its own rows on demand
+    (PostgreSQL in a database shared by many tenants; SQLite builds its own by itself)."""
+
+    def build_index(self, kind: IndexKind, *, drop: bool = False) -> IndexBuild:
+        """Build the tenant's ``kind`` index (``drop``: remove it); handles opened
+        afterwards use it. Raises InvalidInputError for a handle seeing shared namespaces."""
+
+    def advised_indexes(self) -> frozenset[IndexKind]:
+        """The indexes the tenant lacks and its size calls for (``recalld status`` says
+        why in :attr:`StoreStats.advice`)."""
 
 
 _T = TypeVar("_T")

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from recalld.errors import StoreError
+
 APP_ID = "recalld"
 TEXT_SEARCH_CONFIG = "english"
 """The ``words`` column of migrations 1-3 (dropped by migration 4 for FTS5's tokens)."""
@@ -516,6 +518,15 @@ MIGRATIONS: list[Migration] = [
     (9, "m009_word_postings", m009_word_postings),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def refuse_foreign(conn: Any, where: str) -> None:
+    """Refuse a database whose ``memories`` table is not recalld's."""
+    found = conn.execute(
+        "SELECT to_regclass('memories') IS NOT NULL, to_regclass('recalld_meta') IS NOT NULL"
+    ).fetchone()
+    if found is not None and found[0] and not found[1]:
+        raise StoreError(f"{where} has a memories table of another program; refusing to touch it")
 
 
 def migrate(conn: Any, upto: int | None = None) -> list[str]:

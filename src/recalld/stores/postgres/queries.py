@@ -4,8 +4,9 @@ is separate from running it, so a query can be printed and snapshot-tested."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from recalld.lexical import IDF_FLOOR, K1, B, phrases, trigram_terms
 from recalld.records import MemoryFilter, TimeRange
@@ -21,6 +22,8 @@ from recalld.stores.rows import COLUMN_NAMES
 
 SELECT_COLUMNS = ", ".join(f"m.{c}" for c in COLUMN_NAMES)
 Params = dict[str, Any]
+Reader = Callable[[Any, str], tuple[str, Params]]
+"""A channel's reader: its ask and the filters' WHERE to the CTEs answering it."""
 TIES = {
     "semantic": "score DESC, id",
     "window_semantic": "score DESC, id",
@@ -296,19 +299,59 @@ def _window_semantic(ask: NearestAsk, where: str) -> tuple[str, Params]:
                  "window_semantic_fetch": ask.limit + TIE_MARGIN}  # fmt: skip
 
 
-def _words(ask: WordsAsk, where: str, postings: str | None = None) -> tuple[str, Params]:
-    """The word channel: :func:`top_words_ctes` over the postings of namespace
-    ``postings`` when it has them, else :func:`bm25_ctes` (every matching row)."""
-    query = phrases(ask.terms)
-    if not query:  # no term has a token: FTS5 matches nothing
-        none = ("bm25 AS (SELECT NULL::text AS id, 0::float8 AS score, NULL::float8 AS"
-                " ref_time, NULL::bigint AS pk WHERE false)")  # fmt: skip
-        return none, {"bm25_limit": ask.limit}
-    if postings is not None:
-        ctes, params = top_words_ctes(query, where, postings)
-    else:
-        ctes, params = bm25_ctes(query, where)
-    return ", ".join(ctes), {**params, "bm25_limit": ask.limit}
+class WordEngine(Protocol):
+    """An engine behind the word channel (as the SQLite store's ``readers.WordEngine``):
+    FTS5's BM25 of a question's phrases, best first. Here an engine builds SQL, the CTEs
+    ending in one named ``bm25`` (``id, score, ref_time, pk`` of its best ``%(bm25_limit)s``
+    rows passing ``where``, ties by id), which :func:`candidates_sql` sends with the other
+    channels' in one statement; every engine's rows and scores are the same."""
+
+    name: str
+
+    def ctes(self, query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+        """The CTEs of the channel for the phrases ``query`` (never empty)."""
+
+
+@dataclass(frozen=True)
+class EveryRow:
+    """Every row holding a phrase, read and scored (:func:`bm25_ctes`); answers any
+    request."""
+
+    name = "every-row"
+
+    def ctes(self, query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+        return bm25_ctes(query, where)
+
+
+@dataclass(frozen=True)
+class Postings:
+    """A namespace's word postings (migration 9, ``recalld postgres word-index``): scored
+    on the index, the best read from the table (:func:`top_words_ctes`); for a handle of
+    that namespace alone, under filters no narrower than its live memories."""
+
+    namespace: str
+    name = "postings"
+
+    def ctes(self, query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+        return top_words_ctes(query, where, self.namespace)
+
+
+EVERY_ROW = EveryRow()
+
+
+def words_reader(engine: WordEngine) -> Reader:
+    """The word channel's reader, answered by ``engine``."""
+
+    def read(ask: WordsAsk, where: str) -> tuple[str, Params]:
+        query = phrases(ask.terms)
+        if not query:  # no term has a token: FTS5 matches nothing
+            none = ("bm25 AS (SELECT NULL::text AS id, 0::float8 AS score, NULL::float8 AS"
+                    " ref_time, NULL::bigint AS pk WHERE false)")  # fmt: skip
+            return none, {"bm25_limit": ask.limit}
+        ctes, params = engine.ctes(query, where)
+        return ", ".join(ctes), {**params, "bm25_limit": ask.limit}
+
+    return read
 
 
 def _trigram(ask: TextAsk, where: str) -> tuple[str, Params]:
@@ -344,10 +387,10 @@ def _temporal(ask: RecentAsk, where: str) -> tuple[str, Params]:
     return sql, {**params, "temporal_limit": ask.limit}
 
 
-READERS: dict[str, Callable[[Any, str], tuple[str, Params]]] = {
+READERS: dict[str, Reader] = {
     "semantic": _semantic,
     "window_semantic": _window_semantic,
-    "bm25": _words,
+    "bm25": words_reader(EVERY_ROW),
     "trigram": _trigram,
     "substring": _substring,
     "entity": _entity,
@@ -358,21 +401,24 @@ filters' WHERE: the CTE (or CTEs) answering it, named after the channel, with it
 parameters (each its ``<channel>_limit``); :func:`candidates_sql` composes them."""
 
 
+def readers(words: WordEngine) -> Mapping[str, Reader]:
+    """:data:`READERS` with the word channel answered by ``words``."""
+    return {**READERS, "bm25": words_reader(words)}
+
+
 def candidates_sql(
-    request: CandidateRequest, where: str, channels: Sequence[str], postings: str | None = None
+    request: CandidateRequest,
+    where: str,
+    channels: Sequence[str],
+    answered_by: Mapping[str, Reader] = READERS,
 ) -> tuple[str, Params]:
     """The asks of ``request`` for ``channels`` (those the store answers) in ONE
-    statement, a CTE per channel, rows of (channel, n, id, score) in each channel's order.
-    ``postings``: the namespace whose word postings answer the word channel, if any."""
+    statement, a CTE per channel, rows of (channel, n, id, score) in each channel's order;
+    ``answered_by``: the readers (:func:`readers` for another word engine)."""
     ctes: list[str] = []
     params: Params = {}
     for name in channels:
-        ask = request.asks[name]
-        if name == "bm25":
-            assert isinstance(ask, WordsAsk)
-            sql, values = _words(ask, where, postings)
-        else:
-            sql, values = READERS[name](ask, where)
+        sql, values = answered_by[name](request.asks[name], where)
         ctes.append(sql)
         params.update(values)
     if not ctes:

@@ -4,58 +4,49 @@ tenants walled in twice (the store's ``WHERE`` clauses and Row-Level Security)."
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import replace
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from recalld import threads
-from recalld.errors import EmbedderMismatchError, InvalidInputError, NotFoundError, StoreError
+from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
 from recalld.lexical import tokenize_many
-from recalld.records import ApiKey, Memory, MemoryFilter
+from recalld.records import Memory, MemoryFilter
 from recalld.stores import rows as codec
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
     DedupKey,
     SearchRows,
-    SourceFile,
-    SourceRoot,
-    StoreStats,
     Tenancy,
     Vector,
     already_stored,
-    day_counts,
-    guard_public_methods,
     migration_key,
-    near_ids,
     neighbors_in_sessions,
 )
-from recalld.stores.postgres import queries as q
+from recalld.stores.postgres import indexes as ix, queries as q, results as res, writes as w
+from recalld.stores.postgres.admin import Administration
+from recalld.stores.postgres.failures import pg_errors, raising_store_errors, redacted
 from recalld.stores.postgres.migrations import (
     APP_ID,
     KEEP_VECTORS_INLINE,
-    SCHEMA_VERSION,
     WORDS_GONE,
     migrate,
-    postings_sql,
+    refuse_foreign,
 )
 from recalld.stores.postgres.probe import check_vectors_once
+from recalld.stores.postgres.sources import SourceFiles
 
 T = TypeVar("T")
-"""The channels this backend answers: all of them, one reader each (queries.READERS)."""
 
 POOL_MAX = 8
 """Connections a store handle keeps at most (one per concurrently busy thread)."""
@@ -66,41 +57,6 @@ reads the few others it keeps in one or two more single-statement lookups. Rows 
 client more than those round trips: reading every candidate's row (about 1,000 with the
 neighbours of all 200 of the first channel list) took a 10k search 107 ms on average,
 reading these 39-46 ms (docs/postgres.md)."""
-EF_SEARCH = 100
-"""HNSW candidates examined per vector search (pgvector's default is 40) of an index of up to
-:data:`EF_REFERENCE_ROWS` rows, all of them the search's; see docs/design/architecture.md for
-the recall measured against exact search."""
-NEAR_MEMORY_EF_SEARCH = EF_SEARCH
-"""HNSW candidates of a search from a stored memory's own vector for the few nearest
-(``NearestAsk.near_memory``, the knowledge-update follow search): it starts on the
-memory's own node, whose links are its nearest, so the candidates a question needs in a
-large index (400 at 100k) only cost time."""
-EF_REFERENCE_ROWS = 25_000
-"""Past this many rows in the index searched, the candidates grow in proportion: a tenant's
-own index of 100k rows found 0.89 of the exact top 10 with 100 candidates, 0.955 with 200
-and 0.975 with 400 (4, 6 and 12 ms a statement; docs/benchmarks-scale.md)."""
-EF_SEARCH_MAX = 1000
-"""The most HNSW candidates examined. A tenant whose namespaces hold a share s of the
-table's index examines ``1 / s`` times more. Under a filter, the graph search must pass over
-the other tenants' nodes to find the tenant's: on 1M memories over 1,000 tenants, the tenant
-holding 100k found 0.52 of the exact top 10 with 100 candidates, 0.84 with 400 and 0.96
-with 1,000, in about the same time (110-120 ms: the iterative scan reads the same filtered
-tuples). A small tenant's search is exact (the planner reads its rows by namespace)."""
-
-
-OWN_INDEX_PREFIX = "memories_embedding_ns_"
-"""A namespace's own vector index (:meth:`PostgresStore.build_own_vector_index`) is named
-this plus a hash of the namespace (index names are at most 63 bytes)."""
-OWN_INDEX_EF_CONSTRUCTION = 200
-"""The build beam of a namespace's own vector index (pgvector's default is 64): the graph of
-the 100k tenant in the 1M database then found 0.978 of 60 questions' exact 10 nearest at
-``hnsw.ef_search`` 100 and 1.0 at 400, against 0.935 and 0.992 built at 64; the build took
-78 s against 28-31 (docs/benchmarks-scale.md)."""
-OWN_INDEX_BUILD_MEMORY = "512MB"
-"""``maintenance_work_mem`` while building one: the graph of 100k vectors (about 200 MB)
-then fits in memory, which makes the build several times faster."""
-
-
 PARALLEL_READS_MIN_ROWS = 50_000
 """From this many memories in the namespaces a handle sees, a search reads its word channels
 in a statement of their own, on a second connection, while it embeds the query and reads
@@ -110,68 +66,10 @@ nothing from it (25.5 / 34.4 against 24.4 / 34.2 ms), the same top 10s either wa
 VISIBLE_ROWS_TTL_S = 60.0
 """How long a handle trusts its count of the memories it sees (for
 :data:`PARALLEL_READS_MIN_ROWS`) before counting again."""
-WORD_POSTINGS_ADVISED_ROWS = 50_000
-"""``recalld status`` advises a tenant's word postings (``recalld postgres word-index``) from
-this many memories: past it, a question's common words match tens of thousands of rows,
-each read and scored by the word channel without them."""
-OWN_INDEX_ADVISED_ROWS = 20_000
-"""``recalld status`` advises a tenant's own vector index from this many memories, when the
-table holds at least twice as many (a smaller share makes its vector searches walk past
-more of other tenants' nodes)."""
 
 
-def own_index_name(namespace: str) -> str:
-    """The name of ``namespace``'s own vector index."""
-    return OWN_INDEX_PREFIX + hashlib.sha256(namespace.encode()).hexdigest()[:20]
-
-
-def ef_search(visible_rows: int, all_rows: int, own_index: bool = False) -> int:
-    """HNSW candidates for a tenant whose namespaces hold ``visible_rows`` of the table's
-    ``all_rows``, searching the table's index or (``own_index``) one of its own rows."""
-    indexed = visible_rows if own_index else all_rows
-    wanted = EF_SEARCH * max(1.0, indexed / EF_REFERENCE_ROWS)
-    if not own_index and 0 < visible_rows < all_rows:
-        wanted *= all_rows / visible_rows
-    return min(EF_SEARCH_MAX, math.ceil(wanted))
-
-
-_ts = codec.ts
-_dt = codec.dt
-
-
-def _pg_call(store: Any) -> AbstractContextManager[None]:
-    """Public methods report database failures as :class:`StoreError`."""
-    return _pg_errors(store.path)
-
-
-_raising_store_errors = guard_public_methods(_pg_call)
-
-
-@contextmanager
-def _pg_errors(where: str) -> Iterator[None]:
-    try:
-        yield
-    except psycopg.errors.DataException as exc:
-        if "0x00" in str(exc):  # a NUL the facade's checks did not see: the same answer
-            raise InvalidInputError(
-                "text with a NUL character (U+0000) is neither stored nor searched; remove it"
-            ) from None
-        if "dimensions" in str(exc):
-            raise EmbedderMismatchError(f"the store {where} refused a vector: {exc}") from exc
-        raise StoreError(f"the store {where} failed ({exc})") from exc
-    except (psycopg.Error, TimeoutError) as exc:
-        raise StoreError(f"the store {where} failed ({exc}); check the server") from exc
-
-
-def _redacted(dsn: str) -> str:
-    """The DSN without a password, for messages."""
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
-    info.pop("password", None)
-    return " ".join(f"{k}={v}" for k, v in info.items())
-
-
-@_raising_store_errors
-class PostgresStore:
+@raising_store_errors
+class PostgresStore(Administration, SourceFiles):
     """A :class:`~recalld.stores.base.Store` and
     :class:`~recalld.stores.base.SourceIndex` in a PostgreSQL database with pgvector.
 
@@ -188,26 +86,25 @@ class PostgresStore:
         self._visible = list(self.tenancy.visible)
         self._dsn = dsn
         try:
-            self.path = _redacted(dsn)
+            self.path = redacted(dsn)
         except psycopg.ProgrammingError as exc:
             raise StoreError(f"invalid PostgreSQL DSN: {exc}") from exc
         try:
             with psycopg.connect(dsn, autocommit=True) as conn:
-                self._check_foreign(conn)
+                refuse_foreign(conn, self.path)
                 migrate(conn)
                 # Before the first vector is written: a server whose pgvector cannot run
                 # here fails in one sentence instead of dropping every connection.
                 check_vectors_once(dsn, conn, self.path)
-                # Whether the tenant, seen alone, has a vector index of its own, for the
-                # handle's life (see build_own_vector_index).
-                self._own_index = self._has_own_index(conn)
-                # Whether its word postings answer the word channel (build_word_postings).
-                self._word_postings = self._has_word_postings(conn)
+                # Whether the tenant, seen alone, has a vector index of its own and word
+                # postings, for the handle's life (see indexes.Indexes).
+                has = ix.Indexes.read(conn, self._visible)
+                self._own_index, self._word_postings = has.own_vectors, has.word_postings
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
         self._load_types: list[int] = []
         self._deferring = False
-        self._ef = EF_SEARCH
+        self._ef = ix.EF_SEARCH
         """The HNSW candidates the handle's connections were given (see _ef_search)."""
         self._visible_count = (0, -math.inf)
         """(memories seen, when counted): see :meth:`_visible_rows`."""
@@ -215,17 +112,6 @@ class PostgresStore:
             dsn, min_size=1, max_size=POOL_MAX, configure=self._configure, open=True,
             timeout=30.0,
         )  # fmt: skip
-
-    def _check_foreign(self, conn: psycopg.Connection[Any]) -> None:
-        """Refuse a database whose ``memories`` table is not recalld's."""
-        found = conn.execute(
-            "SELECT to_regclass('memories') IS NOT NULL, to_regclass('recalld_meta') IS NOT NULL"
-        ).fetchone()
-        assert found is not None
-        if found[0] and not found[1]:
-            raise StoreError(
-                f"{self.path} has a memories table of another program; refusing to touch it"
-            )
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         register_vector(conn)
@@ -240,138 +126,24 @@ class PostgresStore:
         )
         try:
             with conn.transaction():  # a savepoint: the settings above stay
-                conn.execute(_CREATE_LOAD)
+                conn.execute(w.CREATE_LOAD)
             if not self._load_types:
-                self._load_types = [r[0] for r in conn.execute(_LOAD_TYPES).fetchall()]
+                self._load_types = [r[0] for r in conn.execute(w.LOAD_TYPES).fetchall()]
         except psycopg.errors.InsufficientPrivilege:
             self._load_types = []  # no TEMP privilege: rows go in one statement each
         conn.commit()
 
     def _ef_search(self, conn: psycopg.Connection[Any]) -> int:
         """:func:`ef_search` for this tenant's share of the table when the connection is
-        made (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated);
-        kept as the handle's, for :meth:`_near_memory`."""
+        made (:data:`indexes.EF_SEARCH` before the statistics exist: a store not yet migrated);
+        kept as the handle's, for :func:`indexes.near_memory`."""
         try:
             with conn.transaction():
-                visible, table = self._word_rows(conn)
+                visible, table = ix.word_rows(conn, self._visible)
         except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
-            return EF_SEARCH
-        self._ef = ef_search(visible, table, self._own_index)
+            return ix.EF_SEARCH
+        self._ef = ix.ef_search(visible, table, self._own_index)
         return self._ef
-
-    @contextmanager
-    def _near_memory(
-        self, conn: psycopg.Connection[Any], requests: Sequence[CandidateRequest]
-    ) -> Iterator[None]:
-        """Fewer HNSW candidates (:data:`NEAR_MEMORY_EF_SEARCH`) while ``requests``, all
-        searches from a stored memory's vector, run on ``conn``; then the handle's again."""
-        narrower = (all(r.near_memory for r in requests)
-                    and self._ef > NEAR_MEMORY_EF_SEARCH)  # fmt: skip
-        if narrower:
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)",
-                         (str(NEAR_MEMORY_EF_SEARCH),))  # fmt: skip
-        try:
-            yield
-        finally:
-            if narrower:
-                conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(self._ef),))
-
-    def _word_rows(self, conn: psycopg.Connection[Any]) -> tuple[int, int]:
-        """The memories (forgotten ones too) of the namespaces the handle sees, and of the
-        whole table, from the word statistics (counts, behind no tenant wall)."""
-        found = conn.execute(
-            "SELECT coalesce(sum(rows) FILTER (WHERE namespace = ANY(%s)), 0),"
-            " coalesce(sum(rows), 0) FROM lexical_stats",
-            (list(self._visible),),
-        ).fetchone()
-        return (int(found[0]), int(found[1])) if found else (0, 0)
-
-    def _has_own_index(self, conn: psycopg.Connection[Any]) -> bool:
-        """Whether the handle sees one namespace alone and it has a valid own index."""
-        if len(self._visible) != 1:
-            return False  # an own index holds one namespace's rows: it cannot answer more
-        return bool(_index_valid(conn, own_index_name(self._visible[0])))
-
-    def _has_word_postings(self, conn: psycopg.Connection[Any]) -> bool:
-        """Whether the handle sees one namespace alone and it keeps word postings."""
-        if len(self._visible) != 1:
-            return False  # a namespace's postings rank its own rows, not several's
-        found = conn.execute("SELECT 1 FROM word_namespaces WHERE namespace = %s",
-                             (self._visible[0],)).fetchone()  # fmt: skip
-        return found is not None
-
-    def advises_word_postings(self) -> bool:
-        """Whether ``recalld status`` advises this tenant word postings (below)."""
-        with self._read() as conn:
-            memories, _ = self._word_rows(conn)
-        return self._advises_word_postings(memories)
-
-    def _advises_word_postings(self, memories: int) -> bool:
-        return (not self._word_postings and len(self._visible) == 1
-                and memories >= WORD_POSTINGS_ADVISED_ROWS)  # fmt: skip
-
-    def _alone(self, what: str) -> str:
-        """The handle's one namespace, for a build that serves a tenant seen alone (``what``
-        names it); refused for a handle that also sees shared namespaces."""
-        if len(self._visible) != 1:
-            raise InvalidInputError(f"{what} for a tenant seen alone; open the store without"
-                                    " shared namespaces")  # fmt: skip
-        return self._visible[0]
-
-    def build_word_postings(self, drop: bool = False) -> int:
-        """Give the tenant word postings (``drop``: remove them), which the word channel
-        then scores on (:func:`queries.top_words_ctes`); returns the postings written. Handles
-        opened afterwards use them; triggers keep them in step with every write.
-
-        Why: without them the word channel reads and scores every row holding a query
-        word, tens of thousands for a common word in a tenant of 100k memories. The build
-        holds writes to the memories table for its duration (SHARE lock; searches go on),
-        so that no row is written between the listing of the tenant and its postings."""
-        namespace = self._alone("word postings are")
-        with self._conn() as conn:
-            conn.execute("LOCK TABLE memories IN SHARE MODE")
-            conn.execute("DELETE FROM word_postings WHERE namespace = %s", (namespace,))
-            conn.execute("DELETE FROM word_namespaces WHERE namespace = %s", (namespace,))
-            if drop:
-                return 0
-            conn.execute("INSERT INTO word_namespaces (namespace) VALUES (%s)", (namespace,))
-            written = conn.execute(
-                f"INSERT INTO word_postings {postings_sql('memories')}"
-                " WHERE r.namespace = %s", (namespace,),
-            ).rowcount  # fmt: skip
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
-            # Counting a word's rows then reads the index alone (its visibility map set).
-            conn.execute("VACUUM (ANALYZE) word_postings")
-        return written
-
-    def build_own_vector_index(self, drop: bool = False) -> str:
-        """Give the tenant a vector index of its own rows (``drop``: remove it); returns its
-        name. Handles opened afterwards use it.
-
-        Why: under the tenant filter, the HNSW index of the whole table passes over the
-        other tenants' nodes to reach the tenant's; a tenant holding 100k of 1M memories
-        found 0.95 of the exact top 10 with 1,000 candidates examined. An index of its own
-        rows (a partial index, ``WHERE namespace = '<tenant>'``) is searched like a store of
-        its own. Each statement of a handle using it states its namespace as a literal, so
-        the planner can prove that the partial index applies in every plan, cached ones
-        too. The build does not block writes (``CONCURRENTLY``); an interrupted one leaves
-        an invalid index that no search uses and the next build replaces."""
-        namespace = self._alone("an own vector index is")
-        name = own_index_name(namespace)
-        with psycopg.connect(self._dsn, autocommit=True) as conn:
-            valid = _index_valid(conn, name)
-            if valid is not None and (drop or not valid):
-                conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
-            if not drop:
-                conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                             (OWN_INDEX_BUILD_MEMORY,))  # fmt: skip
-                conn.execute(
-                    f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw"
-                    " (embedding vector_cosine_ops)"
-                    f" WITH (ef_construction = {int(OWN_INDEX_EF_CONSTRUCTION)})"
-                    f" WHERE namespace = {q.literal(namespace)}"
-                )
-        return name
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
@@ -431,86 +203,32 @@ class PostgresStore:
         if not memories:
             return
         namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]
-        positions = self._positions(conn, memories, namespaces)
+        positions = w.positions(conn, memories, namespaces)
         if vectors is not None:
             self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
         tokens = tokenize_many([m.content for m in memories])
         rows = (
-            (*_row(m, ns, pos), tokens[i], len(tokens[i]),
+            (*res.row(m, ns, pos), tokens[i], len(tokens[i]),
              None if vectors is None else np.asarray(vectors[i], np.float32))
             for i, (m, ns, pos) in enumerate(zip(memories, namespaces, positions, strict=True))
         )  # fmt: skip
-        if not self._load_types:
-            marks = ", ".join(["%s"] * (len(codec.COLUMN_NAMES) + 3))
-            with conn.cursor() as cur:
-                cur.executemany(f"INSERT INTO memories ({_LOAD_COLUMNS}) VALUES ({marks})",
-                                list(rows))  # fmt: skip
+        if self._load_types:
+            w.copy_rows(conn, rows, self._load_types)
         else:
-            self._copy_rows(conn, rows)
+            w.insert_rows(conn, rows)
         if vectors is not None:
             self._mark_vectors(conn, set(namespaces))
 
-    def _copy_rows(self, conn: psycopg.Connection[Any], rows: Iterator[tuple[Any, ...]]) -> None:
-        with conn.cursor() as cur:
-            with cur.copy(f"COPY {LOAD_TABLE} ({_LOAD_COLUMNS}, ord) FROM STDIN"
-                          " (FORMAT BINARY)") as copy:  # fmt: skip
-                copy.set_types(self._load_types)
-                for i, row in enumerate(rows):
-                    copy.write_row((*row, i))
-            cur.execute(_FROM_LOAD)
-
-    def _positions(
-        self, conn: psycopg.Connection[Any], memories: Sequence[Memory], namespaces: list[str]
-    ) -> list[int | None]:
-        """Given positions, else the places after each session's last (sessions locked,
-        in one statement; their last positions read in one more)."""
-        sessions = sorted({(ns, m.session_id) for m, ns in zip(memories, namespaces, strict=True)
-                           if m.session_id is not None and m.position is None})  # fmt: skip
-        nxt: dict[tuple[str, str], int] = {}
-        if sessions:
-            keys = [f"{ns}\x1f{session}" for ns, session in sessions]
-            conn.execute("SELECT count(pg_advisory_xact_lock(hashtext(k)))"
-                         " FROM unnest(%s::text[]) WITH ORDINALITY AS s(k, o)",
-                         (keys,))  # fmt: skip
-            found = conn.execute(
-                "SELECT s.o, (SELECT max(m.position) FROM memories m WHERE m.namespace = s.ns"
-                " AND m.session_id = s.sid) FROM unnest(%s::text[], %s::text[])"
-                " WITH ORDINALITY AS s(ns, sid, o)",
-                ([ns for ns, _ in sessions], [sid for _, sid in sessions]),
-            ).fetchall()
-            for o, last in found:
-                nxt[sessions[o - 1]] = 0 if last is None else last + 1
-        out: list[int | None] = []
-        for memory, ns in zip(memories, namespaces, strict=True):
-            if memory.position is not None or memory.session_id is None:
-                out.append(memory.position)
-                continue
-            key = (ns, memory.session_id)
-            out.append(nxt[key])
-            nxt[key] += 1
-        return out
-
-    def _vector_column(self, conn: psycopg.Connection[Any]) -> tuple[int | None, bool]:
-        """The vector column's dimension (None before the first vector) and whether its
-        HNSW index exists."""
-        found = conn.execute(
-            "SELECT atttypmod, to_regclass('memories_embedding') IS NOT NULL FROM pg_attribute"
-            " WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
-        ).fetchone()
-        if found is None:
-            return None, False
-        return (None if found[0] < 0 else int(found[0])), bool(found[1])
-
     def _dimension(self, conn: psycopg.Connection[Any]) -> int | None:
-        return self._vector_column(conn)[0]
+        return w.vector_column(conn)[0]
 
     def _ensure_dimension(self, conn: psycopg.Connection[Any], dimension: int) -> None:
         """Give the vector column its dimension (and the HNSW index) on first use; build the
         index if it is missing (a bulk load that did not finish) and no load is running."""
-        have, indexed = self._vector_column(conn)
+        have, indexed = w.vector_column(conn)
         if have == dimension:
             if not indexed and not self._deferring:
-                self._create_vector_index(conn)
+                ix.create_vector_index(conn)
             return
         if have is not None:
             raise EmbedderMismatchError(
@@ -521,31 +239,22 @@ class PostgresStore:
             conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dimension}),"
                          f" {KEEP_VECTORS_INLINE}")  # fmt: skip
             if not self._deferring:
-                self._create_vector_index(conn)
-
-    def _create_vector_index(self, conn: psycopg.Connection[Any]) -> None:
-        """The HNSW index, unless a bulk load (of this or another handle) is running: it
-        builds the index itself when it ends."""
-        free = conn.execute(
-            f"SELECT pg_try_advisory_xact_lock_shared(hashtext('{BULK_LOCK}'))"
-        ).fetchone()
-        if free is not None and free[0]:
-            conn.execute(_CREATE_VECTOR_INDEX)
+                ix.create_vector_index(conn)
 
     @contextmanager
     def bulk_load(self) -> Iterator[bool]:
         """Load many memories fast: while the block runs, :meth:`insert` leaves the HNSW
         index out and the block's end builds it over every row at once (with
-        ``maintenance_work_mem`` raised to fit the graph, see :data:`BULK_INDEX_MEMORY_MAX`),
+        ``maintenance_work_mem`` raised to fit the graph, see :func:`indexes.finish_bulk`),
         several times faster than inserting each row into the graph. Only a store that has
         never held a vector is loaded so (else the index is kept and this changes nothing);
         yields whether the index was deferred. Nothing else changes: every insert checks and
         commits as usual, searches meanwhile scan the vectors exactly; a load cut short (a
         killed process) leaves the index to the next insert of vectors."""
-        with _pg_errors(self.path), self._pool.connection() as conn:
+        with pg_errors(self.path), self._pool.connection() as conn:
             conn.autocommit = True
             try:
-                if not self._start_bulk(conn):
+                if not ix.start_bulk(conn):
                     yield False
                     return
                 self._deferring = True
@@ -553,46 +262,9 @@ class PostgresStore:
                     yield True
                 finally:
                     self._deferring = False
-                    self._finish_bulk(conn)
+                    ix.finish_bulk(conn, self._dimension(conn))
             finally:
                 conn.autocommit = False
-
-    def _start_bulk(self, conn: psycopg.Connection[Any]) -> bool:
-        """Take the bulk-load lock (a session lock on this connection) if the store holds no
-        vector and no index yet and no other load runs."""
-        got = conn.execute(f"SELECT pg_try_advisory_lock(hashtext('{BULK_LOCK}'))").fetchone()
-        if got is None or not got[0]:
-            return False
-        empty = conn.execute(
-            "SELECT to_regclass('memories_embedding') IS NULL AND NOT EXISTS"
-            f" ({_VECTOR_NAMESPACES})"
-        ).fetchone()
-        if empty is not None and empty[0]:
-            return True
-        conn.execute(_BULK_UNLOCK)
-        return False
-
-    def _finish_bulk(self, conn: psycopg.Connection[Any]) -> None:
-        """Build the index over every row (other tenants' included), then free the lock."""
-        try:
-            dimension = self._dimension(conn)
-            if dimension is not None:
-                found = conn.execute(
-                    "SELECT greatest((SELECT count(embedding) FROM memories),"
-                    " (SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass)),"
-                    " (SELECT setting::bigint * 1024 FROM pg_settings"
-                    "  WHERE name = 'maintenance_work_mem')"
-                ).fetchone()
-                assert found is not None
-                memory = max(_index_memory(int(found[0]), dimension), int(found[1]))
-                conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                             (f"{memory // 1024}kB",))  # fmt: skip
-                try:
-                    conn.execute(_CREATE_VECTOR_INDEX)
-                finally:
-                    conn.execute("RESET maintenance_work_mem")
-        finally:
-            conn.execute(_BULK_UNLOCK)
 
     def replace(self, memory: Memory, vector: Vector | None) -> None:
         namespace = self.tenancy.namespace_for(memory.namespace)
@@ -601,8 +273,8 @@ class PostgresStore:
             pk = self._pks(conn, [memory.id]).get(memory.id)
             if pk is None:
                 raise NotFoundError(f"unknown id: no memory with id {memory.id}")
-            position = self._positions(conn, [memory], [namespace])[0]
-            row = _row(memory, namespace, position)
+            position = w.positions(conn, [memory], [namespace])[0]
+            row = res.row(memory, namespace, position)
             tokens = tokenize_many([memory.content])[0]
             conn.execute(f"UPDATE memories SET {assignments}, lex_tokens = %s, lex_length = %s"
                          " WHERE pk = %s", (*row[1:], tokens, len(tokens), pk))  # fmt: skip
@@ -646,24 +318,24 @@ class PostgresStore:
 
     def set_fingerprint(self, fingerprint: str) -> None:
         with self._conn() as conn:
-            _set_meta(conn, "embedding_fingerprint", fingerprint)
+            res.set_meta(conn, "embedding_fingerprint", fingerprint)
 
     def any_vectors(self) -> bool:
         # Asked of the store's facts, not the rows: Row-Level Security hides other
         # tenants' rows from this handle, but one store has one embedder.
         with self._conn() as conn:
-            return bool(conn.execute(_VECTOR_NAMESPACES).fetchall())
+            return bool(conn.execute(ix.VECTOR_NAMESPACES).fetchall())
 
     def _mark_vectors(self, conn: psycopg.Connection[Any], namespaces: set[str]) -> None:
         """Record that these namespaces hold vectors (the fact behind :meth:`any_vectors`)."""
         for namespace in sorted(namespaces):
-            _set_meta(conn, f"vectors:{namespace}", "1")
+            res.set_meta(conn, f"vectors:{namespace}", "1")
 
     def swap_vectors(self, vectors: Mapping[str, Vector], fingerprint: str) -> None:
         with self._conn() as conn:
-            stored = _get_meta(conn, "embedding_fingerprint")
+            stored = res.get_meta(conn, "embedding_fingerprint")
             holders = {str(r[0]).removeprefix("vectors:")
-                       for r in conn.execute(_VECTOR_NAMESPACES).fetchall()}  # fmt: skip
+                       for r in conn.execute(ix.VECTOR_NAMESPACES).fetchall()}  # fmt: skip
             if fingerprint != stored and holders - set(self._visible):
                 raise EmbedderMismatchError(
                     "other tenants' memories in this store have vectors of the current "
@@ -687,7 +359,7 @@ class PostgresStore:
                     [(np.asarray(v, np.float32), fingerprint, pks[i])
                      for i, v in vectors.items() if i in pks],
                 )  # fmt: skip
-            _set_meta(conn, "embedding_fingerprint", fingerprint)
+            res.set_meta(conn, "embedding_fingerprint", fingerprint)
             self._mark_vectors(conn, set(self._visible))
 
     # -- reads ---------------------------------------------------------------------------
@@ -696,17 +368,17 @@ class PostgresStore:
         key = migration_key(self.tenancy.tenant)
         with self._conn() as conn:
             if unfinished:
-                _set_meta(conn, key, "1")
+                res.set_meta(conn, key, "1")
             else:
                 conn.execute("DELETE FROM recalld_meta WHERE key = %s", (key,))
 
     def unfinished_migration(self) -> bool:
         with self._read() as conn:
-            return _unfinished_migration(conn, self._visible)
+            return res.unfinished_migration(conn, self._visible)
 
     def get_fingerprint(self) -> str | None:
         with self._read() as conn:  # checked before every search: one round trip
-            return _get_meta(conn, "embedding_fingerprint")
+            return res.get_meta(conn, "embedding_fingerprint")
 
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         if not ids:
@@ -720,7 +392,7 @@ class PostgresStore:
             " AND m.namespace = ANY(%s) ORDER BY m.namespace = %s",
             (list(ids), self._visible, self.tenancy.tenant),
         ).fetchall()
-        found = {r[0]: _memory(r) for r in rows}
+        found = {r[0]: res.memory(r) for r in rows}
         return [found[i] for i in ids if i in found]
 
     def session_neighbors(
@@ -786,7 +458,7 @@ class PostgresStore:
             if not rows:
                 return
             last = rows[-1][0]
-            yield [(_memory(r[1:-1]), None if r[-1] is None
+            yield [(res.memory(r[1:-1]), None if r[-1] is None
                     else np.asarray(r[-1].to_numpy(), np.float32)) for r in rows]  # fmt: skip
 
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
@@ -808,17 +480,18 @@ class PostgresStore:
         # The postings find the namespace's best rows; under a filter narrower than the
         # live rows most of them would fail it and the rest be read from the table anyway,
         # so such a search scores every matching row there.
-        postings = (self._visible[0] if self._word_postings
-                    and _live_rows_only(request.filters) else None)  # fmt: skip
-        sql, more = q.candidates_sql(request, where, _asked(request, self.channels), postings)
+        words = (q.Postings(self._visible[0]) if self._word_postings
+                 and res.live_rows_only(request.filters) else q.EVERY_ROW)  # fmt: skip
+        asked = res.asked(request, self.channels)
+        sql, more = q.candidates_sql(request, where, asked, q.readers(words))
         values: dict[str, Any] = {**params, **more}
         if request.query_vector is not None:
             values["qv"] = np.asarray(request.query_vector, np.float32)
         return sql, values
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
-        out = _channels(request)
-        if not _asked(request, self.channels):
+        out = res.channels(request)
+        if not res.asked(request, self.channels):
             return out  # no statement to send
 
         def run() -> list[Any]:
@@ -851,7 +524,7 @@ class PostgresStore:
         if time.monotonic() - at < VISIBLE_ROWS_TTL_S:
             return counted
         with self._read() as conn:
-            visible, _ = self._word_rows(conn)
+            visible, _ = ix.word_rows(conn, self._visible)
         self._visible_count = (visible, time.monotonic())
         return visible
 
@@ -871,7 +544,7 @@ class PostgresStore:
                 [b for b in blocks if b[0]], vectors=vectors, radius=max(neighbor_radius, 0),
                 depth=neighbor_depth, rows_depth=ROWS_DEPTH)  # fmt: skip
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
-            with self._read() as conn, self._near_memory(conn, requests):
+            with self._read() as conn, ix.near_memory(conn, requests, self._ef):
                 try:
                     # Binary results: vectors come as 1.5 KB of floats, not 4-6 KB of text
                     # to parse (a third of a 100k search's time); floats are the same bits.
@@ -885,7 +558,7 @@ class PostgresStore:
                     ) from exc
 
         asked, rows = self._postings_guard(run)
-        return _search_rows(requests, asked, rows, vectors, neighbor_radius, neighbor_depth)
+        return res.search_rows(requests, asked, rows, vectors, neighbor_radius, neighbor_depth)
 
     def _postings_guard(self, run: Callable[[], T]) -> T:
         """``run()``, which builds and sends a statement; once more without the word
@@ -898,158 +571,6 @@ class PostgresStore:
                 raise
             self._word_postings = False
             return run()
-
-    def stats(self) -> StoreStats:
-        with self._conn() as conn:
-            one = conn.execute(
-                "SELECT count(*), count(forgotten_at), count(DISTINCT session_id),"
-                " min(ref_time), max(ref_time), count(embedding) FROM memories"
-                " WHERE namespace = ANY(%s)",
-                (self._visible,),
-            ).fetchone()
-            assert one is not None
-            types = conn.execute(
-                "SELECT type, count(*) FROM memories WHERE namespace = ANY(%s)"
-                " AND forgotten_at IS NULL GROUP BY type",
-                (self._visible,),
-            ).fetchall()
-            by_type = {str(t): int(n) for t, n in types}
-            sources = conn.execute(
-                "SELECT source_kind, count(*) FROM memories WHERE namespace = ANY(%s)"
-                " AND forgotten_at IS NULL GROUP BY source_kind",
-                (self._visible,),
-            ).fetchall()
-            days = conn.execute(
-                "SELECT floor(created_at / 86400)::bigint AS day, count(*) FROM memories"
-                " WHERE namespace = ANY(%s) GROUP BY day ORDER BY day",
-                (self._visible,),
-            ).fetchall()
-            size = conn.execute("SELECT pg_total_relation_size('memories')").fetchone()
-            fingerprint = _get_meta(conn, "embedding_fingerprint")
-            unfinished = _unfinished_migration(conn, self._visible)
-            _, table_rows = self._word_rows(conn)
-        advice: tuple[str, ...] = ()
-        if (not self._own_index and len(self._visible) == 1
-                and OWN_INDEX_ADVISED_ROWS <= one[0] <= table_rows // 2):  # fmt: skip
-            advice += (f"this tenant's vector searches walk the index of all {table_rows:,}"
-                       " memories of the database: `recalld postgres tenant-index` gives it"
-                       " one of its own (docs/postgres.md)",)  # fmt: skip
-        if self._advises_word_postings(one[0]):
-            advice += (f"this tenant's word searches score every one of its {one[0]:,}"
-                       " memories that holds a query word: `recalld postgres word-index`"
-                       " scores them on an index instead (docs/postgres.md)",)  # fmt: skip
-        return StoreStats(
-            path=self.path, memories=one[0] - one[1], forgotten=one[1], with_vectors=one[5],
-            fingerprint=fingerprint, schema_version=SCHEMA_VERSION,
-            size_bytes=int(size[0]) if size else 0, by_type=by_type, sessions=one[2],
-            oldest=_dt(one[3]), newest=_dt(one[4]), unfinished_migration=unfinished,
-            by_source={str(k): int(n) for k, n in sources}, added_by_day=day_counts(days),
-            vector_index="own" if self._own_index else "table", advice=advice,
-        )  # fmt: skip
-
-    # -- indexed source files --------------------------------------------------------------
-
-    def save_source_root(self, root: SourceRoot) -> None:
-        with self._conn() as conn:
-            conn.execute(
-                "INSERT INTO source_roots (namespace, path, globs, added_at, indexed_at)"
-                " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, path) DO UPDATE SET"
-                " globs = excluded.globs,"
-                " indexed_at = COALESCE(excluded.indexed_at, source_roots.indexed_at)",
-                (self.tenancy.tenant, root.path, json.dumps(list(root.globs)),
-                 datetime.now(UTC).timestamp(), _ts(root.indexed_at)),
-            )  # fmt: skip
-
-    def source_roots(self) -> list[SourceRoot]:
-        with self._conn() as conn:
-            rows = conn.execute(
-                "SELECT path, globs, indexed_at FROM source_roots WHERE namespace = %s"
-                " ORDER BY path",
-                (self.tenancy.tenant,),
-            ).fetchall()
-        return [SourceRoot(r[0], tuple(json.loads(r[1])), _dt(r[2])) for r in rows]
-
-    def source_files(self, roots: Sequence[str] | None = None) -> list[SourceFile]:
-        sql = (
-            "SELECT f.path, f.root, f.size, f.mtime_ns, f.status, f.content_hash, f.chunker,"
-            " f.error, f.indexed_at, (SELECT count(*) FROM memories m WHERE"
-            " m.namespace = f.namespace AND m.source_kind = 'file' AND m.type = 'chunk'"
-            " AND m.source_path = f.path AND m.forgotten_at IS NULL)"
-            " FROM source_files f WHERE f.namespace = %s"
-        )
-        params: list[Any] = [self.tenancy.tenant]
-        if roots is not None:
-            sql += " AND f.root = ANY(%s)"
-            params.append(list(roots))
-        with self._conn() as conn:
-            rows = conn.execute(sql + " ORDER BY f.path", params).fetchall()
-        return [SourceFile(path=r[0], root=r[1], size=r[2], mtime_ns=r[3], status=r[4],
-                           content_hash=r[5], chunker=r[6], error=r[7], indexed_at=_dt(r[8]),
-                           chunks=r[9]) for r in rows]  # fmt: skip
-
-    def save_source_files(self, files: Sequence[SourceFile]) -> None:
-        with self._conn() as conn, conn.cursor() as cur:
-            cur.executemany(_UPSERT_FILE, [self._file_row(f) for f in files])
-
-    def _file_row(self, f: SourceFile) -> tuple[Any, ...]:
-        return (self.tenancy.tenant, f.path, f.root, f.size, f.mtime_ns, f.status,
-                f.content_hash, f.chunker, f.error, _ts(f.indexed_at))  # fmt: skip
-
-    def replace_file_chunks(
-        self, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
-    ) -> None:
-        own = self.tenancy.tenant
-        with self._conn() as conn:
-            conn.execute(_DELETE_CHUNKS, (own, file.path))
-            self._insert_rows(conn, [replace(m, namespace=own) for m in memories], vectors)
-            conn.execute(_UPSERT_FILE, self._file_row(file))
-
-    def remove_source_files(self, paths: Sequence[str]) -> int:
-        deleted = 0
-        own = self.tenancy.tenant
-        with self._conn() as conn:
-            for path in paths:
-                deleted += conn.execute(_DELETE_CHUNKS, (own, path)).rowcount
-                conn.execute(
-                    "DELETE FROM source_files WHERE namespace = %s AND path = %s", (own, path)
-                )
-        return deleted
-
-    # -- API keys (across tenants) ---------------------------------------------------------
-
-    def add_key(self, key: ApiKey, secret_hash: str) -> None:
-        created = (key.created_at or datetime.now(UTC)).timestamp()
-        with self._conn() as conn:
-            conn.execute(
-                "INSERT INTO api_keys VALUES (%s, %s, %s, %s, %s, %s, %s, NULL)",
-                (key.id, secret_hash, key.tenant, list(key.shared), key.admin, key.label,
-                 created),
-            )  # fmt: skip
-
-    def find_key(self, key_id: str) -> tuple[ApiKey, str] | None:
-        with self._conn() as conn:
-            row = conn.execute(f"SELECT {_KEY_COLUMNS}, secret_hash FROM api_keys WHERE id = %s",
-                               (key_id,)).fetchone()  # fmt: skip
-        return None if row is None else (_api_key(row), str(row[7]))
-
-    def list_keys(self) -> list[ApiKey]:
-        with self._conn() as conn:
-            rows = conn.execute(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id")
-            return [_api_key(r) for r in rows.fetchall()]
-
-    def revoke_key(self, key_id: str, at: datetime) -> bool:
-        with self._conn() as conn:
-            done = conn.execute(
-                "UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL",
-                (at.timestamp(), key_id),
-            )
-            return done.rowcount > 0
-
-    def active_keys(self) -> int:
-        with self._conn() as conn:
-            found = conn.execute("SELECT count(*) FROM api_keys WHERE revoked_at IS NULL")
-            row = found.fetchone()
-            return int(row[0]) if row else 0
 
     def close(self) -> None:
         self._pool.close()
@@ -1066,165 +587,7 @@ class PostgresStore:
                 f" ORDER BY m.ref_time {order}, m.pk {order} LIMIT %(limit)s OFFSET %(offset)s",
                 {**params, "limit": limit, "offset": offset},
             ).fetchall()
-        return [_memory(r) for r in rows]
-
-
-BULK_LOCK = "recalld_bulk_load"
-"""Advisory lock held by a running :meth:`PostgresStore.bulk_load` (a session lock)."""
-_BULK_UNLOCK = f"SELECT pg_advisory_unlock(hashtext('{BULK_LOCK}'))"
-INDEX_BYTES_PER_ROW = 832
-"""pgvector's in-memory HNSW graph holds about ``4 x dimension + 832`` bytes per row (measured:
-at 384 dimensions 64 MiB held 28,371 rows, 2,365 bytes each)."""
-BULK_INDEX_MEMORY_MAX = 4 << 30
-"""At most this much ``maintenance_work_mem`` for the index build at the end of a bulk load
-(the graph of 1M 384-dimension vectors needs about 2.3 GiB); a server set higher keeps
-its own."""
-_CREATE_VECTOR_INDEX = (
-    "CREATE INDEX IF NOT EXISTS memories_embedding ON memories"
-    " USING hnsw (embedding vector_cosine_ops)"
-)
-
-
-def _index_memory(rows: int, dimension: int) -> int:
-    """Bytes of ``maintenance_work_mem`` for building the HNSW graph of ``rows`` vectors in
-    memory (pgvector builds much faster when it fits), between 64 MiB and the cap."""
-    need = int(rows * (dimension * 4 + INDEX_BYTES_PER_ROW) * 1.25)
-    return max(64 << 20, min(need, BULK_INDEX_MEMORY_MAX))
-
-
-LOAD_TABLE = "recalld_load"
-"""Each connection's temporary table that :meth:`PostgresStore.insert` copies rows into."""
-_LOAD_COLUMNS = f"{codec.COLUMNS}, lex_tokens, lex_length, embedding"
-_CREATE_LOAD = (
-    f"CREATE TEMP TABLE IF NOT EXISTS {LOAD_TABLE} ON COMMIT DELETE ROWS AS SELECT"
-    f" {codec.COLUMNS}, lex_tokens, lex_length, embedding::vector AS embedding,"
-    " 0::bigint AS ord FROM memories WITH NO DATA"
-)
-_LOAD_TYPES = (
-    f"SELECT atttypid::int FROM pg_attribute WHERE attrelid = 'pg_temp.{LOAD_TABLE}'::regclass"
-    " AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
-)
-_FROM_LOAD = (
-    f"WITH batch AS (DELETE FROM {LOAD_TABLE} RETURNING *) INSERT INTO memories"
-    f" ({_LOAD_COLUMNS}) SELECT {_LOAD_COLUMNS} FROM batch ORDER BY ord"
-)
-_UPSERT_FILE = (
-    "INSERT INTO source_files (namespace, path, root, size, mtime_ns, status, content_hash,"
-    " chunker, error, indexed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-    " ON CONFLICT (namespace, path) DO UPDATE SET root = excluded.root, size = excluded.size,"
-    " mtime_ns = excluded.mtime_ns, status = excluded.status,"
-    " content_hash = excluded.content_hash, chunker = excluded.chunker,"
-    " error = excluded.error, indexed_at = excluded.indexed_at"
-)
-_VECTOR_NAMESPACES = "SELECT key FROM recalld_meta WHERE key LIKE 'vectors:%'"
-_DELETE_CHUNKS = (
-    "DELETE FROM memories WHERE namespace = %s AND source_kind = 'file' AND type = 'chunk'"
-    " AND source_path = %s"
-)
-
-
-_KEY_COLUMNS = "id, tenant, shared, admin, label, created_at, revoked_at"
-
-
-def _api_key(r: Sequence[Any]) -> ApiKey:
-    return ApiKey(id=r[0], tenant=r[1], shared=tuple(r[2] or ()), admin=bool(r[3]), label=r[4],
-                  created_at=_dt(r[5]), revoked_at=_dt(r[6]))  # fmt: skip
-
-
-def _get_meta(conn: psycopg.Connection[Any], key: str) -> str | None:
-    found = conn.execute("SELECT value FROM recalld_meta WHERE key = %s", (key,)).fetchone()
-    return None if found is None else str(found[0])
-
-
-def _live_rows_only(filters: MemoryFilter) -> bool:
-    """Whether ``filters`` asks for no more than the live memories (a search's default):
-    nothing narrows them but which of forgotten and superseded ones it includes."""
-    return replace(filters, include_forgotten=False, include_superseded=True) == MemoryFilter()
-
-
-def _index_valid(conn: psycopg.Connection[Any], name: str) -> bool | None:
-    """Whether the index ``name`` may answer queries (False: a build was interrupted); None
-    when there is none."""
-    found = conn.execute(
-        "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
-        " WHERE c.relname = %s",
-        (name,),
-    ).fetchone()
-    return None if found is None else bool(found[0])
-
-
-def _unfinished_migration(conn: psycopg.Connection[Any], namespaces: Sequence[str]) -> bool:
-    keys = [migration_key(n) for n in namespaces]
-    found = conn.execute("SELECT 1 FROM recalld_meta WHERE key = ANY(%s)", (keys,)).fetchone()
-    return found is not None
-
-
-def _set_meta(conn: psycopg.Connection[Any], key: str, value: str) -> None:
-    conn.execute(
-        "INSERT INTO recalld_meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE"
-        " SET value = excluded.value",
-        (key, value),
-    )
-
-
-def _asked(request: CandidateRequest, answered: Collection[str] = q.READERS) -> list[str]:
-    """The channels of ``request``'s asks that the store answers, in the request's order."""
-    return [name for name in request.asks if name in answered]
-
-
-def _channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
-    """The channels a request runs, empty: each is present in the answer even unmatched."""
-    return {name: [] for name in _asked(request)}
-
-
-def _search_rows(
-    requests: Sequence[CandidateRequest],
-    ran: Sequence[bool],
-    rows: Sequence[Sequence[Any]],
-    vectors: bool,
-    radius: int,
-    depth: int,
-) -> SearchRows:
-    """Sort the statement's ``hit`` / ``near`` / ``row`` rows into :class:`SearchRows`."""
-    sent = [i for i, r in enumerate(ran) if r]  # the statement numbers only requests with SQL
-    channels = [_channels(r) for r in requests]
-    memories: dict[str, Memory] = {}
-    found: dict[str, Vector] = {}
-    neighbors: dict[str, list[tuple[str, int]]] = {}
-    for kind, req, channel, n, memory_id, score, *rest in rows:
-        if kind == "hit":
-            channels[sent[req]].setdefault(channel, []).append(
-                ChannelCandidate(memory_id, n, float(score))
-            )
-        elif kind == "near":
-            neighbors.setdefault(channel, []).append((memory_id, int(n)))
-        else:
-            memories[memory_id] = _memory(rest[:-1])
-            if vectors and rest[-1] is not None:
-                found[memory_id] = np.asarray(rest[-1].to_numpy(), dtype=np.float32)
-    near = near_ids(channels[0], depth) if channels and radius > 0 else []
-    for memory_id in near:  # in a session with no other live member: no neighbours
-        memory = memories.get(memory_id)
-        if memory is not None and memory.session_id is not None and memory.forgotten_at is None:
-            neighbors.setdefault(memory_id, [])
-    result = SearchRows(tuple(channels), memories, {}, neighbors, frozenset(near))
-    asked = result.candidate_ids  # a neighbour's vector came along in its row: not asked for
-    return replace(result, vectors={i: v for i, v in found.items() if i in asked})
-
-
-_VALUES = codec.Values(
-    list_out=list, list_in=tuple, mapping_out=lambda mapping: Jsonb(dict(mapping)),
-    mapping_in=dict,
-)  # fmt: skip
-"""Lists as ``text[]``, mappings as ``jsonb``."""
-
-
-def _row(memory: Memory, namespace: str, position: int | None) -> tuple[Any, ...]:
-    return codec.encode(memory, namespace, position, _VALUES)
-
-
-def _memory(r: Sequence[Any]) -> Memory:
-    return codec.decode(r, _VALUES)
+        return [res.memory(r) for r in rows]
 
 
 __all__ = ["APP_ID", "PostgresStore"]

@@ -1,0 +1,309 @@
+"""The PostgreSQL store's indexes: the table's HNSW index (built at first use, or once at
+the end of a bulk load), a tenant's own vector index and word postings (built on demand:
+``recalld postgres tenant-index|word-index``), and the HNSW candidates a search examines.
+
+Invariants: a build serves one tenant seen alone (its namespace); nothing here reads a
+memory's content; what a handle uses is decided when it opens (:class:`Indexes`), so a
+build or a drop changes only handles opened afterwards (a dropped word index is also
+noticed by the statement that reads it, see ``migrations.WORDS_GONE``)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from recalld.errors import InvalidInputError
+from recalld.stores.base import CandidateRequest
+from recalld.stores.postgres import queries as q
+from recalld.stores.postgres.migrations import postings_sql
+
+EF_SEARCH = 100
+"""HNSW candidates examined per vector search (pgvector's default is 40) of an index of up to
+:data:`EF_REFERENCE_ROWS` rows, all of them the search's; see docs/design/architecture.md for
+the recall measured against exact search."""
+NEAR_MEMORY_EF_SEARCH = EF_SEARCH
+"""HNSW candidates of a search from a stored memory's own vector for the few nearest
+(``NearestAsk.near_memory``, the knowledge-update follow search): it starts on the
+memory's own node, whose links are its nearest, so the candidates a question needs in a
+large index (400 at 100k) only cost time."""
+EF_REFERENCE_ROWS = 25_000
+"""Past this many rows in the index searched, the candidates grow in proportion: a tenant's
+own index of 100k rows found 0.89 of the exact top 10 with 100 candidates, 0.955 with 200
+and 0.975 with 400 (4, 6 and 12 ms a statement; docs/benchmarks-scale.md)."""
+EF_SEARCH_MAX = 1000
+"""The most HNSW candidates examined. A tenant whose namespaces hold a share s of the
+table's index examines ``1 / s`` times more. Under a filter, the graph search must pass over
+the other tenants' nodes to find the tenant's: on 1M memories over 1,000 tenants, the tenant
+holding 100k found 0.52 of the exact top 10 with 100 candidates, 0.84 with 400 and 0.96
+with 1,000, in about the same time (110-120 ms: the iterative scan reads the same filtered
+tuples). A small tenant's search is exact (the planner reads its rows by namespace)."""
+
+OWN_INDEX_PREFIX = "memories_embedding_ns_"
+"""A namespace's own vector index (:func:`build_own_vector_index`) is named this plus a
+hash of the namespace (index names are at most 63 bytes)."""
+OWN_INDEX_EF_CONSTRUCTION = 200
+"""The build beam of a namespace's own vector index (pgvector's default is 64): the graph of
+the 100k tenant in the 1M database then found 0.978 of 60 questions' exact 10 nearest at
+``hnsw.ef_search`` 100 and 1.0 at 400, against 0.935 and 0.992 built at 64; the build took
+78 s against 28-31 (docs/benchmarks-scale.md)."""
+OWN_INDEX_BUILD_MEMORY = "512MB"
+"""``maintenance_work_mem`` while building one: the graph of 100k vectors (about 200 MB)
+then fits in memory, which makes the build several times faster."""
+
+WORD_POSTINGS_ADVISED_ROWS = 50_000
+"""``recalld status`` advises a tenant's word postings (``recalld postgres word-index``) from
+this many memories: past it, a question's common words match tens of thousands of rows,
+each read and scored by the word channel without them."""
+OWN_INDEX_ADVISED_ROWS = 20_000
+"""``recalld status`` advises a tenant's own vector index from this many memories, when the
+table holds at least twice as many (a smaller share makes its vector searches walk past
+more of other tenants' nodes)."""
+
+BULK_LOCK = "recalld_bulk_load"
+"""Advisory lock held by a running bulk load (a session lock)."""
+BULK_UNLOCK = f"SELECT pg_advisory_unlock(hashtext('{BULK_LOCK}'))"
+INDEX_BYTES_PER_ROW = 832
+"""pgvector's in-memory HNSW graph holds about ``4 x dimension + 832`` bytes per row (measured:
+at 384 dimensions 64 MiB held 28,371 rows, 2,365 bytes each)."""
+BULK_INDEX_MEMORY_MAX = 4 << 30
+"""At most this much ``maintenance_work_mem`` for the index build at the end of a bulk load
+(the graph of 1M 384-dimension vectors needs about 2.3 GiB); a server set higher keeps
+its own."""
+CREATE_VECTOR_INDEX = (
+    "CREATE INDEX IF NOT EXISTS memories_embedding ON memories"
+    " USING hnsw (embedding vector_cosine_ops)"
+)
+VECTOR_NAMESPACES = "SELECT key FROM recalld_meta WHERE key LIKE 'vectors:%'"
+"""The namespaces recorded as holding vectors (one ``recalld_meta`` key each)."""
+
+Conn = psycopg.Connection[Any]
+
+
+@dataclass(frozen=True)
+class Indexes:
+    """Which of its own indexes a handle's tenant has, read once when the handle opens."""
+
+    own_vectors: bool
+    """A valid vector index of the tenant's rows (the handle then states its namespace as a
+    literal, and examines the candidates its own rows call for)."""
+    word_postings: bool
+    """Word postings that answer its word channel (:func:`queries.top_words_ctes`)."""
+
+    @classmethod
+    def read(cls, conn: Conn, visible: Sequence[str]) -> Indexes:
+        """Both, for a handle that sees ``visible``: only a tenant seen alone has either
+        (an own index, or postings, rank one namespace's rows, not several's)."""
+        if len(visible) != 1:
+            return cls(False, False)
+        posted = conn.execute("SELECT 1 FROM word_namespaces WHERE namespace = %s",
+                              (visible[0],)).fetchone()  # fmt: skip
+        return cls(bool(index_valid(conn, own_index_name(visible[0]))), posted is not None)
+
+
+@contextmanager
+def near_memory(conn: Conn, requests: Sequence[CandidateRequest], handle_ef: int) -> Iterator[None]:
+    """Fewer HNSW candidates (:data:`NEAR_MEMORY_EF_SEARCH`) while ``requests``, all
+    searches from a stored memory's vector, run on ``conn``; then the handle's
+    (``handle_ef``) again."""
+    fewer = NEAR_MEMORY_EF_SEARCH
+    narrower = all(r.near_memory for r in requests) and handle_ef > fewer
+    if narrower:
+        conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(fewer),))
+    try:
+        yield
+    finally:
+        if narrower:
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(handle_ef),))
+
+
+def own_index_name(namespace: str) -> str:
+    """The name of ``namespace``'s own vector index."""
+    return OWN_INDEX_PREFIX + hashlib.sha256(namespace.encode()).hexdigest()[:20]
+
+
+def ef_search(visible_rows: int, all_rows: int, own_index: bool = False) -> int:
+    """HNSW candidates for a tenant whose namespaces hold ``visible_rows`` of the table's
+    ``all_rows``, searching the table's index or (``own_index``) one of its own rows."""
+    indexed = visible_rows if own_index else all_rows
+    wanted = EF_SEARCH * max(1.0, indexed / EF_REFERENCE_ROWS)
+    if not own_index and 0 < visible_rows < all_rows:
+        wanted *= all_rows / visible_rows
+    return min(EF_SEARCH_MAX, math.ceil(wanted))
+
+
+def word_rows(conn: Conn, visible: Sequence[str]) -> tuple[int, int]:
+    """The memories (forgotten ones too) of the namespaces ``visible``, and of the whole
+    table, from the word statistics (counts, behind no tenant wall)."""
+    found = conn.execute(
+        "SELECT coalesce(sum(rows) FILTER (WHERE namespace = ANY(%s)), 0),"
+        " coalesce(sum(rows), 0) FROM lexical_stats",
+        (list(visible),),
+    ).fetchone()
+    return (int(found[0]), int(found[1])) if found else (0, 0)
+
+
+def index_valid(conn: Conn, name: str) -> bool | None:
+    """Whether the index ``name`` may answer queries (False: a build was interrupted); None
+    when there is none."""
+    found = conn.execute(
+        "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid"
+        " WHERE c.relname = %s",
+        (name,),
+    ).fetchone()
+    return None if found is None else bool(found[0])
+
+
+def alone(visible: Sequence[str], what: str) -> str:
+    """The one namespace of ``visible``, for a build that serves a tenant seen alone
+    (``what`` names it); refused for a handle that also sees shared namespaces."""
+    if len(visible) != 1:
+        raise InvalidInputError(f"{what} for a tenant seen alone; open the store without"
+                                " shared namespaces")  # fmt: skip
+    return visible[0]
+
+
+# -- built on demand -------------------------------------------------------------------------
+
+
+def build_word_postings(conn: Conn, namespace: str, drop: bool = False) -> int:
+    """Give ``namespace`` word postings (``drop``: remove them) in ``conn``'s transaction,
+    which the word channel then scores on (:func:`queries.top_words_ctes`); returns the
+    postings written. Handles opened afterwards use them; triggers keep them in step with
+    every write. Follow a build with :func:`vacuum_word_postings` (after the commit).
+
+    Why: without them the word channel reads and scores every row holding a query
+    word, tens of thousands for a common word in a tenant of 100k memories. The build
+    holds writes to the memories table for its duration (SHARE lock; searches go on),
+    so that no row is written between the listing of the tenant and its postings."""
+    conn.execute("LOCK TABLE memories IN SHARE MODE")
+    conn.execute("DELETE FROM word_postings WHERE namespace = %s", (namespace,))
+    conn.execute("DELETE FROM word_namespaces WHERE namespace = %s", (namespace,))
+    if drop:
+        return 0
+    conn.execute("INSERT INTO word_namespaces (namespace) VALUES (%s)", (namespace,))
+    return conn.execute(
+        f"INSERT INTO word_postings {postings_sql('memories')} WHERE r.namespace = %s",
+        (namespace,),
+    ).rowcount
+
+
+def vacuum_word_postings(dsn: str) -> None:
+    """Counting a word's rows then reads the index alone (its visibility map set)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("VACUUM (ANALYZE) word_postings")
+
+
+def build_own_vector_index(dsn: str, namespace: str, drop: bool = False) -> str:
+    """Give ``namespace`` a vector index of its own rows (``drop``: remove it); returns its
+    name. Handles opened afterwards use it.
+
+    Why: under the tenant filter, the HNSW index of the whole table passes over the
+    other tenants' nodes to reach the tenant's; a tenant holding 100k of 1M memories
+    found 0.95 of the exact top 10 with 1,000 candidates examined. An index of its own
+    rows (a partial index, ``WHERE namespace = '<tenant>'``) is searched like a store of
+    its own. Each statement of a handle using it states its namespace as a literal, so
+    the planner can prove that the partial index applies in every plan, cached ones
+    too. The build does not block writes (``CONCURRENTLY``); an interrupted one leaves
+    an invalid index that no search uses and the next build replaces."""
+    name = own_index_name(namespace)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        valid = index_valid(conn, name)
+        if valid is not None and (drop or not valid):
+            conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
+        if not drop:
+            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                         (OWN_INDEX_BUILD_MEMORY,))  # fmt: skip
+            conn.execute(
+                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw"
+                " (embedding vector_cosine_ops)"
+                f" WITH (ef_construction = {int(OWN_INDEX_EF_CONSTRUCTION)})"
+                f" WHERE namespace = {q.literal(namespace)}"
+            )
+    return name
+
+
+def advice(visible: Sequence[str], has: Indexes, memories: int, table_rows: int) -> tuple[str, ...]:
+    """What ``recalld status`` advises a tenant seen alone holding ``memories`` of the
+    table's ``table_rows``: the indexes of its own it lacks and its size calls for."""
+    if len(visible) != 1:
+        return ()
+    out: tuple[str, ...] = ()
+    if not has.own_vectors and OWN_INDEX_ADVISED_ROWS <= memories <= table_rows // 2:
+        out += (f"this tenant's vector searches walk the index of all {table_rows:,}"
+                " memories of the database: `recalld postgres tenant-index` gives it"
+                " one of its own (docs/postgres.md)",)  # fmt: skip
+    if advises_word_postings(visible, has, memories):
+        out += (f"this tenant's word searches score every one of its {memories:,}"
+                " memories that holds a query word: `recalld postgres word-index`"
+                " scores them on an index instead (docs/postgres.md)",)  # fmt: skip
+    return out
+
+
+def advises_word_postings(visible: Sequence[str], has: Indexes, memories: int) -> bool:
+    """Whether a tenant seen alone holding ``memories`` is advised word postings."""
+    return (not has.word_postings and len(visible) == 1
+            and memories >= WORD_POSTINGS_ADVISED_ROWS)  # fmt: skip
+
+
+# -- the table's vector index ----------------------------------------------------------------
+
+
+def create_vector_index(conn: Conn) -> None:
+    """The HNSW index, unless a bulk load (of this or another handle) is running: it
+    builds the index itself when it ends."""
+    free = conn.execute(
+        f"SELECT pg_try_advisory_xact_lock_shared(hashtext('{BULK_LOCK}'))"
+    ).fetchone()
+    if free is not None and free[0]:
+        conn.execute(CREATE_VECTOR_INDEX)
+
+
+def start_bulk(conn: Conn) -> bool:
+    """Take the bulk-load lock (a session lock on this connection) if the store holds no
+    vector and no index yet and no other load runs."""
+    got = conn.execute(f"SELECT pg_try_advisory_lock(hashtext('{BULK_LOCK}'))").fetchone()
+    if got is None or not got[0]:
+        return False
+    empty = conn.execute(
+        f"SELECT to_regclass('memories_embedding') IS NULL AND NOT EXISTS ({VECTOR_NAMESPACES})"
+    ).fetchone()
+    if empty is not None and empty[0]:
+        return True
+    conn.execute(BULK_UNLOCK)
+    return False
+
+
+def finish_bulk(conn: Conn, dimension: int | None) -> None:
+    """Build the index over every row (other tenants' included), with
+    ``maintenance_work_mem`` raised to fit the graph, then free the lock."""
+    try:
+        if dimension is not None:
+            found = conn.execute(
+                "SELECT greatest((SELECT count(embedding) FROM memories),"
+                " (SELECT reltuples::bigint FROM pg_class WHERE oid = 'memories'::regclass)),"
+                " (SELECT setting::bigint * 1024 FROM pg_settings"
+                "  WHERE name = 'maintenance_work_mem')"
+            ).fetchone()
+            assert found is not None
+            memory = max(index_memory(int(found[0]), dimension), int(found[1]))
+            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                         (f"{memory // 1024}kB",))  # fmt: skip
+            try:
+                conn.execute(CREATE_VECTOR_INDEX)
+            finally:
+                conn.execute("RESET maintenance_work_mem")
+    finally:
+        conn.execute(BULK_UNLOCK)
+
+
+def index_memory(rows: int, dimension: int) -> int:
+    """Bytes of ``maintenance_work_mem`` for building the HNSW graph of ``rows`` vectors in
+    memory (pgvector builds much faster when it fits), between 64 MiB and the cap."""
+    need = int(rows * (dimension * 4 + INDEX_BYTES_PER_ROW) * 1.25)
+    return max(64 << 20, min(need, BULK_INDEX_MEMORY_MAX))

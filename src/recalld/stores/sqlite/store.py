@@ -16,24 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from recalld import threads
 from recalld.errors import EmbedderMismatchError, NotFoundError, StoreError
-from recalld.records import ApiKey, Memory, MemoryFilter, TimeRange
+from recalld.records import ApiKey, Memory, MemoryFilter
 from recalld.stores import rows as codec
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
     DedupKey,
-    NearestAsk,
     SearchRows,
     SourceFile,
     SourceRoot,
     StoreStats,
     Tenancy,
     Vector,
-    WordsAsk,
     already_stored,
     compose_search_rows,
     day_counts,
@@ -42,12 +39,10 @@ from recalld.stores.base import (
     neighbors_in_sessions,
 )
 from recalld.stores.sqlite import opening, queries as q, readers
-from recalld.stores.sqlite.lazy_vectors import LazyAnn
 from recalld.stores.sqlite.locking import LOCK_WAIT_S
 from recalld.stores.sqlite.migrations import SCHEMA_VERSION
 from recalld.stores.sqlite.vector_index import older_build
-from recalld.stores.sqlite.vectors import VectorMirror, listed_pks
-from recalld.stores.sqlite.word_engines import word_engines
+from recalld.stores.sqlite.vector_reads import VectorReads
 
 log = logging.getLogger("recalld")
 
@@ -153,7 +148,6 @@ class SQLiteStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
-        self._mirror_lock = threading.RLock()
         self._serial: AbstractContextManager[Any] = (
             threading.RLock() if self.path == ":memory:" else nullcontext()
         )
@@ -171,18 +165,12 @@ class SQLiteStore:
                 f"{self.path} is not a usable recalld store ({exc}); "
                 "point --db at another file, or move this one aside"
             ) from exc
-        self._vectors = VectorMirror(None if self.path == ":memory:" else Path(self.path + ".ann"))
-        self._lazy: LazyAnn | None = None
-        """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
-        self._lazy_tried = False
-        self._word_engines = word_engines(self.path)
-        """The word channel's engines, asked in order (the word index of a large store when
-        tantivy is installed, then FTS5)."""
+        self.vector_reads = VectorReads(self.path, lambda: self._db, self._visible)
+        """The readers that hold state: the vector mirror, the saved ANN index, the word
+        engines."""
         self._readers: dict[str, readers.Reader] = {
             **readers.READERS,
-            "semantic": self._semantic,
-            "window_semantic": self._window_semantic,
-            "bm25": self._words,
+            **self.vector_reads.channel_readers,
         }
         """One reader per channel (recalld.retrieval.channels): all of them."""
         self.channels = frozenset(self._readers)
@@ -229,7 +217,7 @@ class SQLiteStore:
         word_index). The write stands when that fails: the log keeps what it lacks."""
         with self._write():
             yield
-        for engine in self._word_engines:
+        for engine in self.vector_reads.word_engines:
             engine.after_write(self._db)
 
     # -- writes --------------------------------------------------------------------------
@@ -555,132 +543,14 @@ class SQLiteStore:
         return {name: self._readers[name](ask, scope)
                 for name, ask in request.asks.items() if name in self._readers}  # fmt: skip
 
-    def _semantic(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
-        """The semantic channel: the nearest vectors, from the ANN index or the mirror."""
-        with self._mirror_lock:  # the mirror is shared by the threads' connections
-            return self._semantic_locked(ask, scope)
-
-    def _semantic_locked(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
-        assert ask.vector is not None
-        where, params = scope.where, scope.params
-        hidden: npt.NDArray[np.int64] | None = None
-        keep: npt.NDArray[np.int64] | None = None
-        if scope.trivial:
-            # Hidden: forgotten memories and other namespaces' (both usually few or none).
-            outside, outside_params = q.outside_sql(self._visible)
-            hidden = listed_pks(self._db, "SELECT pk FROM memories WHERE forgotten_at IS NOT"
-                                f" NULL UNION ALL SELECT pk FROM memories WHERE {outside}",
-                                outside_params)  # fmt: skip
-        else:
-            keep = self._pks_where(where, params)
-        return self._nearest(ask.vector, ask.limit, hidden, keep, ask.near_memory)
-
-    def _nearest(
-        self,
-        query: Vector,
-        limit: int,
-        hidden: npt.NDArray[np.int64] | None,
-        keep: npt.NDArray[np.int64] | None,
-        near_memory: bool = False,
-    ) -> list[ChannelCandidate]:
-        """The ``limit`` nearest vectors among rows not ``hidden`` (or only ``keep`` ones):
-        from the saved ANN index alone while it can answer, else from the mirror
-        (``near_memory``: :attr:`NearestAsk.near_memory`)."""
-        lazy = self._lazy_index()
-        if lazy is not None:
-            self._check_dimension(query, lazy.dimension)
-            found = lazy.search(self._db, query, limit + TIE_MARGIN, hidden, keep, near_memory)
-            if found is not None:
-                return _ranked(_ties_by_id(found, limit))
-            self._lazy = None  # the mirror answers from now on in this process
-        mirror = self._vectors
-        mirror.refresh(self._db)
-        if mirror.dimension is not None:
-            self._check_dimension(query, mirror.dimension)
-        allowed: npt.NDArray[np.bool_] | None = None
-        if keep is not None:
-            allowed = mirror.rows_with(keep)
-        elif hidden is not None and len(hidden):
-            allowed = ~mirror.rows_with(hidden)
-        found = mirror.search_ids(query, limit + TIE_MARGIN, allowed, near_memory)
-        return _ranked(_ties_by_id(found, limit))
-
     def exact_vectors(self) -> bool:
-        # Read without the mirror's lock (held through a vector search): two attributes a
-        # search sets once; a stale answer only reads vectors that were not needed.
-        return self._lazy is None and not self._vectors.uses_ann
-
-    def _lazy_index(self) -> LazyAnn | None:
-        """The saved ANN index, opened on the first vector search of a process whose mirror
-        is still empty, while the store is past the mirror's ANN size."""
-        if not self._lazy_tried and self._vectors.size == 0:
-            self._lazy_tried = True
-            self._lazy = LazyAnn.open(self._db, self._vectors.index_path,
-                                      self._vectors.subset_exact_rows,
-                                      self._vectors.build_threads)  # fmt: skip
-        lazy = self._lazy
-        if lazy is None:
-            return None
-        if not lazy.catch_up(self._db) or lazy.size < self._vectors.ann_min_rows:
-            self._lazy = None
-            return None
-        return lazy
-
-    @staticmethod
-    def _check_dimension(query: Vector, dimension: int) -> None:
-        if query.shape[-1] != dimension:
-            raise EmbedderMismatchError(
-                f"query vector has {query.shape[-1]} dimensions, the store's "
-                f"vectors have {dimension}"
-            )
+        return self.vector_reads.exact()
 
     def search_exactly(self, words: bool = True, vectors: bool = True) -> None:
         """From now on this handle scores every matching row with FTS5 instead of reading the
         word index (``words``), and every vector instead of reading the ANN index
         (``vectors``): the reference the benchmarks compare the indexes with."""
-        if words:
-            self._word_engines = [readers.FTS5]
-        if vectors:
-            self._vectors.ann_min_rows = 2**62
-            self._lazy, self._lazy_tried = None, True
-
-    def _words(self, ask: WordsAsk, scope: readers.Scope) -> list[ChannelCandidate]:
-        """The word channel: the first of the word engines that answers."""
-        return readers.words(self._word_engines, ask, scope)
-
-    def _window_semantic(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
-        """The nearest vectors inside the ask's time window."""
-        assert ask.vector is not None
-        query_vector, limit = ask.vector, ask.limit
-        where, params = readers.within(ask.window, scope.where, scope.params)
-        with self._mirror_lock:
-            lazy = self._lazy_index()
-            # A window too large to list, or holding a share of the rows large enough for
-            # the index's candidates to find its nearest (a year of a 100k store: 50k rows,
-            # half the candidates pass), is checked on the index's candidates alone.
-            if lazy is not None:
-                fetch = limit + TIE_MARGIN
-                wide = min(lazy.subset_exact_rows, lazy.passing_rows(fetch))
-                if self._window_rows(ask.window, wide + 1) > wide:
-                    self._check_dimension(query_vector, lazy.dimension)
-                    found = lazy.search_passing(self._db, query_vector, fetch, where, params)
-                    if found is not None:
-                        return _ranked(_ties_by_id(found, limit))
-            return self._nearest(query_vector, limit, None, self._pks_where(where, params))
-
-    def _pks_where(self, where: str, params: list[object]) -> npt.NDArray[np.int64]:
-        """The pks of the rows of ``memories m`` that pass ``where``: a filtered vector
-        search's rows."""
-        return listed_pks(self._db, f"SELECT m.pk FROM memories m WHERE {where}", params)
-
-    def _window_rows(self, window: TimeRange | None, cap: int) -> int:
-        """How many rows of the handle's namespaces the time ``window`` holds, counted
-        up to ``cap`` on the (namespace, ref_time) index alone: an upper bound of what the
-        window keeps after the other filters."""
-        wall, params = q.namespace_sql(self._visible)
-        where, params = readers.within(window, wall, list(params))
-        (rows,) = self._db.execute(q.capped_count_sql(where), [*params, cap]).fetchone()
-        return int(rows)
+        self.vector_reads.search_exactly(words, vectors)
 
     # -- status --------------------------------------------------------------------------
 
@@ -739,7 +609,7 @@ class SQLiteStore:
 
     def _advice(self) -> tuple[str, ...]:
         exposed = () if self.path == ":memory:" else opening.exposure_advice(self.path)
-        folder = self._vectors.index_path
+        folder = self.vector_reads.mirror.index_path
         if not older_build(folder):
             return exposed
         return (*exposed, f"the ANN index in {folder} was built by an older recalld with a"
@@ -868,21 +738,6 @@ def _source_file(r: sqlite3.Row) -> SourceFile:
         status=r["status"], content_hash=r["content_hash"], chunker=r["chunker"],
         error=r["error"], indexed_at=_dt(r["indexed_at"]), chunks=r["chunks"],
     )  # fmt: skip
-
-
-TIE_MARGIN = 16
-"""Extra nearest neighbours fetched so that equal cosines at the cut are ordered by id."""
-
-
-def _ties_by_id(pairs: Any, limit: int) -> list[tuple[str, float]]:
-    """(id, score) pairs best first, equal scores by the memory's text id (kept by
-    ``recalld migrate``, unlike row numbers), so that both backends break ties alike."""
-    return sorted(pairs, key=lambda p: (-p[1], p[0]))[:limit]
-
-
-def _ranked(pairs: Any) -> list[ChannelCandidate]:
-    return [ChannelCandidate(mid, rank, float(score)) for rank, (mid, score) in
-            enumerate(pairs, start=1)]  # fmt: skip
 
 
 class _Transaction:

@@ -119,7 +119,7 @@ _HELD: dict[int, Any] = {}
 
 def _vectors_file(engine: Any, on: bool) -> None:
     """On: the lazy index's held vectors; off: none (the table is read)."""
-    lazy = engine.store._lazy
+    lazy = engine.store.vector_reads.lazy
     if lazy is None:
         raise SystemExit("the store's search does not go through the saved ANN index")
     if lazy.copies is not None:

@@ -29,13 +29,13 @@ def main(db: str, threshold: int, questions_file: str, index_dir: str) -> None:
     settings = Settings(db=Path(db), cache_dir=None, embedder="local")
     with recalld.open(settings=settings, embedder=model) as engine:
         store: object = engine.store
-        store._vectors = VectorMirror(Path(index_dir), ann_min_rows=threshold)  # type: ignore[attr-defined]
-        store._lazy_tried = True  # type: ignore[attr-defined]
+        store.vector_reads.mirror = VectorMirror(Path(index_dir), ann_min_rows=threshold)  # type: ignore[attr-defined]
+        store.vector_reads.lazy_tried = True  # type: ignore[attr-defined]
         started = time.perf_counter()
         engine.search(questions[0], limit=10, mode="vector")
         out: dict[str, object] = {"threshold": threshold,
                                   "first_search_s": time.perf_counter() - started,
-                                  "ann": store._vectors.uses_ann}  # type: ignore[attr-defined]  # fmt: skip
+                                  "ann": store.vector_reads.mirror.uses_ann}  # type: ignore[attr-defined]  # fmt: skip
         for mode in ("vector", "hybrid"):
             times = []
             for question in questions:

@@ -24,7 +24,7 @@ def main(db: str, mode: str) -> None:
     queries = sc.Pool.load(Path(db).parent / "pool.npz").vectors[[0, 1, 2]]
     started = time.perf_counter()
     store = SQLiteStore(db)
-    store._lazy_tried = mode == "mirror"  # the mirror path, as before the lazy index
+    store.vector_reads.lazy_tried = mode == "mirror"  # the mirror path, as before the lazy index
     opened = time.perf_counter()
     store.candidates(CandidateRequest(asks={"semantic": NearestAsk(40, queries[0])}))
     first = time.perf_counter()
@@ -33,9 +33,19 @@ def main(db: str, mode: str) -> None:
         began = time.perf_counter()
         store.candidates(CandidateRequest(asks={"semantic": NearestAsk(40, query)}))
         later.append((time.perf_counter() - began) * 1000)
-    print(json.dumps({"mode": mode, "open_s": opened - started, "first_search_s": first - opened,
-                      "next_ms": later, "lazy": store._lazy is not None,
-                      "mirror_rows": store._vectors.size, "peak_mb": peak_rss_mb()}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "mode": mode,
+                "open_s": opened - started,
+                "first_search_s": first - opened,
+                "next_ms": later,
+                "lazy": store.vector_reads.lazy is not None,
+                "mirror_rows": store.vector_reads.mirror.size,
+                "peak_mb": peak_rss_mb(),
+            }
+        )
+    )
     store.close()
 
 

@@ -34,8 +34,9 @@ from recalld import local_postgres
 from recalld.bench.cases import Case
 from recalld.bench.locomo import load_locomo, locomo_case
 from recalld.bench.longmemeval import load_longmemeval, longmemeval_case, select_questions
-from recalld.bench.runner import load_average, load_embedder, machine
+from recalld.bench.run_report import load_average, machine
 from recalld.bench.scale_postgres import temporary_database
+from recalld.bench.systems import load_embedder
 from recalld.config import Settings
 from recalld.migration import checksum
 from recalld.providers.embedders import Embedder, resolve_embedder

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from recalld.bench.beir import run_beir
-from recalld.bench.runner import System, run_locomo, run_longmemeval
+from recalld.bench.runner import run_locomo, run_longmemeval
+from recalld.bench.systems import System
 from recalld.bench.workloads_run import run_workloads
 from recalld.retrieval.config import PRESETS, RetrievalConfig
 from recalld.stores.sqlite import word_index

@@ -18,7 +18,7 @@ def warm_probes(file: str | Path, questions: int, cache_dir: Path) -> Iterator[t
     search run once so that what follows is timed warm; the store is removed after."""
     import recalld
     from recalld.bench.longmemeval import load_longmemeval, longmemeval_case, select_questions
-    from recalld.bench.runner import load_embedder
+    from recalld.bench.systems import load_embedder
     from recalld.config import Settings
     from recalld.providers.embedders import resolve_embedder
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from recalld.bench.locomo import DEFAULT_CATEGORIES, Turn, load_locomo
 from recalld.bench.metrics import recall_any
-from recalld.bench.runner import load_embedder
+from recalld.bench.systems import load_embedder
 from recalld.config import default_cache_dir
 from recalld.providers.embedders import resolve_embedder
 

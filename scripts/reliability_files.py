@@ -149,7 +149,7 @@ def _with_ann(store: object, folder: Path) -> None:
     from recalld.stores.sqlite.vectors import VectorMirror
 
     if ann_available():
-        store._vectors = VectorMirror(folder, ann_min_rows=100, subset_exact_rows=10,  # type: ignore[attr-defined]
+        store.vector_reads.mirror = VectorMirror(folder, ann_min_rows=100, subset_exact_rows=10,  # type: ignore[attr-defined]
                                       build_threads=1)  # fmt: skip
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from recalld.bench import System, run_locomo, run_longmemeval
-from recalld.bench.runner import build_systems
+from recalld.bench.systems import build_systems
 from recalld.errors import InvalidInputError
 from recalld.providers.embedders import FakeEmbedder
 from recalld.retrieval.config import get_preset

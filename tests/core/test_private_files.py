@@ -54,8 +54,9 @@ def test_everything_recalld_creates_is_private(
     settings = Settings(db=data / "memory.db", cache_dir=cache)
     with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
         assert isinstance(engine.store, SQLiteStore)
-        engine.store._vectors = VectorMirror(Path(f"{data}/memory.db.ann"), ann_min_rows=100,
-                                             subset_exact_rows=10, build_threads=1)  # fmt: skip
+        engine.store.vector_reads.mirror = VectorMirror(
+            Path(f"{data}/memory.db.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
+        )
         engine.add_many([f"memory {i} about the river trip number {i}" for i in range(300)])
         engine.index([workspace])
         assert engine.search("river trip").hits

@@ -24,8 +24,9 @@ pytest.importorskip("usearch")
 
 def opened(path: Path) -> SQLiteStore:
     store = SQLiteStore(path)
-    store._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10,
-                                  build_threads=1)  # fmt: skip
+    store.vector_reads.mirror = VectorMirror(
+        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
+    )
     return store
 
 

@@ -16,6 +16,7 @@ from recalld.records import MemoryFilter
 from recalld.stores.asks import NearestAsk
 from recalld.stores.base import CandidateRequest, ChannelCandidate
 from recalld.stores.sqlite import SQLiteStore, readers
+from recalld.stores.sqlite.vector_reads import VectorReads
 from recalld.stores.sqlite.vectors import VectorMirror
 
 pytest.importorskip("onnxruntime")  # see vector_index._usearch_index: load it first
@@ -27,9 +28,10 @@ from test_vector_mirror import NOW, check_against_table, clustered, fill, memory
 def opened(path: Path, lazy: bool = True) -> SQLiteStore:
     """The store with a small ANN threshold; ``lazy=False`` forces the full mirror."""
     store = SQLiteStore(path)
-    store._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=50,
-                                  build_threads=1)  # fmt: skip
-    store._lazy_tried = not lazy
+    store.vector_reads.mirror = VectorMirror(
+        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=50, build_threads=1
+    )
+    store.vector_reads.lazy_tried = not lazy
     return store
 
 
@@ -64,8 +66,8 @@ def test_lazy_answers_equal_the_mirrors_without_loading_it(saved: Path) -> None:
     for query in clustered(15, seed=22):
         same(semantic(lazy, query), semantic(full, query))
         same(semantic(lazy, query, session_id="s1"), semantic(full, query, session_id="s1"))
-    assert lazy._lazy is not None and lazy._vectors.size == 0
-    assert full._lazy is None and full._vectors.size == 1200
+    assert lazy.vector_reads.lazy is not None and lazy.vector_reads.mirror.size == 0
+    assert full.vector_reads.lazy is None and full.vector_reads.mirror.size == 1200
     got = {memory_id for memory_id, _ in semantic(lazy, clustered(1, 22)[0])}
     assert got.isdisjoint({"m5", "m6"})
     lazy.close()
@@ -76,7 +78,7 @@ def test_lazy_index_follows_another_connections_writes(saved: Path, tmp_path: Pa
     store, other = opened(saved), opened(saved, lazy=False)
     query = clustered(1, seed=23)[0]
     semantic(store, query)
-    assert store._lazy is not None
+    assert store.vector_reads.lazy is not None
     fill(other, 1200, clustered(50, seed=24))  # new rows
     other.replace(memory(7), query)  # an update: m7 becomes the exact match
     other.forget(["m8", "m9"], hard=True, at=NOW)  # rows gone
@@ -84,9 +86,9 @@ def test_lazy_index_follows_another_connections_writes(saved: Path, tmp_path: Pa
     found = semantic(store, query)
     assert found[0] == ("m7", pytest.approx(1.0, abs=1e-5))
     assert {"m8", "m9", "m10"}.isdisjoint(i for i, _ in found)
-    assert store._lazy is not None and store._lazy.size == 1250 - 2
+    assert store.vector_reads.lazy is not None and store.vector_reads.lazy.size == 1250 - 2
     check_against_table(store, tmp_path, clustered(1, seed=25)[0])
-    assert store._vectors.size == 0  # still never loaded
+    assert store.vector_reads.mirror.size == 0  # still never loaded
     store.close()
     other.close()
 
@@ -96,7 +98,7 @@ def nearest_where(store: SQLiteStore, query: np.ndarray, limit: int, where: str
     """The store's vector reader over the rows ``where`` admits (a filter no public
     request can state)."""
     scope = readers.Scope(lambda: store._db, where, [], store.tenancy.visible, spread=False)
-    return store._window_semantic(NearestAsk(limit, query), scope)
+    return store.vector_reads.window_semantic(NearestAsk(limit, query), scope)
 
 
 def test_a_selective_filter_is_answered_exactly_from_the_table(saved: Path) -> None:
@@ -109,7 +111,7 @@ def test_a_selective_filter_is_answered_exactly_from_the_table(saved: Path) -> N
     found = nearest_where(store, query, 3, "m.id IN ('m1', 'm2', 'm3', 'm40')")
     want = sorted(truth, key=lambda i: -float(truth[i] @ query))[:3]
     assert [c.memory_id for c in found] == want
-    assert store._lazy is not None and store._vectors.size == 0
+    assert store.vector_reads.lazy is not None and store.vector_reads.mirror.size == 0
     store.close()
 
 
@@ -136,7 +138,9 @@ def test_too_few_candidates_passing_falls_back_to_the_mirror(saved: Path) -> Non
     found = nearest_where(store, query, 10, f"m.id IN ({names})")
     want = [r[0] for r in reversed(farthest)][:10]  # the best of the far ones
     assert [c.memory_id for c in found] == want
-    assert store._lazy is None and store._vectors.size == 1200  # the mirror took over
+    assert (
+        store.vector_reads.lazy is None and store.vector_reads.mirror.size == 1200
+    )  # the mirror took over
     store.close()
 
 
@@ -151,7 +155,9 @@ def test_an_index_of_another_database_is_not_used(saved: Path, tmp_path: Path) -
     store = opened(other)
     query = clustered(1, seed=30)[0]
     found = semantic(store, query)
-    assert store._lazy is None and store._vectors.size == 1200  # rebuilt by the mirror
+    assert (
+        store.vector_reads.lazy is None and store.vector_reads.mirror.size == 1200
+    )  # rebuilt by the mirror
     with sqlite3.connect(other) as db:
         rows = list(db.execute("SELECT m.id, v.vector FROM vectors v JOIN memories m"
                                " ON m.pk = v.pk"))  # fmt: skip
@@ -220,17 +226,17 @@ def test_a_wide_time_window_filters_the_index_candidates_not_every_row(
     exact.search_exactly()
     query = clustered(1, seed=29)[0]
     listed: list[str] = []
-    nearest = SQLiteStore._nearest
+    nearest = VectorReads.nearest
 
-    def spying(self: SQLiteStore, *args: object) -> object:
+    def spying(self: VectorReads, *args: object) -> object:
         listed.append("rows listed")
         return nearest(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(SQLiteStore, "_nearest", spying)
+    monkeypatch.setattr(VectorReads, "nearest", spying)
     wide = TimeRange(NOW - timedelta(days=1), NOW + timedelta(days=1))
     request = CandidateRequest(asks={"window_semantic": NearestAsk(10, query, window=wide)})
     got = store.candidates(request)["window_semantic"]
-    assert listed == [] and store._lazy is not None  # answered from the index alone
+    assert listed == [] and store.vector_reads.lazy is not None  # answered from the index alone
     want = exact.candidates(request)["window_semantic"]
     listed.clear()
     assert [c.memory_id for c in got] == [c.memory_id for c in want]
@@ -264,23 +270,27 @@ def test_a_window_holding_a_large_share_of_the_rows_is_checked_on_the_index_cand
     first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, vectors[0])}))
     first.close()
     store = SQLiteStore(path)
-    store._vectors = VectorMirror(Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=1000,
-                                  build_threads=1)  # fmt: skip
+    store.vector_reads.mirror = VectorMirror(
+        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=1000, build_threads=1
+    )
     exact = opened(path, lazy=False)
     exact.search_exactly()
     listed: list[str] = []
-    nearest = SQLiteStore._nearest
+    nearest = VectorReads.nearest
 
-    def spying(self: SQLiteStore, *args: object) -> object:
-        listed.append(self is store)
+    def spying(self: VectorReads, *args: object) -> object:
+        listed.append(self is store.vector_reads)
         return nearest(self, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(SQLiteStore, "_nearest", spying)
+    monkeypatch.setattr(VectorReads, "nearest", spying)
     half = TimeRange(NOW - timedelta(hours=599, minutes=30), NOW + timedelta(minutes=1))
     query = clustered(1, seed=37)[0]
     request = CandidateRequest(asks={"window_semantic": NearestAsk(10, query, window=half)})
     store.candidates(CandidateRequest(asks={"semantic": NearestAsk(10, query)}))  # index opened
-    assert store._lazy is not None and store._lazy.passing_rows(10 + 16) < 600 < 1000
+    assert (
+        store.vector_reads.lazy is not None
+        and store.vector_reads.lazy.passing_rows(10 + 16) < 600 < 1000
+    )
     listed.clear()
     got = store.candidates(request)["window_semantic"]
     assert listed == []  # answered from the index's candidates alone
@@ -306,8 +316,9 @@ def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies
     from recalld.stores.sqlite import lazy_vectors
 
     store = SQLiteStore(saved)
-    store._vectors = VectorMirror(Path(f"{saved}.ann"), ann_min_rows=100, subset_exact_rows=1000,
-                                  build_threads=1)  # fmt: skip
+    store.vector_reads.mirror = VectorMirror(
+        Path(f"{saved}.ann"), ann_min_rows=100, subset_exact_rows=1000, build_threads=1
+    )
     with sqlite3.connect(saved) as db:
         rows = list(db.execute("SELECT m.id, v.vector FROM vectors v JOIN memories m"
                                " ON m.pk = v.pk WHERE m.pk % 2 = 0"))  # fmt: skip
@@ -323,13 +334,15 @@ def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies
     keep = np.array([pk for pk in range(1, 1201) if pk % 2 == 0], np.int64)
     for query in clustered(5, seed=32):
         read.clear()
-        found = store._nearest(query, 10, None, keep)  # a filter's rows, listed
+        found = store.vector_reads.nearest(query, 10, None, keep)  # a filter's rows, listed
         exact = sorted(rows, key=lambda r: -float(np.frombuffer(r[1], np.float32) @ query))
         assert [c.memory_id for c in found] == [r[0] for r in exact[:10]]
         assert read == [] and len(rows) == 600  # scored, and named, from the vectors file
-    assert store._lazy is not None and store._vectors.size == 0
+    assert store.vector_reads.lazy is not None and store.vector_reads.mirror.size == 0
     # A row the index holds no copy of (written since it caught up) is read back as it is.
-    chosen = store._lazy._preselected(np.append(keep, 999_999), clustered(1, seed=34)[0], 26)
+    chosen = store.vector_reads.lazy._preselected(
+        np.append(keep, 999_999), clustered(1, seed=34)[0], 26
+    )
     assert 999_999 in chosen and len(chosen) == lazy_vectors.PRESELECT_FACTOR * 26 + 1
     store.close()
 
@@ -343,11 +356,12 @@ def test_the_index_copies_read_and_scored_by_blocks_are_the_same(
     from recalld.stores.sqlite import lazy_vectors
 
     store = SQLiteStore(saved)
-    store._vectors = VectorMirror(Path(f"{saved}.ann"), ann_min_rows=100, subset_exact_rows=1000,
-                                  build_threads=1)  # fmt: skip
+    store.vector_reads.mirror = VectorMirror(
+        Path(f"{saved}.ann"), ann_min_rows=100, subset_exact_rows=1000, build_threads=1
+    )
     semantic(store, clustered(1, seed=33)[0])  # the index opened
-    assert store._lazy is not None
-    ann = store._lazy.ann
+    assert store.vector_reads.lazy is not None
+    ann = store.vector_reads.lazy.ann
     keys = np.array([3, 1, 999_999, 1200, 17], np.int64)
     public = ann._index.get(keys.astype(np.uint64))
 
@@ -398,8 +412,8 @@ def test_a_search_from_a_stored_vector_caps_the_beam(
             asks={"semantic": NearestAsk(10, stored, near_memory=near_memory)}
         )
         found = store.candidates(request)["semantic"]
-        assert store._lazy is not None
-        assert store._lazy.ann._index.expansion_search == beam
+        assert store.vector_reads.lazy is not None
+        assert store.vector_reads.lazy.ann._index.expansion_search == beam
         want = exact.candidates(request)["semantic"]
         assert [c.memory_id for c in found] == [c.memory_id for c in want]
         assert found[0].memory_id == "m17"

@@ -86,14 +86,14 @@ def test_a_search_rescores_from_the_file_and_reads_nothing_from_the_table(
 ) -> None:
     store = opened(saved)
     semantic(store, clustered(1, 42)[0])  # the index opened (its spot check reads the table)
-    assert store._lazy is not None and store._lazy.copies is not None
+    assert store.vector_reads.lazy is not None and store.vector_reads.lazy.copies is not None
     reads = vector_reads(monkeypatch, every=True)
     store.forget(["m3", "m4"], hard=False, at=NOW)
     for query in clustered(10, seed=43):
         same(semantic(store, query), exact_answer(saved, query))
         same(semantic(store, query, session_id="s2"), exact_answer(saved, query, session_id="s2"))
     assert reads == []
-    assert store._vectors.size == 0
+    assert store.vector_reads.mirror.size == 0
     store.close()
 
 
@@ -115,7 +115,7 @@ def test_without_its_file_an_index_reads_the_table_as_before(
     reads = vector_reads(monkeypatch)
     for query in clustered(5, seed=44):
         same(semantic(store, query), exact_answer(saved, query))
-    assert store._lazy is not None and store._lazy.copies is None and reads
+    assert store.vector_reads.lazy is not None and store.vector_reads.lazy.copies is None and reads
     store.close()
     full = opened(saved, lazy=False)
     semantic(full, clustered(1, 45)[0])
@@ -142,7 +142,7 @@ def test_a_file_that_disagrees_with_the_table_is_not_used(
     store = opened(saved)
     for query in clustered(5, seed=48):
         same(semantic(store, query), exact_answer(saved, query))
-    assert store._lazy is not None and store._lazy.copies is None
+    assert store.vector_reads.lazy is not None and store.vector_reads.lazy.copies is None
     store.close()
     vectors.write_bytes(bytes(data[:-4]))  # cut short: refused by its size
     assert vector_file.VectorCopies.open(vectors.parent, int(vectors.stem), 24) is None
@@ -173,9 +173,9 @@ def test_writes_of_another_process_are_followed_and_saved(
         same(semantic(store, probe), exact_answer(saved, probe))
         same(semantic(store, probe, session_id="s1"),
              exact_answer(saved, probe, session_id="s1"))  # fmt: skip
-    lazy = store._lazy
+    lazy = store.vector_reads.lazy
     assert lazy is not None and lazy.copies is not None and lazy.size == 1200 + 30 - 2
-    assert reads == [] and store._vectors.size == 0
+    assert reads == [] and store.vector_reads.mirror.size == 0
     assert files(saved, "*.vectors") != first_file  # saved again, with the index
     (index,) = files(saved, "*.usearch")
     (vectors,) = files(saved, "*.vectors")
@@ -203,7 +203,7 @@ def test_a_filtered_row_the_file_lacks_is_read_from_the_table(saved: Path) -> No
     still scores it, from the table."""
     store = opened(saved)
     semantic(store, clustered(1, 52)[0])
-    lazy = store._lazy
+    lazy = store.vector_reads.lazy
     assert lazy is not None and lazy.copies is not None
     query = clustered(1, seed=53)[0]
     other = SQLiteStore(saved)
@@ -272,7 +272,7 @@ def test_the_vectors_a_search_compares_come_from_the_file(
     the file lacks (written since the catch-up) and an unknown id are the table's answer."""
     store = opened(saved)
     semantic(store, clustered(1, 58)[0])
-    assert store._lazy is not None and store._lazy.copies is not None
+    assert store.vector_reads.lazy is not None and store.vector_reads.lazy.copies is not None
     other = SQLiteStore(saved)
     other.insert([memory(6000, "s9")], clustered(1, seed=59))
     other.close()

@@ -117,7 +117,7 @@ def test_filters_mask_rows_on_both_paths(store: SQLiteStore, tmp_path: Path,
 
 def test_store_search_sees_another_connections_writes(store: SQLiteStore, tmp_path: Path) -> None:
     """Inserts, updates, hard and soft deletes made through a second store are seen."""
-    store._vectors = VectorMirror(
+    store.vector_reads.mirror = VectorMirror(
         tmp_path / "m.db.ann", ann_min_rows=300, subset_exact_rows=20, build_threads=1
     )
     fill(store, 0, clustered(400, seed=5))
@@ -177,7 +177,7 @@ def test_a_single_update_is_applied_in_place(store: SQLiteStore, tmp_path: Path)
 def test_saved_index_is_reused_and_reconciled(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     first = SQLiteStore(path)
-    first._vectors = VectorMirror(
+    first.vector_reads.mirror = VectorMirror(
         Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
     )
     fill(first, 0, clustered(1000, seed=9))
@@ -190,11 +190,13 @@ def test_saved_index_is_reused_and_reconciled(tmp_path: Path) -> None:
     first.forget(["m3", "m4"], hard=True, at=NOW)
     first.close()
     second = SQLiteStore(path)
-    second._vectors = VectorMirror(
+    second.vector_reads.mirror = VectorMirror(
         Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
     )
     got = second.candidates(request)["semantic"]
-    assert second._lazy is not None and second._vectors.size == 0  # answered by the index
+    assert (
+        second.vector_reads.lazy is not None and second.vector_reads.mirror.size == 0
+    )  # answered by the index
     check_against_table(second, tmp_path, query)
     assert {c.memory_id for c in got}.isdisjoint({"m3", "m4"})
     second.close()
@@ -203,7 +205,7 @@ def test_saved_index_is_reused_and_reconciled(tmp_path: Path) -> None:
 def test_an_index_from_another_database_is_rebuilt(tmp_path: Path) -> None:
     for name, seed in (("a.db", 12), ("b.db", 13)):
         store = SQLiteStore(tmp_path / name)
-        store._vectors = VectorMirror(Path(f"{tmp_path / name}.ann"), ann_min_rows=100,
+        store.vector_reads.mirror = VectorMirror(Path(f"{tmp_path / name}.ann"), ann_min_rows=100,
                                       subset_exact_rows=10, build_threads=1)  # fmt: skip
         fill(store, 0, clustered(800, seed=seed))
         store.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, 1)[0])}))
@@ -237,7 +239,9 @@ def test_many_deletes_compact_the_matrix(store: SQLiteStore, tmp_path: Path) -> 
 
 
 def test_filtered_store_search_uses_the_filter(store: SQLiteStore, tmp_path: Path) -> None:
-    store._vectors = VectorMirror(None, ann_min_rows=100, subset_exact_rows=10, build_threads=1)
+    store.vector_reads.mirror = VectorMirror(
+        None, ann_min_rows=100, subset_exact_rows=10, build_threads=1
+    )
     fill(store, 0, clustered(1200, seed=17))
     request = CandidateRequest(
         filters=MemoryFilter(session_id="s1"),
@@ -375,7 +379,7 @@ def test_status_advises_rebuilding_an_index_an_older_recalld_built(tmp_path: Pat
 
     path = tmp_path / "m.db"
     store = SQLiteStore(path)
-    store._vectors = VectorMirror(
+    store.vector_reads.mirror = VectorMirror(
         Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=10, build_threads=1
     )
     fill(store, 0, clustered(300, seed=16))

@@ -5,7 +5,8 @@ The Python entry points are :func:`run_longmemeval`, :func:`run_locomo` and
 ``docs/benchmarks.md``).
 """
 
-from recalld.bench.runner import System, run_locomo, run_longmemeval
+from recalld.bench.runner import run_locomo, run_longmemeval
+from recalld.bench.systems import System
 from recalld.bench.workloads_run import run_workloads
 
 __all__ = ["System", "run_locomo", "run_longmemeval", "run_workloads"]

@@ -23,14 +23,9 @@ from typing import Any
 
 from recalld.bench.cases import Case, Doc, Probe, select_by_id
 from recalld.bench.metrics import beir_scores
-from recalld.bench.runner import (
-    Progress,
-    System,
-    ordered_report,
-    resources,
-    run_cases,
-    run_models,
-)
+from recalld.bench.run_report import ordered_report
+from recalld.bench.runner import run_cases
+from recalld.bench.systems import Progress, System, resources, run_models
 from recalld.bench.workloads_run import comparisons, workload_systems
 from recalld.config import Settings
 from recalld.errors import InvalidInputError

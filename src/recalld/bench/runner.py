@@ -17,17 +17,12 @@ and the peak memory of the process.
 
 from __future__ import annotations
 
-import os
-import platform
-import resource
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import recalld
 from recalld.bench.cases import Case, Probe, select_by_id
@@ -43,16 +38,31 @@ from recalld.bench.metrics import (
     distinct,
     locomo_scores,
     longmemeval_scores,
-    percentile,
 )
 from recalld.bench.report import embedder_record
-from recalld.config import Settings, default_cache_dir
+from recalld.bench.run_report import (
+    Tally,
+    cache_counts,
+    load_average,
+    machine,
+    ordered_report,
+    speed,
+    system_report,
+)
+from recalld.bench.systems import (
+    Progress,
+    System,
+    build_systems,
+    check_run,
+    resources,
+    run_models,
+)
+from recalld.config import Settings
 from recalld.errors import InvalidInputError
-from recalld.providers.cache import CachedEmbedder, EmbeddingCache
-from recalld.providers.embedders import Embedder, resolve_embedder
-from recalld.records import SEARCH_MODES, SearchMode
-from recalld.retrieval.config import RetrievalConfig, get_preset
-from recalld.retrieval.models import Models, build_models
+from recalld.providers.embedders import Embedder
+from recalld.records import SearchMode
+from recalld.retrieval.config import RetrievalConfig
+from recalld.retrieval.models import Models
 
 DEFAULT_BUDGETS = (1000, 2000, 4000)
 """Context budgets (estimated tokens, as ``engine.context`` counts them) the issue names."""
@@ -62,76 +72,10 @@ SESSION_COVERAGE = 10
 """The widest session cut-off; rankings covering fewer distinct sessions are counted."""
 MAX_CONTENT_CHARS = 2_000_000
 """Whole LongMemEval sessions (``--granularity session``) can exceed the default limit."""
-CACHE_FILE = "embeddings.sqlite"
-"""The same file the engine uses under ``cache_dir``, so benchmarks and normal use share it."""
 TOP_IDS_KEPT = 10
 """Ranked ids kept per probe and system in the report, for inspection."""
 
 Scorer = Callable[[Sequence[str], Case, Probe], dict[str, float]]
-Progress = Callable[[int, int, str], None]
-"""``progress(advance, total, label)``: called as probes are answered."""
-
-
-@dataclass(frozen=True)
-class System:
-    """One retrieval system to compare: a name, retrieval settings and a search mode."""
-
-    name: str
-    config: RetrievalConfig
-    mode: SearchMode = "auto"
-
-
-def build_systems(
-    configs: Mapping[str, RetrievalConfig | System] | None = None,
-    *,
-    mode: SearchMode = "auto",
-    baselines: bool = True,
-    base: RetrievalConfig | None = None,
-) -> list[System]:
-    """The systems of a run: the named configs (default: recalld's pipeline) and baselines.
-
-    Baselines are plain RRF (BM25 and vectors fused, hybrid), plain BM25 only
-    (``channels=("bm25",)``) and plain vector only (``mode="vector"``): ``base.plain()``, so
-    no adjustment, session or neighbour support reorders them; what a user of a plain index
-    would get.
-    """
-    if mode not in SEARCH_MODES:
-        raise InvalidInputError(f"mode must be one of {', '.join(SEARCH_MODES)}")
-    default = base or get_preset("balanced")
-    named = configs if configs is not None else {"recalld": default}
-    systems = [c if isinstance(c, System) else System(n, c, mode) for n, c in named.items()]
-    if baselines:
-        plain = default.plain()
-        systems += [
-            System("rrf", plain, "hybrid"),
-            System("bm25", plain.with_changes(channels=("bm25",)), "hybrid"),
-            System("vector", plain, "vector"),
-        ]
-    names = [s.name for s in systems]
-    if len(set(names)) != len(names):
-        raise InvalidInputError(f"system names must be unique, got {', '.join(names)}")
-    return systems
-
-
-@dataclass
-class _Tally:
-    """What accumulates over a run (internal and mutable on purpose)."""
-
-    probes: list[dict[str, Any]] = field(default_factory=list)
-    latency_ms: dict[str, list[float]] = field(default_factory=dict)
-    first_search_ms: list[float] = field(default_factory=list)
-    short_rankings: dict[str, int] = field(default_factory=dict)
-    memories: int = 0
-    skipped_turns: int = 0
-    ingest_s: float = 0.0
-    unscored: int = 0
-
-
-def load_embedder(embedder: Embedder, cache_dir: Path | None) -> Embedder:
-    """The embedder, behind the persistent cache when ``cache_dir`` is set."""
-    if cache_dir is None or isinstance(embedder, CachedEmbedder):
-        return embedder
-    return CachedEmbedder(embedder, EmbeddingCache(Path(cache_dir) / CACHE_FILE))
 
 
 def run_cases(
@@ -157,21 +101,23 @@ def run_cases(
     if any(b < 1 for b in budgets):
         raise InvalidInputError("context budgets must be positive")
     started, load_before = time.perf_counter(), load_average()
-    hits_before, misses_before = _cache_counts(embedder)
-    tally = _Tally()
+    hits_before, misses_before = cache_counts(embedder)
+    tally = Tally()
     for case in cases:
 
         def advance(step: int, label: str = case.case_id) -> None:
             if progress is not None:
                 progress(step, total_probes, label)
 
-        _run_case(case, systems, scorer, embedder, cache_dir, budgets, depth, tally, advance,
-                  models)  # fmt: skip
-    hits, misses = (a - b for a, b in zip(_cache_counts(embedder), (hits_before, misses_before),
-                                          strict=True))  # fmt: skip
+        _run_case(
+            case, systems, scorer, embedder, cache_dir, budgets, depth, tally, advance, models
+        )
+    hits, misses = (
+        a - b for a, b in zip(cache_counts(embedder), (hits_before, misses_before), strict=True)
+    )
     return {
-        "systems": {s.name: _system_report(s, tally) for s in systems},
-        "speed": _speed(tally, hits, misses, time.perf_counter() - started),
+        "systems": {s.name: system_report(s, tally) for s in systems},
+        "speed": speed(tally, hits, misses, time.perf_counter() - started),
         "probes": tally.probes,
         "unscored_probes": tally.unscored,
         "options": {"depth": depth, "budgets": list(budgets)},
@@ -190,14 +136,15 @@ def _run_case(
     cache_dir: Path | None,
     budgets: Sequence[int],
     depth: int,
-    tally: _Tally,
+    tally: Tally,
     advance: Callable[[int], None],
     models: Models | None = None,
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="recalld-bench-") as folder:
         # model_construct: explicit values and defaults only, no RECALLD_* variables read.
-        settings = Settings.model_construct(db=Path(folder) / "bench.db", cache_dir=cache_dir,
-                                            max_content_chars=MAX_CONTENT_CHARS)  # fmt: skip
+        settings = Settings.model_construct(
+            db=Path(folder) / "bench.db", cache_dir=cache_dir, max_content_chars=MAX_CONTENT_CHARS
+        )
         with recalld.open(settings=settings, embedder=embedder, models=models) as engine:
             clock = time.perf_counter()
             engine.add_many([d.memory for d in case.docs], dedupe=False)
@@ -227,15 +174,14 @@ def _ask(
     scorer: Scorer,
     budgets: Sequence[int],
     depth: int,
-    tally: _Tally,
+    tally: Tally,
 ) -> dict[str, Any]:
     """One probe through every system: ranking, scores, context evidence."""
     session_of = {d.memory.id or "": d.session for d in case.docs}
     sessions_in_case = len(set(session_of.values()))
     per_system: dict[str, Any] = {}
     for system in systems:
-        args: dict[str, Any] = {"as_of": probe.as_of, "mode": system.mode,
-                                "config": system.config}  # fmt: skip
+        args: dict[str, Any] = {"as_of": probe.as_of, "mode": system.mode, "config": system.config}
         clock = time.perf_counter()
         result = engine.search(probe.question, limit=depth, **args)
         tally.latency_ms.setdefault(system.name, []).append((time.perf_counter() - clock) * 1000)
@@ -245,9 +191,10 @@ def _ask(
             tally.short_rankings[system.name] = tally.short_rankings.get(system.name, 0) + 1
         scores = scorer(ranked, case, probe)
         if budgets and probe.gold_docs:
-            found = {b: {h.memory.id for h in engine.context(probe.question, max_tokens=b,
-                                                             **args).hits}
-                     for b in budgets}  # fmt: skip
+            found = {
+                b: {h.memory.id for h in engine.context(probe.question, max_tokens=b, **args).hits}
+                for b in budgets
+            }
             scores.update(context_scores(found, probe.gold_docs))
         per_system[system.name] = {"scores": scores, "top": ranked[:TOP_IDS_KEPT]}
     return {
@@ -258,98 +205,6 @@ def _ask(
         "gold_memories": sorted(probe.gold_docs),
         "systems": per_system,
     }
-
-
-def summarize(records: Sequence[Mapping[str, float]]) -> dict[str, Any]:
-    """Mean of each metric over the records that have it, and how many had it."""
-    sums: dict[str, float] = {}
-    counts: dict[str, int] = {}
-    for record in records:
-        for name, value in record.items():
-            sums[name] = sums.get(name, 0.0) + value
-            counts[name] = counts.get(name, 0) + 1
-    names = sorted(sums)
-    return {
-        "n": len(records),
-        "metrics": {n: sums[n] / counts[n] for n in names},
-        "counts": {n: counts[n] for n in names},
-    }
-
-
-def _system_report(system: System, tally: _Tally) -> dict[str, Any]:
-    scores = [p["systems"][system.name]["scores"] for p in tally.probes]
-    groups: dict[str, list[Mapping[str, float]]] = {}
-    for probe, score in zip(tally.probes, scores, strict=True):
-        groups.setdefault(probe["group"], []).append(score)
-    latencies = tally.latency_ms.get(system.name, [])
-    return {
-        "mode": system.mode,
-        "config": config_dict(system.config),
-        "overall": summarize(scores),
-        "by_group": {g: summarize(groups[g]) for g in sorted(groups)},
-        "latency_ms": _latency(latencies),
-        "short_rankings": tally.short_rankings.get(system.name, 0),
-    }
-
-
-def _latency(values: Sequence[float]) -> dict[str, float]:
-    if not values:
-        return {}
-    return {"p50": percentile(values, 50), "p95": percentile(values, 95),
-            "mean": sum(values) / len(values), "searches": len(values)}  # fmt: skip
-
-
-def _speed(tally: _Tally, hits: int, misses: int, wall_s: float) -> dict[str, Any]:
-    state = "warm" if misses == 0 else "cold" if hits == 0 else "partly warm"
-    rate = tally.memories / tally.ingest_s if tally.ingest_s > 0 else 0.0
-    return {
-        "memories": tally.memories,
-        "skipped_empty_turns": tally.skipped_turns,
-        "ingest_s": tally.ingest_s,
-        "ingest_memories_per_s": rate,
-        "embedding_cache": {"hits": hits, "misses": misses, "state": state},
-        "peak_rss_mb": peak_rss_mb(),
-        "wall_s": wall_s,
-        "first_search_ms": _latency(tally.first_search_ms),
-    }
-
-
-def _cache_counts(embedder: Embedder) -> tuple[int, int]:
-    if isinstance(embedder, CachedEmbedder):
-        return embedder.hits, embedder.misses
-    return 0, 0
-
-
-def peak_rss_mb() -> float:
-    """Peak resident memory of this process so far, in MiB."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    # Linux reports KiB, macOS bytes.
-    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
-
-
-def machine() -> dict[str, Any]:
-    """What the figures were measured on."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cores": cores, "platform": platform.platform(), "processor": platform.machine(),
-            "python": platform.python_version()}  # fmt: skip
-
-
-def load_average() -> list[float] | None:
-    """The machine's 1, 5 and 15 minute load averages (None where the OS has none)."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def config_dict(config: RetrievalConfig) -> dict[str, Any]:
-    """A retrieval config as plain JSON values."""
-    out: dict[str, Any] = {}
-    for f in fields(config):
-        value = getattr(config, f.name)
-        out[f.name] = dict(value) if isinstance(value, Mapping) else (
-            list(value) if isinstance(value, tuple) else value)  # fmt: skip
-    return out
 
 
 # -- benchmark entry points ----------------------------------------------------------------
@@ -401,30 +256,51 @@ def run_longmemeval(
     """
     if granularity not in ("turn", "session"):
         raise InvalidInputError("granularity must be 'turn' or 'session'")
-    _check_run(limit, depth)
+    check_run(limit, depth)
     questions = load_longmemeval(path)
-    chosen = select_questions(questions, question_ids=question_ids,
-                              include_abstention=include_abstention, limit=limit)  # fmt: skip
+    chosen = select_questions(
+        questions, question_ids=question_ids, include_abstention=include_abstention, limit=limit
+    )
     model, resolved_cache, default, setting = resources(embedder, cache_dir, settings, base)
     systems = build_systems(configs, mode=mode, baselines=baselines, base=default)
     turn_level = granularity == "turn"
 
     def scorer(ranked: Sequence[str], case: Case, probe: Probe) -> dict[str, float]:
         session_of = {d.memory.id or "": d.session for d in case.docs}
-        return longmemeval_scores(ranked, session_of, probe.gold_sessions, probe.gold_docs,
-                                  case.session_sizes(), turn_level=turn_level)  # fmt: skip
+        return longmemeval_scores(
+            ranked,
+            session_of,
+            probe.gold_sessions,
+            probe.gold_docs,
+            case.session_sizes(),
+            turn_level=turn_level,
+        )
 
     cases = (longmemeval_case(q, granularity, roles or None) for q in chosen)
     report = run_cases(
-        cases, len(chosen), systems, scorer,
-        embedder=model, cache_dir=resolved_cache, budgets=budgets, depth=depth,
-        progress=progress, models=run_models(settings, resolved_cache), embedder_setting=setting,
-    )  # fmt: skip
+        cases,
+        len(chosen),
+        systems,
+        scorer,
+        embedder=model,
+        cache_dir=resolved_cache,
+        budgets=budgets,
+        depth=depth,
+        progress=progress,
+        models=run_models(settings, resolved_cache),
+        embedder_setting=setting,
+    )
     abstention = sum(q.abstention for q in questions)
-    report["options"].update({"mode": mode, "granularity": granularity,
-                              "roles": list(roles) or "all", "limit": limit,
-                              "question_ids": list(question_ids),
-                              "include_abstention": include_abstention})  # fmt: skip
+    report["options"].update(
+        {
+            "mode": mode,
+            "granularity": granularity,
+            "roles": list(roles) or "all",
+            "limit": limit,
+            "question_ids": list(question_ids),
+            "include_abstention": include_abstention,
+        }
+    )
     report["questions"] = {
         "in_file": len(questions),
         "abstention_in_file": abstention,
@@ -459,7 +335,7 @@ def run_locomo(
     ``limit`` and ``conversation_ids`` select conversations (a store per conversation);
     ``categories`` selects questions. Other arguments are those of :func:`run_longmemeval`.
     """
-    _check_run(limit, depth)
+    check_run(limit, depth)
     conversations = select_by_id(
         load_locomo(path), conversation_ids, lambda c: c.sample_id, "conversation"
     )
@@ -475,11 +351,26 @@ def run_locomo(
     total = sum(len(c.probes) for c in cases)
     models = run_models(settings, resolved_cache)
     report = run_cases(
-        cases, total, systems, scorer, embedder=model, cache_dir=resolved_cache,
-        budgets=budgets, depth=depth, progress=progress, models=models, embedder_setting=setting,
-    )  # fmt: skip
-    report["options"].update({"mode": mode, "categories": list(categories), "limit": limit,
-                              "conversation_ids": list(conversation_ids)})  # fmt: skip
+        cases,
+        total,
+        systems,
+        scorer,
+        embedder=model,
+        cache_dir=resolved_cache,
+        budgets=budgets,
+        depth=depth,
+        progress=progress,
+        models=models,
+        embedder_setting=setting,
+    )
+    report["options"].update(
+        {
+            "mode": mode,
+            "categories": list(categories),
+            "limit": limit,
+            "conversation_ids": list(conversation_ids),
+        }
+    )
     report["questions"] = {
         "conversations": len(chosen),
         "in_file": sum(len(c.questions) for c in conversations),
@@ -488,63 +379,6 @@ def run_locomo(
         "without_evidence": report["unscored_probes"],
         "unknown_evidence_ids": sum(
             len(q.unknown_evidence) for c in chosen for q in c.questions if q.category in categories
-        ),  # fmt: skip
+        ),
     }
     return ordered_report("locomo", path, report)
-
-
-REPORT_ORDER = ("benchmark", "file", "date", "machine", "load_average", "embedder",
-                "questions", "options", "systems", "comparisons", "speed", "unscored_probes",
-                "probes")  # fmt: skip
-
-
-def ordered_report(benchmark: str, path: str | Path, report: dict[str, Any]) -> dict[str, Any]:
-    """The report with its summary keys first and the per-question records last."""
-    full = {"benchmark": benchmark, "file": str(path), **report}
-    return {k: full[k] for k in REPORT_ORDER if k in full} | {
-        k: v for k, v in full.items() if k not in REPORT_ORDER}  # fmt: skip
-
-
-def _check_run(limit: int | None, depth: int) -> None:
-    if limit is not None and limit < 1:
-        raise InvalidInputError("limit must be at least 1")
-    if not 1 <= depth <= 1000:
-        raise InvalidInputError("depth must be between 1 and 1000")
-
-
-def run_models(settings: Settings | None, cache_dir: Path) -> Models | None:
-    """The LLM and reranker the settings name (``--llm``, ``--reranker``), if any, their
-    answers cached beside the run's embeddings."""
-    if settings is None or not (settings.llm or settings.reranker):
-        return None
-    return build_models(settings.model_copy(update={"cache_dir": cache_dir}))
-
-
-class Resources(NamedTuple):
-    """What a run is built on, resolved from the call's arguments and the settings."""
-
-    embedder: Embedder
-    """The embedder, behind the persistent cache."""
-    cache_dir: Path
-    base: RetrievalConfig
-    """recalld's default settings, from which the baselines derive."""
-    embedder_setting: str | None
-    """The setting that chose the embedder (``None`` for an object given in code)."""
-
-
-def resources(
-    embedder: Embedder | str | None,
-    cache_dir: Path | None,
-    settings: Settings | None,
-    base: RetrievalConfig | None,
-) -> Resources:
-    """The embedder (behind the cache), the cache folder and recalld's default settings."""
-    folder = cache_dir or (settings.cache_dir if settings else None) or default_cache_dir()
-    spec: str | None = None
-    if isinstance(embedder, Embedder):
-        model = embedder
-    else:
-        spec = embedder or (settings.embedder if settings else "local")
-        model = resolve_embedder(spec, settings)
-    preset = get_preset(settings.preset) if settings else get_preset("balanced")
-    return Resources(load_embedder(model, Path(folder)), Path(folder), base or preset, spec)

@@ -35,18 +35,14 @@ import recalld
 from recalld.bench.cases import select_by_id
 from recalld.bench.metrics import percentile
 from recalld.bench.report import embedder_record
-from recalld.bench.runner import (
-    Progress,
-    System,
-    build_systems,
+from recalld.bench.run_report import (
     config_dict,
     load_average,
     machine,
     peak_rss_mb,
-    resources,
-    run_models,
     summarize,
 )
+from recalld.bench.systems import Progress, System, build_systems, resources, run_models
 from recalld.bench.workloads import (
     DEPTH,
     FILE_PREFIX,

@@ -66,9 +66,11 @@ def prepare(path: Path) -> Access:
 
 def _read_only(path: Path) -> Access:
     """Read-only access: ``mode=ro`` when SQLite can open it so, else ``immutable``."""
-    refusal = (f"the store {path} is read-only for this user (a read-only file, folder or "
-               "mount): it can be searched and listed, not written; copy it somewhere "
-               "writable, or fix its permissions, to write to it")  # fmt: skip
+    refusal = (
+        f"the store {path} is read-only for this user (a read-only file, folder or "
+        "mount): it can be searched and listed, not written; copy it somewhere "
+        "writable, or fix its permissions, to write to it"
+    )
     quoted = urllib.parse.quote(str(path.absolute()))
     wal = Path(f"{path}-wal")
     pending = wal.exists() and wal.stat().st_size > 0
@@ -87,12 +89,16 @@ def _read_only(path: Path) -> Access:
             continue
         return Access(target, True, refusal)
     if pending:
-        raise StoreError(f"the store {path} is read-only and its last changes are still in "
-                         f"{wal.name}, which SQLite cannot read here: open it once where it "
-                         "is writable (or copy the folder somewhere writable)")  # fmt: skip
-    raise StoreError(f"the store {path} is read-only for this user, and SQLite cannot read it "
-                     "while another user may write it (it needs to create its -shm file "
-                     "beside it): read it as its owner, or from a copy")  # fmt: skip
+        raise StoreError(
+            f"the store {path} is read-only and its last changes are still in "
+            f"{wal.name}, which SQLite cannot read here: open it once where it "
+            "is writable (or copy the folder somewhere writable)"
+        )
+    raise StoreError(
+        f"the store {path} is read-only for this user, and SQLite cannot read it "
+        "while another user may write it (it needs to create its -shm file "
+        "beside it): read it as its owner, or from a copy"
+    )
 
 
 def _nobody_writes(path: Path) -> bool:
@@ -118,8 +124,10 @@ def exposure_advice(path: str) -> tuple[str, ...]:
                 exposed.append(name)
     if not exposed:
         return ()
-    return (f"other users of this machine can read {', '.join(exposed)}: `chmod 600` them "
-            "(recalld creates its files private; these were made otherwise)",)  # fmt: skip
+    return (
+        f"other users of this machine can read {', '.join(exposed)}: `chmod 600` them "
+        "(recalld creates its files private; these were made otherwise)",
+    )
 
 
 def setup(db: sqlite3.Connection, access: Access, path: str) -> str | None:
@@ -129,8 +137,10 @@ def setup(db: sqlite3.Connection, access: Access, path: str) -> str | None:
     if access.refusal is not None:  # read-only: it cannot be migrated, only read
         missing = missing_steps(db)
         if missing:
-            raise StoreError(f"{access.refusal}; and it needs upgrading first (schema steps "
-                             f"{', '.join(missing)}), which writes to it")  # fmt: skip
+            raise StoreError(
+                f"{access.refusal}; and it needs upgrading first (schema steps "
+                f"{', '.join(missing)}), which writes to it"
+            )
         return access.refusal
     enable_wal(db)
     newer = newer_schema(db, path)
@@ -168,9 +178,11 @@ def newer_schema(db: sqlite3.Connection, path: str) -> str | None:
         return None
     newest = max(number for number, _ in unknown)
     names = ", ".join(name for _, name in sorted(unknown))
-    return (f"the store {path} was written by a newer recalld (schema version {newest}, "
-            f"this recalld knows up to {SCHEMA_VERSION}; newer steps: {names}); it can be "
-            "searched and listed, not written: upgrade recalld to write to it")  # fmt: skip
+    return (
+        f"the store {path} was written by a newer recalld (schema version {newest}, "
+        f"this recalld knows up to {SCHEMA_VERSION}; newer steps: {names}); it can be "
+        "searched and listed, not written: upgrade recalld to write to it"
+    )
 
 
 def missing_steps(db: sqlite3.Connection) -> list[str]:

@@ -70,12 +70,16 @@ def _tags_sql(tags: Sequence[str], alias: str, params: Params) -> list[str]:
     """Clauses for "carries every one of ``tags``"; their parameters appended to ``params``."""
     if len(tags) <= TAG_CLAUSES_MAX:
         params.extend(tags)
-        return [f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag = ?)"
-                for _ in tags]  # fmt: skip
+        return [
+            f"EXISTS (SELECT 1 FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag = ?)"
+            for _ in tags
+        ]
     wanted = sorted(set(tags))
     params.extend([json.dumps(wanted), len(wanted)])
-    return [f"(SELECT count(*) FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag IN"
-            " (SELECT value FROM json_each(?))) = ?"]  # fmt: skip
+    return [
+        f"(SELECT count(*) FROM memory_tags t WHERE t.pk = {alias}.pk AND t.tag IN"
+        " (SELECT value FROM json_each(?))) = ?"
+    ]
 
 
 def is_trivial(filters: MemoryFilter) -> bool:
@@ -121,8 +125,7 @@ BM25_MAX_PARTS = 4
 def bm25_spans(rows_max: int, parts: int) -> list[tuple[int, int]]:
     """``parts`` rowid ranges [from, to) of near-equal length covering 1..``rows_max``."""
     step = -(-rows_max // parts)
-    return [(1 + min(rows_max, i * step), 1 + min(rows_max, (i + 1) * step))
-            for i in range(parts)]  # fmt: skip
+    return [(1 + min(rows_max, i * step), 1 + min(rows_max, (i + 1) * step)) for i in range(parts)]
 
 
 def bm25_count_sql(table: str, ranged: bool = False) -> str:
@@ -138,8 +141,10 @@ def pks_where_sql(where: str, count: int) -> str:
     """(pk, id, content) of the rows among ``count`` pks that pass ``where`` (parameters:
     the pks, then the filter's). ``NOT INDEXED``: the rows are read by pk, never by scanning
     the namespace or forgotten index that the planner would otherwise prefer."""
-    return (f"SELECT m.pk, m.id, m.content FROM memories m NOT INDEXED"
-            f" WHERE m.pk IN ({','.join('?' * count)}) AND {where}")  # fmt: skip
+    return (
+        f"SELECT m.pk, m.id, m.content FROM memories m NOT INDEXED"
+        f" WHERE m.pk IN ({','.join('?' * count)}) AND {where}"
+    )
 
 
 def capped_count_sql(where: str) -> str:

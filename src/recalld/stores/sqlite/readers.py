@@ -135,14 +135,16 @@ def rescored(
         kept = [passed[pk] for pk, _ in found.rows if pk in passed]
         if len(kept) >= limit or len(found.rows) < k:
             exact = _fts5_scores(db, [content for _, content in kept], phrases, found.holding)
-            return sorted(((memory_id, -score) for (memory_id, _), score
-                           in zip(kept, exact, strict=True)),
-                          key=lambda r: (r[1], r[0]))[:limit]  # fmt: skip
+            return sorted(
+                ((memory_id, -score) for (memory_id, _), score in zip(kept, exact, strict=True)),
+                key=lambda r: (r[1], r[0]),
+            )[:limit]
     return None
 
 
-def _fts5_scores(db: sqlite3.Connection, texts: list[str], phrases: list[list[str]],
-                 holding: list[int]) -> list[float]:  # fmt: skip
+def _fts5_scores(
+    db: sqlite3.Connection, texts: list[str], phrases: list[list[str]], holding: list[int]
+) -> list[float]:
     if not texts:
         return []
     (averages,) = db.execute(q.FTS_AVERAGES_SQL).fetchone()
@@ -177,8 +179,9 @@ def substring(ask: TextAsk, scope: Scope) -> list[ChannelCandidate]:
     if not short:
         return []
     likes = [f"%{q.escape_like(s)}%" for s in short]
-    found = scope.db.execute(q.like_sql(scope.where, len(likes)),
-                             [*likes, *scope.params, ask.limit])  # fmt: skip
+    found = scope.db.execute(
+        q.like_sql(scope.where, len(likes)), [*likes, *scope.params, ask.limit]
+    )
     return ranked((memory_id, 0.0) for (memory_id,) in found)
 
 
@@ -233,16 +236,18 @@ def fts5_bm25(scope: Scope, table: str, match: str, limit: int) -> list[tuple[st
     run at the same time and merged (the same result each way)."""
     largest = scope.rows_max
     if largest < q.BM25_WINNERS_MIN_ROWS:
-        rows = scope.db.execute(q.bm25_sql(table, scope.where),
-                                [match, *scope.params, limit]).fetchall()  # fmt: skip
+        rows = scope.db.execute(
+            q.bm25_sql(table, scope.where), [match, *scope.params, limit]
+        ).fetchall()
         return [(memory_id, float(raw)) for memory_id, raw in rows]
     parts = min(os.cpu_count() or 1, q.BM25_MAX_PARTS)
     if largest < q.BM25_SPLIT_MIN_ROWS or parts < 2 or not scope.spread:
         return _winners(scope, table, match, limit, None)
     part = partial(_winners, scope, table, match, limit)  # each thread its own connection
     first, *rest = q.bm25_spans(largest, parts)
-    found, others = _bm25_threads.run_beside(partial(part, first),
-                                             [partial(part, span) for span in rest])  # fmt: skip
+    found, others = _bm25_threads.run_beside(
+        partial(part, first), [partial(part, span) for span in rest]
+    )
     merged = found + [row for other in others for row in other]
     return sorted(merged, key=lambda r: (r[1], r[0]))[:limit]
 
@@ -260,8 +265,7 @@ def _winners(
         q.bm25_winners_sql(table, where, ranged), [match, *bounds, inner, *params, limit]
     ).fetchall()
     if len(rows) < limit:
-        (matched,) = db.execute(q.bm25_count_sql(table, ranged), [match, *bounds, inner]
-                                ).fetchone()  # fmt: skip
+        (matched,) = db.execute(q.bm25_count_sql(table, ranged), [match, *bounds, inner]).fetchone()
         if matched >= inner:  # the filters hid winners: rank every match instead
             rows = db.execute(
                 q.bm25_sql(table, where, ranged), [match, *bounds, *params, limit]

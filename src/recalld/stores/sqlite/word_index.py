@@ -184,11 +184,15 @@ class WordIndex:
         if not held <= set(namespaces):
             # Other tenants' rows are in the index: the wall goes into the query. (Only a
             # disjunction alone is pruned, so a store of one tenant leaves it to the join.)
-            query = tantivy.Query.boolean_query([
-                (tantivy.Occur.Must, query),
-                (tantivy.Occur.Must, tantivy.Query.term_set_query(schema, "namespace",
-                                                                  list(namespaces))),
-            ])  # fmt: skip
+            query = tantivy.Query.boolean_query(
+                [
+                    (tantivy.Occur.Must, query),
+                    (
+                        tantivy.Occur.Must,
+                        tantivy.Query.term_set_query(schema, "namespace", list(namespaces)),
+                    ),
+                ]
+            )
         hits = searcher.search(query, k, count=False).hits
         pks = searcher.fast_field_values("pk", [address for _, address in hits])
         found = [(int(pk), float(score)) for (score, _), pk in zip(hits, pks, strict=True)]
@@ -225,8 +229,12 @@ class WordIndex:
             return True
         if self._read_covered() == covered and self._warned != covered:
             self._warned = covered
-            log.warning("the word index %s does not follow the store: %s; FTS5 answers "
-                        "until the next write rebuilds it", self.folder, reason)  # fmt: skip
+            log.warning(
+                "the word index %s does not follow the store: %s; FTS5 answers "
+                "until the next write rebuilds it",
+                self.folder,
+                reason,
+            )
         return False
 
     def _open_searcher(self, covered: Covered) -> bool:
@@ -251,8 +259,13 @@ class WordIndex:
         try:
             data = json.loads((self.folder / "covered.json").read_text(encoding="utf-8"))
             stamp = data.get("stamp")
-            return Covered(str(data["store"]), int(data["seq"]), str(data.get("commit", "")),
-                           None if stamp is None else int(stamp), "stamp" in data)  # fmt: skip
+            return Covered(
+                str(data["store"]),
+                int(data["seq"]),
+                str(data.get("commit", "")),
+                None if stamp is None else int(stamp),
+                "stamp" in data,
+            )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
@@ -267,8 +280,9 @@ class WordIndex:
             return
         with self._exclusive(wait=True) as held:
             if not held:
-                log.info("the word index %s is busy in another process; left for later",
-                         self.folder)  # fmt: skip
+                log.info(
+                    "the word index %s is busy in another process; left for later", self.folder
+                )
                 return
             with self._lock:
                 covered = self._read_covered()
@@ -292,9 +306,13 @@ class WordIndex:
             if _diverged(db, covered) is not None:  # (rebuilt by the next write)
                 return None
             newest = _newest(db)
-            pks = [r[0] for r in db.execute(
-                "SELECT DISTINCT pk FROM word_changes WHERE seq > ? AND seq <= ?",
-                (covered.seq, newest))]  # fmt: skip
+            pks = [
+                r[0]
+                for r in db.execute(
+                    "SELECT DISTINCT pk FROM word_changes WHERE seq > ? AND seq <= ?",
+                    (covered.seq, newest),
+                )
+            ]
             rows = _rows(db, pks)
             stamp = _stamp(db, newest)
         finally:
@@ -305,8 +323,7 @@ class WordIndex:
             if pks:
                 self._replay(pks, rows)
         except (OSError, ValueError) as exc:
-            log.warning("the word index %s could not be brought up to date (%s)",
-                        self.folder, exc)  # fmt: skip
+            log.warning("the word index %s could not be brought up to date (%s)", self.folder, exc)
             self._index = self._searcher = None
             return None
         return _write_covered(self.folder, covered.store, newest, stamp)
@@ -357,8 +374,12 @@ class WordIndex:
             os.replace(self.folder, old)
         os.replace(building, self.folder)
         shutil.rmtree(old, ignore_errors=True)
-        log.info("built the word index %s: %d rows in %.1f s", self.folder, count,
-                 time.monotonic() - started)  # fmt: skip
+        log.info(
+            "built the word index %s: %d rows in %.1f s",
+            self.folder,
+            count,
+            time.monotonic() - started,
+        )
         return done
 
     @contextlib.contextmanager
@@ -440,8 +461,9 @@ def _add(writer: Any, rows: Sequence[Sequence[Any]]) -> None:
     """Index (pk, namespace, content) rows with their FTS5 tokens."""
     import tantivy
 
-    for (pk, namespace, _), tokens in zip(rows, lexical.tokenize_many([r[2] for r in rows]),
-                                          strict=True):  # fmt: skip
+    for (pk, namespace, _), tokens in zip(
+        rows, lexical.tokenize_many([r[2] for r in rows]), strict=True
+    ):
         document = tantivy.Document()
         document.add_unsigned("pk", int(pk))
         document.add_text("namespace", namespace)
@@ -453,9 +475,14 @@ def _rows(db: sqlite3.Connection, pks: Sequence[int]) -> list[tuple[int, str, st
     out: list[tuple[int, str, str]] = []
     for start in range(0, len(pks), 500):
         chunk = list(pks[start : start + 500])
-        out.extend(tuple(r) for r in db.execute(
-            f"SELECT pk, namespace, content FROM memories WHERE pk IN"
-            f" ({','.join('?' * len(chunk))})", chunk))  # fmt: skip
+        out.extend(
+            tuple(r)
+            for r in db.execute(
+                f"SELECT pk, namespace, content FROM memories WHERE pk IN"
+                f" ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+        )
     return out
 
 
@@ -475,11 +502,15 @@ def _diverged(db: sqlite3.Connection, covered: Covered) -> str | None:
         return "it belongs to another store"
     newest = _newest(db)
     if newest < covered.seq:
-        return (f"the store's change log ends at entry {newest}, before the index's mark "
-                f"{covered.seq} (was the store restored from a backup?)")  # fmt: skip
+        return (
+            f"the store's change log ends at entry {newest}, before the index's mark "
+            f"{covered.seq} (was the store restored from a backup?)"
+        )
     if covered.anchored and _stamp(db, covered.seq) != covered.stamp:
-        return (f"the store's change log entry {covered.seq} is not the one the index "
-                "reflects (was the store restored from a backup?)")  # fmt: skip
+        return (
+            f"the store's change log entry {covered.seq} is not the one the index "
+            "reflects (was the store restored from a backup?)"
+        )
     return None
 
 

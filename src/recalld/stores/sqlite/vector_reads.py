@@ -1,0 +1,213 @@
+"""The SQLite store's readers that hold state: the vector channels' (``semantic``,
+``window_semantic``) and the word channel's (``bm25``).
+
+The other readers need nothing but a connection (:data:`.readers.READERS`); these keep,
+for the store handle's lifetime:
+
+- the vector mirror (:mod:`.vectors`), shared by every thread's connection, so every
+  vector search holds :attr:`VectorReads.lock`;
+- the saved ANN index opened without loading every vector (:mod:`.lazy_vectors`), tried
+  once per process, on the first vector search while the mirror is still empty, and left
+  for the mirror for good once it cannot answer;
+- the word channel's engines, asked in order (:mod:`.word_engines`).
+
+Equal scores at the cut are ordered by the memory's id, as on PostgreSQL: each search
+fetches :data:`TIE_MARGIN` more neighbours than it keeps.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from recalld.errors import EmbedderMismatchError
+from recalld.records import TimeRange
+from recalld.stores.asks import ChannelCandidate, NearestAsk, WordsAsk, ranked
+from recalld.stores.base import Vector
+from recalld.stores.sqlite import queries as q, readers
+from recalld.stores.sqlite.lazy_vectors import LazyAnn
+from recalld.stores.sqlite.vectors import VectorMirror, listed_pks
+from recalld.stores.sqlite.word_engines import word_engines
+
+TIE_MARGIN = 16
+"""Extra nearest neighbours fetched so that equal cosines at the cut are ordered by id."""
+
+
+class VectorReads:
+    """The vector and word readers of one store handle, and what they keep.
+
+    Args:
+        path: the store's file, or ``":memory:"`` (no saved index, no word index).
+        connection: the calling thread's connection to the store.
+        visible: the handle's namespaces.
+    """
+
+    def __init__(
+        self, path: str, connection: Callable[[], sqlite3.Connection], visible: tuple[str, ...]
+    ) -> None:
+        self._connection = connection
+        self._visible = visible
+        self.mirror = VectorMirror(None if path == ":memory:" else Path(path + ".ann"))
+        """Every vector in memory, or an ANN index over them past its size."""
+        self.lock = threading.RLock()
+        """Held through every vector search: the mirror is shared by the threads."""
+        self.lazy: LazyAnn | None = None
+        """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
+        self.lazy_tried = False
+        self.word_engines = word_engines(path)
+        """The word channel's engines, asked in order (the word index of a large store when
+        tantivy is installed, then FTS5)."""
+
+    @property
+    def channel_readers(self) -> dict[str, readers.Reader]:
+        """The readers of the channels these answer."""
+        return {
+            "semantic": self.semantic,
+            "window_semantic": self.window_semantic,
+            "bm25": self.words,
+        }
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self._connection()
+
+    def words(self, ask: WordsAsk, scope: readers.Scope) -> list[ChannelCandidate]:
+        """The word channel: the first of the word engines that answers."""
+        return readers.words(self.word_engines, ask, scope)
+
+    def semantic(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
+        """The semantic channel: the nearest vectors, from the ANN index or the mirror."""
+        with self.lock:
+            return self._semantic_locked(ask, scope)
+
+    def _semantic_locked(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
+        assert ask.vector is not None
+        hidden: npt.NDArray[np.int64] | None = None
+        keep: npt.NDArray[np.int64] | None = None
+        if scope.trivial:
+            # Hidden: forgotten memories and other namespaces' (both usually few or none).
+            outside, outside_params = q.outside_sql(self._visible)
+            hidden = listed_pks(
+                self._db,
+                "SELECT pk FROM memories WHERE forgotten_at IS NOT"
+                f" NULL UNION ALL SELECT pk FROM memories WHERE {outside}",
+                outside_params,
+            )
+        else:
+            keep = self.pks_where(scope.where, scope.params)
+        return self.nearest(ask.vector, ask.limit, hidden, keep, ask.near_memory)
+
+    def window_semantic(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
+        """The nearest vectors inside the ask's time window."""
+        assert ask.vector is not None
+        query_vector, limit = ask.vector, ask.limit
+        where, params = readers.within(ask.window, scope.where, scope.params)
+        with self.lock:
+            lazy = self.lazy_index()
+            # A window too large to list, or holding a share of the rows large enough for
+            # the index's candidates to find its nearest (a year of a 100k store: 50k rows,
+            # half the candidates pass), is checked on the index's candidates alone.
+            if lazy is not None:
+                fetch = limit + TIE_MARGIN
+                wide = min(lazy.subset_exact_rows, lazy.passing_rows(fetch))
+                if self._window_rows(ask.window, wide + 1) > wide:
+                    _check_dimension(query_vector, lazy.dimension)
+                    found = lazy.search_passing(self._db, query_vector, fetch, where, params)
+                    if found is not None:
+                        return ranked(_ties_by_id(found, limit))
+            return self.nearest(query_vector, limit, None, self.pks_where(where, params))
+
+    def nearest(
+        self,
+        query: Vector,
+        limit: int,
+        hidden: npt.NDArray[np.int64] | None,
+        keep: npt.NDArray[np.int64] | None,
+        near_memory: bool = False,
+    ) -> list[ChannelCandidate]:
+        """The ``limit`` nearest vectors among rows not ``hidden`` (or only ``keep`` ones):
+        from the saved ANN index alone while it can answer, else from the mirror
+        (``near_memory``: :attr:`NearestAsk.near_memory`)."""
+        lazy = self.lazy_index()
+        if lazy is not None:
+            _check_dimension(query, lazy.dimension)
+            found = lazy.search(self._db, query, limit + TIE_MARGIN, hidden, keep, near_memory)
+            if found is not None:
+                return ranked(_ties_by_id(found, limit))
+            self.lazy = None  # the mirror answers from now on in this process
+        mirror = self.mirror
+        mirror.refresh(self._db)
+        if mirror.dimension is not None:
+            _check_dimension(query, mirror.dimension)
+        allowed: npt.NDArray[np.bool_] | None = None
+        if keep is not None:
+            allowed = mirror.rows_with(keep)
+        elif hidden is not None and len(hidden):
+            allowed = ~mirror.rows_with(hidden)
+        found = mirror.search_ids(query, limit + TIE_MARGIN, allowed, near_memory)
+        return ranked(_ties_by_id(found, limit))
+
+    def exact(self) -> bool:
+        """Whether the vector channels score every vector (no ANN index answers)."""
+        # Read without the lock (held through a vector search): two attributes a search
+        # sets once; a stale answer only reads vectors that were not needed.
+        return self.lazy is None and not self.mirror.uses_ann
+
+    def lazy_index(self) -> LazyAnn | None:
+        """The saved ANN index, opened on the first vector search of a process whose mirror
+        is still empty, while the store is past the mirror's ANN size."""
+        if not self.lazy_tried and self.mirror.size == 0:
+            self.lazy_tried = True
+            mirror = self.mirror
+            self.lazy = LazyAnn.open(
+                self._db, mirror.index_path, mirror.subset_exact_rows, mirror.build_threads
+            )
+        lazy = self.lazy
+        if lazy is None:
+            return None
+        if not lazy.catch_up(self._db) or lazy.size < self.mirror.ann_min_rows:
+            self.lazy = None
+            return None
+        return lazy
+
+    def search_exactly(self, words: bool, vectors: bool) -> None:
+        """From now on FTS5 scores every matching row (``words``), and every vector is
+        scored instead of reading the ANN index (``vectors``)."""
+        if words:
+            self.word_engines = [readers.FTS5]
+        if vectors:
+            self.mirror.ann_min_rows = 2**62
+            self.lazy, self.lazy_tried = None, True
+
+    def pks_where(self, where: str, params: list[object]) -> npt.NDArray[np.int64]:
+        """The pks of the rows of ``memories m`` that pass ``where``: a filtered vector
+        search's rows."""
+        return listed_pks(self._db, f"SELECT m.pk FROM memories m WHERE {where}", params)
+
+    def _window_rows(self, window: TimeRange | None, cap: int) -> int:
+        """How many rows of the handle's namespaces the time ``window`` holds, counted
+        up to ``cap`` on the (namespace, ref_time) index alone: an upper bound of what the
+        window keeps after the other filters."""
+        wall, params = q.namespace_sql(self._visible)
+        where, params = readers.within(window, wall, list(params))
+        (rows,) = self._db.execute(q.capped_count_sql(where), [*params, cap]).fetchone()
+        return int(rows)
+
+
+def _check_dimension(query: Vector, dimension: int) -> None:
+    if query.shape[-1] != dimension:
+        raise EmbedderMismatchError(
+            f"query vector has {query.shape[-1]} dimensions, the store's vectors have {dimension}"
+        )
+
+
+def _ties_by_id(pairs: Any, limit: int) -> list[tuple[str, float]]:
+    """(id, score) pairs best first, equal scores by the memory's text id (kept by
+    ``recalld migrate``, unlike row numbers), so that both backends break ties alike."""
+    return sorted(pairs, key=lambda p: (-p[1], p[0]))[:limit]

@@ -124,7 +124,7 @@ def test_without_its_file_an_index_reads_the_table_as_before(
     assert [p.stem for p in files(saved, "*.vectors")] == [index.name.split(".")[0]]
     again = opened(saved)
     semantic(again, clustered(1, 46)[0])
-    assert again._lazy is not None and again._lazy.copies is not None
+    assert again.vector_reads.lazy is not None and again.vector_reads.lazy.copies is not None
     again.close()
 
 
@@ -184,7 +184,7 @@ def test_writes_of_another_process_are_followed_and_saved(
     fresh = opened(saved)
     for probe in clustered(6, seed=50):
         same(semantic(fresh, probe), exact_answer(saved, probe))
-    assert fresh._lazy is not None and fresh._lazy.copies is not None
+    assert fresh.vector_reads.lazy is not None and fresh.vector_reads.lazy.copies is not None
     fresh.close()
     store.close()
 

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import builtins
 import functools
-import io
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
@@ -20,15 +19,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
 from pydantic import BaseModel
 
 from recalld.config import Settings, expand_location, load_settings
-from recalld.errors import (
-    ConflictError,
-    EmbedderMismatchError,
-    InvalidInputError,
-    NotFoundError,
-    StoreError,
-)
+from recalld.errors import InvalidInputError, StoreError
+from recalld.operations import files, reading, upkeep, writing
+from recalld.operations.reading import FILTER_ARGS, filter_args as _filter_args
+from recalld.operations.writing import Progress, Writer
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
-from recalld.providers.embedders import Embedder, Fingerprint, Vectors, resolve_embedder
+from recalld.providers.embedders import Embedder, resolve_embedder
 from recalld.records import (
     AddResult,
     Context,
@@ -39,7 +35,6 @@ from recalld.records import (
     SearchResult,
 )
 from recalld.requests import (
-    MAX_LIMIT,
     AddMemories,
     ContextQuery,
     ForgetMemories,
@@ -50,28 +45,13 @@ from recalld.requests import (
     SearchQuery,
     SupersedeMemory,
     UpdateMemory,
-    as_utc,
     parse,
-    refuse_unstorable,
 )
-from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig, get_preset
-from recalld.retrieval.context_block import context_line, successors_in_context
 from recalld.retrieval.models import Models, build_models
-from recalld.retrieval.pipeline import SearchRequest, search
 from recalld.stores import open_store
-from recalld.stores.base import (
-    IndexBuild,
-    IndexBuilding,
-    IndexKind,
-    SourceIndex,
-    Store,
-    StoreStats,
-    Tenancy,
-    already_stored,
-)
-from recalld.text import estimate_tokens
-from recalld.validation import prepare_memory, text_of as _text
+from recalld.stores.base import IndexBuild, IndexKind, Store, StoreStats, Tenancy
+from recalld.validation import text_of as _text
 
 if TYPE_CHECKING:
     import threading
@@ -79,20 +59,6 @@ if TYPE_CHECKING:
     from recalld.sources.importer import ImportReport
     from recalld.sources.indexer import IndexDeps, IndexProgress, IndexReport
     from recalld.sources.status import SourceStatus
-
-Progress = Callable[[int], None]
-EMBED_SPAN = 2048
-"""Memories embedded together in bulk adds and reindex: the embedder sorts them by length
-and cuts batches from the sorted list, so the longer the span, the less padding (spans of
-256 ran about 15% slower than one span of 1,500 LoCoMo turns). Each span is then committed
-in transactions of ``WRITE_BATCH``; 2,048 vectors hold 3 MB."""
-WRITE_BATCH = 256
-"""Memories committed per transaction in bulk adds."""
-CONTEXT_MIN_HITS = 50
-"""``context()`` considers at least this many hits, and one more per
-``CONTEXT_TOKENS_PER_HIT`` tokens of budget, so that a budget is filled even when memories
-are short (a chat turn is 20-40 tokens): 2000 tokens draw on 125 hits."""
-CONTEXT_TOKENS_PER_HIT = 16
 
 
 @dataclass(frozen=True)
@@ -138,8 +104,9 @@ class MemoryEngine:
         self.store = store
         self.settings = settings
         self.config = config or get_preset(settings.preset)
-        self._embedder_factory = embedder if callable(embedder) and not isinstance(
-            embedder, Embedder) else None  # fmt: skip
+        self._embedder_factory = (
+            embedder if callable(embedder) and not isinstance(embedder, Embedder) else None
+        )
         self._embedder: Embedder | None = embedder if isinstance(embedder, Embedder) else None
         self._clock = clock or (lambda: datetime.now(UTC))
         self._cache: EmbeddingCache | None = None
@@ -194,23 +161,8 @@ class MemoryEngine:
         if self._embedder is None:
             assert self._embedder_factory is not None
             self._embedder = self._embedder_factory()
-        self._check_fingerprint(self._embedder.fingerprint)
+        upkeep.check_fingerprint(self.store, self._embedder.fingerprint)
         return self._embedder
-
-    def _check_fingerprint(self, fingerprint: Fingerprint) -> None:
-        stored = self.store.get_fingerprint()
-        if stored == fingerprint.to_json():
-            return
-        if stored is None or not self.store.any_vectors():
-            # No vector exists that the new embedder's could be mixed with: adopt it.
-            self.store.set_fingerprint(fingerprint.to_json())
-            return
-        theirs = Fingerprint.from_json(stored).describe()
-        raise EmbedderMismatchError(
-            f"this store's vectors were made by {theirs}, but the configured embedder is "
-            f"{fingerprint.describe()}; run `recalld reindex` to re-embed every memory "
-            "with the configured embedder (nothing is lost), or configure the old one"
-        )
 
     def _with_cache(self, embedder: Embedder) -> Embedder:
         """Document embeddings go through the on-disk cache when one is configured."""
@@ -243,89 +195,23 @@ class MemoryEngine:
         identical to a live memory in the same scope, project and session is not stored
         again: its result says ``created=False`` and names the existing id.
         """
-        now = self._clock()
-        given = [NewMemory(i) if isinstance(i, str) else i for i in items]
-        memories = []
-        for number, item in enumerate(given, start=1):
-            try:
-                memories.append(self._prepare(item, now))
-            except InvalidInputError as exc:
-                if len(given) == 1:
-                    raise
-                raise InvalidInputError(f"item {number} of {len(given)}: {exc}") from exc
-        results: list[AddResult] = []
-        for start in range(0, len(memories), EMBED_SPAN):
-            results.extend(self._add_span(memories[start : start + EMBED_SPAN], dedupe, progress))
-        return results
+        return writing.add_many(self._writer(), items, dedupe, progress)
 
-    def _add_span(
-        self, span: list[Memory], dedupe: bool, progress: Progress | None
-    ) -> list[AddResult]:
-        """Classify ``span`` (same id, duplicate or fresh), embed the fresh memories in one
-        call, then commit them ``WRITE_BATCH`` at a time. ``progress`` advances as memories
-        are found already stored and as the model finishes each batch."""
-        known = already_stored(span, self.store.get_many, self.store.find_duplicates, dedupe)
-        fresh = [m for m, match in zip(span, known, strict=True) if match is None]
-        if progress is not None and len(fresh) < len(span):
-            progress(len(span) - len(fresh))
-        late: dict[str, str] = {}
-        windows: dict[str, int] = {}
-        if fresh:
-            embedder = self.embedder
-            texts = [m.embedding_text for m in fresh]
-            embedded = self._with_cache(embedder).embed_documents(texts, progress)
-            fp = embedder.fingerprint.to_json()
-            stamped = [replace(m, embedding_fingerprint=fp) for m in fresh]
-            # Checked again inside each write's lock: another handle or process may have
-            # stored the same memory while this one was embedding.
-            for start in range(0, len(stamped), WRITE_BATCH):
-                late |= self.store.insert_unique(stamped[start : start + WRITE_BATCH],
-                                                 embedded.vectors[start : start + WRITE_BATCH],
-                                                 by_content=dedupe)  # fmt: skip
-            windows = dict(zip((m.id for m in fresh), embedded.windows, strict=True))
-        return [AddResult(m.id, False, match) if match is not None
-                else AddResult(m.id, False, late[m.id]) if m.id in late
-                else AddResult(m.id, True, embedding_windows=windows[m.id])
-                for m, match in zip(span, known, strict=True)]  # fmt: skip
-
-    def _prepare(self, item: NewMemory, now: datetime) -> Memory:
-        """``item`` checked and made a :class:`Memory` (see :func:`prepare_memory`)."""
-        return prepare_memory(item, now, max_content_chars=self.settings.max_content_chars,
-                              namespace_for=self.store.tenancy.namespace_for)  # fmt: skip
+    def _writer(self) -> Writer:
+        """What the write path needs of this engine, read now (a swapped clock counts)."""
+        return Writer(
+            self.store,
+            lambda: self.embedder,
+            self._with_cache,
+            self._clock,
+            self.settings.max_content_chars,
+        )
 
     @_whole_store
     def update(self, memory_id: str, **changes: Any) -> Memory:
         """Change fields of a memory; new content is re-embedded. Changes that leave every
         field as it is write nothing (``updated_at`` stays)."""
-        old = self.get(memory_id)
-        allowed = set(NewMemory.__dataclass_fields__) - {"id"}
-        unknown = sorted(set(changes) - allowed)
-        if unknown:
-            raise InvalidInputError(f"cannot update {', '.join(unknown)}")
-        if "content" in changes:
-            changes["content"] = _text(changes["content"])
-        merged = NewMemory(**{**{f: getattr(old, f) for f in allowed}, "id": old.id, **changes})
-        if "content" in changes and "entities" not in changes:
-            merged = replace(merged, entities=None)
-        fresh = self._prepare(merged, self._clock())
-        # Fields NewMemory does not carry are kept: an update must not un-forget a memory.
-        fresh = replace(fresh, created_at=old.created_at, access_count=old.access_count,
-                        last_accessed_at=old.last_accessed_at, forgotten_at=old.forgotten_at,
-                        valid_until=old.valid_until, superseded_by=old.superseded_by,
-                        position=old.position if fresh.session_id == old.session_id
-                        else None)  # fmt: skip
-        if replace(fresh, updated_at=old.updated_at,
-                   embedding_fingerprint=old.embedding_fingerprint) == old:  # fmt: skip
-            return old
-        vector = None
-        if fresh.embedding_text != old.embedding_text:
-            embedded = self._with_cache(self.embedder).embed_documents([fresh.embedding_text])
-            vector = embedded.vectors[0]
-            fresh = replace(fresh, embedding_fingerprint=self.embedder.fingerprint.to_json())
-        else:
-            fresh = replace(fresh, embedding_fingerprint=old.embedding_fingerprint)
-        self.store.replace(fresh, vector)
-        return self.get(memory_id)
+        return writing.update(self._writer(), memory_id, changes)
 
     @_whole_store
     def supersede(
@@ -349,26 +235,15 @@ class MemoryEngine:
             ConflictError: ``by`` is the memory itself.
             NotFoundError: either id is unknown (nothing is changed then).
         """
-        request = parse(SupersedeMemory, {"id": memory_id, "by": by, "until": until,
-                                          "clear": clear})  # fmt: skip
+        request = parse(
+            SupersedeMemory, {"id": memory_id, "by": by, "until": until, "clear": clear}
+        )
         return self.run_supersede(request)
 
+    @_whole_store
     def run_supersede(self, request: SupersedeMemory) -> Memory:
         """Mark the request's memory as no longer current (see :meth:`supersede`)."""
-        request = parse(SupersedeMemory, request)
-        old = self.get(request.id)
-        if request.by == request.id:
-            raise ConflictError("a memory cannot supersede itself")
-        if request.by is not None:
-            self.get(request.by)
-        fresh = replace(
-            old,
-            superseded_by=None if request.clear else (request.by or old.superseded_by),
-            valid_until=None if request.clear else (as_utc(request.until) or old.valid_until),
-            updated_at=self._clock(),
-        )
-        self.store.replace(fresh, None)
-        return self.get(request.id)
+        return writing.supersede(self._writer(), parse(SupersedeMemory, request))
 
     @_whole_store
     def forget(self, ids: str | Sequence[str], *, hard: bool = False) -> int:
@@ -377,13 +252,7 @@ class MemoryEngine:
         Raises:
             NotFoundError: if any id is unknown (nothing is changed then).
         """
-        wanted = [ids] if isinstance(ids, str) else list(ids)
-        refuse_unstorable(wanted, "id")
-        found = {m.id for m in self.store.get_many(wanted)}
-        missing = [i for i in wanted if i not in found]
-        if missing:
-            raise NotFoundError(f"unknown id: no memory with id {', '.join(missing)}")
-        return self.store.forget(wanted, hard=hard, at=self._clock())
+        return writing.forget(self._writer(), ids, hard)
 
     def run_forget(self, request: ForgetMemories) -> int:
         request = parse(ForgetMemories, request)
@@ -405,11 +274,16 @@ class MemoryEngine:
         :class:`~recalld.requests.GetMemory`).
         """
         handlers: dict[type[BaseModel], Callable[[Any], Any]] = {
-            SearchQuery: self.run_search, ContextQuery: self.run_context,
-            ListQuery: self.run_list, AddMemories: self.run_add, UpdateMemory: self.run_update,
-            ForgetMemories: self.run_forget, ImportRequest: self.run_import,
-            GetMemory: lambda r: self.get(r.id), SupersedeMemory: self.run_supersede,
-        }  # fmt: skip
+            SearchQuery: self.run_search,
+            ContextQuery: self.run_context,
+            ListQuery: self.run_list,
+            AddMemories: self.run_add,
+            UpdateMemory: self.run_update,
+            ForgetMemories: self.run_forget,
+            ImportRequest: self.run_import,
+            GetMemory: lambda r: self.get(r.id),
+            SupersedeMemory: self.run_supersede,
+        }
         handler = handlers.get(type(request))
         if handler is None:
             raise InvalidInputError(f"not a request object: {type(request).__name__}")
@@ -419,11 +293,7 @@ class MemoryEngine:
 
     @_whole_store
     def get(self, memory_id: str) -> Memory:
-        refuse_unstorable(memory_id, "id")
-        found = self.store.get_many([memory_id])
-        if not found:
-            raise NotFoundError(f"unknown id: no memory with id {memory_id}")
-        return found[0]
+        return self._writer().get(memory_id)
 
     def list(
         self,
@@ -436,10 +306,9 @@ class MemoryEngine:
     ) -> list[Memory]:
         """Memories passing the filters (see :meth:`search` for their names); keyword form
         of :meth:`run_list`."""
-        request = parse(ListQuery, dict(
-            limit=limit, offset=offset, newest_first=newest_first,
-            include_forgotten=include_forgotten, filters=_filter_args(**filters),
-        ))  # fmt: skip
+        fields: dict[str, Any] = dict(limit=limit, offset=offset, newest_first=newest_first)
+        fields |= dict(include_forgotten=include_forgotten, filters=_filter_args(**filters))
+        request = parse(ListQuery, fields)
         return self.run_list(request)
 
     @_whole_store
@@ -495,13 +364,14 @@ class MemoryEngine:
             granularity: ``memory`` (each hit a memory) or ``session`` (one hit per session:
                 its best memory, with the session's other matches in ``Hit.related``).
         """
-        filters = _filter_args(project=project, scope=scope, types=types, tags=tags,
-                               session_id=session_id, since=since, until=until)  # fmt: skip
-        request = parse(SearchQuery, dict(
-            query=query, limit=limit, mode=mode, filters=filters, as_of=as_of,
-            boost_project=boost_project, preset=preset, explain=explain,
-            record_access=record_access, granularity=granularity,
-        ))  # fmt: skip
+        given = dict(project=project, scope=scope, types=types, tags=tags)
+        filters = _filter_args(**given, session_id=session_id, since=since, until=until)
+        fields: dict[str, Any] = dict(
+            query=query, limit=limit, mode=mode, filters=filters, as_of=as_of
+        )
+        fields |= dict(boost_project=boost_project, preset=preset, explain=explain)
+        fields |= dict(record_access=record_access, granularity=granularity)
+        request = parse(SearchQuery, fields)
         return self.run_search(request, config=config)
 
     @_whole_store
@@ -510,23 +380,9 @@ class MemoryEngine:
     ) -> SearchResult:
         """Ranked memories for ``request``; ``config`` overrides the request's preset."""
         request = parse(SearchQuery, request)
-        pipeline_request = SearchRequest(
-            query=request.query,
-            limit=request.limit,
-            mode=request.mode,
-            filters=request.filters.to_memory_filter(),
-            as_of=as_utc(request.as_of),
-            project=request.boost_project or request.filters.project,
-            explain=request.explain,
-            granularity=request.granularity,
-            near_misses=request.near_misses,
-        )
         chosen = config or (get_preset(request.preset) if request.preset else self.config)
-        result = search(self.store, self.embedder, pipeline_request, chosen, self._clock(),
-                        self.models)  # fmt: skip
-        if request.record_access and result.hits:
-            self.store.record_access([h.memory.id for h in result.hits], self._clock())
-        return result
+        embedder = self.embedder
+        return reading.run_search(self.store, embedder, request, chosen, self._clock, self.models)
 
     def context(
         self,
@@ -538,10 +394,12 @@ class MemoryEngine:
     ) -> Context:
         """Prompt-ready text of the best memories that fit ``max_tokens`` (default 2000);
         ``search_args`` are those of :meth:`search` (keyword form of :meth:`run_context`)."""
-        filters = _filter_args(**{k: search_args.pop(k) for k in list(search_args)
-                                  if k in FILTER_ARGS})  # fmt: skip
-        request = parse(ContextQuery, dict(query=query, max_tokens=max_tokens, filters=filters,
-                                           **search_args))  # fmt: skip
+        filters = _filter_args(
+            **{k: search_args.pop(k) for k in list(search_args) if k in FILTER_ARGS}
+        )
+        request = parse(
+            ContextQuery, dict(query=query, max_tokens=max_tokens, filters=filters, **search_args)
+        )
         return self.run_context(request, config=config)
 
     @_whole_store
@@ -550,39 +408,14 @@ class MemoryEngine:
     ) -> Context:
         """The best memories for ``request`` that fit its token budget, as prompt text."""
         request = parse(ContextQuery, request)
-        budget = self.config.max_tokens if request.max_tokens is None else request.max_tokens
-        if budget < 1:
-            raise InvalidInputError("max_tokens must be positive")
-        limit = request.limit or min(
-            MAX_LIMIT, max(CONTEXT_MIN_HITS, budget // CONTEXT_TOKENS_PER_HIT)
-        )
-        fields = request.model_dump(exclude={"max_tokens", "limit"})
-        query = SearchQuery.model_validate({**fields, "filters": request.filters,
-                                            "limit": limit})  # fmt: skip
-        result = self.run_search(query, config=config)
-        # A replaced fact is marked with what replaced it (see recalld.retrieval.context_block).
-        reference = as_utc(query.as_of) or self._clock()
-        successors = successors_in_context([h.memory for h in result.hits], self._lookup,
-                                           query.filters.to_memory_filter(), reference)  # fmt: skip
-        line = {h.memory.id: context_line(h.memory, successors.get(h.memory.id), reference)
-                for h in result.hits}  # fmt: skip
-        chosen = fit_budget(result.hits, lambda h: estimate_tokens(line[h.memory.id]), budget)
-        lines = [line[h.memory.id] for h in chosen]
-        text = "\n".join(["[Memory Context]", *lines]) if lines else ""
-        return Context(text, tuple(chosen), sum(estimate_tokens(x) for x in lines), budget)
 
-    def _lookup(self, ids: builtins.list[str]) -> dict[str, Memory]:
-        """The memories of ``ids`` this store's tenant sees, by id."""
-        return {m.id: m for m in self.store.get_many(ids)}
+        def run(query: SearchQuery) -> SearchResult:
+            return self.run_search(query, config=config)
+
+        return reading.run_context(self.store, request, self.config.max_tokens, run, self._clock)
 
     def status(self) -> Status:
-        stats = self.store.stats()
-        matches = None
-        if self._embedder is not None and stats.fingerprint is not None:
-            matches = stats.fingerprint == self._embedder.fingerprint.to_json()
-        from recalld.sources.status import source_status
-
-        sources = source_status(self.store) if isinstance(self.store, SourceIndex) else None
+        stats, matches, sources = upkeep.status_figures(self.store, self._embedder)
         return Status(stats, self.settings.embedder, stats.fingerprint, matches, sources)
 
     def build_index(
@@ -602,15 +435,7 @@ class MemoryEngine:
             InvalidInputError: the store's backend builds no such index on demand (SQLite
                 keeps its own up to date), or the engine sees shared namespaces.
         """
-        if not isinstance(self.store, IndexBuilding):
-            raise InvalidInputError(
-                f"this store builds no {kind} index on demand: it needs a PostgreSQL store "
-                "(--db postgresql://...); an SQLite store keeps its indexes by itself"
-            )
-        if progress is not None and not drop:
-            what = {"vectors": "vector index", "words": "word postings"}[kind]
-            progress(f"building the {what} of tenant {self.store.tenancy.tenant} ...")
-        return self.store.build_index(kind, drop=drop)
+        return upkeep.build_index(self.store, kind, drop=drop, progress=progress)
 
     @_whole_store
     def reindex(self, progress: Progress | None = None) -> int:
@@ -622,13 +447,8 @@ class MemoryEngine:
         if self._embedder is None:
             assert self._embedder_factory is not None
             self._embedder = self._embedder_factory()
-        embedder = self._with_cache(self._embedder)
-        vectors: dict[str, Vectors] = {}
-        for batch in self.store.iter_contents(EMBED_SPAN):
-            embedded = embedder.embed_documents([content for _, content in batch], progress)
-            vectors.update(zip((i for i, _ in batch), embedded.vectors, strict=True))
-        self.store.swap_vectors(vectors, self._embedder.fingerprint.to_json())
-        return len(vectors)
+        cached = self._with_cache(self._embedder)
+        return upkeep.reindex(self.store, self._embedder, cached, progress)
 
     # -- sources -------------------------------------------------------------------------
 
@@ -660,32 +480,11 @@ class MemoryEngine:
             InvalidInputError: a path does not exist, a glob is invalid, or nothing matched.
             EmbedderMismatchError: the store's vectors come from another embedder.
         """
-        from recalld.sources.indexer import IndexOptions, index_sources
-        from recalld.sources.reading import MAX_FILE_BYTES
-
-        options = IndexOptions(
-            globs=None if globs is None else tuple(globs), force=force,
-            max_file_bytes=max_file_bytes or MAX_FILE_BYTES, allow_empty=allow_empty,
-            follow_symlinks=follow_symlinks,
-        )  # fmt: skip
-        return index_sources([os.fspath(p) for p in paths], options, self._index_deps(), progress)
-
-    def _source_index(self) -> SourceIndex:
-        if not isinstance(self.store, SourceIndex):
-            raise StoreError("this store's backend does not index files (yet)")
-        return self.store
+        options = files.index_options(globs, force, max_file_bytes, allow_empty, follow_symlinks)
+        return files.index(paths, options, self._index_deps(), progress)
 
     def _index_deps(self) -> IndexDeps:
-        from recalld.sources.indexer import IndexDeps
-
-        def embed(texts: Sequence[str]) -> Vectors:
-            return self._with_cache(self.embedder).embed_documents(texts).vectors
-
-        return IndexDeps(
-            store=self._source_index(), embed=embed,
-            fingerprint=lambda: self.embedder.fingerprint.to_json(),
-            prepare=lambda item: self._prepare(item, self._clock()), clock=self._clock,
-        )  # fmt: skip
+        return files.index_deps(self._writer())
 
     @_whole_store
     def watch(
@@ -704,21 +503,12 @@ class MemoryEngine:
         Runs until ``stop`` is set, ``max_seconds`` pass, or KeyboardInterrupt (which
         propagates; every finished file stays indexed). Arguments are as for :meth:`index`.
         """
-        from recalld.sources import watch as watching
-        from recalld.sources.indexer import resolve_roots
 
-        names = [os.fspath(p) for p in paths]
-        pattern = None if globs is None else tuple(globs)
-        roots = resolve_roots(names, pattern, self._source_index())
-        options = watching.WatchOptions(
-            interval=interval or watching.POLL_SECONDS,
-            debounce=watching.DEBOUNCE_SECONDS if debounce is None else debounce,
-            max_seconds=max_seconds,
-        )
-        return watching.watch(
-            lambda: self.index(names, globs=pattern, allow_empty=True),
-            lambda: watching.snapshot(roots), on_report or (lambda report: None), options, stop,
-        )  # fmt: skip
+        def run(names: builtins.list[str], pattern: tuple[str, ...] | None) -> IndexReport:
+            return self.index(names, globs=pattern, allow_empty=True)
+
+        timing = (interval, debounce, max_seconds)
+        return files.watch(self.store, paths, globs, run, timing, on_report, stop)
 
     @_whole_store
     def run_import(
@@ -734,38 +524,17 @@ class MemoryEngine:
         Transcripts: see :meth:`import_transcript`. ``progress`` is called with (done,
         total).
         """
-        from recalld.sources.importer import ImportReport, check_problems
-
         request = parse(ImportRequest, request)
-        source: str | BinaryIO = (request.path if request.path is not None
-                                  else io.BytesIO(request.content or b""))  # fmt: skip
-        if request.format != "memories":
-            return self.import_transcript(source, request.format, progress=progress,
-                                          strict=request.strict)  # fmt: skip
-        from recalld.io import read_numbered_memories
-        from recalld.sources.importer import read_source
-
-        data, _, _ = read_source(source)
-        numbered, problems = read_numbered_memories(data.splitlines(keepends=True))
-        items: builtins.list[NewMemory] = []
-        for number, item in numbered:
-            try:
-                self._check_new(item)
-            except InvalidInputError as exc:
-                problems.append(f"line {number}: {exc}")
-                continue
-            items.append(item)
-        problems.sort(key=_line_number)
-        check_problems(problems, len(items), "memories", request.strict)
-        results = self.add_many(items, progress=_counting(progress, len(items)))
-        created = sum(r.created for r in results)
-        return ImportReport("memories", len(items), created, len(results) - created, 0, 0,
-                            tuple(problems))  # fmt: skip
+        return files.run_import(request, self._check_new, self.add_many, progress)
 
     def import_transcript(
-        self, source: str | os.PathLike[str] | BinaryIO, fmt: str, *,
-        progress: Callable[[int, int], None] | None = None, strict: bool = False,
-    ) -> ImportReport:  # fmt: skip
+        self,
+        source: str | os.PathLike[str] | BinaryIO,
+        fmt: str,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        strict: bool = False,
+    ) -> ImportReport:
         """Import a conversation transcript turn by turn; re-importing adds nothing.
 
         Args:
@@ -776,49 +545,13 @@ class MemoryEngine:
                 work advances.
             strict: refuse the whole transcript when any line is bad (default: skip them).
         """
-        from recalld.sources.importer import ImportDeps, import_transcript
-
-        def add_turns(items: Sequence[NewMemory]) -> list[AddResult]:
-            # Turns are not deduplicated: the same words said twice are two turns.
-            return self.add_many(items, dedupe=False, progress=_counting(progress, len(items)))
-
-        deps = ImportDeps(validate=self._check_new, add_many=add_turns)
-        return import_transcript(source, fmt, deps, strict=strict)
+        return files.import_transcript(
+            source, fmt, self._check_new, self.add_many, progress, strict
+        )
 
     def _check_new(self, item: NewMemory) -> None:
         """Raise InvalidInputError if ``item`` could not be stored."""
-        self._prepare(item, self._clock())
-
-
-def _line_number(problem: str) -> int:
-    """Problems in file order: "line 12: ..." sorts by 12 (others first)."""
-    head = problem.split(":", 1)[0]
-    return int(head[5:]) if head.startswith("line ") and head[5:].isdigit() else 0
-
-
-def _counting(progress: Callable[[int, int], None] | None, total: int) -> Callable[[int], None]:
-    """A step callback that reports (done so far, ``total``) to ``progress``."""
-    done = 0
-
-    def advance(step: int) -> None:
-        nonlocal done
-        done += step
-        if progress is not None:
-            progress(done, total)
-
-    return advance
-
-
-FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "superseded_by", "since", "until")
-"""The keyword arguments of :meth:`MemoryEngine.search` that are :class:`Filters`."""
-
-
-def _filter_args(**given: Any) -> dict[str, Any]:
-    """The filter keywords given, as :class:`~recalld.requests.Filters` input."""
-    unknown = sorted(set(given) - set(FILTER_ARGS))
-    if unknown:
-        raise InvalidInputError(f"unknown filter(s) {', '.join(unknown)}")
-    return {k: v for k, v in given.items() if v is not None and v != () and v != []}
+        self._writer().check_new(item)
 
 
 def open_engine(

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 import recalld
-from recalld import engine as engine_module
 from recalld.config import Settings
+from recalld.operations import writing as writing_module
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import (
     Embedder,
@@ -153,8 +153,8 @@ def test_settings_reach_the_local_embedder(tmp_path: Path) -> None:
 def test_add_many_embeds_a_span_at_once_and_dedupes_across_spans(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine_module, "EMBED_SPAN", 8)
-    monkeypatch.setattr(engine_module, "WRITE_BATCH", 3)
+    monkeypatch.setattr(writing_module, "EMBED_SPAN", 8)
+    monkeypatch.setattr(writing_module, "WRITE_BATCH", 3)
     recording = RecordingEmbedder(batch_size=100)
     texts = _texts(20)
     items = [*texts, texts[2], texts[15]]  # repeats, in a later span than the first copy

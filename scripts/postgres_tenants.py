@@ -120,8 +120,8 @@ def words(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[st
     from datetime import UTC, datetime
 
     from recalld.retrieval.config import RetrievalConfig
-    from recalld.retrieval.pipeline import SearchRequest, pool_size
     from recalld.retrieval.query import understand
+    from recalld.retrieval.request import SearchRequest, pool_size
 
     settings = Settings(db=dsn, cache_dir=None, embedder="local", tenant=tenant)
     with recalld.open(settings=settings, embedder=embedder) as engine:

@@ -176,10 +176,10 @@ def test_a_query_of_another_dimension_is_refused(saved: Path) -> None:
 def test_memories_the_index_missed_that_other_channels_found_take_their_exact_places(
     saved: Path,
 ) -> None:
-    """Vector completion (retrieval.pipeline.complete_vectors): the store says its vector
+    """Vector completion (retrieval.candidates.complete_vectors): the store says its vector
     answer may be approximate; a nearest memory the ANN missed but the word channel found
     is put back where the exact search ranks it, with its exact cosine; nothing else moves."""
-    from recalld.retrieval.pipeline import complete_vectors
+    from recalld.retrieval.candidates import complete_vectors
     from recalld.stores.base import SearchRows
 
     small = SQLiteStore(saved.parent / "small.db")

@@ -76,16 +76,43 @@ __all__ = [
 
 
 _HOMES = {
-    "PRESETS": "recalld.retrieval.config", "RetrievalConfig": "recalld.retrieval.config",
-    "Settings": "recalld.config", "load_settings": "recalld.config",
-    "MemoryEngine": "recalld.engine", "Status": "recalld.engine", "open": "recalld.engine",
-    "MigrationReport": "recalld.migration", "migrate_store": "recalld.migration",
-    **dict.fromkeys(("EmbedderError", "EmbedderMismatchError", "InvalidInputError",
-                     "NotFoundError", "RecalldError", "StoreError"), "recalld.errors"),
-    **dict.fromkeys(("AddResult", "ChannelHit", "Context", "Hit", "Memory", "MemoryFilter",
-                     "NewMemory", "SearchResult", "Source", "TimeRange", "Trace"),
-                    "recalld.records"),
-}  # fmt: skip
+    "PRESETS": "recalld.retrieval.config",
+    "RetrievalConfig": "recalld.retrieval.config",
+    "Settings": "recalld.config",
+    "load_settings": "recalld.config",
+    "MemoryEngine": "recalld.engine",
+    "Status": "recalld.engine",
+    "open": "recalld.engine",
+    "MigrationReport": "recalld.migration",
+    "migrate_store": "recalld.migration",
+    **dict.fromkeys(
+        (
+            "EmbedderError",
+            "EmbedderMismatchError",
+            "InvalidInputError",
+            "NotFoundError",
+            "RecalldError",
+            "StoreError",
+        ),
+        "recalld.errors",
+    ),
+    **dict.fromkeys(
+        (
+            "AddResult",
+            "ChannelHit",
+            "Context",
+            "Hit",
+            "Memory",
+            "MemoryFilter",
+            "NewMemory",
+            "SearchResult",
+            "Source",
+            "TimeRange",
+            "Trace",
+        ),
+        "recalld.records",
+    ),
+}
 """Where each public name lives: imported on first use, so ``import recalld`` (and the
 ``recalld`` command's start) stays cheap while the model, numpy and pydantic wait."""
 

@@ -153,8 +153,9 @@ def load_settings(
         config_file: a TOML file; defaults to ``RECALLD_CONFIG`` or the user config dir.
         environ: the environment to read; defaults to ``os.environ``.
     """
-    values = merge_sources(Settings.model_fields, overrides, config_file=config_file,
-                           environ=environ)  # fmt: skip
+    values = merge_sources(
+        Settings.model_fields, overrides, config_file=config_file, environ=environ
+    )
     unknown = sorted(set(values) - set(Settings.model_fields))
     if unknown:
         raise InvalidInputError(

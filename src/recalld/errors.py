@@ -5,8 +5,10 @@ from __future__ import annotations
 
 def install_hint(extra: str) -> str:
     """How to add an optional extra: recalld is installed from its repository, not PyPI."""
-    return (f"pip install '.[{extra}]' in a clone of recalld "
-            f"(or pip install 'recalld[{extra}] @ git+URL-of-the-repository')")  # fmt: skip
+    return (
+        f"pip install '.[{extra}]' in a clone of recalld "
+        f"(or pip install 'recalld[{extra}] @ git+URL-of-the-repository')"
+    )
 
 
 class RecalldError(Exception):

@@ -97,9 +97,12 @@ def phrase_hits(tokens: Sequence[str], phrase: Sequence[str]) -> int:
 
 
 def bm25(
-    tokens: Sequence[str], query: Sequence[Sequence[str]], rows: int, total: int,
+    tokens: Sequence[str],
+    query: Sequence[Sequence[str]],
+    rows: int,
+    total: int,
     hits: Sequence[int],
-) -> float:  # fmt: skip
+) -> float:
     """FTS5's BM25 relevance (higher is better) of a row of ``tokens`` for the ``query``
     phrases, in a table of ``rows`` rows and ``total`` tokens where ``hits[i]`` rows hold
     phrase i. The reference the PostgreSQL SQL is tested against."""
@@ -112,9 +115,12 @@ def bm25(
 
 
 def bm25_many(
-    texts: Sequence[str], query: Sequence[Sequence[str]], rows: int, total: int,
+    texts: Sequence[str],
+    query: Sequence[Sequence[str]],
+    rows: int,
+    total: int,
     hits: Sequence[int],
-) -> list[float]:  # fmt: skip
+) -> list[float]:
     """:func:`bm25` of each of ``texts``, tokenized by FTS5 in one batch: only the query's
     tokens are read back (with their offsets, for phrases), and each text's length comes
     from FTS5's own count. The SQLite store re-scores its word index's best rows with it."""
@@ -145,9 +151,13 @@ def bm25_many(
         for phrase, n in zip(query, hits, strict=True):
             first = starts[doc].get(phrase[0], [])
             # A phrase occurs where its first token does and the rest follow it in order.
-            f = len(first) if len(phrase) == 1 else sum(
-                all(at[doc].get(o + i) == t for i, t in enumerate(phrase) if i)
-                for o in first)  # fmt: skip
+            f = (
+                len(first)
+                if len(phrase) == 1
+                else sum(
+                    all(at[doc].get(o + i) == t for i, t in enumerate(phrase) if i) for o in first
+                )
+            )
             if f and n:
                 score += idf(rows, n) * (f * (K1 + 1.0) / (f + norm))
         scores.append(score)
@@ -158,8 +168,9 @@ def _scorer() -> sqlite3.Connection:
     conn: sqlite3.Connection | None = getattr(_local, "scorer", None)
     if conn is None:
         conn = sqlite3.connect(":memory:")
-        conn.execute(f"CREATE VIRTUAL TABLE s USING fts5(c, tokenize='{FTS5_TOKENIZE}',"
-                     " content='')")  # fmt: skip
+        conn.execute(
+            f"CREATE VIRTUAL TABLE s USING fts5(c, tokenize='{FTS5_TOKENIZE}', content='')"
+        )
         conn.execute("CREATE VIRTUAL TABLE sv USING fts5vocab(s, instance)")
         _local.scorer = conn
     return conn

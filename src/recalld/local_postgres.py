@@ -258,9 +258,11 @@ def _crash_signal(log: Path) -> str:
 
 
 def stop(
-    folder: Path = DEFAULT_DIR, *, fast_s: float = FAST_STOP_S,
+    folder: Path = DEFAULT_DIR,
+    *,
+    fast_s: float = FAST_STOP_S,
     immediate_s: float = IMMEDIATE_STOP_S,
-) -> str | None:  # fmt: skip
+) -> str | None:
     """Stop the server of ``folder`` whatever state it is in: a fast shutdown, then an
     immediate one, then the postmaster and its processes killed (bounded by the three
     waits). Returns how it ended (``fast``, ``immediate``, ``killed``), or None when no

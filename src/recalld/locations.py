@@ -79,8 +79,10 @@ def store_exists(location: str | os.PathLike[str]) -> bool:
 def missing_store(location: str | os.PathLike[str], how: str = "") -> StoreError:
     """The one-line error for a store that is not there: the resolved path, how to create it."""
     create = how or "the first `recalld add`, `import` or `index` creates it"
-    return StoreError(f"no store at {Path(location).absolute()}: {create} (or point --db / "
-                      "RECALLD_DB at the store you meant)")  # fmt: skip
+    return StoreError(
+        f"no store at {Path(location).absolute()}: {create} (or point --db / "
+        "RECALLD_DB at the store you meant)"
+    )
 
 
 def merge_sources(

@@ -68,8 +68,9 @@ def migrate_store(
         src.close()
 
 
-def _copy(src: Store, dst: Store, tenant: str, batch: int,
-          progress: Callable[[int], None] | None) -> MigrationReport:  # fmt: skip
+def _copy(
+    src: Store, dst: Store, tenant: str, batch: int, progress: Callable[[int], None] | None
+) -> MigrationReport:
     fingerprint = src.get_fingerprint()
     theirs = dst.get_fingerprint()
     if dst.any_vectors() and fingerprint is not None and theirs != fingerprint:
@@ -144,8 +145,9 @@ def checksum(store: Store, namespace: str) -> tuple[str, int, int]:
     return total.hexdigest(), len(digests), vectors
 
 
-def _verify(src: Store, dst: Store, tenant: str, fingerprint: str | None,
-            files: int) -> MigrationReport:  # fmt: skip
+def _verify(
+    src: Store, dst: Store, tenant: str, fingerprint: str | None, files: int
+) -> MigrationReport:
     from recalld.errors import StoreError
 
     before, after = checksum(src, tenant), checksum(dst, tenant)

@@ -13,14 +13,33 @@ from typing import Any, Literal
 MemoryType = Literal["insight", "event", "raw", "turn", "chunk"]
 MEMORY_TYPES: tuple[MemoryType, ...] = ("insight", "event", "raw", "turn", "chunk")
 TYPE_ALIASES: Mapping[str, MemoryType] = {
-    "fact": "insight", "preference": "insight", "decision": "insight", "lesson": "insight",
-    "episode": "event", "message": "turn", "document": "chunk", "log": "raw",
-}  # fmt: skip
+    "fact": "insight",
+    "preference": "insight",
+    "decision": "insight",
+    "lesson": "insight",
+    "episode": "event",
+    "message": "turn",
+    "document": "chunk",
+    "log": "raw",
+}
 """The names people give kinds of memory ("store this fact, that preference"), and the type
 each is stored as: accepted wherever a type is (add, update, filters), and stored under the
 type's one name, so stores, filters and rankings stay as they were."""
-TypeName = Literal["insight", "event", "raw", "turn", "chunk", "fact", "preference", "decision",
-                   "lesson", "episode", "message", "document", "log"]  # fmt: skip
+TypeName = Literal[
+    "insight",
+    "event",
+    "raw",
+    "turn",
+    "chunk",
+    "fact",
+    "preference",
+    "decision",
+    "lesson",
+    "episode",
+    "message",
+    "document",
+    "log",
+]
 """A type or one of its :data:`TYPE_ALIASES` (what the adapters' schemas accept)."""
 TYPES_ACCEPTED = (
     "insight, event, raw, turn or chunk (fact, preference, decision and lesson are stored as "
@@ -36,8 +55,12 @@ def stored_type(name: object) -> object:
 
 
 IMPORT_FORMATS: tuple[str, ...] = (
-    "memories", "jsonl-transcript", "claude-code", "longmemeval", "locomo",
-)  # fmt: skip
+    "memories",
+    "jsonl-transcript",
+    "claude-code",
+    "longmemeval",
+    "locomo",
+)
 """``memories``: JSONL, one memory object a line; the others are transcripts
 (:mod:`recalld.sources.importer`)."""
 

@@ -54,8 +54,9 @@ memories are of ordinary size; a larger one is refused, asking for fewer hits.""
 def _metadata_size(value: dict[str, Any]) -> dict[str, Any]:
     size = len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
     if size > MAX_METADATA_BYTES:
-        raise ValueError(f"metadata is {size:,} bytes as JSON, over the limit of "
-                         f"{MAX_METADATA_BYTES:,}")  # fmt: skip
+        raise ValueError(
+            f"metadata is {size:,} bytes as JSON, over the limit of {MAX_METADATA_BYTES:,}"
+        )
     return value
 
 
@@ -64,8 +65,11 @@ Tag = Annotated[str, Field(max_length=MAX_TAG_CHARS)]
 Entity = Annotated[str, Field(max_length=MAX_ENTITY_CHARS)]
 Tags = Annotated[tuple[Tag, ...], Field(max_length=MAX_TAGS)]
 Entities = Annotated[tuple[Entity, ...], Field(max_length=MAX_ENTITIES)]
-Metadata = Annotated[dict[str, Any], AfterValidator(_metadata_size),
-                     Field(json_schema_extra={"x-maxBytes": MAX_METADATA_BYTES})]  # fmt: skip
+Metadata = Annotated[
+    dict[str, Any],
+    AfterValidator(_metadata_size),
+    Field(json_schema_extra={"x-maxBytes": MAX_METADATA_BYTES}),
+]
 EmbedContext = Annotated[str, Field(max_length=MAX_EMBED_CONTEXT_CHARS)]
 
 
@@ -81,9 +85,11 @@ def check_embed_chars(total: int, what: str) -> None:
         ValueError: naming the total and the limit (pydantic turns it into a 422).
     """
     if total > MAX_EMBED_CHARS:
-        raise ValueError(f"{what} hold {total:,} characters to embed, over the limit of "
-                         f"{MAX_EMBED_CHARS:,} a request: send them in smaller "
-                         "requests")  # fmt: skip
+        raise ValueError(
+            f"{what} hold {total:,} characters to embed, over the limit of "
+            f"{MAX_EMBED_CHARS:,} a request: send them in smaller "
+            "requests"
+        )
 
 
 def check_memory_sizes(item: Any) -> None:
@@ -101,8 +107,10 @@ def check_memory_sizes(item: Any) -> None:
         for name in ("id", "project", "scope", "session_id", "namespace")
         if isinstance(getattr(item, name), str) and len(getattr(item, name)) > MAX_ID_CHARS
     ]
-    for name, most, longest in (("tags", MAX_TAGS, MAX_TAG_CHARS),
-                                ("entities", MAX_ENTITIES, MAX_ENTITY_CHARS)):  # fmt: skip
+    for name, most, longest in (
+        ("tags", MAX_TAGS, MAX_TAG_CHARS),
+        ("entities", MAX_ENTITIES, MAX_ENTITY_CHARS),
+    ):
         values = getattr(item, name) or ()
         if len(values) > most:
             problems.append(f"{name}: takes at most {most} items")

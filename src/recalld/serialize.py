@@ -103,8 +103,9 @@ def _value(kind: Any, data: Any) -> Any:
         return data
     if is_dataclass(kind) and isinstance(kind, type):
         hints = _hints(kind)
-        return kind(**{f.name: _value(hints[f.name], data[f.name])
-                       for f in fields(kind) if f.name in data})  # fmt: skip
+        return kind(
+            **{f.name: _value(hints[f.name], data[f.name]) for f in fields(kind) if f.name in data}
+        )
     origin, args = get_origin(kind), get_args(kind)
     if origin in (Union, UnionType):
         present = [a for a in args if a is not type(None)]

@@ -62,10 +62,34 @@ def estimate_tokens(text: str) -> int:
 
 
 _EVENT_VERBS = (
-    "got", "bought", "visited", "attended", "went", "took", "received", "saw", "met",
-    "started", "finished", "completed", "joined", "moved", "picked up", "tried", "made", "had",
-    "participated", "spent", "found", "learned", "signed up", "adopted", "sold", "won", "ran",
-)  # fmt: skip
+    "got",
+    "bought",
+    "visited",
+    "attended",
+    "went",
+    "took",
+    "received",
+    "saw",
+    "met",
+    "started",
+    "finished",
+    "completed",
+    "joined",
+    "moved",
+    "picked up",
+    "tried",
+    "made",
+    "had",
+    "participated",
+    "spent",
+    "found",
+    "learned",
+    "signed up",
+    "adopted",
+    "sold",
+    "won",
+    "ran",
+)
 _FIRST_PERSON_EVENT = re.compile(
     r"[^\w'\u2019](?:i|we)(?:['\u2019]ve| have| had)?\s+"
     rf"(?:(?:just|recently|finally|also|actually)\s+)?(?:{'|'.join(_EVENT_VERBS)})\b"

@@ -20,8 +20,18 @@ from recalld.request_limits import check_memory_sizes
 from recalld.requests import as_utc, check_moment, refuse_unstorable
 from recalld.text import content_hash, normalize_content, states_event
 
-TEXT_FIELDS = ("content", "id", "scope", "project", "session_id", "tags", "entities",
-               "metadata", "embed_context", "namespace")  # fmt: skip
+TEXT_FIELDS = (
+    "content",
+    "id",
+    "scope",
+    "project",
+    "session_id",
+    "tags",
+    "entities",
+    "metadata",
+    "embed_context",
+    "namespace",
+)
 """The fields of a new memory that hold caller's text (checked by :func:`refuse_unstorable`)."""
 
 

@@ -113,8 +113,9 @@ def load_beir(folder: str | Path, split: str = "test") -> BeirSet:
     qrels_path = root / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
         found = sorted(p.stem for p in (root / "qrels").glob("*.tsv"))
-        raise InvalidInputError(f"no qrels/{split}.tsv in {root} (splits found: "
-                                f"{', '.join(found) or 'none'})")  # fmt: skip
+        raise InvalidInputError(
+            f"no qrels/{split}.tsv in {root} (splits found: {', '.join(found) or 'none'})"
+        )
     documents: list[tuple[str, str]] = []
     empty = 0
     for where, record in _jsonl(root / "corpus.jsonl"):
@@ -128,23 +129,33 @@ def load_beir(folder: str | Path, split: str = "test") -> BeirSet:
     qrels = _read_qrels(qrels_path)
     missing = [q for q in qrels if not queries.get(q)]
     if missing:
-        raise InvalidInputError(f"qrels/{split}.tsv judges queries that queries.jsonl lacks "
-                                f"or leaves empty: {', '.join(missing[:5])}")  # fmt: skip
+        raise InvalidInputError(
+            f"qrels/{split}.tsv judges queries that queries.jsonl lacks "
+            f"or leaves empty: {', '.join(missing[:5])}"
+        )
     return BeirSet(tuple(documents), empty, queries, qrels)
 
 
 def beir_case(data: BeirSet, query_ids: Sequence[str], split: str) -> Case:
     """One store of every document, and a probe per judged query (graded ids as gold)."""
     docs = tuple(
-        Doc(NewMemory(id=doc_id, content=content, source=Source(kind=SOURCE_KIND, ref=doc_id)),
-            session=doc_id)
+        Doc(
+            NewMemory(id=doc_id, content=content, source=Source(kind=SOURCE_KIND, ref=doc_id)),
+            session=doc_id,
+        )
         for doc_id, content in data.documents
-    )  # fmt: skip
+    )
     probes = tuple(
-        Probe(probe_id=q, group=split, question=data.queries[q], as_of=None, gold_sessions=
-              frozenset(), gold_docs=frozenset(d for d, g in data.qrels[q].items() if g > 0))
+        Probe(
+            probe_id=q,
+            group=split,
+            question=data.queries[q],
+            as_of=None,
+            gold_sessions=frozenset(),
+            gold_docs=frozenset(d for d, g in data.qrels[q].items() if g > 0),
+        )
         for q in query_ids
-    )  # fmt: skip
+    )
     return Case(f"beir-{split}", docs, probes, skipped_turns=data.empty_documents)
 
 
@@ -185,16 +196,30 @@ def run_beir(
         return beir_scores(ranked, data.qrels[probe.probe_id])
 
     report = run_cases(
-        [beir_case(data, chosen, split)], len(chosen), systems, scorer, embedder=model,
-        cache_dir=resolved_cache, budgets=(), depth=depth, progress=progress,
-        models=run_models(settings, resolved_cache), embedder_setting=setting,
-    )  # fmt: skip
-    report["comparisons"] = comparisons(report["probes"], [s.name for s in systems],
-                                        PAIRED_METRICS)  # fmt: skip
+        [beir_case(data, chosen, split)],
+        len(chosen),
+        systems,
+        scorer,
+        embedder=model,
+        cache_dir=resolved_cache,
+        budgets=(),
+        depth=depth,
+        progress=progress,
+        models=run_models(settings, resolved_cache),
+        embedder_setting=setting,
+    )
+    report["comparisons"] = comparisons(report["probes"], [s.name for s in systems], PAIRED_METRICS)
     report["probes"] = [_compact(p, data.qrels[p["id"]]) for p in report["probes"]]
     known = {doc_id for doc_id, _ in data.documents}
-    report["options"].update({"split": split, "limit": limit, "query_ids": list(query_ids),
-                              "preset": preset, "variant": dict(variant or {})})  # fmt: skip
+    report["options"].update(
+        {
+            "split": split,
+            "limit": limit,
+            "query_ids": list(query_ids),
+            "preset": preset,
+            "variant": dict(variant or {}),
+        }
+    )
     report["questions"] = {
         "documents": len(data.documents),
         "empty_documents": data.empty_documents,
@@ -214,8 +239,10 @@ def _compact(record: Mapping[str, Any], grades: Mapping[str, int]) -> dict[str, 
         "id": record["id"],
         "gold": dict(grades),
         "systems": {
-            name: {"scores": {k: round(v, 4) for k, v in s["scores"].items()},
-                   "top": s["top"][:TOP_IDS_KEPT]}
+            name: {
+                "scores": {k: round(v, 4) for k, v in s["scores"].items()},
+                "top": s["top"][:TOP_IDS_KEPT],
+            }
             for name, s in record["systems"].items()
         },
-    }  # fmt: skip
+    }

@@ -153,26 +153,28 @@ def run_ingest(
             "batch_size": model.batch_size,
             "batch_tokens": model.batch_tokens,
             "threads": settings.embed_threads,
-        },  # fmt: skip
+        },
         "machine": {
             "cpus": os.cpu_count(),
             "platform": platform.platform(),
             "load_before": [round(x, 2) for x in load_before],
             "load_after": [round(x, 2) for x in os.getloadavg()],
-        },  # fmt: skip
+        },
         "rounds": rounds,
         "seconds": round(time.perf_counter() - started, 1),
         "corpora": results,
     }
 
 
-def _measure(corpus: Corpus, model: Embedder, rounds: int,
-             advance: Callable[[str], None]) -> dict[str, Any]:  # fmt: skip
+def _measure(
+    corpus: Corpus, model: Embedder, rounds: int, advance: Callable[[str], None]
+) -> dict[str, Any]:
     costs = model.token_counts(corpus.texts)
     order = sorted(range(len(costs)), key=costs.__getitem__)
     ordered = [corpus.texts[i] for i in order]
-    with_context = [f"{c}\n{t}" if c else t for t, c in zip(corpus.texts, corpus.contexts,
-                                                             strict=True)]  # fmt: skip
+    with_context = [
+        f"{c}\n{t}" if c else t for t, c in zip(corpus.texts, corpus.contexts, strict=True)
+    ]
     runs: dict[str, Callable[[], object]] = {
         "model": lambda: model.embed_documents(ordered),
         "add_many": lambda: _add_many(model, corpus.texts, None),
@@ -192,14 +194,23 @@ def _measure(corpus: Corpus, model: Embedder, rounds: int,
             advance(f"{corpus.name}: {name}")
     count = len(corpus.texts)
     rates = {name: _rates(count, tokens[name], s) for name, s in seconds.items()}
-    ratios = {name: round(statistics.median(m[0] / s[0] for m, s in zip(seconds["model"], taken,
-                                                                       strict=True)), 3)
-              for name, taken in seconds.items() if name != "model"}  # fmt: skip
+    ratios = {
+        name: round(
+            statistics.median(m[0] / s[0] for m, s in zip(seconds["model"], taken, strict=True)), 3
+        )
+        for name, taken in seconds.items()
+        if name != "model"
+    }
     return {
-        "corpus": corpus.name, "kind": corpus.kind, "texts": count, "tokens": sum(costs),
-        "mean_tokens": round(sum(costs) / count, 1), "max_tokens": max(costs),
-        "rates": rates, "ratio_to_model": ratios,
-    }  # fmt: skip
+        "corpus": corpus.name,
+        "kind": corpus.kind,
+        "texts": count,
+        "tokens": sum(costs),
+        "mean_tokens": round(sum(costs) / count, 1),
+        "max_tokens": max(costs),
+        "rates": rates,
+        "ratio_to_model": ratios,
+    }
 
 
 def _rates(count: int, tokens: int, seconds: list[tuple[float, float]]) -> dict[str, float]:
@@ -207,15 +218,20 @@ def _rates(count: int, tokens: int, seconds: list[tuple[float, float]]) -> dict[
     CPU-second of this process (every thread's), which a busy machine moves less."""
     wall = statistics.median(s[0] for s in seconds)
     cpu = statistics.median(s[1] for s in seconds)
-    return {"texts_per_s": round(count / wall, 1), "tokens_per_s": round(tokens / wall),
-            "texts_per_cpu_s": round(count / max(cpu, 1e-9), 1)}  # fmt: skip
+    return {
+        "texts_per_s": round(count / wall, 1),
+        "tokens_per_s": round(tokens / wall),
+        "texts_per_cpu_s": round(count / max(cpu, 1e-9), 1),
+    }
 
 
 def _add_many(model: Embedder, texts: list[str], contexts: list[str | None] | None) -> None:
     with tempfile.TemporaryDirectory(prefix="recalld-ingest-") as folder:
         settings = Settings(db=Path(folder) / "ingest.db", cache_dir=None)
-        items = [NewMemory(content=t, embed_context=c)
-                 for t, c in zip(texts, contexts or [None] * len(texts), strict=True)]  # fmt: skip
+        items = [
+            NewMemory(content=t, embed_context=c)
+            for t, c in zip(texts, contexts or [None] * len(texts), strict=True)
+        ]
         with recalld.open(settings=settings, embedder=model) as engine:
             engine.add_many(items, dedupe=False)
 

@@ -51,12 +51,14 @@ def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with log.open("w") as out:
-        process = subprocess.Popen([*SERVE, "--port", str(port)], env=dict(env), stdout=out,
-                                   stderr=subprocess.STDOUT)  # fmt: skip
+        process = subprocess.Popen(
+            [*SERVE, "--port", str(port)], env=dict(env), stdout=out, stderr=subprocess.STDOUT
+        )
         try:
             if not answers(url, process):
-                raise LoadBenchError(f"recalld serve did not start (exit code "
-                                     f"{process.poll()}): see {log}")  # fmt: skip
+                raise LoadBenchError(
+                    f"recalld serve did not start (exit code {process.poll()}): see {log}"
+                )
             yield url
         finally:
             process.terminate()
@@ -87,8 +89,13 @@ def server_env(db: str, embedder: str, folder: Path, **extra: str) -> dict[str, 
     config = folder / "load-server.toml"
     config.write_text("", encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RECALLD_")}
-    env.update(RECALLD_DB=db, RECALLD_EMBEDDER=embedder, RECALLD_CONFIG=str(config),
-               RECALLD_HTTP_RATE_LIMIT="1000000", **extra)  # fmt: skip
+    env.update(
+        RECALLD_DB=db,
+        RECALLD_EMBEDDER=embedder,
+        RECALLD_CONFIG=str(config),
+        RECALLD_HTTP_RATE_LIMIT="1000000",
+        **extra,
+    )
     return env
 
 
@@ -158,10 +165,16 @@ def measure(
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     elapsed = time.monotonic() - window[0]
-    return {"clients": clients, "seconds": round(elapsed, 2), "rate": rate,
-            "searches_per_s": len(searches) / elapsed, "adds": adds[0], "errors": errors[0],
-            "requests": len(searches) + adds[0],
-            **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)}}  # fmt: skip
+    return {
+        "clients": clients,
+        "seconds": round(elapsed, 2),
+        "rate": rate,
+        "searches_per_s": len(searches) / elapsed,
+        "adds": adds[0],
+        "errors": errors[0],
+        "requests": len(searches) + adds[0],
+        **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)},
+    }
 
 
 def capacity(

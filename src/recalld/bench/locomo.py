@@ -21,8 +21,13 @@ from recalld.bench.cases import Case, Doc, Probe, read_json, require
 from recalld.errors import InvalidInputError
 from recalld.sources.importer import transcript_memories
 
-CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
-                  5: "adversarial"}  # fmt: skip
+CATEGORY_NAMES = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
 """The benchmark README's names for the ``category`` numbers."""
 DEFAULT_CATEGORIES = (1, 2, 3, 4)
 """Category 5 (adversarial: the answer is not in the conversation) is left out by default."""
@@ -33,9 +38,26 @@ _ID_SPLIT = re.compile(r"[;,\s]+")
 _DATE = re.compile(
     r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I
 )
-_MONTHS = {name: n for n, name in enumerate(
-    ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-     "october", "november", "december"), start=1)}  # fmt: skip
+_MONTHS = {
+    name: n
+    for n, name in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ),
+        start=1,
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -95,9 +117,13 @@ def parse_date(text: str) -> datetime:
     month = _MONTHS.get(found.group(5).lower()) if found else None
     if found is None or month is None:
         raise InvalidInputError(f"unrecognised LoCoMo date {text!r}")
-    hour, minute, half, day, year = (int(found.group(1)), int(found.group(2)),
-                                     found.group(3).lower(), int(found.group(4)),
-                                     int(found.group(6)))  # fmt: skip
+    hour, minute, half, day, year = (
+        int(found.group(1)),
+        int(found.group(2)),
+        found.group(3).lower(),
+        int(found.group(4)),
+        int(found.group(6)),
+    )
     if not 1 <= hour <= 12:
         raise InvalidInputError(f"impossible LoCoMo time {text!r}")
     hour = hour % 12 + (12 if half == "pm" else 0)
@@ -209,13 +235,15 @@ def locomo_case(conversation: Conversation, categories: Sequence[int] = DEFAULT_
         if q.category not in categories:
             continue
         gold = [e for e in q.evidence if e in memory_of]
-        probes.append(Probe(
-            probe_id=f"{conversation.sample_id}#{n + 1}",
-            group=f"{q.category} {CATEGORY_NAMES.get(q.category, 'other')}",
-            question=q.question,
-            as_of=as_of,
-            gold_sessions=frozenset(session_of[e] for e in gold),
-            gold_docs=frozenset(memory_of[e] for e in gold),
-        ))  # fmt: skip
+        probes.append(
+            Probe(
+                probe_id=f"{conversation.sample_id}#{n + 1}",
+                group=f"{q.category} {CATEGORY_NAMES.get(q.category, 'other')}",
+                question=q.question,
+                as_of=as_of,
+                gold_sessions=frozenset(session_of[e] for e in gold),
+                gold_docs=frozenset(memory_of[e] for e in gold),
+            )
+        )
     turns = sum(len(s.turns) for s in conversation.sessions)
     return Case(conversation.sample_id, tuple(docs), tuple(probes), turns - len(docs))

@@ -175,8 +175,9 @@ def longmemeval_case(
     parsed, memories = transcript_memories(
         json.dumps([question.record]).encode(), "longmemeval", question.question_id
     )
-    gold_turns = {(s.session_id, i) for s in question.sessions
-                  for i, t in enumerate(s.turns) if t.has_answer}  # fmt: skip
+    gold_turns = {
+        (s.session_id, i) for s in question.sessions for i, t in enumerate(s.turns) if t.has_answer
+    }
     docs: list[Doc] = []
     gold_docs: set[str] = set()
     for turn, memory in zip(parsed.turns, memories, strict=True):
@@ -188,8 +189,12 @@ def longmemeval_case(
     if granularity == "session":
         docs = _sessions(docs)
         gold_docs = {d.memory.id or "" for d in docs if d.session in question.answer_session_ids}
-    skipped = sum(not t.content.strip() for s in question.sessions for t in s.turns
-                  if roles is None or t.role in roles)  # fmt: skip
+    skipped = sum(
+        not t.content.strip()
+        for s in question.sessions
+        for t in s.turns
+        if roles is None or t.role in roles
+    )
     probe = Probe(
         probe_id=question.question_id,
         group=question.question_type,
@@ -210,8 +215,11 @@ def _sessions(turns: list[Doc]) -> list[Doc]:
     for session, memories in grouped.items():
         first = memories[0]
         memory = replace(
-            first, id=f"session-{session}", content="\n".join(m.content for m in memories),
-            metadata={"turns": len(memories)}, embed_context=None,
-        )  # fmt: skip
+            first,
+            id=f"session-{session}",
+            content="\n".join(m.content for m in memories),
+            metadata={"turns": len(memories)},
+            embed_context=None,
+        )
         docs.append(Doc(memory, session))
     return docs

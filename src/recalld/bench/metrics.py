@@ -214,8 +214,9 @@ def locomo_scores(
     sessions = [session_of[i] for i in ranked_ids]
     for k in LOCOMO_SESSION_ALL_K:
         effective = widened_k(sessions, k)
-        scores[f"session.recall_all@{k}"] = recall_all(sessions[:effective], gold_sessions,
-                                                       effective)  # fmt: skip
+        scores[f"session.recall_all@{k}"] = recall_all(
+            sessions[:effective], gold_sessions, effective
+        )
     return scores
 
 
@@ -241,8 +242,9 @@ def beir_scores(ranked_ids: Sequence[str], grades: Mapping[str, int]) -> dict[st
     rank counting every id graded above 0 as relevant."""
     relevant = {item for item, grade in grades.items() if grade > 0}
     scores = {f"doc.ndcg@{k}": graded_ndcg(ranked_ids, grades, k) for k in BEIR_NDCG_K}
-    scores.update({f"doc.recall@{k}": evidence_recall(ranked_ids, relevant, k)
-                   for k in BEIR_RECALL_K})  # fmt: skip
+    scores.update(
+        {f"doc.recall@{k}": evidence_recall(ranked_ids, relevant, k) for k in BEIR_RECALL_K}
+    )
     scores.update({f"doc.mrr@{k}": reciprocal_rank(ranked_ids[:k], relevant) for k in BEIR_MRR_K})
     return scores
 
@@ -251,5 +253,7 @@ def context_scores(
     found_by_budget: Mapping[int, Collection[str]], gold: Collection[str]
 ) -> dict[str, float]:
     """``context.evidence@B``: the share of the gold memories inside each budget's context."""
-    return {f"context.evidence@{b}": share_found(found, gold) for b, found in
-            sorted(found_by_budget.items())}  # fmt: skip
+    return {
+        f"context.evidence@{b}": share_found(found, gold)
+        for b, found in sorted(found_by_budget.items())
+    }

@@ -14,16 +14,28 @@ if TYPE_CHECKING:
     from recalld.providers.embedders import Embedder
 
 HEADLINES: Mapping[str, tuple[str, ...]] = {
-    "longmemeval": ("session.recall_any@5", "session.recall_any@1", "turn.recall_all@10",
-                    "context.evidence@2000"),
-    "locomo": ("turn.recall_any@10", "turn.evidence_recall@10", "session.recall_all@10",
-               "context.evidence@2000"),
+    "longmemeval": (
+        "session.recall_any@5",
+        "session.recall_any@1",
+        "turn.recall_all@10",
+        "context.evidence@2000",
+    ),
+    "locomo": (
+        "turn.recall_any@10",
+        "turn.evidence_recall@10",
+        "session.recall_all@10",
+        "context.evidence@2000",
+    ),
     "workloads": ("hit@1", "current_first"),
     "beir": ("doc.ndcg@10", "doc.recall@100"),
-}  # fmt: skip
+}
 """The metrics broken down per question type / category (the first two are charted)."""
-LEVELS = (("session", "Session level"), ("turn", "Turn level"), ("doc", "Document level"),
-          ("context", "Evidence inside the context budget"))  # fmt: skip
+LEVELS = (
+    ("session", "Session level"),
+    ("turn", "Turn level"),
+    ("doc", "Document level"),
+    ("context", "Evidence inside the context budget"),
+)
 CHART_PANELS = 2
 TITLES = {"longmemeval": "LongMemEval", "locomo": "LoCoMo", "beir": "BEIR documents"}
 
@@ -121,8 +133,10 @@ def _group_tables(report: Mapping[str, Any]) -> list[str]:
         for group in groups:
             first = next(iter(systems.values()))["by_group"].get(group, {})
             count = first.get("counts", {}).get(metric, 0)
-            cells = [fmt_metric(s["by_group"].get(group, {}).get("metrics", {}).get(metric))
-                     for s in systems.values()]  # fmt: skip
+            cells = [
+                fmt_metric(s["by_group"].get(group, {}).get("metrics", {}).get(metric))
+                for s in systems.values()
+            ]
             rows.append([group, str(count), *cells])
         if any(row[1] != "0" for row in rows):
             lines += ["", f"**{metric}**", "", *table_lines(["group", "n", *systems], rows)]
@@ -133,10 +147,14 @@ def _speed_lines(report: Mapping[str, Any]) -> list[str]:
     s = report["speed"]
     cache = s["embedding_cache"]
     rows = [
-        [name, fmt_ms(system["latency_ms"].get("p50")), fmt_ms(system["latency_ms"].get("p95")),
-         str(system.get("short_rankings", 0))]
+        [
+            name,
+            fmt_ms(system["latency_ms"].get("p50")),
+            fmt_ms(system["latency_ms"].get("p95")),
+            str(system.get("short_rankings", 0)),
+        ]
         for name, system in report["systems"].items()
-    ]  # fmt: skip
+    ]
     first = s.get("first_search_ms", {})
     first_line = [
         "- first search on each fresh store (loads its vectors; not in the table): "
@@ -183,8 +201,11 @@ def write_chart(report: Mapping[str, Any], path: Path) -> bool:
         return False
     systems = report["systems"]
     groups = ["overall", *sorted({g for s in systems.values() for g in s["by_group"]})]
-    present = [m for m in HEADLINES.get(report["benchmark"], ())
-               if any(m in s["overall"]["metrics"] for s in systems.values())]  # fmt: skip
+    present = [
+        m
+        for m in HEADLINES.get(report["benchmark"], ())
+        if any(m in s["overall"]["metrics"] for s in systems.values())
+    ]
     metrics = present[:CHART_PANELS]
     if not metrics:
         raise InvalidInputError("nothing to chart: the report has no headline metric")

@@ -135,18 +135,25 @@ def run_scale(
     options.workdir.mkdir(parents=True, exist_ok=True)
     note("embedding the snippet pool", 0, 0)
     embedder = resolve_embedder(options.embedder)
-    pool = sc.build_pool(sc.snippets(source.turns), options.pool_size, options.seed, embedder,
-                         options.workdir)  # fmt: skip
+    pool = sc.build_pool(
+        sc.snippets(source.turns), options.pool_size, options.seed, embedder, options.workdir
+    )
     if max(options.sizes) > sc.max_size(pool):
-        raise InvalidInputError(f"a pool of {options.pool_size} snippets makes at most "
-                                f"{sc.max_size(pool)} memories; raise --pool")  # fmt: skip
+        raise InvalidInputError(
+            f"a pool of {options.pool_size} snippets makes at most "
+            f"{sc.max_size(pool)} memories; raise --pool"
+        )
     pool_path = options.workdir / "pool.npz"
     pool.save(pool_path)
     rng = np.random.default_rng(options.seed)
     picked = rng.choice(len(source.questions), options.queries, replace=False)
     questions = [source.questions[i] for i in sorted(picked)]
-    corpus = {"turns": len(source.turns), "pool": len(pool.texts), "questions": len(questions),
-              "fidelity": sc.fidelity(pool, embedder, FIDELITY_SAMPLE, options.seed)}  # fmt: skip
+    corpus = {
+        "turns": len(source.turns),
+        "pool": len(pool.texts),
+        "questions": len(questions),
+        "fidelity": sc.fidelity(pool, embedder, FIDELITY_SAMPLE, options.seed),
+    }
     machine = _machine()
     results = tuple(
         _one_size(options, size, pool, pool_path, questions, note)
@@ -156,8 +163,11 @@ def run_scale(
         for backend in options.backends
     )
     machine["load_after"] = os.getloadavg() if hasattr(os, "getloadavg") else None
-    opts = {**asdict(options), "workdir": str(options.workdir),
-            "postgres": _redacted(options.postgres)}  # fmt: skip
+    opts = {
+        **asdict(options),
+        "workdir": str(options.workdir),
+        "postgres": _redacted(options.postgres),
+    }
     return ScaleReport(opts, corpus, machine, results, embedder_record(embedder, options.embedder))
 
 
@@ -167,25 +177,33 @@ def _validate(options: ScaleOptions, source: sc.SourceText) -> None:
     if not 1 <= options.queries <= len(source.questions):
         raise InvalidInputError(f"--queries must be 1 to {len(source.questions)}")
     if any(c < 1 for c in options.clients) or options.load_seconds <= 0:
-        raise InvalidInputError("--clients takes positive counts and --load-seconds a "
-                                "positive time")  # fmt: skip
+        raise InvalidInputError(
+            "--clients takes positive counts and --load-seconds a positive time"
+        )
     if options.p99_ms < 0 or options.capacity_steps < 1:
         raise InvalidInputError("--p99-ms takes a time in ms (0 skips the capacity search)")
     if options.pool_size < 2:
         raise InvalidInputError("the pool needs at least 2 snippets")
     unknown = set(options.backends) - set(BACKENDS)
     if unknown or not options.backends:
-        raise InvalidInputError(f"--backends takes {', '.join(BACKENDS)}, not "
-                                f"{', '.join(sorted(unknown)) or 'nothing'}")  # fmt: skip
+        raise InvalidInputError(
+            f"--backends takes {', '.join(BACKENDS)}, not {', '.join(sorted(unknown)) or 'nothing'}"
+        )
     if "postgres" in options.backends and not options.postgres:
-        raise InvalidInputError("the postgres backend needs --postgres DSN (an admin DSN; "
-                                "`recalld postgres start` prints one)")  # fmt: skip
+        raise InvalidInputError(
+            "the postgres backend needs --postgres DSN (an admin DSN; "
+            "`recalld postgres start` prints one)"
+        )
 
 
 def _machine() -> dict[str, Any]:
-    return {"platform": platform.platform(), "python": platform.python_version(),
-            "cpus": os.cpu_count(), "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "load_before": os.getloadavg() if hasattr(os, "getloadavg") else None}  # fmt: skip
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "load_before": os.getloadavg() if hasattr(os, "getloadavg") else None,
+    }
 
 
 def _one_size(
@@ -207,12 +225,19 @@ def _one_size(
         build = saved["build"]
     else:
         _remove_store(db)
-        build = _child("build", note, db=str(db), pool_path=str(pool_path), size=size,
-                       seed=options.seed)  # fmt: skip
+        build = _child(
+            "build", note, db=str(db), pool_path=str(pool_path), size=size, seed=options.seed
+        )
         _write_marker(marker, {"stamp": stamp, "build": build})
     indexed = _child("index", note, db=str(db), pool_path=str(pool_path))
-    searched = _child("search", note, db=str(db), embedder=options.embedder,
-                      questions=questions, limit=options.limit)  # fmt: skip
+    searched = _child(
+        "search",
+        note,
+        db=str(db),
+        embedder=options.embedder,
+        questions=questions,
+        limit=options.limit,
+    )
     loaded, capacity = _load(options, str(db), f"sqlite-{size}", questions, note)
     return SizeResult(
         size=size,
@@ -253,21 +278,34 @@ def _one_size_postgres(
         build = saved["build"]
     else:
         sp.recreate(options.postgres, name)
-        build = _child("build", note, db=dsn, pool_path=str(pool_path), size=size,
-                       seed=options.seed)  # fmt: skip
+        build = _child(
+            "build", note, db=dsn, pool_path=str(pool_path), size=size, seed=options.seed
+        )
         _write_marker(marker, {"stamp": stamp, "build": build})
     indexed = _child("index", note, db=dsn, pool_path=str(pool_path))
-    searched = _child("search", note, db=dsn, embedder=options.embedder,
-                      questions=questions, limit=options.limit)  # fmt: skip
+    searched = _child(
+        "search", note, db=dsn, embedder=options.embedder, questions=questions, limit=options.limit
+    )
     loaded, capacity = _load(options, dsn, f"postgres-{size}", questions, note)
     table, index = sp.sizes(dsn)
-    return SizeResult(size=size, build=build, index=indexed, search=searched,
-                      file_bytes=table, index_bytes=index, ann=True, reused_build=reused,
-                      backend="postgres", load=loaded, capacity=capacity)  # fmt: skip
+    return SizeResult(
+        size=size,
+        build=build,
+        index=indexed,
+        search=searched,
+        file_bytes=table,
+        index_bytes=index,
+        ann=True,
+        reused_build=reused,
+        backend="postgres",
+        load=loaded,
+        capacity=capacity,
+    )
 
 
-def _load(options: ScaleOptions, db: str, name: str, questions: list[str],
-          note: Progress) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:  # fmt: skip
+def _load(
+    options: ScaleOptions, db: str, name: str, questions: list[str], note: Progress
+) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
     """Searches through ``recalld serve`` on the store at each client count of ``options``,
     then the capacity search at the most clients."""
     from recalld.bench import load
@@ -275,14 +313,21 @@ def _load(options: ScaleOptions, db: str, name: str, questions: list[str],
     if not options.clients:
         return (), None
     note(f"starting recalld serve for the load ({name})", 0, 0)
-    env = load.server_env(db, options.embedder, options.workdir,
-                          RECALLD_CACHE_DIR=str(options.workdir / "serve-cache"))  # fmt: skip
+    env = load.server_env(
+        db,
+        options.embedder,
+        options.workdir,
+        RECALLD_CACHE_DIR=str(options.workdir / "serve-cache"),
+    )
     rows = []
     with load.served(env, options.workdir / f"serve-{name}.log") as url:
         load.warm(url, questions)
         for done, clients in enumerate(options.clients):
-            note(f"load: {clients} clients for {options.load_seconds:g} s ({name})", done,
-                 len(options.clients))  # fmt: skip
+            note(
+                f"load: {clients} clients for {options.load_seconds:g} s ({name})",
+                done,
+                len(options.clients),
+            )
             row = load.measure(
                 url, clients, options.load_seconds, questions, limit=options.limit
             )  # searches only: the store stays as built
@@ -290,11 +335,22 @@ def _load(options: ScaleOptions, db: str, name: str, questions: list[str],
         found = None
         if options.p99_ms:
             top = max(rows, key=lambda r: r["clients"])
-            note(f"load: the rate {top['clients']} clients hold within p99 "
-                 f"{options.p99_ms:g} ms ({name})", 0, 0)  # fmt: skip
-            found = load.capacity(url, top["clients"], options.load_seconds, questions,
-                                  options.p99_ms, top["searches_per_s"],
-                                  options.capacity_steps, limit=options.limit)  # fmt: skip
+            note(
+                f"load: the rate {top['clients']} clients hold within p99 "
+                f"{options.p99_ms:g} ms ({name})",
+                0,
+                0,
+            )
+            found = load.capacity(
+                url,
+                top["clients"],
+                options.load_seconds,
+                questions,
+                options.p99_ms,
+                top["searches_per_s"],
+                options.capacity_steps,
+                limit=options.limit,
+            )
     return tuple(rows), found
 
 

@@ -82,14 +82,21 @@ class Pool:
         return hashlib.sha256(blob).hexdigest()[:16]
 
     def save(self, path: Path) -> None:
-        np.savez(path, vectors=self.vectors, texts=np.array(self.texts, dtype=object),
-                 fingerprint=np.array(self.fingerprint))  # fmt: skip
+        np.savez(
+            path,
+            vectors=self.vectors,
+            texts=np.array(self.texts, dtype=object),
+            fingerprint=np.array(self.fingerprint),
+        )
 
     @classmethod
     def load(cls, path: Path) -> Pool:
         with np.load(path, allow_pickle=True) as data:
-            return cls(tuple(str(t) for t in data["texts"]), data["vectors"].astype(np.float32),
-                       str(data["fingerprint"]))  # fmt: skip
+            return cls(
+                tuple(str(t) for t in data["texts"]),
+                data["vectors"].astype(np.float32),
+                str(data["fingerprint"]),
+            )
 
 
 def read_sources(data_dir: Path) -> SourceText:
@@ -184,11 +191,16 @@ def derived_vectors(pool: Pool, start: int, stop: int, seed: int) -> npt.NDArray
     """Vectors of memories ``start..stop-1`` (see the module docstring)."""
     first, second = _pairs(pool, start, stop, seed)
     lengths = np.array([len(t) for t in pool.texts], dtype=np.float32)
-    mixed = (pool.vectors[first] * lengths[first, None]
-             + pool.vectors[second] * lengths[second, None])  # fmt: skip
+    mixed = (
+        pool.vectors[first] * lengths[first, None] + pool.vectors[second] * lengths[second, None]
+    )
     mixed = l2_normalize(mixed)
-    noise = np.vstack([_block_noise(seed, block, pool.vectors.shape[1])
-                       for block in range(start // BLOCK, (stop - 1) // BLOCK + 1)])  # fmt: skip
+    noise = np.vstack(
+        [
+            _block_noise(seed, block, pool.vectors.shape[1])
+            for block in range(start // BLOCK, (stop - 1) // BLOCK + 1)
+        ]
+    )
     offset = start - (start // BLOCK) * BLOCK
     return l2_normalize(mixed + noise[offset : offset + stop - start])
 
@@ -207,14 +219,22 @@ def memories(pool: Pool, start: int, stop: int, seed: int, fingerprint: str) -> 
     for offset, (a, b) in enumerate(zip(first.tolist(), second.tolist(), strict=True)):
         i = start + offset
         text = f"{pool.texts[a]} {pool.texts[b]}"
-        out.append(Memory(
-            id=f"syn-{i:08d}", content=text, type="turn", created_at=created,
-            updated_at=created, content_hash=content_hash(text),
-            event_time=_event_time(i), session_id=f"syn-session-{i // SESSION_SIZE}",
-            source=Source("synthetic", ref=f"{a}+{b}"),
-            entities=tuple(extract_entities(text)), embedding_fingerprint=fingerprint,
-            tells_event=states_event(text),  # as the facade sets it (recalld.validation)
-        ))  # fmt: skip
+        out.append(
+            Memory(
+                id=f"syn-{i:08d}",
+                content=text,
+                type="turn",
+                created_at=created,
+                updated_at=created,
+                content_hash=content_hash(text),
+                event_time=_event_time(i),
+                session_id=f"syn-session-{i // SESSION_SIZE}",
+                source=Source("synthetic", ref=f"{a}+{b}"),
+                entities=tuple(extract_entities(text)),
+                embedding_fingerprint=fingerprint,
+                tells_event=states_event(text),  # as the facade sets it (recalld.validation)
+            )
+        )
     return out
 
 
@@ -235,8 +255,10 @@ def blocks(
         )
     for start in range(0, size, BLOCK):
         stop = min(size, start + BLOCK)
-        yield (memories(pool, start, stop, seed, pool.fingerprint),
-               derived_vectors(pool, start, stop, seed))  # fmt: skip
+        yield (
+            memories(pool, start, stop, seed, pool.fingerprint),
+            derived_vectors(pool, start, stop, seed),
+        )
 
 
 def fidelity(pool: Pool, embedder: Embedder, sample: int, seed: int) -> dict[str, float]:
@@ -246,5 +268,8 @@ def fidelity(pool: Pool, embedder: Embedder, sample: int, seed: int) -> dict[str
     real = embedder.embed_documents(texts).vectors
     derived = derived_vectors(pool, 0, count, seed)
     cosines = np.sum(real * derived, axis=1)
-    return {"samples": float(count), "mean_cosine": float(cosines.mean()),
-            "p05_cosine": float(np.percentile(cosines, 5))}  # fmt: skip
+    return {
+        "samples": float(count),
+        "mean_cosine": float(cosines.mean()),
+        "p05_cosine": float(np.percentile(cosines, 5)),
+    }

@@ -52,10 +52,16 @@ def markdown(report: ScaleReport) -> str:
     ]
     for r in report.results:
         rate = r.size / max(r.build["insert_s"], 1e-9)
-        peaks = (r.build.get("peak_build_mb"), r.index.get("peak_index_mb"),
-                 r.search.get("peak_search_mb"))  # fmt: skip
-        bulk = (f", vector index {r.build['vector_index_s']:.1f} s of it"
-                if r.build.get("bulk_load") else "")  # fmt: skip
+        peaks = (
+            r.build.get("peak_build_mb"),
+            r.index.get("peak_index_mb"),
+            r.search.get("peak_search_mb"),
+        )
+        bulk = (
+            f", vector index {r.build['vector_index_s']:.1f} s of it"
+            if r.build.get("bulk_load")
+            else ""
+        )
         lines.append(
             f"| {r.size:,} | {r.backend} | {r.build['build_s']:.1f} ({rate:,.0f}/s{bulk}) "
             f"| {r.file_bytes / 2**20:,.0f} | {r.index_bytes / 2**20:,.0f} / "
@@ -68,8 +74,11 @@ def markdown(report: ScaleReport) -> str:
         results = [r for r in report.results if r.backend == backend]
         if len(results) < 2:
             continue
-        lines += ["", f"p50 latency growth per 10x memories, {backend} (1.0 = flat, 10.0 ="
-                  " linear):", ""]  # fmt: skip
+        lines += [
+            "",
+            f"p50 latency growth per 10x memories, {backend} (1.0 = flat, 10.0 = linear):",
+            "",
+        ]
         for key, label in (("vector", "recalld vector"), ("hybrid", "recalld hybrid")):
             ratios = ", ".join(f"x{g:.2f}" for g in growth(results, key))
             lines.append(f"- {label}: {ratios}")
@@ -94,26 +103,38 @@ def markdown(report: ScaleReport) -> str:
     reused = [f"{r.size:,}" for r in report.results if r.reused_build]
     if reused:
         lines.append(f"Build figures for {', '.join(reused)} come from an earlier run's build.")
-    loaded = [f"{r.size:,}" for r in report.results
-              if r.backend == "sqlite" and r.index.get("index_was_saved")]  # fmt: skip
+    loaded = [
+        f"{r.size:,}"
+        for r in report.results
+        if r.backend == "sqlite" and r.index.get("index_was_saved")
+    ]
     if loaded:
-        lines.append(f"At {', '.join(loaded)} the fresh first search loaded an ANN index saved "
-                     "by an earlier run instead of building it.")  # fmt: skip
+        lines.append(
+            f"At {', '.join(loaded)} the fresh first search loaded an ANN index saved "
+            "by an earlier run instead of building it."
+        )
     return "\n".join(lines) + "\n"
 
 
 def _agreement(report: ScaleReport) -> list[str]:
-    found = [(r, r.search["exact_agreement"]) for r in report.results
-             if r.search.get("exact_agreement")]  # fmt: skip
+    found = [
+        (r, r.search["exact_agreement"]) for r in report.results if r.search.get("exact_agreement")
+    ]
     if not found:
         return []
-    lines = ["", "Hybrid results against exact search (FTS5 BM25 over every matching row and "
-             "cosine over every vector), same questions:", "",
-             "| memories | backend | same list | same set | same top hit |",
-             "|---:|---|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "",
+        "Hybrid results against exact search (FTS5 BM25 over every matching row and "
+        "cosine over every vector), same questions:",
+        "",
+        "| memories | backend | same list | same set | same top hit |",
+        "|---:|---|---:|---:|---:|",
+    ]
     for r, a in found:
-        lines.append(f"| {r.size:,} | {r.backend} | {a['same_list']:.1%} | {a['same_set']:.1%} "
-                     f"| {a['same_top1']:.1%} |")  # fmt: skip
+        lines.append(
+            f"| {r.size:,} | {r.backend} | {a['same_list']:.1%} | {a['same_set']:.1%} "
+            f"| {a['same_top1']:.1%} |"
+        )
     return lines
 
 
@@ -123,16 +144,22 @@ def _stages(report: ScaleReport) -> list[str]:
     if not found:
         return []
     names = list(dict.fromkeys(s for _, stages in found for s in stages if s != "took"))
-    lines = ["", "Where a hybrid search's time goes: p50 ms of each stage (`--explain`'s"
-             " `stage_ms`; the embedding apart from reading the candidates), and of the whole"
-             " search, same questions:", "",
-             f"| memories | backend | {' | '.join(names)} | whole search |",
-             f"|---:|---|{'---:|' * (len(names) + 1)}"]  # fmt: skip
+    lines = [
+        "",
+        "Where a hybrid search's time goes: p50 ms of each stage (`--explain`'s"
+        " `stage_ms`; the embedding apart from reading the candidates), and of the whole"
+        " search, same questions:",
+        "",
+        f"| memories | backend | {' | '.join(names)} | whole search |",
+        f"|---:|---|{'---:|' * (len(names) + 1)}",
+    ]
     for r, stages in found:
         cells = [f"{stages[n]['p50_ms']:.2f}" if n in stages else "-" for n in names]
         whole = stages.get("took", {}).get("p50_ms")
-        lines.append(f"| {r.size:,} | {r.backend} | {' | '.join(cells)} | "
-                     f"{'-' if whole is None else f'{whole:.1f}'} |")  # fmt: skip
+        lines.append(
+            f"| {r.size:,} | {r.backend} | {' | '.join(cells)} | "
+            f"{'-' if whole is None else f'{whole:.1f}'} |"
+        )
     return lines
 
 
@@ -140,29 +167,43 @@ def _load_table(report: ScaleReport) -> list[str]:
     rows = [(r, row) for r in report.results for row in r.load]
     if not rows:
         return []
-    lines = ["", f"Load through `recalld serve` (searches only, limit {report.options['limit']},"
-             f" each client count for {report.options['load_seconds']:g} s, clients on this "
-             "machine):", "",  # fmt: skip
-             "| memories | backend | clients | searches/s | p50 ms | p95 ms | p99 ms | errors |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "",
+        f"Load through `recalld serve` (searches only, limit {report.options['limit']},"
+        f" each client count for {report.options['load_seconds']:g} s, clients on this "
+        "machine):",
+        "",
+        "| memories | backend | clients | searches/s | p50 ms | p95 ms | p99 ms | errors |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r, row in rows:
-        lines.append(f"| {r.size:,} | {r.backend} | {row['clients']} "
-                     f"| {row['searches_per_s']:.1f} | {row['p50_ms']:.0f} | {row['p95_ms']:.0f} "
-                     f"| {row['p99_ms']:.0f} | {row['errors']} |")  # fmt: skip
+        lines.append(
+            f"| {r.size:,} | {r.backend} | {row['clients']} "
+            f"| {row['searches_per_s']:.1f} | {row['p50_ms']:.0f} | {row['p95_ms']:.0f} "
+            f"| {row['p99_ms']:.0f} | {row['errors']} |"
+        )
     held = [r for r in report.results if r.capacity]
     if held:
-        lines += ["", "The highest rate of searches held with p99 within the target (clients "
-                  "sending on a schedule, latency counted from each request's moment):", "",
-                  "| memories | backend | clients | p99 target ms | searches/s | p50 ms "
-                  "| p99 ms | tries |", "|---:|---|---:|---:|---:|---:|---:|---|"]  # fmt: skip
+        lines += [
+            "",
+            "The highest rate of searches held with p99 within the target (clients "
+            "sending on a schedule, latency counted from each request's moment):",
+            "",
+            "| memories | backend | clients | p99 target ms | searches/s | p50 ms "
+            "| p99 ms | tries |",
+            "|---:|---|---:|---:|---:|---:|---:|---|",
+        ]
         for r in held:
             c = r.capacity or {}
             best = c["best"] or {}
-            tries = ", ".join(f"{t['rate']:.0f}/s {'held' if t['held'] else 'missed'}"
-                              for t in c["tries"])  # fmt: skip
-            lines.append(f"| {r.size:,} | {r.backend} | {c['clients']} | {c['p99_target_ms']:g} "
-                         f"| {best.get('searches_per_s', 0):.1f} | {best.get('p50_ms', 0):.0f} "
-                         f"| {best.get('p99_ms', 0):.0f} | {tries} |")  # fmt: skip
+            tries = ", ".join(
+                f"{t['rate']:.0f}/s {'held' if t['held'] else 'missed'}" for t in c["tries"]
+            )
+            lines.append(
+                f"| {r.size:,} | {r.backend} | {c['clients']} | {c['p99_target_ms']:g} "
+                f"| {best.get('searches_per_s', 0):.1f} | {best.get('p50_ms', 0):.0f} "
+                f"| {best.get('p99_ms', 0):.0f} | {tries} |"
+            )
     return lines
 
 
@@ -184,11 +225,13 @@ def chart(report: ScaleReport, path: Path) -> bool:
         results = [r for r in report.results if r.backend == backend]
         sizes = [r.size for r in results]
         vector, text = FLOORS.get(backend, FLOORS["sqlite"])
-        labels = {"numpy": "floor: exact numpy cosine", "fts5": "floor: plain FTS5",
-                  "vector_floor": "floor: HNSW index alone",
-                  "text_floor": "floor: word index alone"}  # fmt: skip
-        for key, label in (*SERIES[:2], (vector, labels[vector]), (text, labels[text]),
-                           SERIES[4]):  # fmt: skip
+        labels = {
+            "numpy": "floor: exact numpy cosine",
+            "fts5": "floor: plain FTS5",
+            "vector_floor": "floor: HNSW index alone",
+            "text_floor": "floor: word index alone",
+        }
+        for key, label in (*SERIES[:2], (vector, labels[vector]), (text, labels[text]), SERIES[4]):
             if any(key not in r.search for r in results):
                 continue
             p50 = [r.search[key]["p50_ms"] for r in results]

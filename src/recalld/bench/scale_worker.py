@@ -61,7 +61,10 @@ def run_child(target: str, queue: Queue[tuple[str, Any]], kwargs: dict[str, Any]
             queue.put((kind, value))
 
         steps: dict[str, Callable[..., dict[str, Any]]] = {
-            "build": build, "index": index, "search": search}  # fmt: skip
+            "build": build,
+            "index": index,
+            "search": search,
+        }
         result = steps[target](report, **kwargs)
         queue.put(("done", result))
     except BaseException:  # the parent must hear about any failure, then the child exits
@@ -100,9 +103,15 @@ def build(report: Report, db: str, pool_path: str, size: int, seed: int) -> dict
     store.close()
     _vacuum(db) if is_dsn(db) else _checkpoint(db)
     total = time.perf_counter() - started
-    return {"insert_s": insert + index_s, "rows_s": insert, "vector_index_s": index_s,
-            "bulk_load": bool(deferred), "generate_s": generate, "build_s": total,
-            "peak_build_mb": peak_rss_mb()}  # fmt: skip
+    return {
+        "insert_s": insert + index_s,
+        "rows_s": insert,
+        "vector_index_s": index_s,
+        "bulk_load": bool(deferred),
+        "generate_s": generate,
+        "build_s": total,
+        "peak_build_mb": peak_rss_mb(),
+    }
 
 
 def _checkpoint(db: str) -> None:
@@ -143,8 +152,12 @@ def index(report: Report, db: str, pool_path: str) -> dict[str, Any]:
         store.build_index("words")
         words_s = time.perf_counter() - began
     store.close()
-    return {"first_search_s": elapsed, "index_was_saved": saved, "peak_index_mb": peak_rss_mb(),
-            "word_postings_s": words_s}  # fmt: skip
+    return {
+        "first_search_s": elapsed,
+        "index_was_saved": saved,
+        "peak_index_mb": peak_rss_mb(),
+        "word_postings_s": words_s,
+    }
 
 
 def search(
@@ -185,8 +198,10 @@ def search(
 
 def hybrid_tops(engine: Any, questions: list[str], limit: int) -> list[list[str]]:
     """Each question's default hybrid results, as memory ids."""
-    return [[hit.memory.id for hit in engine.search(q, limit=limit, mode="hybrid").hits]
-            for q in questions]  # fmt: skip
+    return [
+        [hit.memory.id for hit in engine.search(q, limit=limit, mode="hybrid").hits]
+        for q in questions
+    ]
 
 
 def explained_tops(
@@ -203,25 +218,27 @@ def explained_tops(
         tops.append([hit.memory.id for hit in result.hits])
         spent.append({**result.details.get("stage_ms", {}), "took": result.took_ms})
     stages = list(dict.fromkeys(stage for times in spent for stage in times))
-    return tops, {stage: latency_ms([times.get(stage, 0.0) for times in spent])
-                  for stage in stages}  # fmt: skip
+    return tops, {stage: latency_ms([times.get(stage, 0.0) for times in spent]) for stage in stages}
 
 
 def agreement(got: list[list[str]], exact: list[list[str]]) -> dict[str, float]:
     """How often ``got`` is ``exact``, question by question: the same list, the same set,
     the same top hit."""
     pairs = list(zip(got, exact, strict=True))
-    return {"same_list": sum(a == b for a, b in pairs) / len(pairs),
-            "same_set": sum(set(a) == set(b) for a, b in pairs) / len(pairs),
-            "same_top1": sum(a[:1] == b[:1] for a, b in pairs) / len(pairs)}  # fmt: skip
+    return {
+        "same_list": sum(a == b for a, b in pairs) / len(pairs),
+        "same_set": sum(set(a) == set(b) for a, b in pairs) / len(pairs),
+        "same_top1": sum(a[:1] == b[:1] for a, b in pairs) / len(pairs),
+    }
 
 
 def store_bench_options(description: str, rounds: int) -> argparse.ArgumentParser:
     """The options every script that times searches on one scale store takes: ``--store``,
     ``--questions``, ``--rounds``, ``--seed``, ``--data``, ``--out``."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--store", required=True,
-                        help="a scale store: its SQLite file or its PostgreSQL DSN")  # fmt: skip
+    parser.add_argument(
+        "--store", required=True, help="a scale store: its SQLite file or its PostgreSQL DSN"
+    )
     parser.add_argument("--questions", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=rounds)
     parser.add_argument("--seed", type=int, default=7)
@@ -261,8 +278,11 @@ def write_report(report: dict[str, Any], out: Path | None) -> None:
 def latency_ms(times: list[float]) -> dict[str, float]:
     """p50 / p95 / mean of ``times`` (milliseconds)."""
     ms = np.array(times)
-    return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
-            "mean_ms": float(ms.mean())}  # fmt: skip
+    return {
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "mean_ms": float(ms.mean()),
+    }
 
 
 def _exact_agreement(
@@ -297,8 +317,10 @@ def _fts5_floor(db: str, questions: list[str]) -> dict[str, float]:
     from recalld.text import keywords
 
     conn = sqlite3.connect(db)
-    sql = ("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
-           " ORDER BY bm25(memories_fts) LIMIT ?")  # fmt: skip
+    sql = (
+        "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?"
+        " ORDER BY bm25(memories_fts) LIMIT ?"
+    )
 
     def one(question: str) -> list[Any]:
         match = fts_match(tuple(keywords(question))) or '""'
@@ -353,8 +375,9 @@ def _postgres_floors(dsn: str, model: Any, questions: list[str]) -> dict[str, An
             if not query:
                 return []
             ctes, params = bm25_ctes(query, "m.forgotten_at IS NULL")
-            return conn.execute(f"WITH {', '.join(ctes)} SELECT id FROM bm25",
-                                {**params, "bm25_limit": FLOOR_LIMIT,
-                                 "namespaces": ["default"]}).fetchall()  # fmt: skip
+            return conn.execute(
+                f"WITH {', '.join(ctes)} SELECT id FROM bm25",
+                {**params, "bm25_limit": FLOOR_LIMIT, "namespaces": ["default"]},
+            ).fetchall()
 
         return {"vector_floor": _timed(questions, vector), "text_floor": _timed(questions, text)}

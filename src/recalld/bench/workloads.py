@@ -20,8 +20,17 @@ from recalld.errors import InvalidInputError
 from recalld.records import MEMORY_TYPES, MemoryType
 
 SCENARIO_KINDS = ("coding", "notes", "personal", "support", "team", "multilingual", "mixed")
-QUERY_KINDS = ("fact", "update", "preference", "temporal", "identifier", "aggregation",
-               "assistant-said", "multilingual", "procedure")  # fmt: skip
+QUERY_KINDS = (
+    "fact",
+    "update",
+    "preference",
+    "temporal",
+    "identifier",
+    "aggregation",
+    "assistant-said",
+    "multilingual",
+    "procedure",
+)
 HIT_KS = (1, 5, 10)
 """``hit@k`` cut-offs of FORMAT.md."""
 DEPTH = 10
@@ -122,14 +131,18 @@ def _memory(record: Any, where: str) -> WorkloadMemory:
     if isinstance(priority, bool) or not isinstance(priority, int | float):
         raise InvalidInputError(f"{where}: priority must be a number")
     return WorkloadMemory(
-        key=key, content=require(record, "content", str, where), type=kind,
+        key=key,
+        content=require(record, "content", str, where),
+        type=kind,
         session_id=_optional(record, "session_id", str, where),
         event_time=None if when is None else parse_time(when, f"{where} event_time"),
         role=_optional(record, "role", str, where),
-        project=_optional(record, "project", str, where), tags=tuple(tags),
-        pinned=bool(_optional(record, "pinned", bool, where)), priority=float(priority),
+        project=_optional(record, "project", str, where),
+        tags=tuple(tags),
+        pinned=bool(_optional(record, "pinned", bool, where)),
+        priority=float(priority),
         evergreen=bool(_optional(record, "evergreen", bool, where)),
-    )  # fmt: skip
+    )
 
 
 def _query(record: Any, where: str) -> WorkloadQuery:
@@ -147,11 +160,15 @@ def _query(record: Any, where: str) -> WorkloadQuery:
         raise InvalidInputError(f"{where}: keys both gold and stale: {', '.join(both)}")
     when = record.get("as_of")
     return WorkloadQuery(
-        query_id=qid, query=require(record, "query", str, where), kind=kind, gold=tuple(gold),
-        stale=tuple(stale), project=_optional(record, "project", str, where),
+        query_id=qid,
+        query=require(record, "query", str, where),
+        kind=kind,
+        gold=tuple(gold),
+        stale=tuple(stale),
+        project=_optional(record, "project", str, where),
         as_of=None if when is None else parse_time(when, f"{where} as_of"),
         need_all=bool(_optional(record, "need_all", bool, where)),
-    )  # fmt: skip
+    )
 
 
 def _scenario(record: Any, pools: Mapping[str, tuple[WorkloadMemory, ...]], where: str) -> Scenario:
@@ -170,10 +187,15 @@ def _scenario(record: Any, pools: Mapping[str, tuple[WorkloadMemory, ...]], wher
         raise InvalidInputError(f"{where}: files must be an object of path -> text")
     queries = tuple(_query(q, where) for q in require(record, "queries", list, where))
     scenario = Scenario(
-        scenario_id=sid, kind=kind, description=str(record.get("description") or ""),
+        scenario_id=sid,
+        kind=kind,
+        description=str(record.get("description") or ""),
         as_of=parse_time(require(record, "as_of", str, where), f"{where} as_of"),
-        background=background, memories=memories, files=dict(files), queries=queries,
-    )  # fmt: skip
+        background=background,
+        memories=memories,
+        files=dict(files),
+        queries=queries,
+    )
     _check_keys(scenario, pools, where)
     return scenario
 
@@ -217,16 +239,22 @@ def load_workloads(path: str | Path) -> Workloads:
         if not isinstance(items, list):
             raise InvalidInputError(f"{where}: pool {name!r} must be a list of memories")
         pools[name] = tuple(_memory(m, f"{where}: pool {name}") for m in items)
-    scenarios = tuple(_scenario(s, pools, f"{where}: scenario #{i + 1}")
-                      for i, s in enumerate(require(data, "scenarios", list, where)))  # fmt: skip
+    scenarios = tuple(
+        _scenario(s, pools, f"{where}: scenario #{i + 1}")
+        for i, s in enumerate(require(data, "scenarios", list, where))
+    )
     ids = [s.scenario_id for s in scenarios]
     if len(set(ids)) != len(ids):
         raise InvalidInputError(f"{where}: scenario ids are not unique")
     if not scenarios:
         raise InvalidInputError(f"{where}: the file holds no scenario")
     version = data.get("version", 1)
-    return Workloads(str(data.get("name") or Path(path).stem),
-                     version if isinstance(version, int) else 1, pools, scenarios)  # fmt: skip
+    return Workloads(
+        str(data.get("name") or Path(path).stem),
+        version if isinstance(version, int) else 1,
+        pools,
+        scenarios,
+    )
 
 
 # -- scoring ---------------------------------------------------------------------------------

@@ -15,8 +15,10 @@ BREAKDOWN_METRICS = ("hit@1", "hit@5", "mrr@10", "current_first")
 def _overall(systems: Mapping[str, Any]) -> list[str]:
     first = next(iter(systems.values()))["overall"]
     header = ["system", *(f"{m} (n={first['counts'].get(m, 0)})" for m in METRICS)]
-    rows = [[name, *(fmt_metric(s["overall"]["metrics"].get(m)) for m in METRICS)]
-            for name, s in systems.items()]  # fmt: skip
+    rows = [
+        [name, *(fmt_metric(s["overall"]["metrics"].get(m)) for m in METRICS)]
+        for name, s in systems.items()
+    ]
     return table_lines(header, rows)
 
 
@@ -28,8 +30,10 @@ def _breakdown(systems: Mapping[str, Any], key: str, metric: str) -> list[str]:
         count = first.get(group, {}).get("counts", {}).get(metric, 0)
         if not count:
             continue
-        cells = [fmt_metric(s[key].get(group, {}).get("metrics", {}).get(metric))
-                 for s in systems.values()]  # fmt: skip
+        cells = [
+            fmt_metric(s[key].get(group, {}).get("metrics", {}).get(metric))
+            for s in systems.values()
+        ]
         rows.append([group, str(count), *cells])
     return table_lines(["group", "n", *systems], rows) if rows else []
 
@@ -38,8 +42,10 @@ def _speed(report: Mapping[str, Any]) -> list[str]:
     s = report["speed"]
     cache = s["embedding_cache"]
     load = report.get("load_average") or {}
-    rows = [[name, fmt_ms(sys["latency_ms"].get("p50")), fmt_ms(sys["latency_ms"].get("p95"))]
-            for name, sys in report["systems"].items()]  # fmt: skip
+    rows = [
+        [name, fmt_ms(sys["latency_ms"].get("p50")), fmt_ms(sys["latency_ms"].get("p95"))]
+        for name, sys in report["systems"].items()
+    ]
     return [
         f"- stored: {s['memories']} memories and {s['file_chunks']} file chunks in "
         f"{s['ingest_s']:.1f} s (embedding included)",
@@ -65,8 +71,11 @@ def workloads_markdown(report: Mapping[str, Any]) -> str:
         f"- date: {report['date']}; machine: {m['cores']} cores, {m['platform']}, "
         f"Python {m['python']}",
         f"- embedder: {describe_embedder(report.get('embedder'))}",
-        "", "## Overall", "", *_overall(systems),
-    ]  # fmt: skip
+        "",
+        "## Overall",
+        "",
+        *_overall(systems),
+    ]
     for key, title in (("by_group", "scenario kind"), ("by_query_kind", "query kind")):
         lines += ["", f"## By {title}"]
         for metric in BREAKDOWN_METRICS:

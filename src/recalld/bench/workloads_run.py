@@ -159,10 +159,13 @@ def run_workloads(
         _run_scenario(workloads, scenario, systems, model, folder, tally, advance, models)
     hits, misses = _cache_counts(model)
     speed = {
-        "memories": tally.memories, "file_chunks": tally.chunks, "ingest_s": tally.ingest_s,
+        "memories": tally.memories,
+        "file_chunks": tally.chunks,
+        "ingest_s": tally.ingest_s,
         "embedding_cache": {"hits": hits - hits_before, "misses": misses - misses_before},
-        "peak_rss_mb": peak_rss_mb(), "wall_s": time.perf_counter() - started,
-    }  # fmt: skip
+        "peak_rss_mb": peak_rss_mb(),
+        "wall_s": time.perf_counter() - started,
+    }
     return {
         "benchmark": "workloads",
         "file": str(path),
@@ -195,8 +198,10 @@ def _run_scenario(
     advance: Callable[[], None],
     models: Models | None = None,
 ) -> None:
-    with tempfile.TemporaryDirectory(prefix="recalld-workloads-") as folder, \
-            workspace_folder(scenario.scenario_id) as workspace:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="recalld-workloads-") as folder,
+        workspace_folder(scenario.scenario_id) as workspace,
+    ):
         # model_construct: explicit values and defaults only, no RECALLD_* variables read.
         settings = Settings.model_construct(db=Path(folder) / "bench.db", cache_dir=cache_dir)
         with recalld.open(settings=settings, embedder=embedder, models=models) as engine:
@@ -210,23 +215,34 @@ def _run_scenario(
                 for system in systems:
                     clock = time.perf_counter()
                     result = engine.search(
-                        query.query, limit=DEPTH, mode=system.mode, config=system.config,
-                        as_of=query.as_of or scenario.as_of, boost_project=query.project,
-                    )  # fmt: skip
+                        query.query,
+                        limit=DEPTH,
+                        mode=system.mode,
+                        config=system.config,
+                        as_of=query.as_of or scenario.as_of,
+                        boost_project=query.project,
+                    )
                     elapsed = (time.perf_counter() - clock) * 1000
                     tally.latency_ms.setdefault(system.name, []).append(elapsed)
                     ranked = [keys_of.get(h.memory.id, frozenset()) for h in result.hits]
                     per_system[system.name] = {
                         "scores": score_query(ranked, query),
-                        "top": [_label(keys, h.memory.id)
-                                for keys, h in zip(ranked, result.hits, strict=True)],
-                    }  # fmt: skip
-                tally.queries.append({
-                    "id": f"{scenario.scenario_id}/{query.query_id}",
-                    "scenario_kind": scenario.kind, "query_kind": query.kind,
-                    "query": query.query, "gold": list(query.gold), "stale": list(query.stale),
-                    "systems": per_system,
-                })  # fmt: skip
+                        "top": [
+                            _label(keys, h.memory.id)
+                            for keys, h in zip(ranked, result.hits, strict=True)
+                        ],
+                    }
+                tally.queries.append(
+                    {
+                        "id": f"{scenario.scenario_id}/{query.query_id}",
+                        "scenario_kind": scenario.kind,
+                        "query_kind": query.kind,
+                        "query": query.query,
+                        "gold": list(query.gold),
+                        "stale": list(query.stale),
+                        "systems": per_system,
+                    }
+                )
                 advance()
 
 
@@ -288,11 +304,19 @@ def fill_store(
 def new_memory(m: WorkloadMemory) -> NewMemory:
     """A workloads memory as a user would add it (its key is its id, for stable reruns)."""
     return NewMemory(
-        id=m.key, content=m.content, type=m.type, event_time=m.event_time,
-        priority=m.priority, pinned=m.pinned, evergreen=m.evergreen, project=m.project,
-        session_id=m.session_id, tags=m.tags, source=Source(kind="workloads"),
+        id=m.key,
+        content=m.content,
+        type=m.type,
+        event_time=m.event_time,
+        priority=m.priority,
+        pinned=m.pinned,
+        evergreen=m.evergreen,
+        project=m.project,
+        session_id=m.session_id,
+        tags=m.tags,
+        source=Source(kind="workloads"),
         metadata={"role": m.role} if m.role else {},
-    )  # fmt: skip
+    )
 
 
 def _file_chunks(engine: recalld.MemoryEngine) -> list[Memory]:
@@ -351,9 +375,16 @@ def comparisons(
                     wins.append(q["id"])
                 elif a < b:
                     losses.append(q["id"])
-            out.append({"system": system, "against": against, "metric": metric,
-                        "wins": wins, "losses": losses,
-                        "ties": len(queries) - len(wins) - len(losses)})  # fmt: skip
+            out.append(
+                {
+                    "system": system,
+                    "against": against,
+                    "metric": metric,
+                    "wins": wins,
+                    "losses": losses,
+                    "ties": len(queries) - len(wins) - len(losses),
+                }
+            )
     return out
 
 
@@ -367,8 +398,15 @@ def _system_report(system: System, tally: _Tally) -> dict[str, Any]:
         return {g: summarize(groups[g]) for g in sorted(groups)}
 
     latencies = tally.latency_ms.get(system.name, [])
-    latency = {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
-               "searches": len(latencies)} if latencies else {}  # fmt: skip
+    latency = (
+        {
+            "p50": percentile(latencies, 50),
+            "p95": percentile(latencies, 95),
+            "searches": len(latencies),
+        }
+        if latencies
+        else {}
+    )
     return {
         "mode": system.mode,
         "config": config_dict(system.config),

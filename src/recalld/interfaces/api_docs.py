@@ -28,9 +28,16 @@ table{border-collapse:collapse;width:100%}td,th{text-align:left;vertical-align:t
 padding:.2rem .5rem;border-bottom:1px solid #eef}
 """
 
-_BOUNDS = (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="),
-           ("exclusiveMaximum", "<"), ("minLength", "length >="), ("maxLength", "length <="),
-           ("minItems", "items >="), ("maxItems", "items <="))  # fmt: skip
+_BOUNDS = (
+    ("minimum", ">="),
+    ("exclusiveMinimum", ">"),
+    ("maximum", "<="),
+    ("exclusiveMaximum", "<"),
+    ("minLength", "length >="),
+    ("maxLength", "length <="),
+    ("minItems", "items >="),
+    ("maxItems", "items <="),
+)
 
 
 def describe_schema(schema: dict[str, Any]) -> str:
@@ -59,46 +66,67 @@ def _rows(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
 
 
 def _operation(method: str, path: str, op: dict[str, Any]) -> str:
-    parts = [f"<h3><span class=method>{escape(method)}</span><code>{escape(path)}</code></h3>",
-             f"<p>{escape(op.get('summary', ''))}</p>"]  # fmt: skip
-    parameters = [(f"<code>{escape(p['name'])}</code>", escape(p.get("in", "")),
-                   escape(describe_schema(p.get("schema", {}))),
-                   escape(p.get("description", "") + (" (required)" if p.get("required") else "")))
-                  for p in op.get("parameters", [])]  # fmt: skip
+    parts = [
+        f"<h3><span class=method>{escape(method)}</span><code>{escape(path)}</code></h3>",
+        f"<p>{escape(op.get('summary', ''))}</p>",
+    ]
+    parameters = [
+        (
+            f"<code>{escape(p['name'])}</code>",
+            escape(p.get("in", "")),
+            escape(describe_schema(p.get("schema", {}))),
+            escape(p.get("description", "") + (" (required)" if p.get("required") else "")),
+        )
+        for p in op.get("parameters", [])
+    ]
     parts.append(_rows(("parameter", "in", "type", "meaning"), parameters))
     media = op.get("requestBody", {}).get("content", {}).get("application/json")
     if media:
         parts.append(f"<p>Body: {escape(describe_schema(media.get('schema', {})))}</p>")
         for example in media.get("examples", {}).values():
             parts.append(f"<pre>{escape(json.dumps(example.get('value'), indent=2))}</pre>")
-    answers = [(escape(str(status)), escape(answer.get("description", "")))
-               for status, answer in op.get("responses", {}).items()]  # fmt: skip
+    answers = [
+        (escape(str(status)), escape(answer.get("description", "")))
+        for status, answer in op.get("responses", {}).items()
+    ]
     parts.append(_rows(("status", "when"), answers))
     return "<section>" + "".join(parts) + "</section>"
 
 
 def _component(name: str, schema: dict[str, Any]) -> str:
     needed = set(schema.get("required", ()))
-    fields = [(f"<code>{escape(field)}</code>" + (" *" if field in needed else ""),
-               escape(describe_schema(spec)), escape(spec.get("description", "")))
-              for field, spec in schema.get("properties", {}).items()]  # fmt: skip
+    fields = [
+        (
+            f"<code>{escape(field)}</code>" + (" *" if field in needed else ""),
+            escape(describe_schema(spec)),
+            escape(spec.get("description", "")),
+        )
+        for field, spec in schema.get("properties", {}).items()
+    ]
     summary = escape(schema.get("description", "") or describe_schema(schema))
-    return (f"<section id='{escape(name)}'><h3>{escape(name)}</h3><p>{summary}</p>"
-            f"{_rows(('field (* required)', 'type', 'meaning'), fields)}</section>")  # fmt: skip
+    return (
+        f"<section id='{escape(name)}'><h3>{escape(name)}</h3><p>{summary}</p>"
+        f"{_rows(('field (* required)', 'type', 'meaning'), fields)}</section>"
+    )
 
 
 def render(spec: dict[str, Any]) -> str:
     """The whole page for an OpenAPI document."""
     info = spec.get("info", {})
     title = escape(f"{info.get('title', 'API')} {info.get('version', '')}".strip())
-    operations = [_operation(method, path, op)
-                  for path, item in spec.get("paths", {}).items()
-                  for method, op in item.items() if isinstance(op, dict)]  # fmt: skip
+    operations = [
+        _operation(method, path, op)
+        for path, item in spec.get("paths", {}).items()
+        for method, op in item.items()
+        if isinstance(op, dict)
+    ]
     schemas = spec.get("components", {}).get("schemas", {})
     components = [_component(name, schemas[name]) for name in sorted(schemas)]
-    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{title}</title>"
-            f"<style>{_STYLE}</style></head><body><h1>{title}</h1>"
-            f"<p>{escape(info.get('description', ''))}</p>"
-            "<p>The machine-readable document: <a href='openapi.json'>openapi.json</a>.</p>"
-            f"<h2>Operations</h2>{''.join(operations)}"
-            f"<h2>Schemas</h2>{''.join(components)}</body></html>")  # fmt: skip
+    return (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{title}</title>"
+        f"<style>{_STYLE}</style></head><body><h1>{title}</h1>"
+        f"<p>{escape(info.get('description', ''))}</p>"
+        "<p>The machine-readable document: <a href='openapi.json'>openapi.json</a>.</p>"
+        f"<h2>Operations</h2>{''.join(operations)}"
+        f"<h2>Schemas</h2>{''.join(components)}</body></html>"
+    )

@@ -22,12 +22,11 @@ import click
 
 import recalld
 from recalld.errors import RecalldError
-from recalld.records import IMPORT_FORMATS, MEMORY_TYPES, TYPE_ALIASES
+from recalld.records import MEMORY_TYPES, TYPE_ALIASES
 from recalld.retrieval.config import PRESETS
 
 if TYPE_CHECKING:
     from recalld.interfaces.local_server import LocalServer
-    from recalld.sources.importer import ImportReport
 
 Answer = TypeVar("Answer")
 
@@ -51,10 +50,21 @@ def fail(message: str, code: int = 1) -> NoReturn:
 class Ctx:
     """What the group resolves once and the commands share."""
 
-    def __init__(self, db: str | None, embedder: str | None, config: str | None, as_json: bool,
-                 tenant: str | None = None, shared: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        db: str | None,
+        embedder: str | None,
+        config: str | None,
+        as_json: bool,
+        tenant: str | None = None,
+        shared: str | None = None,
+    ):
         self.overrides: dict[str, str | None] = {
-            "db": db, "embedder": embedder, "tenant": tenant, "shared": shared}  # fmt: skip
+            "db": db,
+            "embedder": embedder,
+            "tenant": tenant,
+            "shared": shared,
+        }
         self.config_file = Path(config) if config else None
         self.as_json = as_json
 
@@ -78,8 +88,9 @@ class Ctx:
         with errors():
             return local_server.find(local_server.search_settings(self.overrides, self.config_file))
 
-    def answer(self, path: str, args: dict[str, Any], kind: type[Answer], request: str,
-               method: str) -> Answer:  # fmt: skip
+    def answer(
+        self, path: str, args: dict[str, Any], kind: type[Answer], request: str, method: str
+    ) -> Answer:
         """The answer to a read request: from a local server at ``path`` when one is up,
         else from ``MemoryEngine.<method>`` on ``recalld.requests.<request>`` in-process."""
         from recalld.serialize import from_json
@@ -123,6 +134,7 @@ pass_ctx = click.make_pass_decorator(Ctx)
 
 LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
+    "import": "recalld.interfaces.cli_sources:import_",
     "index": "recalld.interfaces.cli_sources:index",
     "keys": "recalld.interfaces.cli_serve:keys",
     "mcp": "recalld.interfaces.cli_mcp:mcp",
@@ -148,10 +160,15 @@ def accept_json_after(command: click.Command) -> click.Command:
         for sub in command.commands.values():
             accept_json_after(sub)
     if not any("--json" in getattr(p, "opts", ()) for p in command.params):
-        command.params.append(click.Option(
-            ["--json"], is_flag=True, expose_value=False, callback=_set_json,
-            help="Machine-readable JSON output (same as recalld --json).",
-        ))  # fmt: skip
+        command.params.append(
+            click.Option(
+                ["--json"],
+                is_flag=True,
+                expose_value=False,
+                callback=_set_json,
+                help="Machine-readable JSON output (same as recalld --json).",
+            )
+        )
     return command
 
 
@@ -208,16 +225,30 @@ class LazyGroup(click.Group):
 )
 @click.option("--config", "config", type=click.Path(dir_okay=False), help="A TOML config file.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
-@click.option("--llm", help="openai:MODEL switches on query expansion and auto routing "
-              "[env RECALLD_LLM; default: none].")  # fmt: skip
+@click.option(
+    "--llm",
+    help="openai:MODEL switches on query expansion and auto routing "
+    "[env RECALLD_LLM; default: none].",
+)
 @click.option("--llm-base-url", help="Any OpenAI-compatible endpoint [env RECALLD_LLM_BASE_URL].")
-@click.option("--reranker", help="onnx:/folder | llm | http:URL[#model] | maxsim "
-              "[env RECALLD_RERANKER; default: none].")  # fmt: skip
+@click.option(
+    "--reranker",
+    help="onnx:/folder | llm | http:URL[#model] | maxsim [env RECALLD_RERANKER; default: none].",
+)
 @click.version_option(recalld.__version__, prog_name="recalld")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, embedder: str | None, tenant: str | None,
-        shared: str | None, config: str | None, as_json: bool, llm: str | None,
-        llm_base_url: str | None, reranker: str | None) -> None:  # fmt: skip
+def cli(
+    ctx: click.Context,
+    db: str | None,
+    embedder: str | None,
+    tenant: str | None,
+    shared: str | None,
+    config: str | None,
+    as_json: bool,
+    llm: str | None,
+    llm_base_url: str | None,
+    reranker: str | None,
+) -> None:
     """recalld: store what an agent learns; get back the few memories that answer a question."""
     ctx.obj = Ctx(db, embedder, config, as_json, tenant, shared)
     ctx.obj.overrides.update(llm=llm, llm_base_url=llm_base_url, reranker=reranker)
@@ -237,11 +268,16 @@ TYPE_FILTER_HELP = "Only this type (repeatable); fact, preference ... find insig
 
 @cli.command()
 @click.argument("content", required=False)
-@click.option("--type", "type_", default="event", show_default=True,
-              type=click.Choice([*MEMORY_TYPES, *TYPE_ALIASES]),
-              help="insight (a durable fact, decision or preference), event, raw, turn or "
-                   "chunk; fact, preference, decision and lesson are stored as insight, "
-                   "episode as event, message as turn, document as chunk, log as raw.")  # fmt: skip
+@click.option(
+    "--type",
+    "type_",
+    default="event",
+    show_default=True,
+    type=click.Choice([*MEMORY_TYPES, *TYPE_ALIASES]),
+    help="insight (a durable fact, decision or preference), event, raw, turn or "
+    "chunk; fact, preference, decision and lesson are stored as insight, "
+    "episode as event, message as turn, document as chunk, log as raw.",
+)
 @click.option("--tag", "tags", multiple=True, help="Repeatable.")
 @click.option("--project")
 @click.option("--scope", default="user", show_default=True)
@@ -252,9 +288,20 @@ TYPE_FILTER_HELP = "Only this type (repeatable); fact, preference ... find insig
 @click.option("--event-time", help="When it happened (ISO).")
 @click.option("--id", "memory_id", help="Explicit id (makes re-adding idempotent).")
 @pass_ctx
-def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], project: str | None,
-        scope: str, session: str | None, priority: float, pinned: bool, evergreen: bool,
-        event_time: str | None, memory_id: str | None) -> None:  # fmt: skip
+def add(
+    obj: Ctx,
+    content: str | None,
+    type_: str,
+    tags: tuple[str, ...],
+    project: str | None,
+    scope: str,
+    session: str | None,
+    priority: float,
+    pinned: bool,
+    evergreen: bool,
+    event_time: str | None,
+    memory_id: str | None,
+) -> None:
     """Store one memory (CONTENT, or standard input when CONTENT is '-' or absent)."""
     if content in (None, "-"):
         data = sys.stdin.buffer.read()
@@ -263,10 +310,18 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
         except UnicodeDecodeError:
             fail("standard input is not valid UTF-8", 2)
     memory = dict(
-        content=content, type=type_, tags=tags, project=project, scope=scope, session_id=session,
-        priority=priority, pinned=pinned, evergreen=evergreen, id=memory_id,
+        content=content,
+        type=type_,
+        tags=tags,
+        project=project,
+        scope=scope,
+        session_id=session,
+        priority=priority,
+        pinned=pinned,
+        evergreen=evergreen,
+        id=memory_id,
         event_time=_parse_time(event_time, "--event-time"),
-    )  # fmt: skip
+    )
     from recalld.records import AddResult
     from recalld.serialize import from_json
 
@@ -289,8 +344,9 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @cli.command()
 @click.argument("query")
 @click.option("-n", "--limit", default=5, show_default=True)
-@click.option("--mode", default="auto", show_default=True,
-              type=click.Choice(["auto", "hybrid", "vector"]))  # fmt: skip
+@click.option(
+    "--mode", default="auto", show_default=True, type=click.Choice(["auto", "hybrid", "vector"])
+)
 @click.option("--preset", type=click.Choice(list(PRESETS)))
 @click.option("--project")
 @click.option("--scope")
@@ -301,16 +357,38 @@ def add(obj: Ctx, content: str | None, type_: str, tags: tuple[str, ...], projec
 @click.option("--until", help="ISO date: only memories before then.")
 @click.option("--as-of", help="Reference time for relative dates and decay (ISO).")
 @click.option("--explain", is_flag=True, help="Show each hit's channels, fusion and adjustments.")
-@click.option("--near-misses", type=click.IntRange(0, 100), default=0,
-              help="Also show this many of the next candidates and why each lost.")  # fmt: skip
-@click.option("--context", "max_tokens", type=int, default=None,
-              help="Print a prompt-ready context block of at most this many tokens "
-                   "instead.")  # fmt: skip
+@click.option(
+    "--near-misses",
+    type=click.IntRange(0, 100),
+    default=0,
+    help="Also show this many of the next candidates and why each lost.",
+)
+@click.option(
+    "--context",
+    "max_tokens",
+    type=int,
+    default=None,
+    help="Print a prompt-ready context block of at most this many tokens instead.",
+)
 @pass_ctx
-def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, project: str | None,
-           scope: str | None, types: tuple[str, ...], tags: tuple[str, ...],
-           session: str | None, since: str | None, until: str | None, as_of: str | None,
-           explain: bool, near_misses: int, max_tokens: int | None) -> None:  # fmt: skip
+def search(
+    obj: Ctx,
+    query: str,
+    limit: int,
+    mode: str,
+    preset: str | None,
+    project: str | None,
+    scope: str | None,
+    types: tuple[str, ...],
+    tags: tuple[str, ...],
+    session: str | None,
+    since: str | None,
+    until: str | None,
+    as_of: str | None,
+    explain: bool,
+    near_misses: int,
+    max_tokens: int | None,
+) -> None:
     """Find the memories that answer QUERY."""
     filters = _filters(
         project=project,
@@ -321,8 +399,9 @@ def search(obj: Ctx, query: str, limit: int, mode: str, preset: str | None, proj
         since=_parse_time(since, "--since"),
         until=_parse_time(until, "--until"),
     )
-    args: dict[str, Any] = dict(query=query, mode=mode, preset=preset, filters=filters,
-                                as_of=_parse_time(as_of, "--as-of"))  # fmt: skip
+    args: dict[str, Any] = dict(
+        query=query, mode=mode, preset=preset, filters=filters, as_of=_parse_time(as_of, "--as-of")
+    )
     if max_tokens is not None:
         _context(obj, {**args, "max_tokens": max_tokens})
         return
@@ -372,19 +451,36 @@ def get(obj: Ctx, memory_id: str) -> None:
 @click.option("--oldest-first", is_flag=True)
 @click.option("--include-forgotten", is_flag=True)
 @pass_ctx
-def list_(obj: Ctx, limit: int, offset: int, project: str | None, scope: str | None,
-          types: tuple[str, ...], tags: tuple[str, ...], session: str | None,
-          oldest_first: bool, include_forgotten: bool) -> None:  # fmt: skip
+def list_(
+    obj: Ctx,
+    limit: int,
+    offset: int,
+    project: str | None,
+    scope: str | None,
+    types: tuple[str, ...],
+    tags: tuple[str, ...],
+    session: str | None,
+    oldest_first: bool,
+    include_forgotten: bool,
+) -> None:
     """List memories, newest first."""
     from recalld.requests import ListQuery, parse
 
     with errors(), obj.engine() as engine:
-        memories = engine.run_list(parse(ListQuery, dict(
-            limit=limit, offset=offset, newest_first=not oldest_first,
-            include_forgotten=include_forgotten,
-            filters=_filters(project=project, scope=scope, types=types, tags=tags,
-                             session_id=session),
-        )))  # fmt: skip
+        memories = engine.run_list(
+            parse(
+                ListQuery,
+                dict(
+                    limit=limit,
+                    offset=offset,
+                    newest_first=not oldest_first,
+                    include_forgotten=include_forgotten,
+                    filters=_filters(
+                        project=project, scope=scope, types=types, tags=tags, session_id=session
+                    ),
+                ),
+            )
+        )
     if obj.as_json:
         emit_json(memories)
         return
@@ -433,86 +529,6 @@ def supersede(obj: Ctx, memory_id: str, by: str | None, until: str | None, clear
         click.echo(f"{memory.id} superseded {' and '.join(parts)}")
 
 
-@cli.command(name="import")
-@click.argument("path", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option(
-    "--format",
-    "fmt",
-    default="memories",
-    show_default=True,
-    type=click.Choice(IMPORT_FORMATS),
-    help="memories: JSONL, one object per line with 'content' and optional fields. "
-    "jsonl-transcript: one message per line (role, content, timestamp, session_id). "
-    "claude-code: a Claude Code session .jsonl. longmemeval, locomo: those benchmarks' "
-    "JSON files (.gz is fine). See docs/sources.md.",
-)
-@click.option("--strict", is_flag=True,
-              help="Refuse the whole file, storing nothing, if any line is bad.")  # fmt: skip
-@pass_ctx
-def import_(obj: Ctx, path: str, fmt: str, strict: bool) -> None:
-    """Import memories or a conversation transcript from a file (or '-' for standard input).
-
-    Transcripts are stored turn by turn with their session and time; importing the same
-    transcript again adds nothing. Every format treats bad lines alike: each is reported on
-    standard error with its line number and why, and skipped; the rest is stored, and the
-    exit code is 7 when lines were skipped. With --strict a bad line refuses the whole file
-    (exit 2, nothing stored). A file with nothing importable is refused too (exit 2).
-    Memory fields: docs/memory-fields.md.
-    """
-    from recalld.interfaces.progress import file_progress
-    from recalld.requests import ImportRequest, parse
-    from recalld.sources.importer import ImportRefused
-
-    unit = "memories" if fmt == "memories" else "turns"
-    with errors():
-        source = {"content": sys.stdin.buffer.read()} if path == "-" else {"path": path}
-        request = parse(ImportRequest, {"format": fmt, "strict": strict, **source})
-        try:
-            with obj.engine(create=True) as engine, file_progress("importing", obj.as_json,
-                                                                   unit) as bar:  # fmt: skip
-                report = engine.run_import(request, progress=bar)
-        except ImportRefused as exc:
-            for problem in exc.problems:
-                click.echo(f"bad {problem}", err=True)
-            raise
-    for problem in report.problems:
-        click.echo(f"warning: skipped {problem}", err=True)
-    for note in report.notes:
-        click.echo(f"warning: {note}", err=True)
-    if fmt == "memories":
-        _memories_summary(obj, report)
-    else:
-        _transcript_summary(obj, report)
-    if report.problems:
-        sys.exit(EXIT_SKIPPED_LINES)
-
-
-def _transcript_summary(obj: Ctx, report: ImportReport) -> None:
-    if report.undated:
-        click.echo(
-            f"warning: {report.undated} of {report.turns} turns have no timestamp: they are "
-            "stored undated (search treats them as made at import time)", err=True,
-        )  # fmt: skip
-    if obj.as_json:
-        emit_json(report)
-        return
-    click.echo(
-        f"turns read: {report.turns}, stored: {report.stored}, already present: "
-        f"{report.already_present}, skipped lines: {len(report.problems)}"
-        + (f", non-conversation lines: {report.skipped}" if report.skipped else "")
-    )
-
-
-def _memories_summary(obj: Ctx, report: ImportReport) -> None:
-    summary = {"read": report.turns, "stored": report.stored,
-               "duplicates": report.already_present,
-               "skipped_lines": len(report.problems)}  # fmt: skip
-    if obj.as_json:
-        emit_json(summary)
-    else:
-        click.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in summary.items()))
-
-
 def _filters(**given: Any) -> dict[str, Any]:
     """The filter options given on the command line, as request ``filters``."""
     return {k: v for k, v in given.items() if v not in (None, ())}
@@ -543,8 +559,9 @@ def reindex(obj: Ctx, yes: bool) -> None:
         stats = engine.status().store
         total = stats.memories + stats.forgotten
         if not yes and sys.stdin.isatty():
-            click.confirm(f"re-embed {total} memories with '{engine.settings.embedder}'?",
-                          abort=True)  # fmt: skip
+            click.confirm(
+                f"re-embed {total} memories with '{engine.settings.embedder}'?", abort=True
+            )
         with progress_bar("re-embedding", total, obj.as_json) as bar:
             count = engine.reindex(progress=bar)
     emit_json({"reindexed": count}) if obj.as_json else click.echo(f"re-embedded {count} memories")

@@ -22,30 +22,49 @@ ProgressCallback = Callable[[int, int, str], None]
 
 
 EMBEDDER_OPTION = click.option(
-    "--embedder", help="local | multilingual | onnx:/model/folder | openai:MODEL: the embedder "
-    "of every store and query [default: the global --embedder setting].")  # fmt: skip
+    "--embedder",
+    help="local | multilingual | onnx:/model/folder | openai:MODEL: the embedder "
+    "of every store and query [default: the global --embedder setting].",
+)
 """Every benchmark can be re-run with another model (the report records which)."""
 
 _MODEL_OPTIONS = [
     EMBEDDER_OPTION,
-    click.option("--llm", help="openai:MODEL: run the LLM stages (expansion, auto "
-                 "routing) against this model [default: none]."),
+    click.option(
+        "--llm",
+        help="openai:MODEL: run the LLM stages (expansion, auto "
+        "routing) against this model [default: none].",
+    ),
     click.option("--llm-base-url", help="The LLM's OpenAI-compatible endpoint."),
-    click.option("--reranker", help="onnx:/folder | llm | http:URL[#model] | maxsim: "
-                 "run the rerank stage [default: none]."),
-]  # fmt: skip
+    click.option(
+        "--reranker",
+        help="onnx:/folder | llm | http:URL[#model] | maxsim: "
+        "run the rerank stage [default: none].",
+    ),
+]
 """The optional model stages' options, which every benchmark of retrieval quality takes."""
 
 
 _RUN_OPTIONS = [
-    click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
-                 help="Embedding cache folder [default: the user cache dir]."),
-    click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path),
-                 help="Write the full report (every question) as JSON to this file."),
+    click.option(
+        "--cache-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Embedding cache folder [default: the user cache dir].",
+    ),
+    click.option(
+        "--json",
+        "json_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Write the full report (every question) as JSON to this file.",
+    ),
     *_MODEL_OPTIONS,
-    click.option("--report", "report_dir", type=click.Path(file_okay=False, path_type=Path),
-                 help="Write report.md, chart.png and results.json into this folder."),
-]  # fmt: skip
+    click.option(
+        "--report",
+        "report_dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="Write report.md, chart.png and results.json into this folder.",
+    ),
+]
 """Options every benchmark of retrieval quality takes: caches, outputs, models."""
 
 
@@ -60,31 +79,64 @@ def _with(options: list[Any]) -> Callable[[Callable[..., Any]], Callable[..., An
     return decorate
 
 
-_shared_options = _with([
-    click.option("--mode", default="auto", show_default=True,
-                 type=click.Choice(["auto", "hybrid", "vector"]),
-                 help="Search mode of recalld's own pipeline (baselines fix theirs)."),
-    click.option("--baselines/--no-baselines", default=True, show_default=True,
-                 help="Also run BM25 only and vector only on the same stores."),
-    click.option("--depth", default=50, show_default=True,
-                 help="Hits per search: the ranking the metrics are computed from."),
-    click.option("--budget", "budgets", multiple=True, type=int,
-                 help="Context budget in tokens (repeatable) [default: 1000 2000 4000]."),
-    *_RUN_OPTIONS,
-])  # fmt: skip
+_shared_options = _with(
+    [
+        click.option(
+            "--mode",
+            default="auto",
+            show_default=True,
+            type=click.Choice(["auto", "hybrid", "vector"]),
+            help="Search mode of recalld's own pipeline (baselines fix theirs).",
+        ),
+        click.option(
+            "--baselines/--no-baselines",
+            default=True,
+            show_default=True,
+            help="Also run BM25 only and vector only on the same stores.",
+        ),
+        click.option(
+            "--depth",
+            default=50,
+            show_default=True,
+            help="Hits per search: the ranking the metrics are computed from.",
+        ),
+        click.option(
+            "--budget",
+            "budgets",
+            multiple=True,
+            type=int,
+            help="Context budget in tokens (repeatable) [default: 1000 2000 4000].",
+        ),
+        *_RUN_OPTIONS,
+    ]
+)
 """Options of the conversation benchmarks (LongMemEval, LoCoMo)."""
 
-_paired_options = _with([
-    click.option("--preset", type=click.Choice(list(recalld.PRESETS)),
-                 help="recalld's pipeline as this preset [default: the configured one]."),
-    click.option("--set", "changes", multiple=True, metavar="NAME=VALUE",
-                 help="Also run a variant: the default with this retrieval setting changed "
-                 "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
-                 '\'channels=["semantic","bm25"]\'); paired against the default.'),
-    click.option("--baselines/--no-baselines", default=True, show_default=True,
-                 help="Also run plain RRF, BM25 only and vector only on the same stores."),
-    *_RUN_OPTIONS,
-])  # fmt: skip
+_paired_options = _with(
+    [
+        click.option(
+            "--preset",
+            type=click.Choice(list(recalld.PRESETS)),
+            help="recalld's pipeline as this preset [default: the configured one].",
+        ),
+        click.option(
+            "--set",
+            "changes",
+            multiple=True,
+            metavar="NAME=VALUE",
+            help="Also run a variant: the default with this retrieval setting changed "
+            "(repeatable; VALUE is JSON, e.g. event_boost=1.0 or "
+            '\'channels=["semantic","bm25"]\'); paired against the default.',
+        ),
+        click.option(
+            "--baselines/--no-baselines",
+            default=True,
+            show_default=True,
+            help="Also run plain RRF, BM25 only and vector only on the same stores.",
+        ),
+        *_RUN_OPTIONS,
+    ]
+)
 """Options of the benchmarks that pair recalld's pipeline (and a variant) with plain RRF."""
 
 
@@ -96,24 +148,43 @@ def bench() -> None:
 @bench.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--limit", type=click.IntRange(min=1), help="Score only the first N questions.")
-@click.option("--questions", "question_ids", multiple=True,
-              help="Question ids to score (comma-separated or repeated).")  # fmt: skip
-@click.option("--granularity", default="turn", show_default=True,
-              type=click.Choice(["turn", "session"]), help="What one memory is.")  # fmt: skip
+@click.option(
+    "--questions",
+    "question_ids",
+    multiple=True,
+    help="Question ids to score (comma-separated or repeated).",
+)
+@click.option(
+    "--granularity",
+    default="turn",
+    show_default=True,
+    type=click.Choice(["turn", "session"]),
+    help="What one memory is.",
+)
 @click.option(
     "--roles",
     default="",
     metavar="ROLE,ROLE",
     help="Store only turns of these roles (e.g. 'user', as the official script).",
 )
-@click.option("--include-abstention", is_flag=True,
-              help="Also score '_abs' questions (left out by the official report).")  # fmt: skip
+@click.option(
+    "--include-abstention",
+    is_flag=True,
+    help="Also score '_abs' questions (left out by the official report).",
+)
 @_shared_options
 @click.pass_context
-def longmemeval(ctx: click.Context, /, file: Path, limit: int | None,
-                question_ids: tuple[str, ...], granularity: str, roles: str,
-                include_abstention: bool,
-                **shared: Any) -> None:  # fmt: skip
+def longmemeval(
+    ctx: click.Context,
+    /,
+    file: Path,
+    limit: int | None,
+    question_ids: tuple[str, ...],
+    granularity: str,
+    roles: str,
+    include_abstention: bool,
+    **shared: Any,
+) -> None:
     """Retrieval on a LongMemEval FILE (official schema, plain or .gz JSON).
 
     Each question gets a fresh store holding only its haystack, one memory per turn, and
@@ -122,23 +193,40 @@ def longmemeval(ctx: click.Context, /, file: Path, limit: int | None,
     from recalld.bench.runner import run_longmemeval
 
     ids = [i.strip() for raw in question_ids for i in raw.split(",") if i.strip()]
-    _run(ctx, run_longmemeval, file, shared, limit=limit, question_ids=ids,
-         granularity=granularity, include_abstention=include_abstention,
-         roles=[r.strip() for r in roles.split(",") if r.strip()])  # fmt: skip
+    _run(
+        ctx,
+        run_longmemeval,
+        file,
+        shared,
+        limit=limit,
+        question_ids=ids,
+        granularity=granularity,
+        include_abstention=include_abstention,
+        roles=[r.strip() for r in roles.split(",") if r.strip()],
+    )
 
 
 @bench.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--limit", type=click.IntRange(min=1),
-              help="Use only the first N conversations.")  # fmt: skip
-@click.option("--conversations", "conversation_ids", multiple=True,
-              help="Conversation sample_ids to use (comma-separated or repeated).")  # fmt: skip
-@click.option("--adversarial", is_flag=True,
-              help="Also score category 5 (adversarial) questions.")  # fmt: skip
+@click.option("--limit", type=click.IntRange(min=1), help="Use only the first N conversations.")
+@click.option(
+    "--conversations",
+    "conversation_ids",
+    multiple=True,
+    help="Conversation sample_ids to use (comma-separated or repeated).",
+)
+@click.option("--adversarial", is_flag=True, help="Also score category 5 (adversarial) questions.")
 @_shared_options
 @click.pass_context
-def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_ids: tuple[str, ...],
-           adversarial: bool, **shared: Any) -> None:  # fmt: skip
+def locomo(
+    ctx: click.Context,
+    /,
+    file: Path,
+    limit: int | None,
+    conversation_ids: tuple[str, ...],
+    adversarial: bool,
+    **shared: Any,
+) -> None:
     """Retrieval on a LoCoMo FILE: a store per conversation, a memory per turn.
 
     Questions carry no date: they are asked as of the conversation's last session.
@@ -148,8 +236,7 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
 
     ids = [i.strip() for raw in conversation_ids for i in raw.split(",") if i.strip()]
     categories = (*DEFAULT_CATEGORIES, 5) if adversarial else DEFAULT_CATEGORIES
-    _run(ctx, run_locomo, file, shared, limit=limit, conversation_ids=ids,
-         categories=categories)  # fmt: skip
+    _run(ctx, run_locomo, file, shared, limit=limit, conversation_ids=ids, categories=categories)
 
 
 @bench.command()
@@ -163,9 +250,16 @@ def locomo(ctx: click.Context, /, file: Path, limit: int | None, conversation_id
 @click.option("--limit", type=click.IntRange(min=1), help="Run only the first N scenarios.")
 @_paired_options
 @click.pass_context
-def workloads(ctx: click.Context, /, file: Path, scenario_ids: tuple[str, ...],
-              limit: int | None, preset: str | None, changes: tuple[str, ...],
-              **shared: Any) -> None:  # fmt: skip
+def workloads(
+    ctx: click.Context,
+    /,
+    file: Path,
+    scenario_ids: tuple[str, ...],
+    limit: int | None,
+    preset: str | None,
+    changes: tuple[str, ...],
+    **shared: Any,
+) -> None:
     """Retrieval on an agent-memory workloads FILE (benchmarks/workloads/FORMAT.md).
 
     Each scenario gets a fresh store filled as a user would (add_many for its memories and
@@ -179,25 +273,54 @@ def workloads(ctx: click.Context, /, file: Path, scenario_ids: tuple[str, ...],
     ids = [i.strip() for raw in scenario_ids for i in raw.split(",") if i.strip()]
     with errors():
         variant = dict(_setting(raw) for raw in changes)
-    _run(ctx, run_workloads, file, shared, scenario_ids=ids, limit=limit, preset=preset,
-         variant=variant or None)  # fmt: skip
+    _run(
+        ctx,
+        run_workloads,
+        file,
+        shared,
+        scenario_ids=ids,
+        limit=limit,
+        preset=preset,
+        variant=variant or None,
+    )
 
 
 @bench.command()
 @click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--split", default="test", show_default=True,
-              type=click.Choice(["train", "test", "dev"]),
-              help="The judgements to score: qrels/SPLIT.tsv.")  # fmt: skip
+@click.option(
+    "--split",
+    default="test",
+    show_default=True,
+    type=click.Choice(["train", "test", "dev"]),
+    help="The judgements to score: qrels/SPLIT.tsv.",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Score only the first N judged queries.")
-@click.option("--queries", "query_ids", multiple=True,
-              help="Query ids to score (comma-separated or repeated).")  # fmt: skip
-@click.option("--depth", default=100, show_default=True, type=click.IntRange(1, 1000),
-              help="Hits per search: the ranking the metrics are computed from.")  # fmt: skip
+@click.option(
+    "--queries",
+    "query_ids",
+    multiple=True,
+    help="Query ids to score (comma-separated or repeated).",
+)
+@click.option(
+    "--depth",
+    default=100,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Hits per search: the ranking the metrics are computed from.",
+)
 @_paired_options
 @click.pass_context
-def beir(ctx: click.Context, /, folder: Path, split: str, limit: int | None,
-         query_ids: tuple[str, ...], preset: str | None, changes: tuple[str, ...],
-         **shared: Any) -> None:  # fmt: skip
+def beir(
+    ctx: click.Context,
+    /,
+    folder: Path,
+    split: str,
+    limit: int | None,
+    query_ids: tuple[str, ...],
+    preset: str | None,
+    changes: tuple[str, ...],
+    **shared: Any,
+) -> None:
     """Retrieval on a document collection in BEIR's layout (e.g. SciFact, NFCorpus).
 
     FOLDER holds corpus.jsonl (_id, title, text), queries.jsonl (_id, text) and
@@ -211,8 +334,17 @@ def beir(ctx: click.Context, /, folder: Path, split: str, limit: int | None,
     ids = [i.strip() for raw in query_ids for i in raw.split(",") if i.strip()]
     with errors():
         variant = dict(_setting(raw) for raw in changes)
-    _run(ctx, run_beir, folder, shared, split=split, limit=limit, query_ids=ids,
-         preset=preset, variant=variant or None)  # fmt: skip
+    _run(
+        ctx,
+        run_beir,
+        folder,
+        shared,
+        split=split,
+        limit=limit,
+        query_ids=ids,
+        preset=preset,
+        variant=variant or None,
+    )
 
 
 def _setting(raw: str) -> tuple[str, Any]:
@@ -260,8 +392,16 @@ def _setting(raw: str) -> tuple[str, Any]:
 )
 @EMBEDDER_OPTION
 @click.pass_context
-def ingest(ctx: click.Context, /, files: tuple[Path, ...], limit: int, generated: int | None,
-           rounds: int, json_path: Path | None, embedder: str | None) -> None:  # fmt: skip
+def ingest(
+    ctx: click.Context,
+    /,
+    files: tuple[Path, ...],
+    limit: int,
+    generated: int | None,
+    rounds: int,
+    json_path: Path | None,
+    embedder: str | None,
+) -> None:
     """Storage speed: add_many against the bare model on the same texts, in one run.
 
     Each FILE is a LoCoMo or LongMemEval JSON file (its turns), a .md file or a folder
@@ -275,8 +415,10 @@ def ingest(ctx: click.Context, /, files: tuple[Path, ...], limit: int, generated
     root = ctx.find_object(Ctx)
     quiet = bool(root and root.as_json)
     with errors():
-        overrides = {**(root.overrides if root else {}), **({"embedder": embedder} if embedder
-                                                             else {})}  # fmt: skip
+        overrides = {
+            **(root.overrides if root else {}),
+            **({"embedder": embedder} if embedder else {}),
+        }
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
         corpora = [load_corpus(path, limit) for path in files]
         count = (0 if files else 300) if generated is None else generated
@@ -297,8 +439,13 @@ def ingest(ctx: click.Context, /, files: tuple[Path, ...], limit: int, generated
         click.echo(f"wrote {json_path}")
 
 
-def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
-         shared: dict[str, Any], **specific: Any) -> None:  # fmt: skip
+def _run(
+    ctx: click.Context,
+    runner: Callable[..., dict[str, Any]],
+    file: Path,
+    shared: dict[str, Any],
+    **specific: Any,
+) -> None:
     """Resolve settings, run, write the outputs; every benchmark command ends here."""
     from recalld.bench.runner import DEFAULT_BUDGETS
 
@@ -306,8 +453,10 @@ def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
     quiet = bool(root and root.as_json)
     with errors():
         models = {k: shared.pop(k, None) for k in ("embedder", "llm", "llm_base_url", "reranker")}
-        overrides = {**(root.overrides if root else {}),
-                     **{k: v for k, v in models.items() if v is not None}}  # fmt: skip
+        overrides = {
+            **(root.overrides if root else {}),
+            **{k: v for k, v in models.items() if v is not None},
+        }
         settings = recalld.load_settings(overrides, config_file=root.config_file if root else None)
         json_path, report_dir = shared.pop("json_path"), shared.pop("report_dir")
         if "budgets" in shared:
@@ -318,8 +467,9 @@ def _run(ctx: click.Context, runner: Callable[..., dict[str, Any]], file: Path,
         _write(report, json_path, report_dir, quiet)
 
 
-def _write(report: dict[str, Any], json_path: Path | None, report_dir: Path | None,
-           quiet: bool) -> None:  # fmt: skip
+def _write(
+    report: dict[str, Any], json_path: Path | None, report_dir: Path | None, quiet: bool
+) -> None:
     from recalld.bench.report import markdown_report, write_json, write_report
     from recalld.interfaces.progress import tell_written
 

@@ -19,9 +19,14 @@ def postgres() -> None:
 
 
 @postgres.command()
-@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
-              default=local_postgres.DEFAULT_DIR, show_default=True,
-              help="The server's data folder (keep it out of home folders).")  # fmt: skip
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=local_postgres.DEFAULT_DIR,
+    show_default=True,
+    help="The server's data folder (keep it out of home folders).",
+)
 def start(folder: Path) -> None:
     """Start the server (creating it on first use); prints the application's DSN as the
     last line.
@@ -32,19 +37,31 @@ def start(folder: Path) -> None:
     """
     with errors():
         server = local_postgres.start(folder)
-    click.echo(f"PostgreSQL with pgvector is running from {folder} (checked: it computes vector "
-               "distances and builds an HNSW index on this CPU).", err=True)  # fmt: skip
-    click.echo(f"superuser DSN (bypasses row-level security: maintenance only, never the "
-               f"application): {server.admin_dsn}", err=True)  # fmt: skip
-    click.echo(f"application DSN (role {local_postgres.APP_ROLE}, row-level security "
-               "enforced):", err=True)  # fmt: skip
+    click.echo(
+        f"PostgreSQL with pgvector is running from {folder} (checked: it computes vector "
+        "distances and builds an HNSW index on this CPU).",
+        err=True,
+    )
+    click.echo(
+        f"superuser DSN (bypasses row-level security: maintenance only, never the "
+        f"application): {server.admin_dsn}",
+        err=True,
+    )
+    click.echo(
+        f"application DSN (role {local_postgres.APP_ROLE}, row-level security enforced):", err=True
+    )
     click.echo(server.dsn)
 
 
 @postgres.command()
-@click.option("--dir", "folder", type=click.Path(file_okay=False, path_type=Path),
-              default=local_postgres.DEFAULT_DIR, show_default=True,
-              help="The server's data folder.")  # fmt: skip
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=local_postgres.DEFAULT_DIR,
+    show_default=True,
+    help="The server's data folder.",
+)
 def stop(folder: Path) -> None:
     """Stop the server started with `recalld postgres start`, whatever state it is in.
 
@@ -57,8 +74,11 @@ def stop(folder: Path) -> None:
     if how is None:
         click.echo(f"no server runs in {folder}")
         return
-    said = {"fast": "", "immediate": " (it did not finish a fast shutdown: immediate shutdown)",
-            "killed": " (it did not answer a shutdown: its processes were killed)"}  # fmt: skip
+    said = {
+        "fast": "",
+        "immediate": " (it did not finish a fast shutdown: immediate shutdown)",
+        "killed": " (it did not answer a shutdown: its processes were killed)",
+    }
     click.echo(f"stopped the server in {folder}{said[how]}")
 
 
@@ -123,6 +143,8 @@ def migrate(obj: Ctx, source: str, destination: str) -> None:
     if obj.as_json:
         emit_json(report)
         return
-    click.echo(f"copied {report.memories} memories ({report.with_vectors} with vectors) and "
-               f"{report.source_files} indexed files of tenant {report.tenant}; "
-               f"checksum {report.checksum} matches")  # fmt: skip
+    click.echo(
+        f"copied {report.memories} memories ({report.with_vectors} with vectors) and "
+        f"{report.source_files} indexed files of tenant {report.tenant}; "
+        f"checksum {report.checksum} matches"
+    )

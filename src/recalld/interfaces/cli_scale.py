@@ -12,48 +12,98 @@ from recalld.errors import RecalldError
 
 
 @click.command("scale")
-@click.option("--sizes", default="10000,100000,1000000", show_default=True,
-              help="Corpus sizes, comma separated (10k and 1M forms work too).")  # fmt: skip
+@click.option(
+    "--sizes",
+    default="10000,100000,1000000",
+    show_default=True,
+    help="Corpus sizes, comma separated (10k and 1M forms work too).",
+)
 @click.option("--queries", default=50, show_default=True, help="Questions timed per mode.")
-@click.option("--workdir", default="scale-bench", show_default=True,
-              type=click.Path(file_okay=False),
-              help="Where stores and caches are kept.")  # fmt: skip
-@click.option("--data", default="../shared/benchmarks", show_default=True,
-              type=click.Path(file_okay=False),
-              help="Holds longmemeval/longmemeval_s.json.gz, locomo/locomo.json.")  # fmt: skip
-@click.option("--embedder", help="Embedder that embeds the pool and every query "
-              "[default: the global --embedder setting].")  # fmt: skip
-@click.option("--pool", "pool_size", default=3000, show_default=True,
-              help="Real snippets embedded; memories are pairs of them.")  # fmt: skip
+@click.option(
+    "--workdir",
+    default="scale-bench",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where stores and caches are kept.",
+)
+@click.option(
+    "--data",
+    default="../shared/benchmarks",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Holds longmemeval/longmemeval_s.json.gz, locomo/locomo.json.",
+)
+@click.option(
+    "--embedder",
+    help="Embedder that embeds the pool and every query [default: the global --embedder setting].",
+)
+@click.option(
+    "--pool",
+    "pool_size",
+    default=3000,
+    show_default=True,
+    help="Real snippets embedded; memories are pairs of them.",
+)
 @click.option("--seed", default=7, show_default=True)
-@click.option("--backends", default="sqlite", show_default=True,
-              help="Backends to build and search at every size: sqlite, postgres or both "
-                   "(comma separated).")  # fmt: skip
-@click.option("--postgres", "postgres_dsn", metavar="DSN",
-              help="Admin DSN of the PostgreSQL server for the postgres backend (one "
-                   "database recalld_scale_<size> per size); `recalld postgres start` prints "
-                   "one.")  # fmt: skip
-@click.option("--clients", default="8,32", show_default=True,
-              help="Client counts of the load through `recalld serve` on each store, comma "
-                   "separated; 0 skips the load.")  # fmt: skip
+@click.option(
+    "--backends",
+    default="sqlite",
+    show_default=True,
+    help="Backends to build and search at every size: sqlite, postgres or both (comma separated).",
+)
+@click.option(
+    "--postgres",
+    "postgres_dsn",
+    metavar="DSN",
+    help="Admin DSN of the PostgreSQL server for the postgres backend (one "
+    "database recalld_scale_<size> per size); `recalld postgres start` prints "
+    "one.",
+)
+@click.option(
+    "--clients",
+    default="8,32",
+    show_default=True,
+    help="Client counts of the load through `recalld serve` on each store, comma "
+    "separated; 0 skips the load.",
+)
 @click.option(
     "--load-seconds", default=10.0, show_default=True, help="How long each client count runs."
 )
-@click.option("--p99-ms", default=150.0, show_default=True,
-              help="Then find the highest rate of searches the server holds at the "
-                   "most clients with p99 within this many ms (four more runs); 0 skips "
-                   "it.")  # fmt: skip
+@click.option(
+    "--p99-ms",
+    default=150.0,
+    show_default=True,
+    help="Then find the highest rate of searches the server holds at the "
+    "most clients with p99 within this many ms (four more runs); 0 skips "
+    "it.",
+)
 @click.option("--rebuild", is_flag=True, help="Rebuild stores a previous run left in --workdir.")
 @click.option("--json", "as_json", is_flag=True, help="Print the full report as JSON.")
-@click.option("--report", "report_dir", type=click.Path(file_okay=False),
-              help="Write scale.md, scale.png (latency vs size) and scale.json here.")  # fmt: skip
+@click.option(
+    "--report",
+    "report_dir",
+    type=click.Path(file_okay=False),
+    help="Write scale.md, scale.png (latency vs size) and scale.json here.",
+)
 @click.pass_context
-def scale(ctx: click.Context, sizes: str, queries: int, workdir: str, data: str,
-          embedder: str | None, pool_size: int, seed: int, backends: str,
-          postgres_dsn: str | None, clients: str, load_seconds: float, p99_ms: float,
-          rebuild: bool,
-          as_json: bool,
-          report_dir: str | None) -> None:  # fmt: skip
+def scale(
+    ctx: click.Context,
+    sizes: str,
+    queries: int,
+    workdir: str,
+    data: str,
+    embedder: str | None,
+    pool_size: int,
+    seed: int,
+    backends: str,
+    postgres_dsn: str | None,
+    clients: str,
+    load_seconds: float,
+    p99_ms: float,
+    rebuild: bool,
+    as_json: bool,
+    report_dir: str | None,
+) -> None:
     """Time builds and searches on synthetic stores of growing size (from real turns)."""
     from recalld import load_settings
     from recalld.bench import scale_corpus, scale_report
@@ -63,15 +113,25 @@ def scale(ctx: click.Context, sizes: str, queries: int, workdir: str, data: str,
 
     root = ctx.find_object(Ctx)
     try:
-        spec = embedder or (load_settings(root.overrides, config_file=root.config_file).embedder
-                             if root else "local")  # fmt: skip
-        options = ScaleOptions(sizes=parse_sizes(sizes), queries=queries, workdir=Path(workdir),
-                               embedder=spec, pool_size=pool_size, seed=seed,
-                               rebuild=rebuild, postgres=postgres_dsn,
-                               clients=parse_clients(clients), load_seconds=load_seconds,
-                               p99_ms=p99_ms,
-                               backends=tuple(b.strip() for b in backends.split(",")
-                                              if b.strip()))  # fmt: skip
+        spec = embedder or (
+            load_settings(root.overrides, config_file=root.config_file).embedder
+            if root
+            else "local"
+        )
+        options = ScaleOptions(
+            sizes=parse_sizes(sizes),
+            queries=queries,
+            workdir=Path(workdir),
+            embedder=spec,
+            pool_size=pool_size,
+            seed=seed,
+            rebuild=rebuild,
+            postgres=postgres_dsn,
+            clients=parse_clients(clients),
+            load_seconds=load_seconds,
+            p99_ms=p99_ms,
+            backends=tuple(b.strip() for b in backends.split(",") if b.strip()),
+        )
         source = scale_corpus.read_sources(Path(data))
         with _progress_bar(enabled=not as_json) as progress:
             report = run_scale(options, source, progress)
@@ -98,8 +158,13 @@ class _progress_bar:  # noqa: N801 - used as a context manager, reads like one
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-            self._bar = Progress("{task.description}", BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=Console(stderr=True))  # fmt: skip
+            self._bar = Progress(
+                "{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=Console(stderr=True),
+            )
             self._bar.start()
             self._task = self._bar.add_task("starting", total=None)
         return self

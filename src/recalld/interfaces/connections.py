@@ -97,8 +97,9 @@ def quiet_exhaustion(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -
         now = time.monotonic()
         if now - _last_warning[0] >= WARN_EVERY_S:
             _last_warning[0] = now
-            log.warning("accept() failed (%s): new connections wait a second",
-                        context.get("exception"))  # fmt: skip
+            log.warning(
+                "accept() failed (%s): new connections wait a second", context.get("exception")
+            )
         return
     loop.default_exception_handler(context)
 
@@ -199,16 +200,18 @@ class BoundedH11(H11Protocol):
         line_end = buffered.find(b"\r\n")
         status = 414 if line_end < 0 or line_end > MAX_HEAD_BYTES else 431
         what = "the request line is too long" if status == 414 else "the headers are too large"
-        self._refuse(status, f"{what} (at most {MAX_HEAD_BYTES} bytes); send parameters in "
-                     "a JSON body")  # fmt: skip
+        self._refuse(
+            status, f"{what} (at most {MAX_HEAD_BYTES} bytes); send parameters in a JSON body"
+        )
         return True
 
     def _refuse(self, status: int, message: str) -> None:
         code, reason = REFUSALS[status]
         body = json.dumps({"error": {"code": code, "message": message}}).encode()
-        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
-                             b"connection: close\r\ncontent-length: %d\r\n\r\n"
-                             % (status, reason, len(body)) + body)  # fmt: skip
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+            b"connection: close\r\ncontent-length: %d\r\n\r\n" % (status, reason, len(body)) + body
+        )
         self.waiting.pop(self, None)
         self._lingering = True
         with contextlib.suppress(OSError, RuntimeError, NotImplementedError):
@@ -216,8 +219,10 @@ class BoundedH11(H11Protocol):
         self._arm(LINGER_S)
 
 
-REFUSALS = {414: ("uri_too_long", b"URI Too Long"),
-            431: ("headers_too_large", b"Request Header Fields Too Large")}  # fmt: skip
+REFUSALS = {
+    414: ("uri_too_long", b"URI Too Long"),
+    431: ("headers_too_large", b"Request Header Fields Too Large"),
+}
 
 
 def bounded_protocol(cap: int) -> type[BoundedH11]:
@@ -233,9 +238,12 @@ def bounds(say: Callable[[str], None] | None = None) -> dict[str, Any]:
     preload_logging()
     if say is not None and cap < MAX_CONNECTIONS:
         say(f"connections: at most {cap} at once ({descriptors} file descriptors allowed)")
-    return {"http": bounded_protocol(cap), "timeout_keep_alive": int(HEADER_TIMEOUT_S),
-            "h11_max_incomplete_event_size": 2 * MAX_HEAD_BYTES,
-            "backlog": backlog(descriptors)}  # fmt: skip
+    return {
+        "http": bounded_protocol(cap),
+        "timeout_keep_alive": int(HEADER_TIMEOUT_S),
+        "h11_max_incomplete_event_size": 2 * MAX_HEAD_BYTES,
+        "backlog": backlog(descriptors),
+    }
 
 
 class BoundedServer(uvicorn.Server):

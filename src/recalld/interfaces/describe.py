@@ -59,10 +59,12 @@ def _why(hit: Hit) -> str:
     channels = ", ".join(f"{c.channel} #{c.rank} ({c.score:.3f})" for c in trace.channels)
     fusion = " + ".join(f"{name} {value:.4f}" for name, value in trace.fusion.items())
     factors = " ".join(f"x{value:.3f} {name}" for name, value in trace.adjustments.items())
-    return (f"\n   why: channels {channels or 'none'}; fusion {fusion or 'none'} = "
-            f"{trace.fused_score:.4f}; {factors or 'no adjustment'} -> "
-            f"{trace.final_score:.4f}"
-            + (f"; promises: {'; '.join(trace.promises)}" if trace.promises else ""))  # fmt: skip
+    return (
+        f"\n   why: channels {channels or 'none'}; fusion {fusion or 'none'} = "
+        f"{trace.fused_score:.4f}; {factors or 'no adjustment'} -> "
+        f"{trace.final_score:.4f}"
+        + (f"; promises: {'; '.join(trace.promises)}" if trace.promises else "")
+    )
 
 
 def describe_search(result: SearchResult, explain: bool = False) -> str:
@@ -96,8 +98,10 @@ def describe_context(context: Context) -> str:
     if not context.text:
         return "No memory is relevant to this query."
     ids = ", ".join(h.memory.id for h in context.hits)
-    return (f"{context.text}\n\n({memories(len(context.hits))}, {context.tokens} of "
-            f"{context.budget} tokens; ids: {ids})")  # fmt: skip
+    return (
+        f"{context.text}\n\n({memories(len(context.hits))}, {context.tokens} of "
+        f"{context.budget} tokens; ids: {ids})"
+    )
 
 
 def describe_memory(memory: Memory) -> str:

@@ -80,8 +80,9 @@ def new_challenge() -> str:
 
 
 @contextlib.contextmanager
-def advertise(settings: Mapping[str, Any], host: str, port: int,
-              secret: str) -> Iterator[Path | None]:  # fmt: skip
+def advertise(
+    settings: Mapping[str, Any], host: str, port: int, secret: str
+) -> Iterator[Path | None]:
     """Write the discovery file of a server on ``host``:``port`` knowing ``secret`` while the
     block runs (None when it could not be written privately); removed on the way out."""
     path = discovery_file(settings)
@@ -89,8 +90,14 @@ def advertise(settings: Mapping[str, Any], host: str, port: int,
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if not private(path.parent):
             raise PermissionError(f"{path.parent} is not this user's private folder")
-        record = {"host": host, "port": port, "pid": os.getpid(), "store": settings["db"],
-                  "tenant": settings.get("tenant", "default"), "secret": secret}  # fmt: skip
+        record = {
+            "host": host,
+            "port": port,
+            "pid": os.getpid(),
+            "store": settings["db"],
+            "tenant": settings.get("tenant", "default"),
+            "secret": secret,
+        }
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w", encoding="utf-8") as out:
@@ -118,8 +125,13 @@ def read(settings: Mapping[str, Any]) -> Record | None:
         if not (private(path.parent) and private(path)):
             return None
         data = json.loads(path.read_text(encoding="utf-8"))
-        record = Record(str(data["host"]), int(data["port"]), int(data["pid"]),
-                        str(data["store"]), str(data["secret"]))  # fmt: skip
+        record = Record(
+            str(data["host"]),
+            int(data["port"]),
+            int(data["pid"]),
+            str(data["store"]),
+            str(data["secret"]),
+        )
         os.kill(record.pid, 0)  # a server that died without cleaning up leaves a stale file
     except (OSError, ValueError, KeyError, TypeError):
         return None

@@ -42,8 +42,11 @@ class LocalProof:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         challenge = (query.get("challenge") or [""])[0]
         if scope["method"] != "GET" or not _CHALLENGE.fullmatch(challenge):
-            return _error(400, "bad_request", f"send GET {HELLO_PATH}?challenge= and "
-                          f"{2 * CHALLENGE_BYTES} hex digits")  # fmt: skip
+            return _error(
+                400,
+                "bad_request",
+                f"send GET {HELLO_PATH}?challenge= and {2 * CHALLENGE_BYTES} hex digits",
+            )
         return JSONResponse({"proof": proof(self.secret, challenge)})
 
 

@@ -37,9 +37,19 @@ from recalld.interfaces.discovery import (
 from recalld.locations import default_store, is_dsn, merge_sources
 
 SEARCH_SETTINGS = (
-    "db", "tenant", "shared", "embedder", "preset", "llm", "llm_base_url", "reranker",
-    "openai_base_url", "openai_dimensions", "int8_queries", "max_content_chars",
-)  # fmt: skip
+    "db",
+    "tenant",
+    "shared",
+    "embedder",
+    "preset",
+    "llm",
+    "llm_base_url",
+    "reranker",
+    "openai_base_url",
+    "openai_dimensions",
+    "int8_queries",
+    "max_content_chars",
+)
 """The settings a search or an add depends on: a server is used only when it was started
 with the same values as the shell resolves."""
 
@@ -51,17 +61,17 @@ MAX_HEAD_BYTES = 16 * 1024
 
 
 def search_settings(
-    overrides: Mapping[str, Any], config_file: Path | None = None,
+    overrides: Mapping[str, Any],
+    config_file: Path | None = None,
     environ: Mapping[str, str] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """The shell's values of :data:`SEARCH_SETTINGS` (file < environment < flags), with the
     store as an absolute path, as text."""
     values = merge_sources(SEARCH_SETTINGS, overrides, config_file=config_file, environ=environ)
     chosen = {name: values[name] for name in SEARCH_SETTINGS if name in values}
     db = chosen.get("db", default_store())
     chosen["db"] = db if is_dsn(db) else os.path.abspath(os.fspath(db))
-    return {k: v if isinstance(v, str) else json.dumps(v, default=str)
-            for k, v in chosen.items()}  # fmt: skip
+    return {k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in chosen.items()}
 
 
 @dataclass(frozen=True)
@@ -116,16 +126,21 @@ def _authority(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def _request(server: LocalServer, method: str, path: str, body: Any,
-             timeout: float) -> tuple[int, Any]:  # fmt: skip
+def _request(
+    server: LocalServer, method: str, path: str, body: Any, timeout: float
+) -> tuple[int, Any]:
     """One HTTP/1.1 exchange with the server, after it proved the secret on the same
     connection (closed after it): the status and the JSON body, or ServerGone when no
     proof or no complete answer came. Nothing of the request is sent before the proof."""
     payload = b"" if body is None else json.dumps(body).encode("utf-8")
     where = _authority(server.host, server.port)
-    head = [f"{method} {path} HTTP/1.1", f"Host: {where}", "Connection: close",
-            f"{discovery.SECRET_HEADER}: {server.secret}",
-            f"Content-Length: {len(payload)}"]  # fmt: skip
+    head = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: {where}",
+        "Connection: close",
+        f"{discovery.SECRET_HEADER}: {server.secret}",
+        f"Content-Length: {len(payload)}",
+    ]
     if body is not None:
         head.append("Content-Type: application/json")
     try:
@@ -148,14 +163,14 @@ def _handshake(connection: socket.socket, server: LocalServer, where: str) -> No
         ValueError: no proof, or a wrong one.
     """
     challenge = discovery.new_challenge()
-    hello = (f"GET {discovery.HELLO_PATH}?challenge={challenge} HTTP/1.1\r\nHost: {where}\r\n"
-             "\r\n")  # fmt: skip
+    hello = f"GET {discovery.HELLO_PATH}?challenge={challenge} HTTP/1.1\r\nHost: {where}\r\n\r\n"
     connection.sendall(hello.encode("ascii"))
     status, text = read_one_response(connection)
     answer = json.loads(text) if status == 200 else {}
     given = answer.get("proof") if isinstance(answer, dict) else None
     if not isinstance(given, str) or not hmac.compare_digest(
-            given, discovery.proof(server.secret, challenge)):  # fmt: skip
+        given, discovery.proof(server.secret, challenge)
+    ):
         raise ValueError("the server on the advertised address did not prove the secret")
 
 
@@ -172,8 +187,11 @@ def read_one_response(connection: socket.socket) -> tuple[int, bytes]:
             raise ValueError("no HTTP response")
         raw += chunk
     header, _, body = raw.partition(b"\r\n\r\n")
-    fields = dict(line.lower().split(":", 1) for line in
-                  header.decode("latin-1").split("\r\n")[1:] if ":" in line)  # fmt: skip
+    fields = dict(
+        line.lower().split(":", 1)
+        for line in header.decode("latin-1").split("\r\n")[1:]
+        if ":" in line
+    )
     length = int(fields.get("content-length", "-1"))
     if length < 0 or length > MAX_HEAD_BYTES:
         raise ValueError("the handshake's answer has no usable length")

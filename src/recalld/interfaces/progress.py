@@ -39,8 +39,13 @@ class RateColumn(ProgressColumn):
 
 def bar_columns(label: str, unit: str) -> tuple[ProgressColumn, ...]:
     """Label, bar, done/total, rate and time remaining: the columns of every long task."""
-    return (TextColumn(label), BarColumn(), MofNCompleteColumn(), RateColumn(unit),
-            TimeRemainingColumn())  # fmt: skip
+    return (
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(unit),
+        TimeRemainingColumn(),
+    )
 
 
 @contextmanager

@@ -37,9 +37,11 @@ def print_search(result: SearchResult, explain: bool) -> None:
     if explain:
         stage_ms = result.details.get("stage_ms")
         if stage_ms:
-            console.print("[dim]stages: " + ", ".join(f"{stage} {ms:.1f}"
-                                                        for stage, ms in stage_ms.items())
-                          + " ms[/]")  # fmt: skip
+            console.print(
+                "[dim]stages: "
+                + ", ".join(f"{stage} {ms:.1f}" for stage, ms in stage_ms.items())
+                + " ms[/]"
+            )
         for note in result.details.get("stages", ()):
             console.print(
                 f"[cyan]{note['stage']}[/] {note['status']}: {escape(note['reason'])} "
@@ -55,8 +57,13 @@ def print_search(result: SearchResult, explain: bool) -> None:
         table.add_column(name, overflow="fold")
     for hit in result.hits:
         content = _short(hit.memory.content, 300) + _where(hit.memory) + _stale(hit.memory)
-        table.add_row(str(hit.rank), f"{hit.score:.4f}", _when(hit.memory) + _who(hit.memory),
-                      content, hit.memory.id)  # fmt: skip
+        table.add_row(
+            str(hit.rank),
+            f"{hit.score:.4f}",
+            _when(hit.memory) + _who(hit.memory),
+            content,
+            hit.memory.id,
+        )
     console.print(table)
     _print_near_misses(result, explain)
 
@@ -161,10 +168,28 @@ def print_memory(memory: Memory) -> None:
     table = Table(show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
-    for name in ("id", "content", "type", "event_time", "created_at", "updated_at",
-                 "last_accessed_at", "access_count", "priority", "pinned", "evergreen",
-                 "significance", "project", "scope", "session_id", "source", "tags", "entities",
-                 "metadata", "forgotten_at"):  # fmt: skip
+    for name in (
+        "id",
+        "content",
+        "type",
+        "event_time",
+        "created_at",
+        "updated_at",
+        "last_accessed_at",
+        "access_count",
+        "priority",
+        "pinned",
+        "evergreen",
+        "significance",
+        "project",
+        "scope",
+        "session_id",
+        "source",
+        "tags",
+        "entities",
+        "metadata",
+        "forgotten_at",
+    ):
         table.add_row(name, str(getattr(memory, name)))
     console.print(table)
 
@@ -188,22 +213,34 @@ def print_status(status: Status) -> None:
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
     rows = [
-        ("store", s.path), ("schema version", str(s.schema_version)),
-        ("memories", str(s.memories)), ("forgotten", str(s.forgotten)),
-        ("with vectors", str(s.with_vectors)), ("sessions", str(s.sessions)),
+        ("store", s.path),
+        ("schema version", str(s.schema_version)),
+        ("memories", str(s.memories)),
+        ("forgotten", str(s.forgotten)),
+        ("with vectors", str(s.with_vectors)),
+        ("sessions", str(s.sessions)),
         ("by type", ", ".join(f"{k}: {v}" for k, v in s.by_type.items()) or "-"),
-        ("size", f"{s.size_bytes / 1e6:.2f} MB"), ("embedder", status.embedder),
+        ("size", f"{s.size_bytes / 1e6:.2f} MB"),
+        ("embedder", status.embedder),
         ("vectors made by", s.fingerprint or "(none yet)"),
-    ]  # fmt: skip
+    ]
     if s.vector_index is not None:
-        rows.append(("vector index", {"own": "the tenant's own", "table": "the table's, shared"}
-                                     .get(s.vector_index, s.vector_index)))  # fmt: skip
+        rows.append(
+            (
+                "vector index",
+                {"own": "the tenant's own", "table": "the table's, shared"}.get(
+                    s.vector_index, s.vector_index
+                ),
+            )
+        )
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
     if s.unfinished_migration:
-        console.print("[red]unfinished copy: a `recalld migrate` into this tenant was "
-                      "interrupted before it was verified; run it again to finish[/]")  # fmt: skip
+        console.print(
+            "[red]unfinished copy: a `recalld migrate` into this tenant was "
+            "interrupted before it was verified; run it again to finish[/]"
+        )
     for line in s.advice:
         console.print(f"[yellow]{escape(line)}[/]")
     if s.memories == 0:
@@ -233,8 +270,10 @@ def print_sources(src: SourceStatus) -> None:
         f"from {len(src.roots)} root(s): {_paths(list(src.roots))}"
     )
     if src.empty:
-        console.print("[bold red]the file index is EMPTY: no chunk is searchable; "
-                      "run `recalld index PATH` and read its warnings[/]")  # fmt: skip
+        console.print(
+            "[bold red]the file index is EMPTY: no chunk is searchable; "
+            "run `recalld index PATH` and read its warnings[/]"
+        )
     notes = [
         ("pending (an index run did not finish)", src.pending),
         ("changed on disk since indexed", src.stale),

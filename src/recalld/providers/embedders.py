@@ -47,8 +47,11 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
     query_prefix = settings.embed_query_prefix if settings else None
     document_prefix = settings.embed_document_prefix if settings else None
     if settings is not None:
-        batching = {"batch_size": settings.embed_batch_size, "threads": settings.embed_threads,
-                    "batch_tokens": settings.embed_batch_tokens}  # fmt: skip
+        batching = {
+            "batch_size": settings.embed_batch_size,
+            "threads": settings.embed_threads,
+            "batch_tokens": settings.embed_batch_tokens,
+        }
     if kind == "local" and not arg:
         from recalld.providers.onnx import OnnxEmbedder
 
@@ -62,9 +65,13 @@ def resolve_embedder(spec: str, settings: Settings | None = None) -> Embedder:
 
         from recalld.providers.onnx import OnnxEmbedder
 
-        return OnnxEmbedder.from_folder(Path(arg), int8_queries=int8_queries, **batching,
-                                        query_prefix=query_prefix,
-                                        document_prefix=document_prefix)  # fmt: skip
+        return OnnxEmbedder.from_folder(
+            Path(arg),
+            int8_queries=int8_queries,
+            **batching,
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+        )
     if kind == "openai" and arg:
         from recalld.providers.openai import OpenAIEmbedder
 

@@ -83,8 +83,11 @@ class Fingerprint:
         return self.query_prefix if is_query else self.document_prefix
 
     def describe(self) -> str:
-        prefixes = (f", prefixes {self.query_prefix!r} / {self.document_prefix!r}"
-                    if self.query_prefix or self.document_prefix else "")  # fmt: skip
+        prefixes = (
+            f", prefixes {self.query_prefix!r} / {self.document_prefix!r}"
+            if self.query_prefix or self.document_prefix
+            else ""
+        )
         return f"{self.model_id} ({self.dimension}-d, {self.pooling} pooling{prefixes})"
 
 

@@ -57,8 +57,11 @@ class Usage:
         )
 
     def as_dict(self) -> dict[str, float]:
-        return {"calls": self.calls, "cache_hits": self.cache_hits,
-                "latency_ms": round(self.latency_ms, 3)}  # fmt: skip
+        return {
+            "calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "latency_ms": round(self.latency_ms, 3),
+        }
 
 
 class CallFailed(ModelError):
@@ -149,8 +152,14 @@ class FakeLLM(LLM):
 class OpenAIChat(LLM):
     """``POST {base_url}/chat/completions`` with a timeout and bounded retries."""
 
-    def __init__(self, model: str, base_url: str, api_key: str | None = None,
-                 timeout: float = 10.0, retries: int = RETRIES) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        retries: int = RETRIES,
+    ) -> None:
         import httpx
 
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}

@@ -101,8 +101,9 @@ def read_weights(path: Path) -> _Weights:
     offsets = reader.array("<u4", count + 1)
     scores = reader.array("<f4", count)
     blob = reader.raw(blob_size)
-    pieces = [(blob[offsets[i] : offsets[i + 1]].decode("utf-8"), float(scores[i]))
-              for i in range(count)]  # fmt: skip
+    pieces = [
+        (blob[offsets[i] : offsets[i + 1]].decode("utf-8"), float(scores[i])) for i in range(count)
+    ]
     entries, size = reader.take("iI")
     normalization = _normalization(reader.raw(size), entries)
     tensors: dict[str, tuple[int, npt.NDArray[Any]]] = {}
@@ -173,8 +174,14 @@ def _linear(g: _Graph, x: str, weights: _Weights, name: str, rows: int) -> str:
 
 def _norm(g: _Graph, x: str, weights: _Weights, name: str) -> str:
     t = weights.tensors
-    return g.op("LayerNormalization", x, g.const(t[f"{name}.w"][1]), g.const(t[f"{name}.b"][1]),
-                axis=-1, epsilon=float(weights.config["eps"]))  # fmt: skip
+    return g.op(
+        "LayerNormalization",
+        x,
+        g.const(t[f"{name}.w"][1]),
+        g.const(t[f"{name}.b"][1]),
+        axis=-1,
+        epsilon=float(weights.config["eps"]),
+    )
 
 
 def _embeddings(g: _Graph, weights: _Weights) -> str:
@@ -238,15 +245,22 @@ def build_model(weights: _Weights) -> Any:
     g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"]))
     batch = ["batch", "tokens"]
     graph = helper.make_graph(
-        g.nodes, "multilingual-e5-small",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, batch),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, batch)],
-        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT,
-                                       [*batch, int(weights.config["hidden"])])],
+        g.nodes,
+        "multilingual-e5-small",
+        [
+            helper.make_tensor_value_info("input_ids", TensorProto.INT64, batch),
+            helper.make_tensor_value_info("attention_mask", TensorProto.INT64, batch),
+        ],
+        [
+            helper.make_tensor_value_info(
+                "last_hidden_state", TensorProto.FLOAT, [*batch, int(weights.config["hidden"])]
+            )
+        ],
         g.initializers,
-    )  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                             ir_version=IR_VERSION)  # fmt: skip
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=IR_VERSION
+    )
 
 
 def build_tokenizer(weights: _Weights) -> Any:
@@ -257,12 +271,14 @@ def build_tokenizer(weights: _Weights) -> Any:
     tokenizer = Tokenizer(models.Unigram(weights.pieces, unk_id=ids["unk"], byte_fallback=False))
     tokenizer.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
     # One pass over the whole text, as the package's tokenizer does (no split per word).
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always",
-                                                       split=False)  # fmt: skip
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁", prepend_scheme="always", split=False
+    )
     bos, eos = (weights.pieces[ids[k]][0] for k in ("bos", "eos"))
     marks = [(bos, ids["bos"]), (eos, ids["eos"])]
-    tokenizer.post_processor = processors.TemplateProcessing(single=f"{bos} $A {eos}",
-                                                             special_tokens=marks)  # fmt: skip
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{bos} $A {eos}", special_tokens=marks
+    )
     return tokenizer
 
 
@@ -272,9 +288,16 @@ class MultilingualEmbedder(OnnxEmbedder):
     def __init__(self, folder: Path, model_id: str, **options: Any) -> None:
         table = json.loads((folder / NORMALIZATION_FILE).read_text(encoding="utf-8"))
         self._table = {int(code): text for code, text in table.items()}
-        super().__init__(folder / "model.onnx", folder / "tokenizer.json", model_id=model_id,
-                         max_tokens=MAX_TOKENS, int8_queries=False, query_prefix=QUERY_PREFIX,
-                         document_prefix=DOCUMENT_PREFIX, **options)  # fmt: skip
+        super().__init__(
+            folder / "model.onnx",
+            folder / "tokenizer.json",
+            model_id=model_id,
+            max_tokens=MAX_TOKENS,
+            int8_queries=False,
+            query_prefix=QUERY_PREFIX,
+            document_prefix=DOCUMENT_PREFIX,
+            **options,
+        )
 
     def _windows(self, text: str, is_query: bool = False) -> list[list[int]]:
         return super()._windows(text.translate(self._table), is_query)
@@ -335,5 +358,6 @@ def multilingual_embedder(settings: Settings | None, **options: Any) -> Multilin
 
     cache = settings.cache_dir if settings and settings.cache_dir else default_cache_dir()
     folder, version = converted_folder(Path(cache))
-    return MultilingualEmbedder(folder, f"intfloat/multilingual-e5-small@{PACKAGE}-{version}-q4",
-                                **options)  # fmt: skip
+    return MultilingualEmbedder(
+        folder, f"intfloat/multilingual-e5-small@{PACKAGE}-{version}-q4", **options
+    )

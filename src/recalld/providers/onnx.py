@@ -98,8 +98,10 @@ def folder_prompts(folder: Path) -> dict[str, str]:
     found = prompts if isinstance(prompts, dict) else {}
     document = found.get("document", found.get("passage", ""))
     query = found.get("query", "")
-    return {"query": query if isinstance(query, str) else "",
-            "document": document if isinstance(document, str) else ""}  # fmt: skip
+    return {
+        "query": query if isinstance(query, str) else "",
+        "document": document if isinstance(document, str) else "",
+    }
 
 
 def _document_options(ort: Any, threads: int) -> Any:
@@ -194,9 +196,15 @@ class OnnxEmbedder(Embedder):
         self.max_tokens = max_tokens
         dimension = int(self._session.get_outputs()[0].shape[-1])
         self._fingerprint = Fingerprint(
-            model_id, dimension, "mean", True, max_tokens, f"window-mean/{WINDOW_OVERLAP}",
-            query_prefix=query_prefix, document_prefix=document_prefix,
-        )  # fmt: skip
+            model_id,
+            dimension,
+            "mean",
+            True,
+            max_tokens,
+            f"window-mean/{WINDOW_OVERLAP}",
+            query_prefix=query_prefix,
+            document_prefix=document_prefix,
+        )
 
     @classmethod
     def packaged(

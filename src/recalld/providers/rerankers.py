@@ -105,8 +105,10 @@ class OnnxCrossEncoder(Reranker):
     query and passage encoded as one pair (token types 0 / 1), relevance = sigmoid(logit)."""
 
     def __init__(self, folder: Path) -> None:
-        model = next((p for p in (folder / "model.onnx", folder / "onnx" / "model.onnx")
-                      if p.is_file()), folder / "model.onnx")  # fmt: skip
+        model = next(
+            (p for p in (folder / "model.onnx", folder / "onnx" / "model.onnx") if p.is_file()),
+            folder / "model.onnx",
+        )
         self._session, self._tokenizer = _load_onnx(model, folder / "tokenizer.json")
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(CROSS_ENCODER_MAX_TOKENS, strategy="only_second")
@@ -174,8 +176,9 @@ class HttpReranker(Reranker):
     """A ``/v1/rerank`` endpoint of the Cohere / Jina / TEI shape: ``{query, documents}`` in,
     ``{results: [{index, relevance_score}]}`` (or a bare list of ``{index, score}``) out."""
 
-    def __init__(self, url: str, model: str | None = None, api_key: str | None = None,
-                 timeout: float = 10.0) -> None:  # fmt: skip
+    def __init__(
+        self, url: str, model: str | None = None, api_key: str | None = None, timeout: float = 10.0
+    ) -> None:
         import httpx
 
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -186,8 +189,7 @@ class HttpReranker(Reranker):
     def score(self, query: str, passages: Sequence[str]) -> list[float]:
         if not passages:
             return []
-        body: dict[str, Any] = {"query": query, "documents": list(passages),
-                                "top_n": len(passages)}  # fmt: skip
+        body: dict[str, Any] = {"query": query, "documents": list(passages), "top_n": len(passages)}
         if self._model:
             body["model"] = self._model
         response = post_json(self._client, self._url, body)

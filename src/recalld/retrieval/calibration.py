@@ -21,55 +21,82 @@ import numpy as np
 from recalld.providers.embedders import Embedder, Fingerprint
 
 TOPICS: tuple[tuple[str, str], ...] = (
-    ("The sourdough starter needs feeding with flour and water every twelve hours.",
-     "how often should I feed the starter?"),
-    ("Our quarterly invoice for cloud hosting came to 1,240 euros.",
-     "how much was the hosting bill?"),
-    ("The kestrel hovered over the motorway verge before diving for a vole.",
-     "what bird did we see by the road?"),
-    ("Run the migrations with `make migrate` before starting the API server.",
-     "how do I set up the database schema?"),
-    ("My grandmother taught me to knit socks on four double-pointed needles.",
-     "who taught me knitting?"),
-    ("The ferry to the island leaves at 7:15 from pier three on weekdays.",
-     "when does the boat depart?"),
-    ("Photosynthesis converts light energy into chemical energy stored in glucose.",
-     "how do plants make sugar?"),
-    ("The left rear tyre keeps losing pressure; the garage found a nail in it.",
-     "what was wrong with the car?"),
-    ("She prefers aisle seats on long-haul flights and always books vegetarian meals.",
-     "what are her travel preferences?"),
-    ("The violin concerto ends with a fast rondo in D major.",
-     "how does the piece finish?"),
-    ("Mortgage rates rose by half a point after the central bank meeting.",
-     "what happened to interest rates?"),
-    ("The tomatoes on the balcony got blight after two weeks of rain.",
-     "why did my plants die?"),
-    ("Der Zug nach München fällt heute wegen eines Streiks aus.",
-     "warum fährt der Zug nicht?"),
-    ("La réunion du conseil municipal est reportée à jeudi soir.",
-     "quand a lieu la réunion ?"),
-    ("El médico me recetó antibióticos durante diez días.",
-     "qué me recetó el médico?"),
-    ("猫は毎朝六時にご飯を欲しがって鳴きます。",
-     "猫はいつご飯を欲しがりますか？"),
-    ("The unit tests fail on Windows because of a path separator bug.",
-     "why is CI red on one platform?"),
-    ("We hiked the ridge trail in fog and turned back before the summit.",
-     "did we reach the top of the mountain?"),
-    ("The museum's new wing displays Bronze Age pottery from Crete.",
-     "what is in the new exhibition?"),
-    ("Glacier retreat in the Alps accelerated during the last two decades.",
-     "how fast are the glaciers melting?"),
-    ("The quarterback threw three interceptions in the second half.",
-     "how did the game go?"),
-    ("Ibuprofen should be taken with food to protect the stomach lining.",
-     "how should I take the painkiller?"),
-    ("The landlord agreed to replace the broken boiler by Friday.",
-     "when will the heating be fixed?"),
-    ("A haiku has three lines of five, seven and five syllables.",
-     "what is the structure of the poem form?"),
-)  # fmt: skip
+    (
+        "The sourdough starter needs feeding with flour and water every twelve hours.",
+        "how often should I feed the starter?",
+    ),
+    (
+        "Our quarterly invoice for cloud hosting came to 1,240 euros.",
+        "how much was the hosting bill?",
+    ),
+    (
+        "The kestrel hovered over the motorway verge before diving for a vole.",
+        "what bird did we see by the road?",
+    ),
+    (
+        "Run the migrations with `make migrate` before starting the API server.",
+        "how do I set up the database schema?",
+    ),
+    (
+        "My grandmother taught me to knit socks on four double-pointed needles.",
+        "who taught me knitting?",
+    ),
+    (
+        "The ferry to the island leaves at 7:15 from pier three on weekdays.",
+        "when does the boat depart?",
+    ),
+    (
+        "Photosynthesis converts light energy into chemical energy stored in glucose.",
+        "how do plants make sugar?",
+    ),
+    (
+        "The left rear tyre keeps losing pressure; the garage found a nail in it.",
+        "what was wrong with the car?",
+    ),
+    (
+        "She prefers aisle seats on long-haul flights and always books vegetarian meals.",
+        "what are her travel preferences?",
+    ),
+    ("The violin concerto ends with a fast rondo in D major.", "how does the piece finish?"),
+    (
+        "Mortgage rates rose by half a point after the central bank meeting.",
+        "what happened to interest rates?",
+    ),
+    ("The tomatoes on the balcony got blight after two weeks of rain.", "why did my plants die?"),
+    ("Der Zug nach München fällt heute wegen eines Streiks aus.", "warum fährt der Zug nicht?"),
+    ("La réunion du conseil municipal est reportée à jeudi soir.", "quand a lieu la réunion ?"),
+    ("El médico me recetó antibióticos durante diez días.", "qué me recetó el médico?"),
+    ("猫は毎朝六時にご飯を欲しがって鳴きます。", "猫はいつご飯を欲しがりますか？"),
+    (
+        "The unit tests fail on Windows because of a path separator bug.",
+        "why is CI red on one platform?",
+    ),
+    (
+        "We hiked the ridge trail in fog and turned back before the summit.",
+        "did we reach the top of the mountain?",
+    ),
+    (
+        "The museum's new wing displays Bronze Age pottery from Crete.",
+        "what is in the new exhibition?",
+    ),
+    (
+        "Glacier retreat in the Alps accelerated during the last two decades.",
+        "how fast are the glaciers melting?",
+    ),
+    ("The quarterback threw three interceptions in the second half.", "how did the game go?"),
+    (
+        "Ibuprofen should be taken with food to protect the stomach lining.",
+        "how should I take the painkiller?",
+    ),
+    (
+        "The landlord agreed to replace the broken boiler by Friday.",
+        "when will the heating be fixed?",
+    ),
+    (
+        "A haiku has three lines of five, seven and five syllables.",
+        "what is the structure of the poem form?",
+    ),
+)
 """Unrelated statements, each with a question on its own topic (several languages, since
 multilingual models place languages differently)."""
 

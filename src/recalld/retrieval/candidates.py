@@ -90,9 +90,15 @@ def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) 
     if nearest is None:
         return rows
     listed = {c.memory_id for c in nearest}
-    others = list(dict.fromkeys(c.memory_id for name, candidates in found.items()
-                                if name != "semantic" for c in candidates
-                                if c.memory_id not in listed))  # fmt: skip
+    others = list(
+        dict.fromkeys(
+            c.memory_id
+            for name, candidates in found.items()
+            if name != "semantic"
+            for c in candidates
+            if c.memory_id not in listed
+        )
+    )
     if not others:
         return rows
     vectors = {i: rows.vectors[i] for i in others if i in rows.vectors}
@@ -101,8 +107,9 @@ def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) 
         return rows
     ids = list(vectors)
     scores = np.einsum("ij,j->i", np.stack([vectors[i] for i in ids]), query)
-    nearest = semantic_channel.completed(nearest, dict(zip(ids, scores.tolist(), strict=True)),
-                                         limit)  # fmt: skip
+    nearest = semantic_channel.completed(
+        nearest, dict(zip(ids, scores.tolist(), strict=True)), limit
+    )
     return replace(rows, channels=({**found, "semantic": nearest}, *rows.channels[1:]))
 
 
@@ -144,8 +151,14 @@ def read_candidates(
             return found
         # Vector completion will want their vectors: read them here, while the other
         # thread searches the vectors (the index's answer is not known yet, so all of them).
-        ids = list(dict.fromkeys(c.memory_id for listed in found.channels[0].values()
-                                 for c in listed if c.memory_id not in found.vectors))  # fmt: skip
+        ids = list(
+            dict.fromkeys(
+                c.memory_id
+                for listed in found.channels[0].values()
+                for c in listed
+                if c.memory_id not in found.vectors
+            )
+        )
         return replace(found, vectors={**found.vectors, **store.vectors_for(ids)})
 
     by_vector, (by_words,) = _word_threads.run_beside(by_vector_here, [by_words_beside])

@@ -325,17 +325,42 @@ class RetrievalConfig:
         stage off, and the optional model stages too. With one channel this is that
         channel's own ranking (a baseline)."""
         return replace(
-            self, decay="none", use_priority=False, pinned_boost=1.0, project_boost=1.0,
-            project_penalty=1.0, no_project_penalty=1.0,
-            type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)), significance_weight=0.0,
-            reinforcement_weight=0.0, role_boost=1.0, speaker_boost=1.0, identifier_boost=1.0,
+            self,
+            decay="none",
+            use_priority=False,
+            pinned_boost=1.0,
+            project_boost=1.0,
+            project_penalty=1.0,
+            no_project_penalty=1.0,
+            type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)),
+            significance_weight=0.0,
+            reinforcement_weight=0.0,
+            role_boost=1.0,
+            speaker_boost=1.0,
+            identifier_boost=1.0,
             event_boost=1.0,
-            asks_penalty=1.0, window_boost=1.0, order_weight=0.0, anchor_events=False,
-            kupdate_factor=1.0, superseded_factor=1.0, session_boost=0.0, topic_weight=0.0,
-            neighbor_weight=0.0, answer_weight=0.0, reply_weight=0.0, time_terms_weight=0.0,
-            mmr_lambda=1.0, diverse_aggregation=False, min_score=0.0, max_gap=0.0, dedupe=False,
-            expand=False, llm_routing=False, rerank_depth=0, strong_signal_weight=1.0,
-        )  # fmt: skip
+            asks_penalty=1.0,
+            window_boost=1.0,
+            order_weight=0.0,
+            anchor_events=False,
+            kupdate_factor=1.0,
+            superseded_factor=1.0,
+            session_boost=0.0,
+            topic_weight=0.0,
+            neighbor_weight=0.0,
+            answer_weight=0.0,
+            reply_weight=0.0,
+            time_terms_weight=0.0,
+            mmr_lambda=1.0,
+            diverse_aggregation=False,
+            min_score=0.0,
+            max_gap=0.0,
+            dedupe=False,
+            expand=False,
+            llm_routing=False,
+            rerank_depth=0,
+            strong_signal_weight=1.0,
+        )
 
     def with_changes(self, **changes: Any) -> RetrievalConfig:
         """A copy with some fields changed (unknown names are an error)."""
@@ -352,9 +377,15 @@ class RetrievalConfig:
 BALANCED = RetrievalConfig()
 """The default: every mechanism that measured as a gain on LongMemEval and LoCoMo."""
 FAST = replace(
-    BALANCED, channels=("semantic", "bm25"), candidate_multiplier=2, min_candidates=20,
-    session_boost=0.0, neighbor_weight=0.0, min_adjust=30, stable_limit=20,
-)  # fmt: skip
+    BALANCED,
+    channels=("semantic", "bm25"),
+    candidate_multiplier=2,
+    min_candidates=20,
+    session_boost=0.0,
+    neighbor_weight=0.0,
+    min_adjust=30,
+    stable_limit=20,
+)
 """Two channels, small pools, no session or neighbour evidence: the cheapest hybrid search.
 The session's topic for advice requests stays on: one pass over the scored candidates, and
 it gained two LongMemEval_S questions at R@1 and one synth question here."""

@@ -15,20 +15,43 @@ MONTHS = {
     m: i
     for i, names in enumerate(
         [
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
             ("december", "dec"),
         ],
         start=1,
     )
     for m in names
-}  # fmt: skip
+}
 _NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2,
-    "few": 3, "a few": 3, "several": 4,
-}  # fmt: skip
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "couple of": 2,
+    "few": 3,
+    "a few": 3,
+    "several": 4,
+}
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _NUM = (
     r"(\d+|a couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven"
@@ -51,12 +74,18 @@ _NAMED_MONTH = re.compile(
 WEEKDAYS = {
     name: i
     for i, names in enumerate(
-        [("monday", "mon"), ("tuesday", "tue", "tues"), ("wednesday", "wed"),
-         ("thursday", "thu", "thur", "thurs"), ("friday", "fri"), ("saturday", "sat"),
-         ("sunday", "sun")]
+        [
+            ("monday", "mon"),
+            ("tuesday", "tue", "tues"),
+            ("wednesday", "wed"),
+            ("thursday", "thu", "thur", "thurs"),
+            ("friday", "fri"),
+            ("saturday", "sat"),
+            ("sunday", "sun"),
+        ]
     )
     for name in names
-}  # fmt: skip
+}
 _WEEKDAY = re.compile(
     r"\b(?:last|this past|past|previous|on|this)\s+"
     r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b"
@@ -111,8 +140,13 @@ def _easter(year: int) -> datetime:
 
 
 def _holiday_date(name: str, year: int) -> datetime:
-    fixed = {"christmas eve": (12, 24), "christmas": (12, 25), "xmas": (12, 25),
-             "boxing day": (12, 26), "halloween": (10, 31)}  # fmt: skip
+    fixed = {
+        "christmas eve": (12, 24),
+        "christmas": (12, 25),
+        "xmas": (12, 25),
+        "boxing day": (12, 26),
+        "halloween": (10, 31),
+    }
     if name in fixed:
         return datetime(year, *fixed[name])
     if name.startswith("new year"):
@@ -250,11 +284,25 @@ _DAYS = {
     "week": "woche|semaine|semana|settimana|week",
     "month": "monat|mois|mes|mese|maand",
     "year": "jahr|année|an|año|anno|jaar",
-}  # fmt: skip
-_UNITS = {"tagen": "day", "jours": "day", "días": "day", "dias": "day", "giorni": "day",
-          "dagen": "day", "wochen": "week", "semaines": "week", "semanas": "week",
-          "settimane": "week", "weken": "week", "monaten": "month", "mois": "month",
-          "meses": "month", "mesi": "month", "maanden": "month"}  # fmt: skip
+}
+_UNITS = {
+    "tagen": "day",
+    "jours": "day",
+    "días": "day",
+    "dias": "day",
+    "giorni": "day",
+    "dagen": "day",
+    "wochen": "week",
+    "semaines": "week",
+    "semanas": "week",
+    "settimane": "week",
+    "weken": "week",
+    "monaten": "month",
+    "mois": "month",
+    "meses": "month",
+    "mesi": "month",
+    "maanden": "month",
+}
 _FOREIGN_TIMES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), english)
     for english, names in _DAYS.items()
@@ -323,8 +371,9 @@ def resolve_time_window(query: str, reference: datetime) -> TimeRange | None:
     """
     text = _in_english(query.lower())[0]
     try:
-        window = (_relative(text, reference) or _absolute(text, reference)
-                  or _holiday(text, reference))  # fmt: skip
+        window = (
+            _relative(text, reference) or _absolute(text, reference) or _holiday(text, reference)
+        )
     except (OverflowError, ValueError):
         return None
     if window is None:

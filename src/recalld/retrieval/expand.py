@@ -105,8 +105,9 @@ def _fits(text: str) -> bool:
     return bool(text.strip()) and len(text) <= MAX_EXPANSION_CHARS
 
 
-def strong_signal(store: Store, plan: QueryPlan, request_filters: MemoryFilter,
-                  config: RetrievalConfig) -> tuple[float, float] | None:  # fmt: skip
+def strong_signal(
+    store: Store, plan: QueryPlan, request_filters: MemoryFilter, config: RetrievalConfig
+) -> tuple[float, float] | None:
     """QMD's probe: the BM25 top score and its gap to the second (both 0-1) when they say
     the query is already answered (top >= ``strong_signal_score``, gap >=
     ``strong_signal_gap``); else ``None``."""
@@ -136,8 +137,15 @@ def prompt(plan: QueryPlan, profile: Sequence[str]) -> str:
     return _BASE.format(extra=extra, query=plan.text)
 
 
-def expand(store: Store, embedder: Embedder, plan: QueryPlan, filters: MemoryFilter,
-           config: RetrievalConfig, models: Models, pool: int) -> Expanded:  # fmt: skip
+def expand(
+    store: Store,
+    embedder: Embedder,
+    plan: QueryPlan,
+    filters: MemoryFilter,
+    config: RetrievalConfig,
+    models: Models,
+    pool: int,
+) -> Expanded:
     """Stage 2: probe, ask, validate, embed every query vector in one batch, retrieve."""
     if models.llm is None or not config.expand:
         return _skipped("no LLM configured" if models.llm is None else "expand is off")
@@ -171,8 +179,15 @@ def _skipped(reason: str, usage: Usage | None = None) -> Expanded:
     return Expanded((), None, StageNote("expand", False, reason, usage or Usage()))
 
 
-def _lists(store: Store, plan: QueryPlan, filters: MemoryFilter, config: RetrievalConfig,
-           expansion: Expansion, vectors: np.ndarray, pool: int) -> list[RankedList]:  # fmt: skip
+def _lists(
+    store: Store,
+    plan: QueryPlan,
+    filters: MemoryFilter,
+    config: RetrievalConfig,
+    expansion: Expansion,
+    vectors: np.ndarray,
+    pool: int,
+) -> list[RankedList]:
     """One store call per expansion; lists weigh ``expansion_weight`` (the original x2)."""
     weight = config.expansion_weight
     requests: list[tuple[str, CandidateRequest]] = []
@@ -200,8 +215,9 @@ def _lists(store: Store, plan: QueryPlan, filters: MemoryFilter, config: Retriev
 def _embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     rows = []
     for start in range(0, len(texts), embedder.batch_size):
-        rows.append(embedder.embed_batch(texts[start : start + embedder.batch_size],
-                                         is_query=True).vectors)  # fmt: skip
+        rows.append(
+            embedder.embed_batch(texts[start : start + embedder.batch_size], is_query=True).vectors
+        )
     return np.vstack(rows).astype(np.float32, copy=False)
 
 
@@ -211,6 +227,9 @@ def _profile(store: Store, query_vector: Vector, filters: MemoryFilter) -> list[
         CandidateRequest(filters, {"semantic": NearestAsk(PROFILE_MEMORIES * 3, query_vector)})
     ).get("semantic", [])
     by_id = {m.id: m for m in store.get_many([c.memory_id for c in found])}
-    own = [by_id[c.memory_id].content for c in found if c.memory_id in by_id
-           and by_id[c.memory_id].metadata.get("role") in (None, "user")]  # fmt: skip
+    own = [
+        by_id[c.memory_id].content
+        for c in found
+        if c.memory_id in by_id and by_id[c.memory_id].metadata.get("role") in (None, "user")
+    ]
     return own[:PROFILE_MEMORIES]

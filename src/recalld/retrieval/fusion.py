@@ -66,8 +66,9 @@ def rrf(
         bonus = bonus_first if rank == 1 else bonus_top3
         if bonus:
             parts[memory_id]["top_rank_bonus"] = bonus
-    ordered = sorted(((math.fsum(s.values()), m) for m, s in parts.items()),
-                     key=lambda pair: (-pair[0], pair[1]))  # fmt: skip
+    ordered = sorted(
+        ((math.fsum(s.values()), m) for m, s in parts.items()), key=lambda pair: (-pair[0], pair[1])
+    )
     return [_fused(m, score, parts[m]) for score, m in ordered[:keep]]
 
 
@@ -99,8 +100,7 @@ def _fused(memory_id: str, score: float, contributions: dict[str, float]) -> Fus
     field through ``object.__setattr__``): fusion makes one per candidate of every search.
     Every field is given; the instance is as frozen as one made the usual way."""
     fused = object.__new__(Fused)
-    fused.__dict__.update(memory_id=memory_id, score=score, contributions=contributions,
-                          rerank={})  # fmt: skip
+    fused.__dict__.update(memory_id=memory_id, score=score, contributions=contributions, rerank={})
     return fused
 
 

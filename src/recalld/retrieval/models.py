@@ -42,8 +42,12 @@ class StageNote:
     usage: Usage = field(default_factory=Usage)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "status": "ran" if self.ran else "skipped",
-                "reason": self.reason, **self.usage.as_dict()}  # fmt: skip
+        return {
+            "stage": self.stage,
+            "status": "ran" if self.ran else "skipped",
+            "reason": self.reason,
+            **self.usage.as_dict(),
+        }
 
 
 def build_models(settings: Settings) -> Models:

@@ -81,8 +81,7 @@ def keep_promises(
     by_id = {m.id: m for m in current.values()}
     out = dict(present)
     for successor_id, (place, old_id) in places.items():
-        out[successor_id] = _in_place(present.get(successor_id), by_id[successor_id], place,
-                                      old_id)  # fmt: skip
+        out[successor_id] = _in_place(present.get(successor_id), by_id[successor_id], place, old_id)
     for item in marked:
         if config.superseded == "hide":
             del out[item.memory.id]
@@ -131,9 +130,7 @@ def passes(memory: Memory, filters: MemoryFilter) -> bool:
     equal = ("project", "scope", "session_id", "superseded_by")
     window = filters.time_range
     return (
-        all(
-            getattr(filters, f) is None or getattr(memory, f) == getattr(filters, f) for f in equal
-        )  # fmt: skip
+        all(getattr(filters, f) is None or getattr(memory, f) == getattr(filters, f) for f in equal)
         and (not filters.types or memory.type in filters.types)
         and all(tag in memory.tags for tag in filters.tags)
         and (window is None or window.contains(memory.reference_time))
@@ -146,8 +143,10 @@ def _in_place(item: Scored | None, successor: Memory, place: float, old_id: str)
     marked), brought in when the search did not find it."""
     if item is None:
         fused = Fused(successor.id, place, {f"in_place_of:{old_id}": place})
-        why = (f"brought in: it replaces {old_id} (supersede), which the search found; "
-               "it takes that memory's place")  # fmt: skip
+        why = (
+            f"brought in: it replaces {old_id} (supersede), which the search found; "
+            "it takes that memory's place"
+        )
         return Scored(successor, fused, place, {}, (why,))
     if item.score >= place:
         return item
@@ -173,16 +172,19 @@ def _under(
             factors["under_its_replacement"] = above * UNDER / score if score else 1.0
             score = above * UNDER
     elif memory.superseded_by is not None:
-        why = (f"replaced by {memory.superseded_by} (supersede), which is not current or not "
-               "visible to this search: demoted only")  # fmt: skip
+        why = (
+            f"replaced by {memory.superseded_by} (supersede), which is not current or not "
+            "visible to this search: demoted only"
+        )
     else:
         until = memory.valid_until.isoformat() if memory.valid_until else "?"
         why = f"no longer current since {until} (valid_until): demoted"
     return replace(item, score=score, factors=factors, promises=(*item.promises, why))
 
 
-def promised_order(chosen: list[Scored], pool: Sequence[Scored], successors: Mapping[str, str],
-                   limit: int) -> list[Scored]:  # fmt: skip
+def promised_order(
+    chosen: list[Scored], pool: Sequence[Scored], successors: Mapping[str, str], limit: int
+) -> list[Scored]:
     """The hits with each replaced memory after its current successor: moved just under it
     when the diversity stage picked it first, and the successor (from ``pool``) put just
     above it when the diversity stage passed the successor over; the first ``limit``."""
@@ -211,5 +213,8 @@ KEPT_AS_REPLACEMENT = "kept: it replaces a hit (supersede)"
 def carried(chosen: Sequence[Scored], reasons: Mapping[str, str]) -> dict[str, str]:
     """Why a successor :func:`promised_order` put among the hits is there, where the
     relevance filter had dropped it."""
-    return {s.memory.id: KEPT_AS_REPLACEMENT for s in chosen
-            if reasons.get(s.memory.id, "").startswith("dropped")}  # fmt: skip
+    return {
+        s.memory.id: KEPT_AS_REPLACEMENT
+        for s in chosen
+        if reasons.get(s.memory.id, "").startswith("dropped")
+    }

@@ -21,20 +21,60 @@ from recalld.text import keywords
 QueryType = str  # "simple" | "preference" | "temporal" | "aggregation"
 
 PREFERENCE_SIGNALS = (
-    "recommend", "suggest", "advice", "resources", "tools", "accessories", "what should",
-    "would you", "based on my", "given my", "any tips", "ideas for", "favorite", "prefer",
-)  # fmt: skip
+    "recommend",
+    "suggest",
+    "advice",
+    "resources",
+    "tools",
+    "accessories",
+    "what should",
+    "would you",
+    "based on my",
+    "given my",
+    "any tips",
+    "ideas for",
+    "favorite",
+    "prefer",
+)
 """CEMS's preference signals, plus a few seen in LongMemEval-style questions."""
 TEMPORAL_PATTERNS = (
-    "first", "last", "before", "after", "when", "how many days", "how long", "earliest",
-    "latest", "most recent", "happened first", "ago", "how many weeks", "how many months",
-    "what date", "what time", "which came", "order of", "yesterday", "last week",
-)  # fmt: skip
+    "first",
+    "last",
+    "before",
+    "after",
+    "when",
+    "how many days",
+    "how long",
+    "earliest",
+    "latest",
+    "most recent",
+    "happened first",
+    "ago",
+    "how many weeks",
+    "how many months",
+    "what date",
+    "what time",
+    "which came",
+    "order of",
+    "yesterday",
+    "last week",
+)
 """CEMS's temporal patterns, plus explicit time words."""
 AGGREGATION_PATTERNS = (
-    "how many", "how much", "total", "combined", "all the times", "how often", "different",
-    "various", "all the different", "in total", "altogether", "list all", "each of",
-)  # fmt: skip
+    "how many",
+    "how much",
+    "total",
+    "combined",
+    "all the times",
+    "how often",
+    "different",
+    "various",
+    "all the different",
+    "in total",
+    "altogether",
+    "list all",
+    "each of",
+)
 """CEMS's aggregation patterns."""
 _ADVICE_NOUNS = r"(?:tips|suggestions|ideas|advice|recommendations)"
 ADVICE_REQUEST = re.compile(

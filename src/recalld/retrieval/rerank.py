@@ -58,8 +58,12 @@ def blend(fused: Sequence[Fused], scores: Sequence[float], config: RetrievalConf
         weight = retrieval_weight(position, config)
         scored = position <= len(scores)
         value = weight / position + ((1 - weight) * scores[position - 1] if scored else 0.0)
-        trace = {"position": float(position), "retrieval_weight": weight,
-                 "retrieval": 1.0 / position, "blended": value}  # fmt: skip
+        trace = {
+            "position": float(position),
+            "retrieval_weight": weight,
+            "retrieval": 1.0 / position,
+            "blended": value,
+        }
         if scored:
             trace["reranker"] = scores[position - 1]
         out.append(replace(item, score=value, rerank=trace))
@@ -67,9 +71,14 @@ def blend(fused: Sequence[Fused], scores: Sequence[float], config: RetrievalConf
     return [out[i] for i in order]
 
 
-def rerank(fused: list[Fused], memories: Mapping[str, Memory], query: str,
-           terms: Sequence[str], models: Models, config: RetrievalConfig) -> tuple[
-        list[Fused], StageNote]:  # fmt: skip
+def rerank(
+    fused: list[Fused],
+    memories: Mapping[str, Memory],
+    query: str,
+    terms: Sequence[str],
+    models: Models,
+    config: RetrievalConfig,
+) -> tuple[list[Fused], StageNote]:
     """Stage 5: the reranked list and the stage's note; the fused list unchanged on failure."""
     reranker = models.reranker
     if reranker is None or config.rerank_depth <= 0 or not fused:
@@ -78,8 +87,9 @@ def rerank(fused: list[Fused], memories: Mapping[str, Memory], query: str,
     head = [f for f in fused[: config.rerank_depth] if f.memory_id in memories]
     chosen = {f.memory_id for f in head}
     rest = [f for f in fused if f.memory_id not in chosen]
-    passages = [best_chunk(memories[f.memory_id].content, terms, config.rerank_chunk_words)
-                for f in head]  # fmt: skip
+    passages = [
+        best_chunk(memories[f.memory_id].content, terms, config.rerank_chunk_words) for f in head
+    ]
     started = time.perf_counter()
     try:
         scores, usage = _scores(reranker, models.cache, query, passages)
@@ -93,8 +103,9 @@ def rerank(fused: list[Fused], memories: Mapping[str, Memory], query: str,
     return blend([*head, *rest], scores, config), note
 
 
-def _scores(reranker: Reranker, cache: ModelCache | None, query: str,
-            passages: list[str]) -> tuple[list[float], Usage]:  # fmt: skip
+def _scores(
+    reranker: Reranker, cache: ModelCache | None, query: str, passages: list[str]
+) -> tuple[list[float], Usage]:
     """Cached scores, the reranker asked only for the passages not seen with this query."""
     keys = [ModelCache.key([query, p]) for p in passages]
     known = {} if cache is None else cache.get_many(reranker.model_id, PROMPT_VERSION, keys)

@@ -43,16 +43,21 @@ def parse_route(answer: str) -> SearchMode | None:
     return "hybrid"
 
 
-def route(query: str, offline: SearchMode, models: Models, enabled: bool) -> tuple[
-        SearchMode, StageNote]:  # fmt: skip
+def route(
+    query: str, offline: SearchMode, models: Models, enabled: bool
+) -> tuple[SearchMode, StageNote]:
     """The mode an ``auto`` search runs in, and the stage's note."""
     if models.llm is None or not enabled:
         reason = "no LLM configured" if models.llm is None else "llm_routing is off"
         return offline, StageNote("route", False, reason)
     usage = Usage()
     try:
-        answer, usage = ask(models.llm, [{"role": "user", "content": ROUTE_PROMPT.format(
-            query=query)}], PROMPT_VERSION, models.cache)  # fmt: skip
+        answer, usage = ask(
+            models.llm,
+            [{"role": "user", "content": ROUTE_PROMPT.format(query=query)}],
+            PROMPT_VERSION,
+            models.cache,
+        )
     except CallFailed as exc:
         return offline, StageNote("route", False, f"LLM failed: {exc}", exc.usage)
     mode = parse_route(answer)

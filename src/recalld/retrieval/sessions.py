@@ -157,16 +157,22 @@ def neighbor_support(
     for other, (reply, source) in replies.items():
         memory = known.get(other)
         asker = known.get(source)
-        if (memory is not None and asker is not None and _speaker(memory) != _speaker(asker)
-                and reply > lent.get(other, (0.0, ""))[0]):  # fmt: skip
+        if (
+            memory is not None
+            and asker is not None
+            and _speaker(memory) != _speaker(asker)
+            and reply > lent.get(other, (0.0, ""))[0]
+        ):
             lent[other] = (reply, source)
     fresh = {i: m for i, m in fresh.items() if i in lent}
     out = []
     for item in scored:
         share, source = lent.get(item.memory.id, (0.0, ""))
         if share:
-            factors = {**item.factors, "neighbor_support": (item.score + share) / item.score
-                       if item.score else 1.0}  # fmt: skip
+            factors = {
+                **item.factors,
+                "neighbor_support": (item.score + share) / item.score if item.score else 1.0,
+            }
             item = Scored(item.memory, item.fused, item.score + share, factors)
         out.append(item)
     for memory_id, memory in fresh.items():

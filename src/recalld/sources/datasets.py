@@ -65,8 +65,10 @@ def read_longmemeval(data: bytes) -> Parsed:
             signature = tuple(str(m.get("content")) for m in messages)
             if session_id in seen:
                 if seen[session_id] != signature:
-                    problems.append(f"record {number}: session {session_id} differs from an "
-                                    "earlier copy; the first copy was kept")  # fmt: skip
+                    problems.append(
+                        f"record {number}: session {session_id} differs from an "
+                        "earlier copy; the first copy was kept"
+                    )
                 continue
             seen[session_id] = signature
             turns.extend(_longmemeval_turns(session_id, when, messages, number, problems))
@@ -102,15 +104,18 @@ def _longmemeval_sessions(record: object) -> list[tuple[str, object, list[Any]]]
     return out
 
 
-def _longmemeval_turns(session_id: str, when: datetime | None, messages: list[Any],
-                       number: int, problems: list[str]) -> list[Turn]:  # fmt: skip
+def _longmemeval_turns(
+    session_id: str, when: datetime | None, messages: list[Any], number: int, problems: list[str]
+) -> list[Turn]:
     turns = []
     for index, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         text = message.get("content") if isinstance(message, dict) else None
         if not isinstance(role, str) or not isinstance(text, str):
-            problems.append(f"record {number}: session {session_id} turn {index} has no "
-                            "role and content; skipped")  # fmt: skip
+            problems.append(
+                f"record {number}: session {session_id} turn {index} has no "
+                "role and content; skipped"
+            )
             continue
         if text.strip():
             turns.append(Turn(session_id, index, role, text, when))
@@ -170,6 +175,7 @@ def _locomo_session(sample_id: str, key: str, conversation: dict[str, Any]) -> l
         ref = message.get("dia_id")
         speaker = str(message.get("speaker") or "speaker")
         extra = (("sample_id", sample_id),)
-        turns.append(Turn(session, index, speaker, text, when, str(ref) if ref else None,
-                          None, extra))  # fmt: skip
+        turns.append(
+            Turn(session, index, speaker, text, when, str(ref) if ref else None, None, extra)
+        )
     return turns

@@ -138,14 +138,20 @@ def _leaves(entry: os.DirEntry[str], inside: str | None) -> Problem | None:
     target = os.path.realpath(entry.path)
     if os.path.commonpath([target, inside]) == inside:
         return None
-    return Problem(entry.path, f"symbolic link to {target}, outside the workspace: not "
-                   "followed (`recalld index --follow-symlinks` follows it)")  # fmt: skip
+    return Problem(
+        entry.path,
+        f"symbolic link to {target}, outside the workspace: not "
+        "followed (`recalld index --follow-symlinks` follows it)",
+    )
 
 
 def _walk(
-    root: str, info: os.stat_result, patterns: list[re.Pattern[str]], globs: tuple[str, ...],
+    root: str,
+    info: os.stat_result,
+    patterns: list[re.Pattern[str]],
+    globs: tuple[str, ...],
     inside: str | None,
-) -> Scan:  # fmt: skip
+) -> Scan:
     files: dict[tuple[int, int], FoundFile] = {}
     problems: list[Problem] = []
     seen_dirs = {(info.st_dev, info.st_ino)}

@@ -119,8 +119,11 @@ def check_problems(problems: Sequence[str], usable: int, fmt: str, strict: bool)
         ImportRefused: before anything is stored.
     """
     if problems and (strict or not usable):
-        why = "--strict refuses a file with bad lines" if strict and usable else (
-            f"none of its lines could be read as {fmt}")  # fmt: skip
+        why = (
+            "--strict refuses a file with bad lines"
+            if strict and usable
+            else (f"none of its lines could be read as {fmt}")
+        )
         raise ImportRefused(
             f"nothing imported: {len(problems)} bad line(s) ({why}); the first: {problems[0]}",
             tuple(problems),
@@ -138,9 +141,12 @@ class ImportRefused(InvalidInputError):
 
 
 def import_transcript(
-    source: str | os.PathLike[str] | BinaryIO, fmt: str, deps: ImportDeps, *,
+    source: str | os.PathLike[str] | BinaryIO,
+    fmt: str,
+    deps: ImportDeps,
+    *,
     strict: bool = False,
-) -> ImportReport:  # fmt: skip
+) -> ImportReport:
     """Import a transcript (see the module docstring)."""
     if fmt not in TRANSCRIPT_FORMATS:
         raise InvalidInputError(
@@ -164,8 +170,12 @@ def import_transcript(
     results = deps.add_many(valid)
     stored = sum(r.created for r in results)
     return ImportReport(
-        format=fmt, turns=len(parsed.turns), stored=stored,
+        format=fmt,
+        turns=len(parsed.turns),
+        stored=stored,
         already_present=len(results) - stored,
-        undated=sum(item.event_time is None for item in valid), skipped=parsed.skipped,
-        problems=tuple(problems), notes=parsed.notes,
-    )  # fmt: skip
+        undated=sum(item.event_time is None for item in valid),
+        skipped=parsed.skipped,
+        problems=tuple(problems),
+        notes=parsed.notes,
+    )

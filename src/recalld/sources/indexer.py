@@ -164,19 +164,26 @@ def index_sources(
         deps.store.save_source_root(replace(root, indexed_at=now))
     total = sum(f.chunks for f in deps.store.source_files([r.path for r in roots]))
     return IndexReport(
-        roots=tuple(r.path for r in roots), files=len(found), indexed=tuple(tally.indexed),
-        unchanged=tally.unchanged, removed=tuple(gone), chunks_added=tally.chunks_added,
-        chunks_removed=tally.chunks_removed, problems=tuple(tally.problems),
-        bytes_indexed=tally.bytes_indexed, total_chunks=total,
+        roots=tuple(r.path for r in roots),
+        files=len(found),
+        indexed=tuple(tally.indexed),
+        unchanged=tally.unchanged,
+        removed=tuple(gone),
+        chunks_added=tally.chunks_added,
+        chunks_removed=tally.chunks_removed,
+        problems=tuple(tally.problems),
+        bytes_indexed=tally.bytes_indexed,
+        total_chunks=total,
         seconds=time.perf_counter() - started,
-    )  # fmt: skip
+    )
 
 
 # -- 1. roots ----------------------------------------------------------------------------
 
 
-def resolve_roots(paths: Sequence[str], globs: tuple[str, ...] | None, store: SourceIndex
-                  ) -> list[SourceRoot]:  # fmt: skip
+def resolve_roots(
+    paths: Sequence[str], globs: tuple[str, ...] | None, store: SourceIndex
+) -> list[SourceRoot]:
     """The roots a run or a watch covers; bad paths or globs raise before any change."""
     return _resolve_roots(paths, IndexOptions(globs=globs), store)
 
@@ -250,18 +257,25 @@ def _needs_work(f: FoundFile, old: SourceFile | None, options: IndexOptions, chu
     )
 
 
-def _pending_records(candidates: list[FoundFile], tracked: dict[str, SourceFile]
-                     ) -> list[SourceFile]:  # fmt: skip
+def _pending_records(
+    candidates: list[FoundFile], tracked: dict[str, SourceFile]
+) -> list[SourceFile]:
     """Candidates marked pending; the hash and chunker of what is indexed are kept."""
     out = []
     for f in candidates:
         old = tracked.get(f.path)
-        out.append(SourceFile(
-            f.path, f.root, f.size, f.mtime_ns, "pending",
-            content_hash=old.content_hash if old else None,
-            chunker=old.chunker if old else None,
-            indexed_at=old.indexed_at if old else None,
-        ))  # fmt: skip
+        out.append(
+            SourceFile(
+                f.path,
+                f.root,
+                f.size,
+                f.mtime_ns,
+                "pending",
+                content_hash=old.content_hash if old else None,
+                chunker=old.chunker if old else None,
+                indexed_at=old.indexed_at if old else None,
+            )
+        )
     return out
 
 
@@ -280,8 +294,11 @@ def _chunks_to_embed(
         except SourceReadError:
             continue
         old = tracked.get(f.path)
-        if old is not None and not options.force and (
-                old.content_hash, old.chunker) == (text.sha256, chunker):  # fmt: skip
+        if (
+            old is not None
+            and not options.force
+            and (old.content_hash, old.chunker) == (text.sha256, chunker)
+        ):
             continue
         total += len(chunk_markdown(text.text, options.chunking))
     return total
@@ -334,9 +351,18 @@ def _prepare_file(
     same = old is not None and (old.content_hash, old.chunker) == (text.sha256, chunker)
     if same and not options.force:
         assert old is not None
-        deps.store.save_source_files([replace(
-            old, root=f.root, size=text.size, mtime_ns=text.mtime_ns, status="indexed",
-            error=None)])  # fmt: skip
+        deps.store.save_source_files(
+            [
+                replace(
+                    old,
+                    root=f.root,
+                    size=text.size,
+                    mtime_ns=text.mtime_ns,
+                    status="indexed",
+                    error=None,
+                )
+            ]
+        )
         tally.unchanged += 1
         return None
     try:
@@ -344,8 +370,17 @@ def _prepare_file(
     except InvalidInputError as exc:
         _record_error(f, old, str(exc), deps, tally)
         return None
-    record = SourceFile(f.path, f.root, text.size, text.mtime_ns, "indexed", text.sha256,
-                        chunker, None, deps.clock())  # fmt: skip
+    record = SourceFile(
+        f.path,
+        f.root,
+        text.size,
+        text.mtime_ns,
+        "indexed",
+        text.sha256,
+        chunker,
+        None,
+        deps.clock(),
+    )
     tally.bytes_indexed += text.size
     return _Pending(f, record, memories, old.chunks if old else 0)
 
@@ -354,12 +389,20 @@ def _record_error(
     f: FoundFile, old: SourceFile | None, message: str, deps: IndexDeps, tally: _Tally
 ) -> None:
     """The file keeps the chunks of its last good version (if any); the error is recorded."""
-    kept = f" (its {old.chunks} chunks from the last good version are kept)" if (
-        old is not None and old.chunks) else ""  # fmt: skip
+    kept = (
+        f" (its {old.chunks} chunks from the last good version are kept)"
+        if (old is not None and old.chunks)
+        else ""
+    )
     tally.problems.append(Problem(f.path, message + kept))
     base = old or SourceFile(f.path, f.root, f.size, f.mtime_ns, "error")
-    deps.store.save_source_files([replace(base, root=f.root, size=f.size, mtime_ns=f.mtime_ns,
-                                          status="error", error=message)])  # fmt: skip
+    deps.store.save_source_files(
+        [
+            replace(
+                base, root=f.root, size=f.size, mtime_ns=f.mtime_ns, status="error", error=message
+            )
+        ]
+    )
 
 
 def chunk_memories(
@@ -371,13 +414,19 @@ def chunk_memories(
     out = []
     for i, chunk in enumerate(chunks):
         content = chunk.content
-        out.append(prepare(NewMemory(
-            content=content, type="chunk", event_time=event_time,
-            evergreen=event_time is None,
-            source=Source("file", f.path, chunk.line_start, chunk.line_end),
-            metadata={"headings": list(chunk.headings), "chunk": i, "chunks": len(chunks)},
-            id=chunk_id(f.path, i, content),
-        )))  # fmt: skip
+        out.append(
+            prepare(
+                NewMemory(
+                    content=content,
+                    type="chunk",
+                    event_time=event_time,
+                    evergreen=event_time is None,
+                    source=Source("file", f.path, chunk.line_start, chunk.line_end),
+                    metadata={"headings": list(chunk.headings), "chunk": i, "chunks": len(chunks)},
+                    id=chunk_id(f.path, i, content),
+                )
+            )
+        )
     return out
 
 

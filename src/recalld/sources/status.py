@@ -61,7 +61,9 @@ def source_status(store: SourceIndex) -> SourceStatus | None:
             if old is None:
                 unindexed.append(found.path)
             elif old.status == "indexed" and (old.size, old.mtime_ns) != (
-                found.size, found.mtime_ns):  # fmt: skip
+                found.size,
+                found.mtime_ns,
+            ):
                 stale.append(found.path)
     skip = set(missing_roots)
     return SourceStatus(

@@ -90,8 +90,14 @@ class CandidateRequest:
     @property
     def query_vector(self) -> Vector | None:
         """The vector the request's nearest-vector asks share (the query's), if any."""
-        return next((a.vector for a in self.asks.values()
-                     if isinstance(a, NearestAsk) and a.vector is not None), None)  # fmt: skip
+        return next(
+            (
+                a.vector
+                for a in self.asks.values()
+                if isinstance(a, NearestAsk) and a.vector is not None
+            ),
+            None,
+        )
 
     @property
     def near_memory(self) -> bool:
@@ -102,8 +108,10 @@ class CandidateRequest:
 
     def with_vector(self, vector: Vector) -> CandidateRequest:
         """Every nearest-vector ask that waits for the query's vector given ``vector``."""
-        asks = {name: replace(a, vector=vector) if isinstance(a, NearestAsk) and a.vector is None
-                else a for name, a in self.asks.items()}  # fmt: skip
+        asks = {
+            name: replace(a, vector=vector) if isinstance(a, NearestAsk) and a.vector is None else a
+            for name, a in self.asks.items()
+        }
         return replace(self, asks=asks)
 
     def only(self, names: Iterable[str]) -> CandidateRequest:
@@ -125,5 +133,7 @@ class ChannelCandidate(NamedTuple):
 
 def ranked(pairs: Iterable[tuple[str, float]]) -> list[ChannelCandidate]:
     """(id, score) pairs, best first, as 1-based ranked candidates."""
-    return [ChannelCandidate(memory_id, rank, float(score))
-            for rank, (memory_id, score) in enumerate(pairs, start=1)]  # fmt: skip
+    return [
+        ChannelCandidate(memory_id, rank, float(score))
+        for rank, (memory_id, score) in enumerate(pairs, start=1)
+    ]

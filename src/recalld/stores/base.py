@@ -89,13 +89,19 @@ DedupKey = tuple[str, str, str | None, str | None, str]
 def dedup_key(memory: Memory) -> DedupKey:
     """What makes two memories the same for ``dedupe``: content, scope, project, session
     and namespace."""
-    return (memory.content_hash, memory.scope, memory.project, memory.session_id,
-            memory.namespace or "")  # fmt: skip
+    return (
+        memory.content_hash,
+        memory.scope,
+        memory.project,
+        memory.session_id,
+        memory.namespace or "",
+    )
 
 
 def id_taken(memory_id: str) -> ConflictError:
-    return ConflictError(f"a memory with id {memory_id} already exists with other content; "
-                         "use update() to change it")  # fmt: skip
+    return ConflictError(
+        f"a memory with id {memory_id} already exists with other content; use update() to change it"
+    )
 
 
 def already_stored(
@@ -155,8 +161,9 @@ class SearchRows:
     @property
     def candidate_ids(self) -> frozenset[str]:
         """Every id some channel proposed."""
-        return frozenset(c.memory_id for found in self.channels for lst in found.values()
-                         for c in lst)  # fmt: skip
+        return frozenset(
+            c.memory_id for found in self.channels for lst in found.values() for c in lst
+        )
 
 
 @dataclass(frozen=True)
@@ -423,8 +430,9 @@ def neighbors_in_sessions(
 
 def near_ids(found: Mapping[str, list[ChannelCandidate]], depth: int) -> list[str]:
     """Ids ranked within ``depth`` in any channel, in channel then rank order, once each."""
-    return list(dict.fromkeys(c.memory_id for lst in found.values() for c in lst
-                              if c.rank <= depth))  # fmt: skip
+    return list(
+        dict.fromkeys(c.memory_id for lst in found.values() for c in lst if c.rank <= depth)
+    )
 
 
 def compose_search_rows(store: Store, requests: Sequence[CandidateRequest]) -> SearchRows:

@@ -30,8 +30,19 @@ assert {c.fused_as for c in CHANNELS} <= set(LISTS), "a channel feeds a list fus
 NAMES = frozenset(c.name for c in CHANNELS)
 BY_NAME = {c.name: c for c in CHANNELS}
 
-__all__ = ["BY_NAME", "CHANNELS", "LISTS", "NAMES", "Channel", "Need", "channel_lists",
-           "ranked", "request", "split_channels", "squash"]  # fmt: skip
+__all__ = [
+    "BY_NAME",
+    "CHANNELS",
+    "LISTS",
+    "NAMES",
+    "Channel",
+    "Need",
+    "channel_lists",
+    "ranked",
+    "request",
+    "split_channels",
+    "squash",
+]
 
 
 def request(need: Need, filters: MemoryFilter | None = None) -> CandidateRequest:

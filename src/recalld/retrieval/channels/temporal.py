@@ -19,8 +19,9 @@ def recency(candidates: list[ChannelCandidate]) -> list[ChannelCandidate]:
     if not candidates:
         return []
     newest = candidates[0].score
-    return ranked((c.memory_id, 0.5 ** ((newest - c.score) / RECENCY_HALF_LIFE_S))
-                  for c in candidates)  # fmt: skip
+    return ranked(
+        (c.memory_id, 0.5 ** ((newest - c.score) / RECENCY_HALF_LIFE_S)) for c in candidates
+    )
 
 
 def _window_ask(need: Need) -> NearestAsk | None:

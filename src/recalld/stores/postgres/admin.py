@@ -101,15 +101,23 @@ class Administration:
             _, table_rows = ix.word_rows(conn, self._visible)
         has = ix.Indexes(self._own_index, self._word_postings)
         return StoreStats(
-            path=self.path, memories=one[0] - one[1], forgotten=one[1], with_vectors=one[5],
-            fingerprint=fingerprint, schema_version=SCHEMA_VERSION,
+            path=self.path,
+            memories=one[0] - one[1],
+            forgotten=one[1],
+            with_vectors=one[5],
+            fingerprint=fingerprint,
+            schema_version=SCHEMA_VERSION,
             size_bytes=int(size[0]) if size else 0,
-            by_type={str(t): int(n) for t, n in types}, sessions=one[2],
-            oldest=codec.dt(one[3]), newest=codec.dt(one[4]), unfinished_migration=unfinished,
-            by_source={str(k): int(n) for k, n in sources}, added_by_day=day_counts(days),
+            by_type={str(t): int(n) for t, n in types},
+            sessions=one[2],
+            oldest=codec.dt(one[3]),
+            newest=codec.dt(one[4]),
+            unfinished_migration=unfinished,
+            by_source={str(k): int(n) for k, n in sources},
+            added_by_day=day_counts(days),
             vector_index="own" if self._own_index else "table",
             advice=ix.advice(self._visible, has, one[0], table_rows),
-        )  # fmt: skip
+        )
 
     # -- API keys (across tenants) ---------------------------------------------------------
 
@@ -118,14 +126,14 @@ class Administration:
         with self._conn() as conn:
             conn.execute(
                 "INSERT INTO api_keys VALUES (%s, %s, %s, %s, %s, %s, %s, NULL)",
-                (key.id, secret_hash, key.tenant, list(key.shared), key.admin, key.label,
-                 created),
-            )  # fmt: skip
+                (key.id, secret_hash, key.tenant, list(key.shared), key.admin, key.label, created),
+            )
 
     def find_key(self: Handle, key_id: str) -> tuple[ApiKey, str] | None:
         with self._conn() as conn:
-            row = conn.execute(f"SELECT {_KEY_COLUMNS}, secret_hash FROM api_keys WHERE id = %s",
-                               (key_id,)).fetchone()  # fmt: skip
+            row = conn.execute(
+                f"SELECT {_KEY_COLUMNS}, secret_hash FROM api_keys WHERE id = %s", (key_id,)
+            ).fetchone()
         return None if row is None else (_api_key(row), str(row[7]))
 
     def list_keys(self: Handle) -> list[ApiKey]:
@@ -152,5 +160,12 @@ _KEY_COLUMNS = "id, tenant, shared, admin, label, created_at, revoked_at"
 
 
 def _api_key(r: Sequence[Any]) -> ApiKey:
-    return ApiKey(id=r[0], tenant=r[1], shared=tuple(r[2] or ()), admin=bool(r[3]), label=r[4],
-                  created_at=codec.dt(r[5]), revoked_at=codec.dt(r[6]))  # fmt: skip
+    return ApiKey(
+        id=r[0],
+        tenant=r[1],
+        shared=tuple(r[2] or ()),
+        admin=bool(r[3]),
+        label=r[4],
+        created_at=codec.dt(r[5]),
+        revoked_at=codec.dt(r[6]),
+    )

@@ -101,8 +101,9 @@ class Indexes:
         (an own index, or postings, rank one namespace's rows, not several's)."""
         if len(visible) != 1:
             return cls(False, False)
-        posted = conn.execute("SELECT 1 FROM word_namespaces WHERE namespace = %s",
-                              (visible[0],)).fetchone()  # fmt: skip
+        posted = conn.execute(
+            "SELECT 1 FROM word_namespaces WHERE namespace = %s", (visible[0],)
+        ).fetchone()
         return cls(bool(index_valid(conn, own_index_name(visible[0]))), posted is not None)
 
 
@@ -163,8 +164,9 @@ def alone(visible: Sequence[str], what: str) -> str:
     """The one namespace of ``visible``, for a build that serves a tenant seen alone
     (``what`` names it); refused for a handle that also sees shared namespaces."""
     if len(visible) != 1:
-        raise InvalidInputError(f"{what} for a tenant seen alone; open the store without"
-                                " shared namespaces")  # fmt: skip
+        raise InvalidInputError(
+            f"{what} for a tenant seen alone; open the store without shared namespaces"
+        )
     return visible[0]
 
 
@@ -217,8 +219,9 @@ def build_own_vector_index(dsn: str, namespace: str, drop: bool = False) -> str:
         if valid is not None and (drop or not valid):
             conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {name}")
         if not drop:
-            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                         (OWN_INDEX_BUILD_MEMORY,))  # fmt: skip
+            conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, false)", (OWN_INDEX_BUILD_MEMORY,)
+            )
             conn.execute(
                 f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw"
                 " (embedding vector_cosine_ops)"
@@ -235,20 +238,23 @@ def advice(visible: Sequence[str], has: Indexes, memories: int, table_rows: int)
         return ()
     out: tuple[str, ...] = ()
     if not has.own_vectors and OWN_INDEX_ADVISED_ROWS <= memories <= table_rows // 2:
-        out += (f"this tenant's vector searches walk the index of all {table_rows:,}"
-                " memories of the database: `recalld postgres tenant-index` gives it"
-                " one of its own (docs/postgres.md)",)  # fmt: skip
+        out += (
+            f"this tenant's vector searches walk the index of all {table_rows:,}"
+            " memories of the database: `recalld postgres tenant-index` gives it"
+            " one of its own (docs/postgres.md)",
+        )
     if advises_word_postings(visible, has, memories):
-        out += (f"this tenant's word searches score every one of its {memories:,}"
-                " memories that holds a query word: `recalld postgres word-index`"
-                " scores them on an index instead (docs/postgres.md)",)  # fmt: skip
+        out += (
+            f"this tenant's word searches score every one of its {memories:,}"
+            " memories that holds a query word: `recalld postgres word-index`"
+            " scores them on an index instead (docs/postgres.md)",
+        )
     return out
 
 
 def advises_word_postings(visible: Sequence[str], has: Indexes, memories: int) -> bool:
     """Whether a tenant seen alone holding ``memories`` is advised word postings."""
-    return (not has.word_postings and len(visible) == 1
-            and memories >= WORD_POSTINGS_ADVISED_ROWS)  # fmt: skip
+    return not has.word_postings and len(visible) == 1 and memories >= WORD_POSTINGS_ADVISED_ROWS
 
 
 # -- the table's vector index ----------------------------------------------------------------
@@ -292,8 +298,9 @@ def finish_bulk(conn: Conn, dimension: int | None) -> None:
             ).fetchone()
             assert found is not None
             memory = max(index_memory(int(found[0]), dimension), int(found[1]))
-            conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                         (f"{memory // 1024}kB",))  # fmt: skip
+            conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, false)", (f"{memory // 1024}kB",)
+            )
             try:
                 conn.execute(CREATE_VECTOR_INDEX)
             finally:

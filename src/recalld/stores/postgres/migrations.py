@@ -86,8 +86,9 @@ def m001_initial(cur: Any) -> None:
     _tenant_wall(cur, "memories", writes=True)
 
 
-_IN_NAMESPACES = ("namespace = ANY (string_to_array(current_setting('recalld.namespaces',"
-                  " true), ','))")  # fmt: skip
+_IN_NAMESPACES = (
+    "namespace = ANY (string_to_array(current_setting('recalld.namespaces', true), ','))"
+)
 
 
 def _tenant_wall(cur: Any, table: str, writes: bool) -> None:
@@ -174,22 +175,27 @@ def m004_fts5_words(cur: Any) -> None:
     tokenized here; the english ``words`` column it replaces is dropped."""
     from recalld.lexical import tokenize_many
 
-    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS lex_tokens text[] NOT NULL"
-                " DEFAULT '{}'")  # fmt: skip
-    cur.execute("ALTER TABLE memories ADD COLUMN IF NOT EXISTS lex_length integer NOT NULL"
-                " DEFAULT 0")  # fmt: skip
+    cur.execute(
+        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS lex_tokens text[] NOT NULL DEFAULT '{}'"
+    )
+    cur.execute(
+        "ALTER TABLE memories ADD COLUMN IF NOT EXISTS lex_length integer NOT NULL DEFAULT 0"
+    )
     # The owner fills every tenant's rows: lift the forced wall for this transaction only.
     cur.execute("ALTER TABLE memories NO FORCE ROW LEVEL SECURITY")
     last = 0
     for _ in range(1 << 40):  # bounded by the table's size
-        cur.execute("SELECT pk, content FROM memories WHERE pk > %s ORDER BY pk LIMIT 2000",
-                    (last,))  # fmt: skip
+        cur.execute(
+            "SELECT pk, content FROM memories WHERE pk > %s ORDER BY pk LIMIT 2000", (last,)
+        )
         rows = cur.fetchall()
         if not rows:
             break
         tokens = tokenize_many([r[1] for r in rows])
-        cur.executemany("UPDATE memories SET lex_tokens = %s, lex_length = %s WHERE pk = %s",
-                        [(t, len(t), r[0]) for r, t in zip(rows, tokens, strict=True)])  # fmt: skip
+        cur.executemany(
+            "UPDATE memories SET lex_tokens = %s, lex_length = %s WHERE pk = %s",
+            [(t, len(t), r[0]) for r, t in zip(rows, tokens, strict=True)],
+        )
         last = rows[-1][0]
     cur.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
     cur.execute("DROP INDEX IF EXISTS memories_words")
@@ -201,8 +207,10 @@ def m004_fts5_words(cur: Any) -> None:
     )
     cur.execute("DELETE FROM lexical_stats")
     cur.execute("ALTER TABLE memories NO FORCE ROW LEVEL SECURITY")
-    cur.execute("INSERT INTO lexical_stats (rows, tokens)"
-                " SELECT count(*), coalesce(sum(lex_length), 0) FROM memories")  # fmt: skip
+    cur.execute(
+        "INSERT INTO lexical_stats (rows, tokens)"
+        " SELECT count(*), coalesce(sum(lex_length), 0) FROM memories"
+    )
     cur.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
     cur.execute(
         f"""
@@ -302,21 +310,28 @@ def m006_tenant_words(cur: Any) -> None:
         " RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE"
         " AS $$ SELECT array_append(tokens, E'\\x01' || namespace) $$"
     )
-    cur.execute("CREATE INDEX IF NOT EXISTS memories_ns_lex ON memories"
-                " USING gin (recalld_lex_keys(namespace, lex_tokens))")  # fmt: skip
+    cur.execute(
+        "CREATE INDEX IF NOT EXISTS memories_ns_lex ON memories"
+        " USING gin (recalld_lex_keys(namespace, lex_tokens))"
+    )
     cur.execute("DROP INDEX IF EXISTS memories_lex")
     cur.execute("DROP FUNCTION IF EXISTS recalld_lex_rows(text[])")
-    cur.execute(_lex_rows_function(
-        "token text, namespaces text[]",
-        "FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m"
-        " WHERE recalld_lex_keys(m.namespace, m.lex_tokens) @> ARRAY[$1, E'\\x01' || v.ns]) m",
-    ))  # fmt: skip
-    cur.execute("ALTER TABLE lexical_stats ADD COLUMN IF NOT EXISTS namespace text NOT NULL"
-                " DEFAULT ''")  # fmt: skip
+    cur.execute(
+        _lex_rows_function(
+            "token text, namespaces text[]",
+            "FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m"
+            " WHERE recalld_lex_keys(m.namespace, m.lex_tokens) @> ARRAY[$1, E'\\x01' || v.ns]) m",
+        )
+    )
+    cur.execute(
+        "ALTER TABLE lexical_stats ADD COLUMN IF NOT EXISTS namespace text NOT NULL DEFAULT ''"
+    )
     cur.execute("DELETE FROM lexical_stats")
     cur.execute("ALTER TABLE memories NO FORCE ROW LEVEL SECURITY")  # every tenant's rows
-    cur.execute("INSERT INTO lexical_stats (namespace, rows, tokens) SELECT namespace, count(*),"
-                " coalesce(sum(lex_length), 0) FROM memories GROUP BY namespace")  # fmt: skip
+    cur.execute(
+        "INSERT INTO lexical_stats (namespace, rows, tokens) SELECT namespace, count(*),"
+        " coalesce(sum(lex_length), 0) FROM memories GROUP BY namespace"
+    )
     cur.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
     cur.execute("CREATE INDEX IF NOT EXISTS lexical_stats_ns ON lexical_stats (namespace)")
     added = "SELECT namespace, count(*) AS r, coalesce(sum(lex_length), 0) AS t FROM new_rows"
@@ -361,8 +376,11 @@ def m006_tenant_words(cur: Any) -> None:
             """
         )
         name = f"memories_lexical_{event}"
-        tables = {"insert": "NEW TABLE AS new_rows", "delete": "OLD TABLE AS old_rows",
-                  "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows"}[event]  # fmt: skip
+        tables = {
+            "insert": "NEW TABLE AS new_rows",
+            "delete": "OLD TABLE AS old_rows",
+            "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+        }[event]
         cur.execute(f"DROP TRIGGER IF EXISTS {name} ON memories")
         cur.execute(
             f"CREATE TRIGGER {name} AFTER {event.upper()} ON memories REFERENCING {tables}"
@@ -416,12 +434,14 @@ def m009_word_postings(cur: Any) -> None:
     refuses (:data:`WORDS_GONE`) once a namespace's postings are dropped.
     ``recalld_lex_rows_all(tokens, namespaces)`` reads the rows holding every one of
     ``tokens`` (a phrase's) as ``recalld_lex_rows`` reads a token's."""
-    cur.execute(_lex_rows_function(
-        "tokens text[], namespaces text[]",
-        "FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m WHERE"
-        " recalld_lex_keys(m.namespace, m.lex_tokens) @> array_append($1, E'\\x01' || v.ns)) m",
-        "recalld_lex_rows_all",
-    ))  # fmt: skip
+    cur.execute(
+        _lex_rows_function(
+            "tokens text[], namespaces text[]",
+            "FROM unnest($2) AS v(ns) CROSS JOIN LATERAL (SELECT * FROM memories m WHERE"
+            " recalld_lex_keys(m.namespace, m.lex_tokens) @> array_append($1, E'\\x01' || v.ns)) m",
+            "recalld_lex_rows_all",
+        )
+    )
     cur.execute("CREATE TABLE IF NOT EXISTS word_namespaces (namespace text PRIMARY KEY)")
     cur.execute(
         f"""
@@ -440,13 +460,17 @@ def m009_word_postings(cur: Any) -> None:
         "CREATE TABLE IF NOT EXISTS word_postings (namespace text NOT NULL, token text NOT NULL,"
         " pk bigint NOT NULL, tf integer NOT NULL, dl integer NOT NULL)"
     )
-    cur.execute("CREATE INDEX IF NOT EXISTS word_postings_token ON word_postings"
-                " (namespace, token, pk) INCLUDE (tf, dl)")  # fmt: skip
+    cur.execute(
+        "CREATE INDEX IF NOT EXISTS word_postings_token ON word_postings"
+        " (namespace, token, pk) INCLUDE (tf, dl)"
+    )
     cur.execute("CREATE INDEX IF NOT EXISTS word_postings_row ON word_postings (namespace, pk)")
     for table in ("word_namespaces", "word_postings"):
         _tenant_wall(cur, table, writes=True)
-    remove = ("DELETE FROM word_postings p USING gone WHERE p.namespace = gone.namespace"
-              " AND p.pk = gone.pk")  # fmt: skip
+    remove = (
+        "DELETE FROM word_postings p USING gone WHERE p.namespace = gone.namespace"
+        " AND p.pk = gone.pk"
+    )
     bodies = {
         "insert": f"INSERT INTO word_postings {postings_sql('new_rows')};",
         "delete": f"WITH gone AS (SELECT namespace, pk FROM old_rows) {remove};",
@@ -461,8 +485,11 @@ def m009_word_postings(cur: Any) -> None:
             f" INSERT INTO word_postings {postings_sql('changed')};"
         ),
     }
-    tables = {"insert": "NEW TABLE AS new_rows", "delete": "OLD TABLE AS old_rows",
-              "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows"}  # fmt: skip
+    tables = {
+        "insert": "NEW TABLE AS new_rows",
+        "delete": "OLD TABLE AS old_rows",
+        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    }
     for event, body in bodies.items():
         cur.execute(
             f"""

@@ -37,20 +37,31 @@ _VECTOR_OF_ROW = (
 )
 """Row ``i``'s vector, made by pgvector's array cast (its ``array_to_vector``)."""
 STEPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("compute a vector distance", (
-        f"SELECT v <=> w, v <-> w, v <#> w, vector_norm(l2_normalize(v))"
-        f" FROM (SELECT {_VECTOR_OF_ROW.replace('i *', '2 *')} v,"
-        f" {_VECTOR_OF_ROW.replace('i *', '3 *')} w) s",)),
-    ("write vectors", (
-        f"CREATE TEMP TABLE recalld_probe ON COMMIT DROP AS"
-        f" SELECT i, {_VECTOR_OF_ROW} v FROM generate_series(1, {PROBE_ROWS}) i",)),
-    ("build an HNSW index", (
-        "CREATE INDEX ON recalld_probe USING hnsw (v vector_cosine_ops)",)),
-    ("search an HNSW index", (
-        "SET LOCAL enable_seqscan = off",
-        f"SELECT i FROM recalld_probe ORDER BY v <=>"
-        f" (SELECT v FROM recalld_probe WHERE i = {PROBE_TARGET}) LIMIT 1")),
-)  # fmt: skip
+    (
+        "compute a vector distance",
+        (
+            f"SELECT v <=> w, v <-> w, v <#> w, vector_norm(l2_normalize(v))"
+            f" FROM (SELECT {_VECTOR_OF_ROW.replace('i *', '2 *')} v,"
+            f" {_VECTOR_OF_ROW.replace('i *', '3 *')} w) s",
+        ),
+    ),
+    (
+        "write vectors",
+        (
+            f"CREATE TEMP TABLE recalld_probe ON COMMIT DROP AS"
+            f" SELECT i, {_VECTOR_OF_ROW} v FROM generate_series(1, {PROBE_ROWS}) i",
+        ),
+    ),
+    ("build an HNSW index", ("CREATE INDEX ON recalld_probe USING hnsw (v vector_cosine_ops)",)),
+    (
+        "search an HNSW index",
+        (
+            "SET LOCAL enable_seqscan = off",
+            f"SELECT i FROM recalld_probe ORDER BY v <=>"
+            f" (SELECT v FROM recalld_probe WHERE i = {PROBE_TARGET}) LIMIT 1",
+        ),
+    ),
+)
 """What the store asks of pgvector, in the order it first asks it: (what, SQL)."""
 
 _NOT_MINE = (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction)
@@ -127,9 +138,12 @@ def _step(
 
 
 def _crashed(
-    conn: psycopg.Connection[Any], what: str, where: str, remedy: str,
+    conn: psycopg.Connection[Any],
+    what: str,
+    where: str,
+    remedy: str,
     exc: psycopg.OperationalError,
-) -> Exception:  # fmt: skip
+) -> Exception:
     """The error for a session lost while asked to do ``what`` (``exc`` itself when the
     connection still stands: not a crash)."""
     if not (conn.closed or conn.broken):

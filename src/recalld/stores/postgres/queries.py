@@ -121,8 +121,10 @@ def _phrase_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
 def _term(k: int, hits: str, length: str) -> str:
     """Phrase ``k``'s part of a row's BM25: its idf ``i.idf{k}`` times the weight of its
     ``hits`` in a row of ``length`` (float8 expressions)."""
-    return (f"i.idf{k} * (({hits} * ({_f(K1)} + 1.0::float8)) / ({hits} + {_f(K1)} *"
-            f" (1.0::float8 - {_f(B)} + {_f(B)} * {length} / i.avgdl)))")  # fmt: skip
+    return (
+        f"i.idf{k} * (({hits} * ({_f(K1)} + 1.0::float8)) / ({hits} + {_f(K1)} *"
+        f" (1.0::float8 - {_f(B)} + {_f(B)} * {length} / i.avgdl)))"
+    )
 
 
 def _score(n: int) -> str:
@@ -155,9 +157,11 @@ def _idf(n: int, counted: str) -> list[str]:
 def _bm25(n: int) -> str:
     """CTE ``bm25``: the rows of ``lex_hit`` its filter admits, ranked. Terms are summed
     in phrase order, in float8, as C does."""
-    return (f"bm25 AS (SELECT h.id, {_score(n)} AS score, h.ref_time, h.pk FROM lex_hit h,"
-            f" lex_idf i WHERE h.ok AND ({_any_hit(n)}) ORDER BY score DESC, h.id"
-            " LIMIT %(bm25_limit)s)")  # fmt: skip
+    return (
+        f"bm25 AS (SELECT h.id, {_score(n)} AS score, h.ref_time, h.pk FROM lex_hit h,"
+        f" lex_idf i WHERE h.ok AND ({_any_hit(n)}) ORDER BY score DESC, h.id"
+        " LIMIT %(bm25_limit)s)"
+    )
 
 
 def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
@@ -176,13 +180,17 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
         f" FROM recalld_lex_rows(%(lex_h{i})s::text, %(namespaces)s::text[]) m"
         for i, hit in enumerate(hits)
     )
-    pivot = ", ".join(f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}"
-                      for i in range(len(query)))  # fmt: skip
-    counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}"
-                        for i in range(len(query)))  # fmt: skip
+    pivot = ", ".join(
+        f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}" for i in range(len(query))
+    )
+    counted = ", ".join(
+        f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(len(query))
+    )
     any_hit = _any_hit(len(query))
-    lex_hit = (f"lex_hit AS (SELECT id, ref_time, pk, lex_length::float8 AS dl, ok, {pivot}"
-               f" FROM ({parts}) one GROUP BY pk, id, ref_time, lex_length, ok)")  # fmt: skip
+    lex_hit = (
+        f"lex_hit AS (SELECT id, ref_time, pk, lex_length::float8 AS dl, ok, {pivot}"
+        f" FROM ({parts}) one GROUP BY pk, id, ref_time, lex_length, ok)"
+    )
     n = len(query)
     return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {any_hit}"), _bm25(n)], params
 
@@ -219,38 +227,57 @@ def top_words_ctes(
     multi = [i for i in range(n) if i not in single]
     read = f"%(bm25_limit)s * {int(WORD_READ_FACTOR)}"
     posted = " AND p.token = %(lex_h{i})s::text"
-    counts = ", ".join(
-        f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns}"
-        + posted.format(i=i) + f")::float8 AS n{i}" for i in single
-    ) or "0 AS none"  # fmt: skip
+    counts = (
+        ", ".join(
+            f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns}"
+            + posted.format(i=i)
+            + f")::float8 AS n{i}"
+            for i in single
+        )
+        or "0 AS none"
+    )
     # Refuses (migration 9's WORDS_GONE) if the postings were dropped since the handle
     # opened; the store then asks again without them.
     counts += f", recalld_words_listed({ns}) AS listed"
-    parts = [f"SELECT p.pk, {_term(i, 'p.tf::float8', 'p.dl::float8')} AS part"
-             f" FROM word_postings p, lex_idf i WHERE p.namespace = {ns}" + posted.format(i=i)
-             for i in single]  # fmt: skip
+    parts = [
+        f"SELECT p.pk, {_term(i, 'p.tf::float8', 'p.dl::float8')} AS part"
+        f" FROM word_postings p, lex_idf i WHERE p.namespace = {ns}" + posted.format(i=i)
+        for i in single
+    ]
     ctes = [f"lex_n AS MATERIALIZED (SELECT {counts})"]
     if multi:
         phrase_rows = " UNION ".join(
-            f"SELECT r.pk FROM recalld_lex_rows_all(%(lex_p{i})s::text[],"
-            " %(namespaces)s::text[]) r" for i in multi
-        )  # fmt: skip
+            f"SELECT r.pk FROM recalld_lex_rows_all(%(lex_p{i})s::text[], %(namespaces)s::text[]) r"
+            for i in multi
+        )
         ctes.append(
             "lex_multi AS MATERIALIZED (SELECT m.pk, m.lex_length AS dl, "
             + ", ".join(f"{hits[i]} AS f{i}" for i in multi)
             + f" FROM memories m WHERE m.namespace = {ns} AND m.pk IN ({phrase_rows}))"
         )
-        parts += [f"SELECT x.pk, {_term(i, f'x.f{i}', 'x.dl::float8')} AS part FROM"
-                  f" lex_multi x, lex_idf i WHERE x.f{i} > 0" for i in multi]  # fmt: skip
-    counted = ", ".join(
-        (f"n.n{i}" if i in single else
-         f"(SELECT count(*) FROM lex_multi x WHERE x.f{i} > 0)::float8") + f" AS n{i}"
-        for i in range(n)
-    ) + " FROM lex_n n"  # fmt: skip
+        parts += [
+            f"SELECT x.pk, {_term(i, f'x.f{i}', 'x.dl::float8')} AS part FROM"
+            f" lex_multi x, lex_idf i WHERE x.f{i} > 0"
+            for i in multi
+        ]
+    counted = (
+        ", ".join(
+            (
+                f"n.n{i}"
+                if i in single
+                else f"(SELECT count(*) FROM lex_multi x WHERE x.f{i} > 0)::float8"
+            )
+            + f" AS n{i}"
+            for i in range(n)
+        )
+        + " FROM lex_n n"
+    )
     columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
-    row = (f"SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok,"
-           f" {columns} FROM {{}} c JOIN memories m ON m.namespace = {ns}"
-           " AND m.pk = c.pk")  # fmt: skip
+    row = (
+        f"SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok,"
+        f" {columns} FROM {{}} c JOIN memories m ON m.namespace = {ns}"
+        " AND m.pk = c.pk"
+    )
     ctes += [
         *_idf(n, counted),
         f"lex_sum AS MATERIALIZED (SELECT pk, sum(part) AS near FROM"
@@ -260,43 +287,55 @@ def top_words_ctes(
         "lex_top AS MATERIALIZED (SELECT pk, near, row_number() OVER (ORDER BY near DESC, pk)"
         f" AS r FROM (SELECT * FROM lex_sum ORDER BY near DESC, pk LIMIT {read} + 1) t)",
         "lex_hit_b AS MATERIALIZED ("
-        + row.format(f"(SELECT pk FROM lex_top WHERE r <= {read})") + ")",
+        + row.format(f"(SELECT pk FROM lex_top WHERE r <= {read})")
+        + ")",
         # ... the others only if the best of them might enter the list: the filter dropped
         # enough of those read that the list's last score is not clearly above it.
         f"lex_proof AS MATERIALIZED (SELECT (SELECT near FROM lex_top WHERE r > {read}) AS"
         f" left_out, (SELECT {_score(n)} AS score FROM lex_hit_b h, lex_idf i WHERE h.ok AND"
         f" ({_any_hit(n)}) ORDER BY score DESC OFFSET %(bm25_limit)s - 1 LIMIT 1) AS last)",
-        "lex_hit_c AS MATERIALIZED (" + row.format(
+        "lex_hit_c AS MATERIALIZED ("
+        + row.format(
             "(SELECT pk FROM lex_sum WHERE NOT coalesce((SELECT left_out IS NULL OR last >"
             f" left_out * {1.0 + WORD_SUM_MARGIN!r}::float8 FROM lex_proof), false)"
-            " AND pk NOT IN (SELECT pk FROM lex_hit_b))") + ")",
+            " AND pk NOT IN (SELECT pk FROM lex_hit_b))"
+        )
+        + ")",
         "lex_hit AS (SELECT * FROM lex_hit_b UNION ALL SELECT * FROM lex_hit_c)",
-    ]  # fmt: skip
+    ]
     return [*ctes, _bm25(n)], params
 
 
 def like_any(pieces: Sequence[str]) -> list[str]:
-    return ["%" + p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            for p in pieces]  # fmt: skip
+    return [
+        "%" + p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for p in pieces
+    ]
 
 
 _SEMANTIC = "1 - (m.embedding <=> %(qv)s)"
 
 
 def _semantic(ask: NearestAsk, where: str) -> tuple[str, Params]:
-    sql = (f"semantic AS (SELECT m.id, {_SEMANTIC} AS score, m.ref_time, m.pk FROM memories m"
-           f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qv)s"
-           " LIMIT %(semantic_fetch)s)")  # fmt: skip
+    sql = (
+        f"semantic AS (SELECT m.id, {_SEMANTIC} AS score, m.ref_time, m.pk FROM memories m"
+        f" WHERE {where} AND m.embedding IS NOT NULL ORDER BY m.embedding <=> %(qv)s"
+        " LIMIT %(semantic_fetch)s)"
+    )
     return sql, {"semantic_limit": ask.limit, "semantic_fetch": ask.limit + TIE_MARGIN}
 
 
 def _window_semantic(ask: NearestAsk, where: str) -> tuple[str, Params]:
     window, params = window_sql(ask.window, "w")
-    sql = (f"window_semantic AS (SELECT m.id, {_SEMANTIC} AS score, m.ref_time, m.pk"
-           f" FROM memories m WHERE {where}{window} AND m.embedding IS NOT NULL"
-           " ORDER BY m.embedding <=> %(qv)s LIMIT %(window_semantic_fetch)s)")  # fmt: skip
-    return sql, {**params, "window_semantic_limit": ask.limit,
-                 "window_semantic_fetch": ask.limit + TIE_MARGIN}  # fmt: skip
+    sql = (
+        f"window_semantic AS (SELECT m.id, {_SEMANTIC} AS score, m.ref_time, m.pk"
+        f" FROM memories m WHERE {where}{window} AND m.embedding IS NOT NULL"
+        " ORDER BY m.embedding <=> %(qv)s LIMIT %(window_semantic_fetch)s)"
+    )
+    return sql, {
+        **params,
+        "window_semantic_limit": ask.limit,
+        "window_semantic_fetch": ask.limit + TIE_MARGIN,
+    }
 
 
 class WordEngine(Protocol):
@@ -345,8 +384,10 @@ def words_reader(engine: WordEngine) -> Reader:
     def read(ask: WordsAsk, where: str) -> tuple[str, Params]:
         query = phrases(ask.terms)
         if not query:  # no term has a token: FTS5 matches nothing
-            none = ("bm25 AS (SELECT NULL::text AS id, 0::float8 AS score, NULL::float8 AS"
-                    " ref_time, NULL::bigint AS pk WHERE false)")  # fmt: skip
+            none = (
+                "bm25 AS (SELECT NULL::text AS id, 0::float8 AS score, NULL::float8 AS"
+                " ref_time, NULL::bigint AS pk WHERE false)"
+            )
             return none, {"bm25_limit": ask.limit}
         ctes, params = engine.ctes(query, where)
         return ", ".join(ctes), {**params, "bm25_limit": ask.limit}
@@ -356,34 +397,42 @@ def words_reader(engine: WordEngine) -> Reader:
 
 def _trigram(ask: TextAsk, where: str) -> tuple[str, Params]:
     grams = list(trigram_terms(ask.text)[0])
-    sql = ("trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
-           " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
-           f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
-           " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(trigram_limit)s)")  # fmt: skip
+    sql = (
+        "trigram AS (SELECT m.id, (SELECT count(*) FROM unnest(%(grams)s::text[]) g"
+        " WHERE strpos(m.content, g) > 0)::float8 AS score, m.ref_time, m.pk FROM memories m"
+        f" WHERE m.content ILIKE ANY(%(gram_likes)s) AND {where}"
+        " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(trigram_limit)s)"
+    )
     return sql, {"grams": grams, "gram_likes": like_any(grams), "trigram_limit": ask.limit}
 
 
 def _substring(ask: TextAsk, where: str) -> tuple[str, Params]:
     short = trigram_terms(ask.text)[1]
-    sql = ("substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
-           f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
-           " ORDER BY m.ref_time DESC, m.id DESC LIMIT %(substring_limit)s)")  # fmt: skip
+    sql = (
+        "substring AS (SELECT m.id, 0::float8 AS score, m.ref_time, m.pk FROM memories m"
+        f" WHERE m.content ILIKE ANY(%(short_likes)s) AND {where}"
+        " ORDER BY m.ref_time DESC, m.id DESC LIMIT %(substring_limit)s)"
+    )
     return sql, {"short_likes": like_any(short), "substring_limit": ask.limit}
 
 
 def _entity(ask: EntitiesAsk, where: str) -> tuple[str, Params]:
-    sql = ("entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
-           " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
-           f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
-           " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(entity_limit)s)")  # fmt: skip
+    sql = (
+        "entity AS (SELECT m.id, cardinality(ARRAY(SELECT unnest(m.entities) INTERSECT"
+        " SELECT unnest(%(entities)s::text[])))::float8 AS score, m.ref_time, m.pk"
+        f" FROM memories m WHERE m.entities && %(entities)s::text[] AND {where}"
+        " ORDER BY score DESC, m.ref_time DESC, m.id LIMIT %(entity_limit)s)"
+    )
     return sql, {"entities": list(ask.entities), "entity_limit": ask.limit}
 
 
 def _temporal(ask: RecentAsk, where: str) -> tuple[str, Params]:
     window, params = window_sql(ask.window, "w")
-    sql = ("temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
-           f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.id DESC"
-           " LIMIT %(temporal_limit)s)")  # fmt: skip
+    sql = (
+        "temporal AS (SELECT m.id, m.ref_time AS score, m.ref_time, m.pk FROM memories m"
+        f" WHERE {where}{window} ORDER BY m.ref_time DESC, m.id DESC"
+        " LIMIT %(temporal_limit)s)"
+    )
     return sql, {**params, "temporal_limit": ask.limit}
 
 
@@ -453,8 +502,11 @@ def search_rows_sql(
     """
     parts, params = [], Params()
     for i, (sql, values) in enumerate(blocks):
-        parts.append(f"SELECT {i} AS req, h.* FROM ("
-                     + _PARAM.sub(lambda m, i=i: f"%(r{i}_{m.group(1)})s", sql) + ") h")  # type: ignore[misc]  # fmt: skip
+        parts.append(
+            f"SELECT {i} AS req, h.* FROM ("
+            + _PARAM.sub(lambda m, i=i: f"%(r{i}_{m.group(1)})s", sql)  # type: ignore[misc]
+            + ") h"
+        )
         params.update({f"r{i}_{k}": v for k, v in values.items()})
     hits = " UNION ALL ".join(parts) or (
         "SELECT 0 AS req, ''::text AS channel, 0::bigint AS n, ''::text AS id,"
@@ -463,8 +515,11 @@ def search_rows_sql(
     nulls = ", ".join(["NULL"] * len(COLUMN_NAMES))
     # Vectors of the candidates only: a neighbour's is never used, and each is 1.5 KB read
     # out of TOAST and sent.
-    embedding = ("CASE WHEN m.id IN (SELECT id FROM hits) THEN m.embedding END" if vectors
-                 else "NULL::vector")  # fmt: skip
+    embedding = (
+        "CASE WHEN m.id IN (SELECT id FROM hits) THEN m.embedding END"
+        if vectors
+        else "NULL::vector"
+    )
     params.update(radius=radius, depth=depth, rows_depth=rows_depth)
     # ``centers``: the candidates whose neighbours are wanted, set apart before the join, so
     # that the planner cannot pair every member of their sessions with every other first

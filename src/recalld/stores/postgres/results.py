@@ -25,9 +25,11 @@ from recalld.stores.base import (
 from recalld.stores.postgres import queries as q
 
 _VALUES = codec.Values(
-    list_out=list, list_in=tuple, mapping_out=lambda mapping: Jsonb(dict(mapping)),
+    list_out=list,
+    list_in=tuple,
+    mapping_out=lambda mapping: Jsonb(dict(mapping)),
     mapping_in=dict,
-)  # fmt: skip
+)
 """Lists as ``text[]``, mappings as ``jsonb``."""
 
 

@@ -45,9 +45,14 @@ class SourceFiles:
                 " VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, path) DO UPDATE SET"
                 " globs = excluded.globs,"
                 " indexed_at = COALESCE(excluded.indexed_at, source_roots.indexed_at)",
-                (self.tenancy.tenant, root.path, json.dumps(list(root.globs)),
-                 datetime.now(UTC).timestamp(), codec.ts(root.indexed_at)),
-            )  # fmt: skip
+                (
+                    self.tenancy.tenant,
+                    root.path,
+                    json.dumps(list(root.globs)),
+                    datetime.now(UTC).timestamp(),
+                    codec.ts(root.indexed_at),
+                ),
+            )
 
     def source_roots(self: Handle) -> list[SourceRoot]:
         with self._conn() as conn:
@@ -72,9 +77,21 @@ class SourceFiles:
             params.append(list(roots))
         with self._conn() as conn:
             rows = conn.execute(sql + " ORDER BY f.path", params).fetchall()
-        return [SourceFile(path=r[0], root=r[1], size=r[2], mtime_ns=r[3], status=r[4],
-                           content_hash=r[5], chunker=r[6], error=r[7],
-                           indexed_at=codec.dt(r[8]), chunks=r[9]) for r in rows]  # fmt: skip
+        return [
+            SourceFile(
+                path=r[0],
+                root=r[1],
+                size=r[2],
+                mtime_ns=r[3],
+                status=r[4],
+                content_hash=r[5],
+                chunker=r[6],
+                error=r[7],
+                indexed_at=codec.dt(r[8]),
+                chunks=r[9],
+            )
+            for r in rows
+        ]
 
     def save_source_files(self: Handle, files: Sequence[SourceFile]) -> None:
         with self._conn() as conn, conn.cursor() as cur:
@@ -102,8 +119,18 @@ class SourceFiles:
 
 
 def _file_row(namespace: str, f: SourceFile) -> tuple[Any, ...]:
-    return (namespace, f.path, f.root, f.size, f.mtime_ns, f.status, f.content_hash,
-            f.chunker, f.error, codec.ts(f.indexed_at))  # fmt: skip
+    return (
+        namespace,
+        f.path,
+        f.root,
+        f.size,
+        f.mtime_ns,
+        f.status,
+        f.content_hash,
+        f.chunker,
+        f.error,
+        codec.ts(f.indexed_at),
+    )
 
 
 _UPSERT_FILE = (

@@ -33,7 +33,7 @@ from recalld.stores.base import (
     migration_key,
     neighbors_in_sessions,
 )
-from recalld.stores.postgres import indexes as ix, queries as q, results as res, writes as w
+from recalld.stores.postgres import indexes as ix, queries as q, reads, results as res, writes as w
 from recalld.stores.postgres.admin import Administration
 from recalld.stores.postgres.failures import pg_errors, raising_store_errors, redacted
 from recalld.stores.postgres.migrations import (
@@ -109,9 +109,13 @@ class PostgresStore(Administration, SourceFiles):
         self._visible_count = (0, -math.inf)
         """(memories seen, when counted): see :meth:`_visible_rows`."""
         self._pool = ConnectionPool(
-            dsn, min_size=1, max_size=POOL_MAX, configure=self._configure, open=True,
+            dsn,
+            min_size=1,
+            max_size=POOL_MAX,
+            configure=self._configure,
+            open=True,
             timeout=30.0,
-        )  # fmt: skip
+        )
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         register_vector(conn)
@@ -182,11 +186,17 @@ class PostgresStore(Administration, SourceFiles):
             if vectors is not None:
                 self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
             spaces = sorted({self.tenancy.namespace_for(m.namespace) for m in memories})
-            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('recalld add ' || n, 0))"
-                         " FROM (SELECT n FROM unnest(%s::text[]) AS n ORDER BY n) AS ordered",
-                         (spaces,))  # fmt: skip
-            found = already_stored(memories, partial(self._get_many, conn),
-                                   partial(self._find_duplicates, conn), by_content)  # fmt: skip
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended('recalld add ' || n, 0))"
+                " FROM (SELECT n FROM unnest(%s::text[]) AS n ORDER BY n) AS ordered",
+                (spaces,),
+            )
+            found = already_stored(
+                memories,
+                partial(self._get_many, conn),
+                partial(reads.find_duplicates, conn, self._visible),
+                by_content,
+            )
             keep = [i for i, match in enumerate(found) if match is None]
             rows = None if vectors is None else np.asarray(vectors)[keep]
             self._insert_rows(conn, [memories[i] for i in keep], rows)
@@ -208,10 +218,14 @@ class PostgresStore(Administration, SourceFiles):
             self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
         tokens = tokenize_many([m.content for m in memories])
         rows = (
-            (*res.row(m, ns, pos), tokens[i], len(tokens[i]),
-             None if vectors is None else np.asarray(vectors[i], np.float32))
+            (
+                *res.row(m, ns, pos),
+                tokens[i],
+                len(tokens[i]),
+                None if vectors is None else np.asarray(vectors[i], np.float32),
+            )
             for i, (m, ns, pos) in enumerate(zip(memories, namespaces, positions, strict=True))
-        )  # fmt: skip
+        )
         if self._load_types:
             w.copy_rows(conn, rows, self._load_types)
         else:
@@ -236,8 +250,10 @@ class PostgresStore(Administration, SourceFiles):
             )
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('recalld_dimension'))")
         if self._dimension(conn) is None:
-            conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dimension}),"
-                         f" {KEEP_VECTORS_INLINE}")  # fmt: skip
+            conn.execute(
+                f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector({dimension}),"
+                f" {KEEP_VECTORS_INLINE}"
+            )
             if not self._deferring:
                 ix.create_vector_index(conn)
 
@@ -276,12 +292,17 @@ class PostgresStore(Administration, SourceFiles):
             position = w.positions(conn, [memory], [namespace])[0]
             row = res.row(memory, namespace, position)
             tokens = tokenize_many([memory.content])[0]
-            conn.execute(f"UPDATE memories SET {assignments}, lex_tokens = %s, lex_length = %s"
-                         " WHERE pk = %s", (*row[1:], tokens, len(tokens), pk))  # fmt: skip
+            conn.execute(
+                f"UPDATE memories SET {assignments}, lex_tokens = %s, lex_length = %s"
+                " WHERE pk = %s",
+                (*row[1:], tokens, len(tokens), pk),
+            )
             if vector is not None:
                 self._ensure_dimension(conn, int(np.asarray(vector).shape[-1]))
-                conn.execute("UPDATE memories SET embedding = %s WHERE pk = %s",
-                             (np.asarray(vector, np.float32), pk))  # fmt: skip
+                conn.execute(
+                    "UPDATE memories SET embedding = %s WHERE pk = %s",
+                    (np.asarray(vector, np.float32), pk),
+                )
                 self._mark_vectors(conn, {namespace})
 
     def _pks(self, conn: psycopg.Connection[Any], ids: Sequence[str]) -> dict[str, int]:
@@ -334,8 +355,10 @@ class PostgresStore(Administration, SourceFiles):
     def swap_vectors(self, vectors: Mapping[str, Vector], fingerprint: str) -> None:
         with self._conn() as conn:
             stored = res.get_meta(conn, "embedding_fingerprint")
-            holders = {str(r[0]).removeprefix("vectors:")
-                       for r in conn.execute(ix.VECTOR_NAMESPACES).fetchall()}  # fmt: skip
+            holders = {
+                str(r[0]).removeprefix("vectors:")
+                for r in conn.execute(ix.VECTOR_NAMESPACES).fetchall()
+            }
             if fingerprint != stored and holders - set(self._visible):
                 raise EmbedderMismatchError(
                     "other tenants' memories in this store have vectors of the current "
@@ -345,20 +368,26 @@ class PostgresStore(Administration, SourceFiles):
             pks = self._pks(conn, list(vectors))
             dimension = next((int(np.asarray(v).shape[-1]) for v in vectors.values()), None)
             if dimension is not None and self._dimension(conn) not in (None, dimension):
-                conn.execute("UPDATE memories SET embedding = NULL WHERE namespace = ANY(%s)",
-                             (self._visible,))  # fmt: skip
+                conn.execute(
+                    "UPDATE memories SET embedding = NULL WHERE namespace = ANY(%s)",
+                    (self._visible,),
+                )
                 conn.execute("DROP INDEX IF EXISTS memories_embedding")
-                conn.execute(f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector,"
-                             f" {KEEP_VECTORS_INLINE}")  # fmt: skip
+                conn.execute(
+                    f"ALTER TABLE memories ALTER COLUMN embedding TYPE vector,"
+                    f" {KEEP_VECTORS_INLINE}"
+                )
             if dimension is not None:
                 self._ensure_dimension(conn, dimension)
             with conn.cursor() as cur:
                 cur.executemany(
-                    "UPDATE memories SET embedding = %s, embedding_fingerprint = %s"
-                    " WHERE pk = %s",
-                    [(np.asarray(v, np.float32), fingerprint, pks[i])
-                     for i, v in vectors.items() if i in pks],
-                )  # fmt: skip
+                    "UPDATE memories SET embedding = %s, embedding_fingerprint = %s WHERE pk = %s",
+                    [
+                        (np.asarray(v, np.float32), fingerprint, pks[i])
+                        for i, v in vectors.items()
+                        if i in pks
+                    ],
+                )
             res.set_meta(conn, "embedding_fingerprint", fingerprint)
             self._mark_vectors(conn, set(self._visible))
 
@@ -427,61 +456,24 @@ class PostgresStore(Administration, SourceFiles):
 
     def find_duplicates(self, keys: Sequence[DedupKey]) -> dict[DedupKey, str]:
         with self._conn() as conn:
-            return self._find_duplicates(conn, keys)
-
-    def _find_duplicates(
-        self, conn: psycopg.Connection[Any], keys: Sequence[DedupKey]
-    ) -> dict[DedupKey, str]:
-        wanted = set(keys)
-        found: dict[DedupKey, str] = {}
-        rows = conn.execute(
-            "SELECT id, content_hash, scope, project, session_id, namespace FROM memories"
-            " WHERE content_hash = ANY(%s) AND namespace = ANY(%s) AND forgotten_at IS NULL"
-            " ORDER BY pk",
-            (sorted({k[0] for k in keys}), self._visible),
-        ).fetchall()
-        for r in rows:
-            key = (r[1], r[2], r[3], r[4], r[5])
-            if key in wanted:
-                found.setdefault(key, r[0])
-        return found
+            return reads.find_duplicates(conn, self._visible, keys)
 
     def export(self, batch: int) -> Iterator[list[tuple[Memory, Vector | None]]]:
-        last = 0
-        while True:
-            with self._conn() as conn:
-                rows = conn.execute(
-                    f"SELECT m.pk, {q.SELECT_COLUMNS}, m.embedding FROM memories m"
-                    " WHERE m.pk > %s AND m.namespace = ANY(%s) ORDER BY m.pk LIMIT %s",
-                    (last, self._visible, batch),
-                ).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield [(res.memory(r[1:-1]), None if r[-1] is None
-                    else np.asarray(r[-1].to_numpy(), np.float32)) for r in rows]  # fmt: skip
+        return reads.exported(self._conn, self._visible, batch)
 
     def iter_contents(self, batch: int) -> Iterator[list[tuple[str, str]]]:
-        last = 0
-        while True:
-            with self._conn() as conn:
-                rows = conn.execute(
-                    "SELECT pk, id, content, embed_context FROM memories WHERE pk > %s"
-                    " AND namespace = ANY(%s) ORDER BY pk LIMIT %s",
-                    (last, self._visible, batch),
-                ).fetchall()
-            if not rows:
-                return
-            last = rows[-1][0]
-            yield [(r[1], f"{r[3]}\n{r[2]}" if r[3] else r[2]) for r in rows]
+        return reads.contents(self._conn, self._visible, batch)
 
     def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
         where, params = q.filter_sql(request.filters, self._visible, self._own_index)
         # The postings find the namespace's best rows; under a filter narrower than the
         # live rows most of them would fail it and the rest be read from the table anyway,
         # so such a search scores every matching row there.
-        words = (q.Postings(self._visible[0]) if self._word_postings
-                 and res.live_rows_only(request.filters) else q.EVERY_ROW)  # fmt: skip
+        words = (
+            q.Postings(self._visible[0])
+            if self._word_postings and res.live_rows_only(request.filters)
+            else q.EVERY_ROW
+        )
         asked = res.asked(request, self.channels)
         sql, more = q.candidates_sql(request, where, asked, q.readers(words))
         values: dict[str, Any] = {**params, **more}
@@ -541,15 +533,20 @@ class PostgresStore(Administration, SourceFiles):
         def run() -> tuple[list[bool], list[Any]]:
             blocks = [self._candidates_sql(r) for r in requests]
             sql, values = q.search_rows_sql(
-                [b for b in blocks if b[0]], vectors=vectors, radius=max(neighbor_radius, 0),
-                depth=neighbor_depth, rows_depth=ROWS_DEPTH)  # fmt: skip
+                [b for b in blocks if b[0]],
+                vectors=vectors,
+                radius=max(neighbor_radius, 0),
+                depth=neighbor_depth,
+                rows_depth=ROWS_DEPTH,
+            )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
             with self._read() as conn, ix.near_memory(conn, requests, self._ef):
                 try:
                     # Binary results: vectors come as 1.5 KB of floats, not 4-6 KB of text
                     # to parse (a third of a 100k search's time); floats are the same bits.
                     return [bool(b[0]) for b in blocks], conn.execute(
-                        sql, values, binary=True).fetchall()  # fmt: skip
+                        sql, values, binary=True
+                    ).fetchall()
                 except psycopg.errors.DataException as exc:
                     if "different vector dimensions" not in str(exc):
                         raise

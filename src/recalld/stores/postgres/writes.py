@@ -35,8 +35,9 @@ def copy_rows(conn: Conn, rows: Iterable[tuple[Any, ...]], types: Sequence[int])
     """``rows`` (of :data:`LOAD_COLUMNS`) into ``memories``: a binary ``COPY`` into the load
     table (of column ``types``), then ONE ``INSERT ... SELECT`` in their order."""
     with conn.cursor() as cur:
-        with cur.copy(f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}, ord) FROM STDIN"
-                      " (FORMAT BINARY)") as copy:  # fmt: skip
+        with cur.copy(
+            f"COPY {LOAD_TABLE} ({LOAD_COLUMNS}, ord) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
             copy.set_types(types)
             for i, row in enumerate(rows):
                 copy.write_row((*row, i))
@@ -53,14 +54,21 @@ def insert_rows(conn: Conn, rows: Iterable[tuple[Any, ...]]) -> None:
 def positions(conn: Conn, memories: Sequence[Memory], namespaces: list[str]) -> list[int | None]:
     """Given positions, else the places after each session's last (sessions locked,
     in one statement; their last positions read in one more)."""
-    sessions = sorted({(ns, m.session_id) for m, ns in zip(memories, namespaces, strict=True)
-                       if m.session_id is not None and m.position is None})  # fmt: skip
+    sessions = sorted(
+        {
+            (ns, m.session_id)
+            for m, ns in zip(memories, namespaces, strict=True)
+            if m.session_id is not None and m.position is None
+        }
+    )
     nxt: dict[tuple[str, str], int] = {}
     if sessions:
         keys = [f"{ns}\x1f{session}" for ns, session in sessions]
-        conn.execute("SELECT count(pg_advisory_xact_lock(hashtext(k)))"
-                     " FROM unnest(%s::text[]) WITH ORDINALITY AS s(k, o)",
-                     (keys,))  # fmt: skip
+        conn.execute(
+            "SELECT count(pg_advisory_xact_lock(hashtext(k)))"
+            " FROM unnest(%s::text[]) WITH ORDINALITY AS s(k, o)",
+            (keys,),
+        )
         found = conn.execute(
             "SELECT s.o, (SELECT max(m.position) FROM memories m WHERE m.namespace = s.ns"
             " AND m.session_id = s.sid) FROM unnest(%s::text[], %s::text[])"

@@ -129,16 +129,25 @@ class LazyAnn:
         (:data:`~recalld.stores.sqlite.vector_index.NEWEST_CHECKED`), match the table's."""
         top = db.execute("SELECT MAX(pk) FROM vectors").fetchone()[0] or 0
         guesses = np.random.default_rng(top).integers(1, top + 1, SPOT_CHECKS * 4)
-        rows = _read(db, "SELECT v.pk, v.vector, m.id FROM vectors v JOIN memories m"
-                     " ON m.pk = v.pk WHERE v.seq <= ? AND v.pk IN ({})",
-                     [self._seq], np.unique(guesses))  # fmt: skip
-        newest = db.execute("SELECT pk, vector FROM vectors WHERE seq <= ? ORDER BY seq DESC"
-                            " LIMIT ?", (self._seq, NEWEST_CHECKED)).fetchall()  # fmt: skip
+        rows = _read(
+            db,
+            "SELECT v.pk, v.vector, m.id FROM vectors v JOIN memories m"
+            " ON m.pk = v.pk WHERE v.seq <= ? AND v.pk IN ({})",
+            [self._seq],
+            np.unique(guesses),
+        )
+        newest = db.execute(
+            "SELECT pk, vector FROM vectors WHERE seq <= ? ORDER BY seq DESC LIMIT ?",
+            (self._seq, NEWEST_CHECKED),
+        ).fetchall()
         for pk, blob in [*newest, *((r[0], r[1]) for r in rows[:SPOT_CHECKS])]:
             stored = self.ann.stored(int(pk))
             if stored is None or _cosine(stored, _vector(blob)) < SPOT_COSINE:
-                log.warning("the saved ANN index does not hold the store's vectors (%s); "
-                            "the vectors are loaded instead", MISMATCH)  # fmt: skip
+                log.warning(
+                    "the saved ANN index does not hold the store's vectors (%s); "
+                    "the vectors are loaded instead",
+                    MISMATCH,
+                )
                 return False
         if self.copies is not None and rows:
             checked = rows[:SPOT_CHECKS]
@@ -147,8 +156,10 @@ class LazyAnn:
             table = np.vstack([_vector(r[1]) for r in checked])
             same_ids = ids == [str(r[2]) for r in checked]
             if not found.all() or not np.array_equal(vectors, table) or not same_ids:
-                log.warning("the ANN index's vectors file disagrees with the table; reading"
-                            " the candidates' vectors from the table instead")  # fmt: skip
+                log.warning(
+                    "the ANN index's vectors file disagrees with the table; reading"
+                    " the candidates' vectors from the table instead"
+                )
                 self.copies = None
                 self.ann.save_vectors = None
         return True
@@ -166,14 +177,26 @@ class LazyAnn:
         vector_file.write(folder, seq, self.dimension, copies.rows)
         self.copies = VectorCopies.open(folder, seq, self.dimension) or copies
 
-    def _apply(self, dropped: Pks, pks: Pks, seqs: Pks, vectors: npt.NDArray[np.float32],
-               ids: list[str | None], seq: int) -> None:  # fmt: skip
+    def _apply(
+        self,
+        dropped: Pks,
+        pks: Pks,
+        seqs: Pks,
+        vectors: npt.NDArray[np.float32],
+        ids: list[str | None],
+        seq: int,
+    ) -> None:
         """One change to the index and its vectors alike (the vectors first: saving the
         index writes them). A vector without a memory row (``None`` id) is left to the table."""
         if self.copies is not None:
             held = np.array([i is not None for i in ids], dtype=np.bool_)
-            self.copies.apply(np.concatenate([dropped, pks[~held]]), pks[held], seqs[held],
-                              vectors[held], [str(i) for i in ids if i is not None])  # fmt: skip
+            self.copies.apply(
+                np.concatenate([dropped, pks[~held]]),
+                pks[held],
+                seqs[held],
+                vectors[held],
+                [str(i) for i in ids if i is not None],
+            )
         self.ann.apply(dropped, pks, vectors, seq)
 
     def catch_up(self, db: sqlite3.Connection) -> bool:
@@ -203,8 +226,14 @@ class LazyAnn:
             if self.size > total:  # rows deleted since: find them among the keys
                 current = listed_pks(db, "SELECT pk FROM vectors")
                 keys = self.ann.keys()
-                self._apply(keys[~np.isin(keys, current)], none, none,
-                            np.zeros((0, self.dimension), np.float32), [], newest)  # fmt: skip
+                self._apply(
+                    keys[~np.isin(keys, current)],
+                    none,
+                    none,
+                    np.zeros((0, self.dimension), np.float32),
+                    [],
+                    newest,
+                )
             if self.size != total:
                 return False
         if self.ann.stale:
@@ -284,9 +313,13 @@ class LazyAnn:
         for start in range(0, len(ids), READ_CHUNK):
             chunk = list(ids[start : start + READ_CHUNK])
             marks = ",".join("?" * len(chunk))
-            pk_of.update(db.execute(
-                f"SELECT m.id, m.pk FROM memories m WHERE m.id IN ({marks}) AND {wall}"
-                " ORDER BY m.namespace = ?", [*chunk, *params, tenant]).fetchall())  # fmt: skip
+            pk_of.update(
+                db.execute(
+                    f"SELECT m.id, m.pk FROM memories m WHERE m.id IN ({marks}) AND {wall}"
+                    " ORDER BY m.namespace = ?",
+                    [*chunk, *params, tenant],
+                ).fetchall()
+            )
         named = list(pk_of)
         found, _, vectors = self.copies.lookup(np.array([pk_of[i] for i in named], np.int64))
         held = {named[i]: vectors[i] for i in np.flatnonzero(found).tolist()}
@@ -392,9 +425,12 @@ class LazyAnn:
         if not rows:
             return pks[found], seqs[found], vectors[found], known
         read = np.frombuffer(b"".join(r[2] for r in rows), dtype=np.float32)
-        return (np.concatenate([pks[found], np.array([r[0] for r in rows], np.int64)]),
-                np.concatenate([seqs[found], np.array([r[1] for r in rows], np.int64)]),
-                np.concatenate([vectors[found], read.reshape(len(rows), -1)]), known)  # fmt: skip
+        return (
+            np.concatenate([pks[found], np.array([r[0] for r in rows], np.int64)]),
+            np.concatenate([seqs[found], np.array([r[1] for r in rows], np.int64)]),
+            np.concatenate([vectors[found], read.reshape(len(rows), -1)]),
+            known,
+        )
 
     def _best(
         self, db: sqlite3.Connection, pool: Pool, query: Vector, limit: int
@@ -422,8 +458,11 @@ class LazyAnn:
             if unknown:
                 read = _read(db, _IDS, [], np.array(unknown, dtype=np.int64))
                 ids = {**ids, **{int(pk): str(memory_id) for pk, memory_id in read}}
-            out += [(ids[pk], score) for pk, score in
-                    zip(kept, scores[chosen].tolist(), strict=True) if ids.get(pk)]  # fmt: skip
+            out += [
+                (ids[pk], score)
+                for pk, score in zip(kept, scores[chosen].tolist(), strict=True)
+                if ids.get(pk)
+            ]
         return out
 
     def _top(self, rows: list[Any], query: Vector, limit: int) -> list[tuple[str, float]]:

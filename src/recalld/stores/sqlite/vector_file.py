@@ -163,8 +163,12 @@ class VectorCopies:
         """The last ``seq`` of the ``vectors`` table the file covers."""
         empty = np.zeros(0, dtype=np.int64)
         self._pks, self._seqs, self._starts, self._vectors, self._ids = file or (
-            empty, empty, np.zeros(1, np.int64), np.zeros((0, dimension), np.float32),
-            memoryview(b""))  # fmt: skip
+            empty,
+            empty,
+            np.zeros(1, np.int64),
+            np.zeros((0, dimension), np.float32),
+            memoryview(b""),
+        )
         self._over_pks: Pks = np.zeros(0, dtype=np.int64)
         self._over_seqs: Pks = np.zeros(0, dtype=np.int64)
         self._over_vectors: Matrix = np.zeros((0, dimension), dtype=np.float32)
@@ -236,9 +240,7 @@ class VectorCopies:
         for at, begin, end in zip(np.flatnonzero(where).tolist(), begins, ends, strict=True):
             names[at] = str(blob[begin:end], "utf-8")
 
-    def _find(
-        self, pks: Pks, ids: bool
-    ) -> tuple[npt.NDArray[np.bool_], Pks, Matrix, Ids]:  # fmt: skip
+    def _find(self, pks: Pks, ids: bool) -> tuple[npt.NDArray[np.bool_], Pks, Matrix, Ids]:
         pks = np.asarray(pks, dtype=np.int64)
         found = np.zeros(len(pks), dtype=np.bool_)
         seqs = np.zeros(len(pks), dtype=np.int64)

@@ -153,7 +153,8 @@ class AnnIndex:
         if saved is not None and saved._reconcile(rows):
             saved.save_vectors = save_vectors
             without = saved._folder is not None and not vector_file.usable(
-                saved._folder, saved.covered_seq, dimension)  # fmt: skip
+                saved._folder, saved.covered_seq, dimension
+            )
             saved.covered_seq = seq
             if without and save_vectors is not None:
                 saved.save()  # saved by an earlier recalld: the vectors file comes with it
@@ -218,8 +219,12 @@ class AnnIndex:
             for row in np.concatenate([newest, sample]):
                 stored = self.stored(int(rows.pks[row]))
                 if stored is None or _cosine(stored, rows.matrix[row]) < SPOT_COSINE:
-                    log.warning("the saved ANN index in %s does not hold the store's vectors "
-                                "(%s); it is built again", self._folder, MISMATCH)  # fmt: skip
+                    log.warning(
+                        "the saved ANN index in %s does not hold the store's vectors "
+                        "(%s); it is built again",
+                        self._folder,
+                        MISMATCH,
+                    )
                     return False
         keys = self.keys()
         key_rows = np.full(len(keys), -1, dtype=np.int64)

@@ -212,9 +212,11 @@ class VectorMirror:
     def _read_rows(
         self, db: sqlite3.Connection, newest: int, total: int
     ) -> tuple[
-        npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.float32],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.int64],
+        npt.NDArray[np.float32],
         npt.NDArray[np.object_],
-    ]:  # fmt: skip
+    ]:
         """Rows with ``seq`` in ``(self._seq, newest]``, read in chunks into arrays."""
         cursor = db.execute(
             "SELECT v.seq, v.pk, v.vector, m.id FROM vectors v LEFT JOIN memories m"
@@ -431,10 +433,10 @@ class VectorMirror:
                 self._warned = True
             return False
         assert self.dimension is not None
-        rows = MirrorRows(self.pks, self._seqs[: self._count], self.matrix, self.live,
-                          self._row_of)  # fmt: skip
-        self._ann = AnnIndex.open(self.index_path, self.dimension, rows, self._seq,
-                                  self.build_threads, self._save_vectors)  # fmt: skip
+        rows = MirrorRows(self.pks, self._seqs[: self._count], self.matrix, self.live, self._row_of)
+        self._ann = AnnIndex.open(
+            self.index_path, self.dimension, rows, self._seq, self.build_threads, self._save_vectors
+        )
         return True
 
     def _save_vectors(self, folder: Path, seq: int) -> None:

@@ -175,7 +175,7 @@ def _search(
     if config.kupdate_follow > 0 and not past:
         vectors.read(scored[: config.kupdate_follow])
         scored = follow_updates(scored, vectors.found, store, request.filters, config, cosines,
-                                calibration)  # fmt: skip
+                                calibration, plan.terms, aside)  # fmt: skip
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
         scored = neighbor_support(
@@ -188,7 +188,7 @@ def _search(
     if not past:
         vectors.read(scored[: config.kupdate_window])
     scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines,
-                               calibration)  # fmt: skip
+                               calibration, aside)  # fmt: skip
     ranked = scored
     folded = 0
     if config.dedupe:

@@ -14,7 +14,7 @@ from recalld.records import Memory, TimeRange
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
-from recalld.retrieval.replacement import gives_new_value, in_order, speaker_of
+from recalld.retrieval.replacement import gives_new_value, in_order
 from recalld.text import gives_new_value as names_any_value
 from recalld.text import only_asks, states_event, words
 
@@ -117,6 +117,18 @@ def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> fl
     if role is None or speaker is None or config.role_boost == 1.0:
         return 1.0
     return config.role_boost if speaker == role else 1.0
+
+
+def speaker_of(memory: Memory) -> str | None:
+    """Who said a memory: ``metadata["speaker"]``, else a ``role`` that is a name (not
+    ``user`` / ``assistant`` / ``system``)."""
+    speaker = memory.metadata.get("speaker") or memory.metadata.get("role")
+    if not isinstance(speaker, str) or speaker.lower() in GENERIC_ROLES:
+        return None
+    return speaker
+
+
+GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "human", "ai", "speaker"})
 
 
 def is_turn(memory: Memory) -> bool:
@@ -351,7 +363,7 @@ def knowledge_updates(
     (:mod:`recalld.retrieval.calibration`), query ``cosines`` included.
 
     Premise (:mod:`recalld.retrieval.replacement`): the two can replace each other, not
-    parts of one document nor two people's words, stated at different real times (an
+    parts of one document, stated at different real times (an
     undated standing fact is older than a dated statement); a version number is not a new
     value. Pairs that would otherwise count stand aside, and ``aside`` (the search's
     ``stood_aside``) says how many and why. ``applies`` is False for questions about the

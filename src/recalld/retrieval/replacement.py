@@ -7,8 +7,9 @@ replace each other (CONVENTIONS 15):
 
 1. **Not parts of one document.** The sections of a page (chunks of one indexed file) sit
    side by side: none is a newer version of another, however alike they read.
-2. **Not said by two people.** What one named speaker says does not replace another's fact
-   ("I moved to Porto" from Ana says nothing of where Ben lives).
+2. **On one subject.** The callers check that the newer is close to the older (or as good
+   an answer to the query); who said each does not matter: in a team's channel anyone may
+   move the sprint demo that someone else announced.
 3. **Stated at different real times.** A memory's own time is its event time, or, for a
    memory stored as it was said (added directly), when it was stored. A memory ingested
    from a source (an indexed file, an imported transcript or data set) without an event time
@@ -33,15 +34,12 @@ from datetime import datetime
 from recalld.records import Memory
 from recalld.text import says_change, states_value
 
-GENERIC_ROLES = frozenset({"user", "assistant", "system", "tool", "human", "ai", "speaker"})
-
 DIRECT_SOURCE = "direct"
 """The source kind of a memory added as it was said: its storage time is when it was said."""
 DOCUMENT_SOURCE = "file"
 """The source kind of an indexed file's chunks."""
 
 SAME_DOCUMENT = "parts of one document"
-TWO_SPEAKERS = "said by two people"
 NO_TIME = "no time of its own (ingestion order is not time)"
 SAME_TIME = "stated at the same time"
 
@@ -57,15 +55,6 @@ or a capitalised name and a two-part number. Other two-part numbers are values (
 _DATE = re.compile(r"\d{1,2}\.\d{1,2}\.\d{2,4}|\d{4}\.\d{1,2}\.\d{1,2}")
 _NOT_NAMES = frozenset({"to", "from", "at", "by", "now", "then", "was", "is", "and", "or"})
 """Capitalised words that start a sentence rather than name a product ("To 0.1 now")."""
-
-
-def speaker_of(memory: Memory) -> str | None:
-    """Who said a memory: ``metadata["speaker"]``, else a ``role`` that is a name (not
-    ``user`` / ``assistant`` / ``system``)."""
-    speaker = memory.metadata.get("speaker") or memory.metadata.get("role")
-    if not isinstance(speaker, str) or speaker.lower() in GENERIC_ROLES:
-        return None
-    return speaker
 
 
 def stated_at(memory: Memory) -> datetime | None:
@@ -84,12 +73,9 @@ def same_document(a: Memory, b: Memory) -> bool:
 
 def in_order(a: Memory, b: Memory) -> tuple[Memory, Memory] | str:
     """``(older, newer)`` of two memories that can replace each other, or why they cannot
-    (premises 1-3 of the module docstring)."""
+    (premises 1 and 3 of the module docstring)."""
     if same_document(a, b):
         return SAME_DOCUMENT
-    speakers = speaker_of(a), speaker_of(b)
-    if None not in speakers and speakers[0] != speakers[1]:
-        return TWO_SPEAKERS
     times = stated_at(a), stated_at(b)
     if a.evergreen != b.evergreen:  # an undated standing fact and a dated statement
         dated = times[1] if a.evergreen else times[0]

@@ -10,7 +10,7 @@ such a memory scores at least as much as the hit it replaces, and the knowledge-
 then demotes the older one below it.
 
 Premises: the two can replace each other (:mod:`recalld.retrieval.replacement`: not parts
-of one document nor two people's words, stated at different real times, a new value that is
+of one document, stated at different real times, a new value that is
 not a version number); and the newer memory has evidence of its own for the query: it is a
 candidate (in a channel's list) or it contains one of the query's words. A memory that is
 only near a top hit is not lifted to that hit's score. What stands aside is counted in the

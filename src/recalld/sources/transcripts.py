@@ -30,7 +30,7 @@ from typing import Any
 
 from recalld.conversation import reply_context
 from recalld.records import NewMemory, Source
-from recalld.retrieval.replacement import GENERIC_ROLES
+from recalld.retrieval.adjust import GENERIC_ROLES
 
 REPLY_CONTEXT = True
 """Imported short turns are embedded with the end of the turn before them, in every format.

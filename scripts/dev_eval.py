@@ -1,7 +1,7 @@
 """The default-mechanism rule, measured: variants of the pipeline on every dev set at once,
 each paired query by query against the default and against plain RRF.
 
-    PYTHONPATH=src .venv/bin/python scripts/dev_eval.py [--sets workloads,lme,locomo,scifact]
+    PYTHONPATH=src .venv/bin/python scripts/dev_eval.py [--sets workloads,lme,locomo,scifact,helix]
         [--set NAME=JSON ...] [--variant 'label:NAME=JSON;NAME=JSON'] [--json out.json]
         [--word-index-everywhere]
 
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from recalld.bench.beir import run_beir
+from recalld.bench.docs import run_docs
 from recalld.bench.runner import run_locomo, run_longmemeval
 from recalld.bench.systems import System
 from recalld.bench.workloads_run import run_workloads
@@ -35,7 +36,10 @@ METRICS = {
     "lme": ("session.recall_any@1", "session.ndcg_any@10"),
     "locomo": ("turn.recall_any@1", "turn.recall_any@10"),
     "scifact": ("doc.ndcg@10", "doc.recall@100"),
+    "helix": ("section.hit@1", "section.hit@5", "section.hit@10", "section.mrr@10"),
 }
+HELIX_QUESTIONS = Path(__file__).parent / "data/helix_questions.json"
+"""Questions a Helix user asks of its manual, each with the page and heading that answer."""
 
 
 def _run_scifact(configs: Mapping[str, RetrievalConfig | System]) -> dict[str, Any]:
@@ -52,6 +56,8 @@ RUNNERS: dict[str, Callable[[Mapping[str, RetrievalConfig | System]], dict[str, 
     "locomo": lambda c: run_locomo(DATA / "locomo/locomo.json", configs=c, cache_dir=CACHE,
                                    baselines=False, budgets=()),
     "scifact": _run_scifact,
+    "helix": lambda c: run_docs(DATA / "docs/helix", HELIX_QUESTIONS, configs=c, cache_dir=CACHE,
+                                baselines=False),
 }  # fmt: skip
 
 
@@ -110,7 +116,7 @@ def parse_variant(text: str) -> tuple[str, RetrievalConfig]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sets", default="workloads,lme,locomo,scifact")
+    parser.add_argument("--sets", default="workloads,lme,locomo,scifact,helix")
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--word-index-everywhere", action="store_true",

@@ -505,7 +505,10 @@ def test_a_newer_memory_that_replaces_a_top_hit_joins_it(tmp_path) -> None:  # t
         items = [scored(old, 1.0), scored(other, 0.5)]
         found = {"old": np.array(vectors["old"]), "other": np.array(vectors["other"])}
         cfg = BASE.with_changes(kupdate_follow=2, kupdate_change_similarity=0.5)
-        out = follow_updates(items, found, store, MemoryFilter(), cfg, {})
+        # "when does my sister Ana arrive?": "moved" names Ana, a word of the query
+        aside: dict[str, str] = {}
+        out = follow_updates(items, found, store, MemoryFilter(), cfg, {}, terms=("ana",),
+                             aside=aside)  # fmt: skip
         by_id = {s.memory.id: s for s in out}
         assert set(by_id) == {"old", "other", "moved"}  # calm and earlier do not replace it
         assert by_id["moved"].score == 1.0 and by_id["moved"].fused.contributions == {
@@ -517,6 +520,11 @@ def test_a_newer_memory_that_replaces_a_top_hit_joins_it(tmp_path) -> None:  # t
         assert follow_updates(items, dict(found), store, MemoryFilter(), off, {}) == items
         elsewhere = MemoryFilter(project="elsewhere")
         assert follow_updates(items, dict(found), store, elsewhere, cfg, {}) == items
+        # A memory with no evidence of its own for the query is not lifted to a hit's score.
+        assert follow_updates(items, dict(found), store, MemoryFilter(), cfg, {},
+                              terms=("boiler",), aside=aside) == items  # fmt: skip
+        assert aside["update_follow"].startswith("1 pair of alike candidates left as they are")
+        assert "no evidence of its own for the query" in aside["update_follow"]
     finally:
         store.close()
 

@@ -14,7 +14,8 @@ from recalld.records import Memory, TimeRange
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
-from recalld.text import gives_new_value, only_asks, states_event, words
+from recalld.retrieval.replacement import gives_new_value, in_order
+from recalld.text import gives_new_value as names_any_value, only_asks, states_event, words
 
 
 @dataclass(frozen=True)
@@ -347,6 +348,7 @@ def knowledge_updates(
     applies: bool = True,
     cosines: Mapping[str, float] | None = None,
     calibration: Calibration = UNCALIBRATED,
+    aside: dict[str, str] | None = None,
 ) -> list[Scored]:
     """Current facts first, as inferred (a factor).
 
@@ -355,20 +357,27 @@ def knowledge_updates(
     rule, not a factor. Of two top candidates on the same subject, the older scores
     ``kupdate_factor`` when the newer restates it (cosine >= ``kupdate_similarity``; not a
     conversation turn, which retells or confirms rather than replaces) or says that it
-    changed and gives the new value ("moved to Thursday the 9th", "now 3.12", "rebooked for
-    the 28th": :func:`recalld.text.says_change`, :func:`recalld.text.states_value`) with a
-    cosine of at least ``kupdate_change_similarity`` (or loosely related and as good an
-    answer to the query, by the query ``cosines``). Similarities are on the embedder's
-    ``calibration`` scale (:mod:`recalld.retrieval.calibration`), query ``cosines``
-    included. An evergreen memory (an undated note) states a standing fact, so any dated
-    memory counts as newer. ``applies`` is False for questions about the past (a named
-    time, "the first time"), whose answer may well be the older value.
+    changed and gives the new value ("moved to Thursday the 9th", "now 3.50", "rebooked for
+    the 28th": :func:`recalld.retrieval.replacement.gives_new_value`) with a cosine of at
+    least ``kupdate_change_similarity`` (or loosely related and as good an answer to the
+    query, by the query ``cosines``). Similarities are on the embedder's ``calibration``
+    scale (:mod:`recalld.retrieval.calibration`), query ``cosines`` included.
+
+    Premise (:mod:`recalld.retrieval.replacement`): the two can replace each other, not
+    parts of one document, stated at different real times (an undated standing fact is
+    older than a dated statement); a version number is not a new value. Pairs that would
+    otherwise count stand aside, and ``aside`` (the search's ``stood_aside``) says how many
+    and why. ``applies`` is False for questions about the past (a named time, "the first
+    time"), whose answer may well be the older value.
     """
     marked = {s.memory.id for s in scored if is_superseded(s.memory, reference)}
     found: set[str] = set()
     if config.kupdate_factor < 1.0 and applies:
         window = scored[: config.kupdate_window]
-        found = _restated(window, vectors, cosines or {}, config, calibration) - marked
+        found, held = _restated(window, vectors, cosines or {}, config, calibration)
+        found -= marked
+        if held and aside is not None:
+            aside["knowledge_updates"] = held_back(held)
     if not found:
         return scored
     out = []
@@ -381,11 +390,21 @@ def knowledge_updates(
     return sorted(out, key=lambda s: -s.score)
 
 
+def held_back(reasons: Mapping[str, int]) -> str:
+    """The trace line for pairs whose premise did not hold: how many, and why."""
+    parts = ", ".join(f"{n} {why}" for why, n in sorted(reasons.items(), key=lambda r: -r[1]))
+    total = sum(reasons.values())
+    return f"{total} pair{'s' if total > 1 else ''} of alike candidates left as they are: {parts}"
+
+
 def is_superseded(memory: Memory, reference: datetime) -> bool:
     """Marked as replaced by another memory, or past its ``valid_until``."""
     return memory.superseded_by is not None or (
         memory.valid_until is not None and memory.valid_until <= reference
     )
+
+
+VERSION_ONLY = "the new value is only a version number"
 
 
 def _restated(
@@ -394,8 +413,9 @@ def _restated(
     cosines: Mapping[str, float],
     config: RetrievalConfig,
     calibration: Calibration,
-) -> set[str]:
-    """Ids of the memories in ``window`` that a newer one restates or says has changed.
+) -> tuple[set[str], dict[str, int]]:
+    """Ids of the memories in ``window`` that a newer one restates or says has changed,
+    and how many such pairs stood aside, by reason.
 
     A newer memory that says something changed is on the old one's subject when the two
     are close (``kupdate_change_similarity``), or when they are loosely related (cosine at
@@ -404,30 +424,49 @@ def _restated(
     on the 14th" and "Ana is visiting on April 12th" share few words but one question.
     """
     stale: set[str] = set()
+    held: dict[str, int] = {}
     window = [s for s in window if s.memory.id in vectors]
     if len(window) < 2:
-        return stale
+        return stale, held
     matrix = np.stack([vectors[s.memory.id] for s in window])
     pairs = matrix @ matrix.T  # every pair's cosine in one product
-    # A change names the new value ("now lands on April 14th", "bumped to 24.2"); "you're
-    # now helping others" says nothing changed about a fact.
-    changes = {s.memory.id: gives_new_value(s.memory.content) for s in window}
     for i, a in enumerate(window):
         for j in range(i + 1, len(window)):
             b = window[j]
-            old, new = (a, b) if sooner(a.memory, b.memory) else (b, a)
-            if not sooner(old.memory, new.memory) or other_projects(a.memory, b.memory):
-                continue  # the same time (neither is newer), or facts of two projects
+            if other_projects(a.memory, b.memory):
+                continue  # facts of two projects
             cosine = calibration.lift(float(pairs[i, j]))
-            # A turn that repeats an older one retells or confirms it ("Noted: the move is
-            # on May 30th"); a note or a fact restated later is its newer version.
-            restates = cosine >= config.kupdate_similarity and not is_turn(new.memory)
-            if restates or (
-                changes[new.memory.id]
-                and same_subject(old.memory.id, new.memory.id, cosine, cosines, config)
+            order = in_order(a.memory, b.memory)
+            if isinstance(order, tuple):
+                old, new = order
+                why = _replaced(old, new, cosine, cosines, config)
+                if why is True:
+                    stale.add(old.id)
+                elif why:
+                    held[why] = held.get(why, 0) + 1
+            elif _replaced(a.memory, b.memory, cosine, cosines, config) or _replaced(
+                b.memory, a.memory, cosine, cosines, config
             ):
-                stale.add(old.memory.id)
-    return stale
+                held[order] = held.get(order, 0) + 1
+    return stale, held
+
+
+def _replaced(
+    old: Memory, new: Memory, cosine: float, cosines: Mapping[str, float],
+    config: RetrievalConfig,
+) -> bool | str:  # fmt: skip
+    """True when ``new`` restates ``old`` or gives its fact a new value; the reason when it
+    would but for a version number; else False."""
+    # A turn that repeats an older one retells or confirms it ("Noted: the move is on May
+    # 30th"); a note or a fact restated later is its newer version.
+    if cosine >= config.kupdate_similarity and not is_turn(new):
+        return True
+    # A change names the new value ("now lands on April 14th", "bumped to 24.2"); "you're
+    # now helping others" says nothing changed about a fact.
+    if not names_any_value(new.content) or not same_subject(old.id, new.id, cosine, cosines,
+                                                             config):  # fmt: skip
+        return False
+    return True if gives_new_value(new.content) else VERSION_ONLY
 
 
 def same_subject(
@@ -446,13 +485,6 @@ def same_subject(
 def other_projects(a: Memory, b: Memory) -> bool:
     """Two memories of two named projects: the same words are two projects' facts."""
     return a.project is not None and b.project is not None and a.project != b.project
-
-
-def sooner(a: Memory, b: Memory) -> bool:
-    """Whether ``a`` is older than ``b``; an evergreen memory is older than a dated one."""
-    if a.evergreen != b.evergreen:
-        return a.evergreen
-    return a.reference_time < b.reference_time
 
 
 def time_order(scored: list[Scored], order: str | None, config: RetrievalConfig) -> list[Scored]:

@@ -162,7 +162,9 @@ class RetrievalConfig:
     MiniLM (chance cosine ~0.035) 0.48 is a cosine of 0.5."""
     kupdate_factor: float = 0.4
     """Knowledge updates: of two statements of the same fact, the older scores this much
-    (x) so the newer value ranks first; 1.0 turns the detection off."""
+    (x) so the newer value ranks first; 1.0 turns the detection off. Only between
+    statements that can replace each other (:mod:`recalld.retrieval.replacement`: never the
+    chunks of one file, never ordered by ingestion alone)."""
     kupdate_similarity: float = 0.845
     """Calibrated similarity at or above which two statements count as saying the same
     thing (a note or a fact restated later is its newer version; a conversation turn that
@@ -170,8 +172,8 @@ class RetrievalConfig:
     With the packaged MiniLM: a cosine of 0.85."""
     kupdate_change_similarity: float = 0.48
     """Calibrated similarity at or above which a newer memory that says something changed
-    ("moved to", "now", "rebooked") and gives the new value (a number, a date, a version)
-    supersedes an older one on the same subject (MiniLM: a cosine of 0.5)."""
+    ("moved to", "now", "rebooked") and gives the new value (a number, a date; not a version
+    number) supersedes an older one on the same subject (MiniLM: a cosine of 0.5)."""
     kupdate_related_similarity: float = 0.33
     """A newer memory that says something changed and is at least this close to an older
     one (calibrated; MiniLM: a cosine of 0.35) supersedes it when it also answers the
@@ -190,8 +192,10 @@ class RetrievalConfig:
     """How many top hits look for a newer memory that replaces them, outside the
     candidates: a vector search with the hit's own vector, ``kupdate_follow_pool`` deep.
     A memory found that says the hit's fact changed and gives the new value (a number, a
-    date, a version) scores at least as much as the hit, and knowledge updates then put it
-    first. An update often shares few words with the question. 0 turns it off."""
+    date; not a version number) scores at least as much as the hit, and knowledge updates
+    then put it first, provided it has evidence of its own for the query (a candidate, or
+    one of the query's words). An update often shares few words with the question. 0 turns
+    it off."""
     kupdate_follow_pool: int = 10
     """How many memories near each such hit are examined."""
 

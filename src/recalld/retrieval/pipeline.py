@@ -172,7 +172,7 @@ def _search(
     if config.kupdate_follow > 0 and not past:
         vectors.read(scored[: config.kupdate_follow])
         scored = follow_updates(scored, vectors.found, store, request.filters, config, cosines,
-                                calibration)  # fmt: skip
+                                calibration, plan.terms, aside)  # fmt: skip
         clock.lap("updates")
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
@@ -187,7 +187,7 @@ def _search(
     if not past:
         vectors.read(scored[: config.kupdate_window])
     scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines,
-                               calibration)  # fmt: skip
+                               calibration, aside)  # fmt: skip
     promised = keep_promises(scored, lambda ids: _rows(store, rows, ids), request.filters,
                              reference, config)  # fmt: skip
     ranked = scored = promised.scored

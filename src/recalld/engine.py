@@ -27,6 +27,7 @@ from recalld.errors import (
     NotFoundError,
     StoreError,
 )
+from recalld.keys import KeyAdmin
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, Fingerprint, Vectors, resolve_embedder
 from recalld.records import (
@@ -175,6 +176,11 @@ class MemoryEngine:
         if self._owns_models and self._models is not None:
             self._models.close()
             self._models = None
+
+    @property
+    def keys(self) -> KeyAdmin:
+        """The API keys kept in this store (every tenant's: the server's, not one tenant's)."""
+        return KeyAdmin(self.store)
 
     @property
     def models(self) -> Models | None:

@@ -91,14 +91,12 @@ def mcp(obj: Ctx, http: bool, host: str, port: int, create: bool) -> None:
 
 
 def _active_keys(obj: Ctx) -> int:
-    from recalld.keys import key_store
-
     with obj.engine(create=True) as engine:
-        return key_store(engine.store).active_keys()
+        return engine.keys.active()
 
 
 def _warm(engines: object) -> None:
-    from recalld.interfaces.mcp import Engines
+    from recalld.interfaces.engines import Engines
 
     assert isinstance(engines, Engines)
     # A failure here is the answer to the first tool call that needs the model.

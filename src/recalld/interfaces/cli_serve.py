@@ -151,11 +151,10 @@ def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
     A --namespace that is another tenant's own (``default``, or the tenant of an existing
     key) would give this key that tenant's private memories: it is refused unless --force.
     """
-    from recalld.keys import create_key
-
     with errors(), obj.engine(create=True) as engine:
-        record, key = create_key(engine.store, key_tenant, shared=namespaces, admin=admin,
-                                 label=label, force=force)  # fmt: skip
+        record, key = engine.keys.create(
+            key_tenant, shared=namespaces, admin=admin, label=label, force=force
+        )
     if obj.as_json:
         emit_json({"key": key, **_public(record)})
         return
@@ -170,10 +169,8 @@ def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
 @pass_ctx
 def list_(obj: Ctx) -> None:
     """Every key: id, tenant, namespaces, admin, created, revoked (never the secret)."""
-    from recalld.keys import key_store
-
     with errors(), obj.engine() as engine:
-        records = key_store(engine.store).list_keys()
+        records = engine.keys.list()
     if obj.as_json:
         emit_json([_public(r) for r in records])
         return
@@ -192,10 +189,8 @@ def list_(obj: Ctx) -> None:
 @pass_ctx
 def revoke(obj: Ctx, key_id: str) -> None:
     """Revoke a key (by its id, or the whole key); the server refuses it at once."""
-    from recalld.keys import revoke_key
-
     with errors(), obj.engine() as engine:
-        record = revoke_key(engine.store, key_id)
+        record = engine.keys.revoke(key_id)
     if obj.as_json:
         emit_json(_public(record))
     else:

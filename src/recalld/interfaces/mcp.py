@@ -8,7 +8,8 @@ the HTTP API give. Bad input is a tool error carrying the library's own message
 (:func:`recalld.requests.describe_errors` for arguments of the wrong type), nothing changed.
 
 Over stdio the tenant is the settings' (``RECALLD_TENANT``); over HTTP it is the Bearer key's,
-checked by the HTTP API's :class:`~recalld.interfaces.http.ServerState`.
+checked by the HTTP API's own path (:meth:`~recalld.interfaces.server_state.ServerState.caller`).
+Engines come from the one cache of :mod:`recalld.interfaces.engines`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import inspect
 import json
 import sys
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -36,6 +36,7 @@ from recalld.interfaces.describe import (
     describe_search,
     memories,
 )
+from recalld.interfaces.engines import Engines
 from recalld.interfaces.exposure import public_message, public_status
 from recalld.records import TypeName
 from recalld.requests import (
@@ -58,8 +59,8 @@ from recalld.serialize import to_json
 
 if TYPE_CHECKING:
     from recalld.config import Settings
-    from recalld.interfaces.http import Caller, Extension, ServerState
-    from recalld.providers.embedders import Embedder
+    from recalld.interfaces.auth import Caller
+    from recalld.interfaces.server_state import Extension, ServerState
 
 INSTRUCTIONS = (
     "recalld is this user's long-term memory. Call memory_search (or memory_context for a "
@@ -74,43 +75,6 @@ INSTRUCTIONS = (
 EngineFor = Callable[[Context], recalld.MemoryEngine]
 """Which engine (tenant) a tool call reaches: from the settings over stdio, from the key
 over HTTP."""
-
-
-class Engines:
-    """The stdio server's engine: one per tenant, sharing one embedder loaded once per
-    process, on first use (a model that cannot load is then a tool error, not a crash)."""
-
-    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
-        self.settings = settings
-        self._embedder = embedder
-        self._engines: dict[tuple[str, tuple[str, ...]], recalld.MemoryEngine] = {}
-        self._lock = threading.Lock()
-
-    def embedder(self) -> Embedder:
-        with self._lock:
-            if self._embedder is None:
-                from recalld.providers.embedders import resolve_embedder
-
-                self._embedder = resolve_embedder(self.settings.embedder, self.settings)
-            return self._embedder
-
-    def get(self, tenant: str | None = None, shared: tuple[str, ...] | None = None) -> (
-            recalld.MemoryEngine):  # fmt: skip
-        """The engine of ``tenant`` (default: the settings' tenant and shared namespaces)."""
-        key = (tenant or self.settings.tenant,
-               self.settings.shared if shared is None else tuple(shared))  # fmt: skip
-        embedder = self.embedder()
-        with self._lock:
-            if key not in self._engines:
-                settings = self.settings.model_copy(update={"tenant": key[0], "shared": key[1]})
-                self._engines[key] = recalld.open(settings=settings, embedder=embedder)
-            return self._engines[key]
-
-    def close(self) -> None:
-        with self._lock:
-            for engine in self._engines.values():
-                engine.close()
-            self._engines.clear()
 
 
 MAX_OUTPUT_CHARS = 60_000
@@ -491,14 +455,10 @@ class KeyGate:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            from starlette.concurrency import run_in_threadpool
-            from starlette.datastructures import Headers
+            from recalld.interfaces.http_errors import ApiError, error_response
 
-            from recalld.interfaces.http import ApiError, error_response
-
-            header = Headers(scope=scope).get("authorization")
             try:
-                scope[CALLER] = await run_in_threadpool(self.state.authenticate, header)
+                scope[CALLER] = await self.state.caller(scope)
             except ApiError as exc:
                 response = error_response(exc.status, exc.message, exc.headers)
                 await response(scope, receive, send)
@@ -517,7 +477,7 @@ def _caller(ctx: Context) -> Caller:
 def mcp_extension(state: ServerState) -> Extension:
     """The MCP server as an extension of the HTTP API (``create_app(extensions=[...])``),
     at ``/mcp/``: the same keys, the same tenant confinement, one embedder."""
-    from recalld.interfaces.http import Extension
+    from recalld.interfaces.server_state import Extension
 
     server = build_server(lambda ctx: _caller(ctx).engine, lambda ctx: _caller(ctx).admin,
                           public_message)  # fmt: skip
@@ -529,7 +489,7 @@ def mcp_extension(state: ServerState) -> Extension:
         streamable_http_path="/", stateless_http=True, json_response=True, host=state.host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )  # fmt: skip
-    from recalld.interfaces.http import LocalGuard
+    from recalld.interfaces.http_guards import LocalGuard
 
     guarded = LocalGuard(KeyGate(app, state), state)  # whatever app it is mounted in
     return Extension("/mcp", guarded, lifespan=server.session_manager.run)
@@ -541,7 +501,8 @@ def run_http(settings: Settings, host: str, port: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    from recalld.interfaces.http import BodyLimit, ServerState
+    from recalld.interfaces.http_guards import BodyLimit
+    from recalld.interfaces.server_state import ServerState
     from recalld.providers.embedders import resolve_embedder
 
     state = ServerState(settings, resolve_embedder(settings.embedder, settings), host=host)

@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 import recalld
 from recalld.errors import InvalidInputError
 from recalld.interfaces.auth import Caller
-from recalld.interfaces.exposure import public_status
+from recalld.interfaces.exposure import public_status, too_large_answer
 from recalld.interfaces.http_errors import ApiError
 from recalld.interfaces.http_openapi import (
     AddResults,
@@ -80,11 +80,7 @@ def _json(value: Any, status: int = 200) -> Any:
     """``value`` as a JSON answer, or 422 when it is larger than the answers' limit."""
     response = JSONResponse(to_json(value), status_code=status)
     if len(response.body) > MAX_RESPONSE_BYTES:
-        raise ApiError(
-            422,
-            f"the answer would be {len(response.body):,} bytes, over the limit of "
-            f"{MAX_RESPONSE_BYTES:,}: ask for fewer hits or memories (limit)",
-        )
+        raise ApiError(422, too_large_answer(len(response.body), MAX_RESPONSE_BYTES))
     return response
 
 

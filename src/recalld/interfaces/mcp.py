@@ -43,7 +43,9 @@ from recalld.interfaces.mcp_answers import (
 )
 from recalld.interfaces.mcp_args import (
     CHANGES,
+    NAME,
     READ_ONLY,
+    TAGS,
     WRITES,
     AsOf,
     Content,
@@ -61,6 +63,7 @@ from recalld.interfaces.mcp_args import (
     When,
 )
 from recalld.records import TypeName
+from recalld.request_limits import MAX_CONTEXT_TOKENS, MAX_IDS
 from recalld.requests import (
     AddMemories,
     ContextQuery,
@@ -194,7 +197,7 @@ def build_server(  # noqa: C901 - one short closure per tool
             int,
             Field(
                 description="Token budget of the block (at least 1; default 2000).",
-                json_schema_extra={"minimum": 1},
+                json_schema_extra={"minimum": 1, "maximum": MAX_CONTEXT_TOKENS},
             ),
         ] = 2000,
         filters: FiltersArg = None,
@@ -269,7 +272,8 @@ def build_server(  # noqa: C901 - one short closure per tool
             ),
         ] = None,
         tags: Annotated[
-            list[str] | None, Field(description="The new labels (replacing the old).")
+            list[str] | None,
+            Field(description="The new labels (replacing the old).", json_schema_extra=TAGS),
         ] = None,
         project: Project = None,
         event_time: When = None,
@@ -303,7 +307,11 @@ def build_server(  # noqa: C901 - one short closure per tool
             list[str],
             Field(
                 description="The ids of the memories to forget (at least one).",
-                json_schema_extra={"minItems": 1},
+                json_schema_extra={
+                    "minItems": 1,
+                    "maxItems": MAX_IDS,
+                    "items": {"type": "string", **NAME},
+                },
             ),
         ],
         hard: Annotated[

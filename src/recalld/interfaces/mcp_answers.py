@@ -10,6 +10,8 @@ from typing import Any
 from mcp.types import CallToolResult, TextContent
 
 from recalld.interfaces.describe import SHOWN_CHARS
+from recalld.interfaces.exposure import too_large_answer
+from recalld.request_limits import MAX_RESPONSE_BYTES
 from recalld.serialize import to_json
 
 MAX_OUTPUT_CHARS = 60_000
@@ -59,8 +61,13 @@ def bounded(text: str, structured: dict[str, Any]) -> tuple[str, dict[str, Any]]
 
 
 def result(text: str, data: Any) -> CallToolResult:
+    """The answer of ``data`` described by ``text``, cut as :func:`bounded` says; a tool
+    error when its JSON is over the answers' cap (:data:`MAX_RESPONSE_BYTES`, as over HTTP)."""
     structured = to_json(data)
     structured = structured if isinstance(structured, dict) else {"result": structured}
+    size = len(json.dumps(structured, ensure_ascii=False, separators=(",", ":")).encode())
+    if size > MAX_RESPONSE_BYTES:
+        return error(too_large_answer(size, MAX_RESPONSE_BYTES))
     text, structured = bounded(text, structured)
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=structured

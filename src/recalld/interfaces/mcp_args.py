@@ -10,7 +10,13 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from recalld.records import TypeName
+from recalld.request_limits import MAX_ID_CHARS, MAX_TAG_CHARS, MAX_TAGS
 from recalld.requests import MAX_LIMIT, MAX_QUERY_CHARS, Filters, Moment
+
+NAME = {"maxLength": MAX_ID_CHARS}
+"""The bound of an id, project or session, as the request objects check it."""
+TAGS = {"maxItems": MAX_TAGS, "items": {"type": "string", "maxLength": MAX_TAG_CHARS}}
+"""The bounds of a memory's tags, as the request objects check them."""
 
 Query = Annotated[
     str,
@@ -39,7 +45,9 @@ Explain = Annotated[
         description="Also say why each memory ranked where it did (channels, fusion, adjustments)."
     ),
 ]
-Id = Annotated[str, Field(description="A memory id, as returned by the other tools.")]
+Id = Annotated[
+    str, Field(description="A memory id, as returned by the other tools.", json_schema_extra=NAME)
+]
 Content = Annotated[str, Field(description="The memory: one self-contained statement.")]
 Kind = Annotated[
     TypeName,
@@ -50,15 +58,22 @@ Kind = Annotated[
         "as turn, document as chunk, log as raw.",
     ),
 ]
-Tags = Annotated[list[str] | None, Field(description="Labels, e.g. ['deploy', 'billing'].")]
+Tags = Annotated[
+    list[str] | None,
+    Field(description="Labels, e.g. ['deploy', 'billing'].", json_schema_extra=TAGS),
+]
 Project = Annotated[
     str | None,
     Field(
         description="The project it belongs to (a repository, a client); searches can filter "
-        "or favour it."
+        "or favour it.",
+        json_schema_extra=NAME,
     ),
 ]
-Session = Annotated[str | None, Field(description="The conversation or session it came from.")]
+Session = Annotated[
+    str | None,
+    Field(description="The conversation or session it came from.", json_schema_extra=NAME),
+]
 When = Annotated[Moment | None, Field(description="When it happened: an ISO date or datetime.")]
 Pinned = Annotated[bool, Field(description="Always rank it higher and never let it decay.")]
 

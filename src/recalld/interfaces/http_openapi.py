@@ -5,26 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import TypeAdapter
 
 from recalld.config import Settings
-from recalld.engine import Status
 from recalld.interfaces.openapi_limits import declare_limits
-from recalld.records import AddResult, Context, Memory, SearchResult
-from recalld.requests import (
-    AddMemories,
-    ContextQuery,
-    Filters,
-    ImportRequest,
-    MemoryIn,
-    MemoryPatch,
-    SearchQuery,
-    SupersedeMark,
-)
+from recalld.records import AddResult, Memory
 
 DOCUMENTED_ERRORS = (400, 401, 403, 404, 409, 413, 415, 421, 422, 429, 503)
 """The refusals every operation documents (405 and 500 are nobody's to plan for)."""
@@ -87,43 +76,43 @@ class IndexBody:
     force: bool = False
 
 
+Mode = Literal["validation", "serialization"]
+"""A body's schema is what is accepted (validation), an answer's what is sent."""
+ERROR = "Error"
+"""The name of the one error shape's schema (of :class:`ErrorBody`)."""
+_components: dict[str, tuple[Any, Mode]] = {ERROR: (ErrorBody, "serialization")}
+"""Every type a route's body or answer names, by its schema's name: the document's
+components are generated from these, so a route names a type, never a schema by hand."""
+
+
+def component(kind: Any, mode: Mode) -> dict[str, str]:
+    """A reference to the schema of ``kind`` (a request model or a record), which the
+    document's components then hold, named after the type."""
+    name = ERROR if kind is ErrorBody else kind.__name__
+    _components[name] = (kind, mode)
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _one_of(kinds: Sequence[Any], mode: Mode) -> dict[str, Any]:
+    refs = [component(kind, mode) for kind in kinds]
+    return refs[0] if len(refs) == 1 else {"anyOf": refs}
+
+
 def _schemas() -> dict[str, Any]:
+    """The schemas of every declared component (and of the models they hold), generated
+    from the types: the request models as they validate, the records as they serialize."""
     from recalld.sources.importer import ImportReport
     from recalld.sources.indexer import IndexReport
-
-    named: list[tuple[str, Any, str]] = [
-        ("Memory", Memory, "serialization"),
-        ("AddResult", AddResult, "serialization"),
-        ("AddResults", AddResults, "serialization"),
-        ("MemoryList", MemoryList, "serialization"),
-        ("ForgetResult", ForgetResult, "serialization"),
-        ("SearchResult", SearchResult, "serialization"),
-        ("Context", Context, "serialization"),
-        ("Status", Status, "serialization"),
-        ("ImportReport", ImportReport, "serialization"),
-        ("IndexReport", IndexReport, "serialization"),
-        ("Health", Health, "serialization"),
-        ("Error", ErrorBody, "serialization"),
-        ("MemoryIn", MemoryIn, "validation"),
-        ("AddMemories", AddMemories, "validation"),
-        ("MemoryPatch", MemoryPatch, "validation"),
-        ("SearchQuery", SearchQuery, "validation"),
-        ("ContextQuery", ContextQuery, "validation"),
-        ("ImportRequest", ImportRequest, "validation"),
-        ("IndexBody", IndexBody, "validation"),
-        ("Filters", Filters, "validation"),
-        ("SupersedeMark", SupersedeMark, "validation"),
-    ]
     from recalld.sources.status import SourceStatus
 
     names = {"SourceStatus": SourceStatus, "ImportReport": ImportReport, "IndexReport": IndexReport}
     inputs = []
-    for name, kind, mode in named:
+    for name, (kind, mode) in _components.items():
         adapter: TypeAdapter[Any] = TypeAdapter(kind)
         adapter.rebuild(_types_namespace=names)
         inputs.append((name, mode, adapter))
     mapping, definitions = TypeAdapter.json_schemas(
-        inputs,  # type: ignore[arg-type]
+        inputs,
         ref_template="#/components/schemas/{model}",
     )
     schemas: dict[str, Any] = dict(definitions.get("$defs", {}))
@@ -134,15 +123,12 @@ def _schemas() -> dict[str, Any]:
                 schemas[name] = schemas[target]
         else:
             schemas[name] = schema
-    # A datetime field's value is an ISO string: no validator needs more than that.
     return schemas
 
 
-def ref(name: str) -> dict[str, str]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def responses(ok: int, schema: dict[str, Any], description: str) -> dict[int | str, Any]:
+def responses(ok: int, description: str, *kinds: Any) -> dict[int | str, Any]:
+    """An operation's answers: ``ok`` with one of ``kinds``, and every documented error."""
+    schema = _one_of(kinds, "serialization")
     answers: dict[int | str, Any] = {
         ok: {"description": description, "content": {"application/json": {"schema": schema}}}
     }
@@ -162,13 +148,15 @@ def responses(ok: int, schema: dict[str, Any], description: str) -> dict[int | s
     for status in DOCUMENTED_ERRORS:
         answers[status] = {
             "description": reasons[status],
-            "content": {"application/json": {"schema": ref("Error")}},
+            "content": {"application/json": {"schema": component(ErrorBody, "serialization")}},
         }
     return answers
 
 
-def body(schema: dict[str, Any], examples: Sequence[Any] = ()) -> dict[str, Any]:
-    media: dict[str, Any] = {"schema": schema}
+def body(*kinds: Any, examples: Sequence[Any] = ()) -> dict[str, Any]:
+    """An operation's JSON body: one of the request models ``kinds`` (read by hand, so the
+    document says what the route's :func:`~recalld.requests.parse` accepts)."""
+    media: dict[str, Any] = {"schema": _one_of(kinds, "validation")}
     if examples:
         media["examples"] = {f"example{i + 1}": {"value": v} for i, v in enumerate(examples)}
     return {"requestBody": {"required": True, "content": {"application/json": media}}}

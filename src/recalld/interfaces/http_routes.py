@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 from starlette.concurrency import run_in_threadpool
 
 import recalld
+from recalld.engine import Status
 from recalld.errors import InvalidInputError
 from recalld.interfaces.auth import Caller
 from recalld.interfaces.exposure import public_status, too_large_answer
@@ -32,10 +33,10 @@ from recalld.interfaces.http_openapi import (
     IndexBody,
     MemoryList,
     body,
-    ref,
     responses,
 )
 from recalld.interfaces.server_state import ServerState
+from recalld.records import AddResult, Context, Memory, SearchResult
 from recalld.request_limits import MAX_RESPONSE_BYTES
 from recalld.requests import (
     NOTHING_TO_CHANGE,
@@ -45,6 +46,7 @@ from recalld.requests import (
     ImportRequest,
     ListQuery,
     MemoryIn,
+    MemoryPatch,
     SearchQuery,
     SupersedeMark,
     SupersedeMemory,
@@ -53,6 +55,8 @@ from recalld.requests import (
     parse,
 )
 from recalld.serialize import to_json
+from recalld.sources.importer import ImportReport
+from recalld.sources.indexer import IndexReport
 
 MAX_PAGE = 1000
 """The most memories ``GET /v1/memories`` returns a page."""
@@ -119,7 +123,7 @@ def _server_routes(app: FastAPI, doors: Doors) -> None:
         "/healthz",
         tags=["server"],
         summary="Liveness (no key needed)",
-        responses=responses(200, ref("Health"), "The server is up."),
+        responses=responses(200, "The server is up.", Health),
         openapi_extra={"security": []},
     )
     async def healthz() -> Any:
@@ -130,7 +134,7 @@ def _server_routes(app: FastAPI, doors: Doors) -> None:
         tags=["server"],
         summary="The tenant's store: counts, embedder (the store's location and indexed "
         "folders for admin keys only)",
-        responses=responses(200, ref("Status"), "Counts and facts."),
+        responses=responses(200, "Counts and facts.", Status),
     )
     async def status(request: Request) -> Any:
         who = await doors.caller(request)
@@ -159,11 +163,9 @@ def _memory_routes(app: FastAPI, doors: Doors) -> None:
         status_code=201,
         summary='Store one memory, or a batch as {"memories": [...]}',
         responses=responses(
-            201,
-            {"anyOf": [ref("AddResult"), ref("AddResults")]},
-            "Stored (or found identical: created=false).",
+            201, "Stored (or found identical: created=false).", AddResult, AddResults
         ),
-        openapi_extra=body({"anyOf": [ref("MemoryIn"), ref("AddMemories")]}, ADD_EXAMPLES),
+        openapi_extra=body(MemoryIn, AddMemories, examples=ADD_EXAMPLES),
     )
     async def add_memories(request: Request) -> Any:
         who = await doors.caller(request)
@@ -184,7 +186,7 @@ def _memory_routes(app: FastAPI, doors: Doors) -> None:
         "/v1/memories",
         tags=["memories"],
         summary="List memories with filters",
-        responses=responses(200, ref("MemoryList"), "Memories, newest first."),
+        responses=responses(200, "Memories, newest first.", MemoryList),
     )
     async def list_memories(
         request: Request,
@@ -232,7 +234,7 @@ def _memory_routes(app: FastAPI, doors: Doors) -> None:
         "/v1/memories/{memory_id}",
         tags=["memories"],
         summary="One memory",
-        responses=responses(200, ref("Memory"), "The memory."),
+        responses=responses(200, "The memory.", Memory),
     )
     async def get_memory(request: Request, memory_id: str) -> Any:
         who = await doors.caller(request)
@@ -246,8 +248,8 @@ def _memory_changes(app: FastAPI, doors: Doors) -> None:
         "/v1/memories/{memory_id}",
         tags=["memories"],
         summary="Change fields of a memory (new content is re-embedded)",
-        responses=responses(200, ref("Memory"), "The memory as it is now."),
-        openapi_extra=body(ref("MemoryPatch"), [{"content": "Ana arrives on 15 March."}]),
+        responses=responses(200, "The memory as it is now.", Memory),
+        openapi_extra=body(MemoryPatch, examples=[{"content": "Ana arrives on 15 March."}]),
     )
     async def update_memory(request: Request, memory_id: str) -> Any:
         who = await doors.caller(request)
@@ -262,9 +264,9 @@ def _memory_changes(app: FastAPI, doors: Doors) -> None:
         tags=["memories"],
         summary="Mark a memory as no longer current: replaced by another, or valid "
         "until a time (clear: current again)",
-        responses=responses(200, ref("Memory"), "The memory as it is now."),
+        responses=responses(200, "The memory as it is now.", Memory),
         openapi_extra=body(
-            ref("SupersedeMark"), [{"by": "NEWER_ID"}, {"until": "2026-05-01"}, {"clear": True}]
+            SupersedeMark, examples=[{"by": "NEWER_ID"}, {"until": "2026-05-01"}, {"clear": True}]
         ),
     )
     async def supersede_memory(request: Request, memory_id: str) -> Any:
@@ -277,7 +279,7 @@ def _memory_changes(app: FastAPI, doors: Doors) -> None:
         "/v1/memories/{memory_id}",
         tags=["memories"],
         summary="Forget a memory (hidden from search; hard=true deletes it)",
-        responses=responses(200, ref("ForgetResult"), "How many changed."),
+        responses=responses(200, "How many changed.", ForgetResult),
     )
     async def forget_memory(request: Request, memory_id: str, hard: bool = False) -> Any:
         who = await doors.caller(request)
@@ -298,8 +300,8 @@ def _retrieval_routes(app: FastAPI, doors: Doors) -> None:
         "/v1/search",
         tags=["retrieval"],
         summary="Ranked memories for a question",
-        responses=responses(200, ref("SearchResult"), "Hits, best first."),
-        openapi_extra=body(ref("SearchQuery"), SEARCH_EXAMPLES),
+        responses=responses(200, "Hits, best first.", SearchResult),
+        openapi_extra=body(SearchQuery, examples=SEARCH_EXAMPLES),
     )
     async def search(request: Request) -> Any:
         who = await doors.caller(request)
@@ -310,9 +312,9 @@ def _retrieval_routes(app: FastAPI, doors: Doors) -> None:
         "/v1/context",
         tags=["retrieval"],
         summary="A prompt-ready block of the best memories under a token budget",
-        responses=responses(200, ref("Context"), "The block and its hits."),
+        responses=responses(200, "The block and its hits.", Context),
         openapi_extra=body(
-            ref("ContextQuery"), [{"query": "what do I know about Ana?", "max_tokens": 300}]
+            ContextQuery, examples=[{"query": "what do I know about Ana?", "max_tokens": 300}]
         ),
     )
     async def context(request: Request) -> Any:
@@ -328,10 +330,10 @@ def _bulk_routes(app: FastAPI, doors: Doors) -> None:
         "/v1/import",
         tags=["memories"],
         summary="Import memories (JSONL) or a transcript sent as content",
-        responses=responses(200, ref("ImportReport"), "What was read and stored."),
+        responses=responses(200, "What was read and stored.", ImportReport),
         openapi_extra=body(
-            ref("ImportRequest"),
-            [{"format": "memories", "content": '{"content": "first memory"}\n'}],
+            ImportRequest,
+            examples=[{"format": "memories", "content": '{"content": "first memory"}\n'}],
         ),
     )
     async def import_(request: Request) -> Any:
@@ -349,8 +351,8 @@ def _bulk_routes(app: FastAPI, doors: Doors) -> None:
         "/v1/index",
         tags=["memories"],
         summary="Index markdown folders on the server (admin keys only)",
-        responses=responses(200, ref("IndexReport"), "What the run indexed."),
-        openapi_extra=body(ref("IndexBody"), [{"paths": ["/srv/notes"]}]),
+        responses=responses(200, "What the run indexed.", IndexReport),
+        openapi_extra=body(IndexBody, examples=[{"paths": ["/srv/notes"]}]),
     )
     async def index(request: Request) -> Any:
         who = await doors.caller(request)

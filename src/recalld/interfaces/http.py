@@ -33,7 +33,7 @@ from starlette.concurrency import run_in_threadpool
 import recalld
 from recalld import heap
 from recalld.config import Settings
-from recalld.interfaces.auth import Caller, RateLimiter
+from recalld.interfaces.auth import FAILED_AUTH_PER_MINUTE, Caller, RateLimiter
 from recalld.interfaces.exposure import KEYLESS_WARNING
 from recalld.interfaces.http_errors import ApiError, error_response, install_error_handlers
 from recalld.interfaces.http_guards import (
@@ -48,6 +48,7 @@ from recalld.interfaces.http_routes import install_routes
 from recalld.interfaces.inspector import install_inspector
 from recalld.interfaces.server_state import Extension, ExtensionFactory, ServerState
 from recalld.providers.embedders import Embedder, resolve_embedder
+from recalld.request_limits import MAX_RESPONSE_BYTES
 from recalld.retrieval.models import Models
 
 
@@ -113,7 +114,7 @@ def create_app(
 
         app.add_middleware(LocalProof, secret=local_secret)
     install_error_handlers(app)
-    install_routes(app, state)
+    install_routes(app, state, lambda: MAX_RESPONSE_BYTES)  # read at each answer
     install_inspector(app)
     for extension in mounted:
         app.mount(extension.path, extension.app)
@@ -191,6 +192,8 @@ def _url_host(host: str) -> str:
 
 
 __all__ = [
+    "FAILED_AUTH_PER_MINUTE",
+    "MAX_RESPONSE_BYTES",
     "ApiError",
     "BodyLimit",
     "Caller",

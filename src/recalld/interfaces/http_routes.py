@@ -37,7 +37,6 @@ from recalld.interfaces.http_openapi import (
 )
 from recalld.interfaces.server_state import ServerState
 from recalld.records import AddResult, Context, Memory, SearchResult
-from recalld.request_limits import MAX_RESPONSE_BYTES
 from recalld.requests import (
     NOTHING_TO_CHANGE,
     AddMemories,
@@ -80,21 +79,22 @@ async def _object(request: Request, what: str) -> dict[str, Any]:
     return data
 
 
-def _json(value: Any, status: int = 200) -> Any:
-    """``value`` as a JSON answer, or 422 when it is larger than the answers' limit."""
-    response = JSONResponse(to_json(value), status_code=status)
-    if len(response.body) > MAX_RESPONSE_BYTES:
-        raise ApiError(422, too_large_answer(len(response.body), MAX_RESPONSE_BYTES))
-    return response
-
-
 class Doors:
     """What every route needs of the server: its caller, and worker threads to run on."""
 
-    def __init__(self, state: ServerState) -> None:
+    def __init__(self, state: ServerState, answer_cap: Callable[[], int]) -> None:
         self.state = state
+        self.answer_cap = answer_cap
         turns = state.settings.http_search_concurrency or 2 * (os.cpu_count() or 1)
         self._searching = asyncio.Semaphore(turns)
+
+    def answer(self, value: Any, status: int = 200) -> Any:
+        """``value`` as a JSON answer, or 422 when it is larger than the answers' cap."""
+        response = JSONResponse(to_json(value), status_code=status)
+        cap = self.answer_cap()
+        if len(response.body) > cap:
+            raise ApiError(422, too_large_answer(len(response.body), cap))
+        return response
 
     async def caller(self, request: Request) -> Caller:
         return await self.state.caller(request.scope)
@@ -108,9 +108,9 @@ class Doors:
             return await run_in_threadpool(function, *args)
 
 
-def install_routes(app: FastAPI, state: ServerState) -> None:
-    """Every route of the API on ``app``."""
-    doors = Doors(state)
+def install_routes(app: FastAPI, state: ServerState, answer_cap: Callable[[], int]) -> None:
+    """Every route of the API on ``app``, answering at most ``answer_cap()`` bytes."""
+    doors = Doors(state, answer_cap)
     _server_routes(app, doors)
     _memory_routes(app, doors)
     _memory_changes(app, doors)
@@ -127,7 +127,7 @@ def _server_routes(app: FastAPI, doors: Doors) -> None:
         openapi_extra={"security": []},
     )
     async def healthz() -> Any:
-        return _json(Health("ok", recalld.__version__))
+        return doors.answer(Health("ok", recalld.__version__))
 
     @app.get(
         "/v1/status",
@@ -139,7 +139,7 @@ def _server_routes(app: FastAPI, doors: Doors) -> None:
     async def status(request: Request) -> Any:
         who = await doors.caller(request)
         found = await doors.run(who.engine.status)
-        return _json(found if who.admin else public_status(found))
+        return doors.answer(found if who.admin else public_status(found))
 
 
 ADD_EXAMPLES = [
@@ -180,7 +180,7 @@ def _memory_routes(app: FastAPI, doors: Doors) -> None:
             )
         add = parse(AddMemories, {"memories": [parse(MemoryIn, data)]} if single else data)
         results = await doors.run(who.engine.run_add, add)
-        return _json(results[0] if single else AddResults(tuple(results)), 201)
+        return doors.answer(results[0] if single else AddResults(tuple(results)), 201)
 
     @app.get(
         "/v1/memories",
@@ -228,7 +228,7 @@ def _memory_routes(app: FastAPI, doors: Doors) -> None:
             ),
         )
         memories = await doors.run(who.engine.run_list, query)
-        return _json(MemoryList(tuple(memories)))
+        return doors.answer(MemoryList(tuple(memories)))
 
     @app.get(
         "/v1/memories/{memory_id}",
@@ -238,7 +238,7 @@ def _memory_routes(app: FastAPI, doors: Doors) -> None:
     )
     async def get_memory(request: Request, memory_id: str) -> Any:
         who = await doors.caller(request)
-        return _json(await doors.run(who.engine.get, memory_id))
+        return doors.answer(await doors.run(who.engine.get, memory_id))
 
 
 def _memory_changes(app: FastAPI, doors: Doors) -> None:
@@ -257,7 +257,7 @@ def _memory_changes(app: FastAPI, doors: Doors) -> None:
         if not changes:
             raise ApiError(400, NOTHING_TO_CHANGE)
         update = parse(UpdateMemory, {"id": memory_id, "changes": changes})
-        return _json(await doors.run(who.engine.run_update, update))
+        return doors.answer(await doors.run(who.engine.run_update, update))
 
     @app.post(
         "/v1/memories/{memory_id}/supersede",
@@ -273,7 +273,7 @@ def _memory_changes(app: FastAPI, doors: Doors) -> None:
         who = await doors.caller(request)
         mark = parse(SupersedeMark, await _object(request, "by, until or clear"))
         job = parse(SupersedeMemory, {"id": memory_id, **mark.model_dump(exclude_unset=True)})
-        return _json(await doors.run(who.engine.run_supersede, job))
+        return doors.answer(await doors.run(who.engine.run_supersede, job))
 
     @app.delete(
         "/v1/memories/{memory_id}",
@@ -284,7 +284,7 @@ def _memory_changes(app: FastAPI, doors: Doors) -> None:
     async def forget_memory(request: Request, memory_id: str, hard: bool = False) -> Any:
         who = await doors.caller(request)
         forget = parse(ForgetMemories, {"ids": [memory_id], "hard": hard})
-        return _json(ForgetResult(await doors.run(who.engine.run_forget, forget), hard))
+        return doors.answer(ForgetResult(await doors.run(who.engine.run_forget, forget), hard))
 
 
 SEARCH_EXAMPLES = [
@@ -306,7 +306,7 @@ def _retrieval_routes(app: FastAPI, doors: Doors) -> None:
     async def search(request: Request) -> Any:
         who = await doors.caller(request)
         query = parse(SearchQuery, await _object(request, "a search"))
-        return _json(await doors.search_turn(who.engine.run_search, query))
+        return doors.answer(await doors.search_turn(who.engine.run_search, query))
 
     @app.post(
         "/v1/context",
@@ -320,7 +320,7 @@ def _retrieval_routes(app: FastAPI, doors: Doors) -> None:
     async def context(request: Request) -> Any:
         who = await doors.caller(request)
         query = parse(ContextQuery, await _object(request, "a context query"))
-        return _json(await doors.search_turn(who.engine.run_context, query))
+        return doors.answer(await doors.search_turn(who.engine.run_context, query))
 
 
 def _bulk_routes(app: FastAPI, doors: Doors) -> None:
@@ -345,7 +345,7 @@ def _bulk_routes(app: FastAPI, doors: Doors) -> None:
                 "importing a file on the server needs an admin key; send the file's content "
                 "instead",
             )
-        return _json(await doors.run(who.engine.run_import, job))
+        return doors.answer(await doors.run(who.engine.run_import, job))
 
     @app.post(
         "/v1/index",
@@ -368,4 +368,4 @@ def _bulk_routes(app: FastAPI, doors: Doors) -> None:
         def job() -> Any:
             return who.engine.index(list(found.paths), globs=found.globs, force=found.force)
 
-        return _json(await doors.run(job))
+        return doors.answer(await doors.run(job))

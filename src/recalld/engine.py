@@ -179,7 +179,8 @@ class MemoryEngine:
 
     @property
     def keys(self) -> KeyAdmin:
-        """The API keys kept in this store (every tenant's: the server's, not one tenant's)."""
+        """The HTTP API keys kept in this store, every tenant's (:class:`recalld.keys.KeyAdmin`:
+        ``create``, ``list``, ``revoke``, ``active``, ``verify``)."""
         return KeyAdmin(self.store)
 
     @property

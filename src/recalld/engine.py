@@ -11,7 +11,6 @@ import builtins
 import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
@@ -20,8 +19,10 @@ from pydantic import BaseModel
 
 from recalld.config import Settings, expand_location, load_settings
 from recalld.errors import InvalidInputError, StoreError
+from recalld.keys import KeyAdmin
 from recalld.operations import files, reading, upkeep, writing
 from recalld.operations.reading import FILTER_ARGS, filter_args as _filter_args
+from recalld.operations.upkeep import Status as Status
 from recalld.operations.writing import Progress, Writer
 from recalld.providers.cache import CachedEmbedder, EmbeddingCache
 from recalld.providers.embedders import Embedder, resolve_embedder
@@ -50,7 +51,7 @@ from recalld.requests import (
 from recalld.retrieval.config import RetrievalConfig, get_preset
 from recalld.retrieval.models import Models, build_models
 from recalld.stores import open_store
-from recalld.stores.base import IndexBuild, IndexKind, Store, StoreStats, Tenancy
+from recalld.stores.base import IndexBuild, IndexKind, Store, Tenancy
 from recalld.validation import text_of as _text
 
 if TYPE_CHECKING:
@@ -58,20 +59,6 @@ if TYPE_CHECKING:
 
     from recalld.sources.importer import ImportReport
     from recalld.sources.indexer import IndexDeps, IndexProgress, IndexReport
-    from recalld.sources.status import SourceStatus
-
-
-@dataclass(frozen=True)
-class Status:
-    """What ``recalld status`` reports."""
-
-    store: StoreStats
-    embedder: str
-    embedder_fingerprint: str | None
-    fingerprint_matches: bool | None
-    """None when the embedder has not been loaded (nothing embedded yet in this process)."""
-    sources: SourceStatus | None = None
-    """Indexed workspaces compared with the disk; None when none was ever indexed."""
 
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
@@ -145,6 +132,12 @@ class MemoryEngine:
         if self._owns_models and self._models is not None:
             self._models.close()
             self._models = None
+
+    @property
+    def keys(self) -> KeyAdmin:
+        """The HTTP API keys kept in this store, every tenant's (:class:`recalld.keys.KeyAdmin`:
+        ``create``, ``list``, ``revoke``, ``active``, ``verify``)."""
+        return KeyAdmin(self.store)
 
     @property
     def models(self) -> Models | None:

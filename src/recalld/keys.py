@@ -65,8 +65,14 @@ def create_key(
             )
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
-    record = ApiKey(id=key_id, tenant=grant.tenant, shared=grant.shared, admin=admin,
-                    label=label, created_at=datetime.now(UTC))  # fmt: skip
+    record = ApiKey(
+        id=key_id,
+        tenant=grant.tenant,
+        shared=grant.shared,
+        admin=admin,
+        label=label,
+        created_at=datetime.now(UTC),
+    )
     keys.add_key(record, hash_secret(secret))
     return record, f"{PREFIX}_{key_id}_{secret}"
 
@@ -121,3 +127,39 @@ def verify(store: object, token: str) -> Verdict:
     if found[0].revoked_at is not None:
         return Verdict(None, "this API key was revoked")
     return Verdict(found[0])
+
+
+class KeyAdmin:
+    """The API keys kept in one store (across tenants: a key names its tenant)."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+
+    def create(
+        self,
+        tenant: str,
+        *,
+        shared: Sequence[str] = (),
+        admin: bool = False,
+        label: str | None = None,
+        force: bool = False,
+    ) -> tuple[ApiKey, str]:
+        """A new key: its record and the key itself, shown once (see
+        :func:`create_key`)."""
+        return create_key(self._store, tenant, shared=shared, admin=admin, label=label, force=force)
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Revoke a key by its id or by the whole key (see :func:`revoke_key`)."""
+        return revoke_key(self._store, key_id)
+
+    def list(self) -> list[ApiKey]:
+        """Every key, oldest first, revoked ones too (never a secret)."""
+        return key_store(self._store).list_keys()
+
+    def active(self) -> int:
+        """How many keys are not revoked (0: the server answers without one, locally)."""
+        return key_store(self._store).active_keys()
+
+    def verify(self, token: str) -> Verdict:
+        """The key a request presents, or why it is refused."""
+        return verify(self._store, token)

@@ -73,3 +73,14 @@ def test_the_cli_refuses_the_grant_without_force(store_location: str) -> None:
     assert code == 2 and "'alice' is another tenant's own namespace" in output
     assert "--force" in output
     assert create("--tenant", "eve", "--namespace", "alice", "--force")[0] == 0
+
+
+def test_the_engines_keys_facade_reaches_every_tenants_keys(open_as: Opener) -> None:
+    root, bob = open_as(), open_as("bob")
+    record, key = root.keys.create("alice", shared=["team"], label="laptop")
+    assert bob.keys.verify(key).key == record  # the keys are the server's, not a tenant's
+    assert [k.id for k in bob.keys.list()] == [record.id] and bob.keys.active() == 1
+    assert root.keys.revoke(record.id).revoked_at is not None
+    assert root.keys.active() == 0 and root.keys.verify(key).reason == "this API key was revoked"
+    with pytest.raises(InvalidInputError, match="another tenant's own namespace"):
+        root.keys.create("bob", shared=["default"])

@@ -55,3 +55,50 @@ def test_the_check_catches_violations(tmp_path: Path) -> None:
     assert _violations(imported_modules(sample)) == [
         "recalld.stores", "recalld.stores.sqlite", "recalld.stores.sqlite.SQLiteStore", "sqlite3"
     ]  # fmt: skip
+
+
+STATUS_RECEIVERS = ("status", "record")
+"""The names an adapter may read a ``.store`` field of: a :class:`~recalld.engine.Status`
+(its store's counts) and a discovery record (the store a server serves); anything else
+with a ``.store`` is an engine's backend."""
+NOT_YET_THIN = {"cli_postgres.py"}
+"""PostgreSQL administration (index builds) still called on the store by name: it leaves
+the store class with issue 41's administration item."""
+
+
+def store_reaches(path: Path) -> list[int]:
+    """The lines of a file that read ``.store`` of something that is not a status (an
+    engine's backend), or ask for it with ``getattr``."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Attribute) and node.attr == "store":
+            receiver = node.value
+            if isinstance(receiver, ast.Call):
+                receiver = receiver.func
+            name = getattr(receiver, "id", None) or getattr(receiver, "attr", None)
+            if name not in STATUS_RECEIVERS:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "getattr":
+            named = [a.value for a in node.args if isinstance(a, ast.Constant)]
+            lines += [node.lineno] if "store" in named else []
+    return sorted(lines)
+
+
+@pytest.mark.parametrize("path", ADAPTERS, ids=lambda p: p.name)
+def test_no_adapter_reaches_an_engines_store(path: Path) -> None:
+    if path.name in NOT_YET_THIN:
+        pytest.skip("PostgreSQL administration is still a store method")
+    assert store_reaches(path) == []
+
+
+def test_the_store_check_catches_reaches(tmp_path: Path) -> None:
+    sample = tmp_path / "bad.py"
+    sample.write_text(
+        "a = engine.store\n"
+        "b = state.root.store.list_keys()\n"
+        "c = getattr(engine, 'store')\n"
+        "d = engine.status().store.memories\n"
+        "e = status.store\n",
+        encoding="utf-8",
+    )
+    assert store_reaches(sample) == [1, 2, 3]

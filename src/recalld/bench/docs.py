@@ -112,8 +112,10 @@ def locate(memory: Memory, root: Path, pages: Mapping[str, list[frozenset[str]]]
 
 def is_answer(hit: Located, gold: Sequence[tuple[str, str | None]]) -> bool:
     """Whether the hit is a chunk of a gold page under a gold heading."""
-    return any(hit.page == page and (heading is None or normalize_heading(heading)
-                                     in hit.sections) for page, heading in gold)  # fmt: skip
+    return any(
+        hit.page == page and (heading is None or normalize_heading(heading) in hit.sections)
+        for page, heading in gold
+    )
 
 
 def rank_scores(relevant: Sequence[bool], prefix: str) -> dict[str, float]:
@@ -127,8 +129,10 @@ def rank_scores(relevant: Sequence[bool], prefix: str) -> dict[str, float]:
 def score(hits: Sequence[Located], gold: Sequence[tuple[str, str | None]]) -> dict[str, float]:
     """Section-level and page-level scores of one ranking."""
     pages = {page for page, _ in gold}
-    return {**rank_scores([is_answer(h, gold) for h in hits], "section"),
-            **rank_scores([h.page in pages for h in hits], "page")}  # fmt: skip
+    return {
+        **rank_scores([is_answer(h, gold) for h in hits], "section"),
+        **rank_scores([h.page in pages for h in hits], "page"),
+    }
 
 
 def run_docs(
@@ -154,25 +158,37 @@ def run_docs(
     asked = load_questions(questions)
     model, cache, default, _ = resources(embedder, cache_dir, settings, base)
     systems = workload_systems(configs, default, baselines)
-    pages = {p.relative_to(root).as_posix(): line_sections(p.read_text(encoding="utf-8"))
-             for p in sorted(root.rglob("*.md"))}  # fmt: skip
+    pages = {
+        p.relative_to(root).as_posix(): line_sections(p.read_text(encoding="utf-8"))
+        for p in sorted(root.rglob("*.md"))
+    }
     _check_gold(asked, pages)
     probes: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="recalld-docs-") as tmp:
         store = Settings.model_construct(db=Path(tmp) / "docs.db", cache_dir=cache)
-        with recalld.open(settings=store, embedder=model,
-                          models=run_models(settings, cache)) as engine:  # fmt: skip
+        with recalld.open(
+            settings=store, embedder=model, models=run_models(settings, cache)
+        ) as engine:
             indexed = engine.index([root], globs=list(GLOBS))
             for q in asked:
                 per_system: dict[str, Any] = {}
                 for system in systems:
-                    result = engine.search(q.question, limit=DEPTH, mode=system.mode,
-                                           config=system.config)  # fmt: skip
+                    result = engine.search(
+                        q.question, limit=DEPTH, mode=system.mode, config=system.config
+                    )
                     hits = [locate(h.memory, root, pages) for h in result.hits]
-                    per_system[system.name] = {"scores": score(hits, q.gold),
-                                               "top": [h.label for h in hits]}  # fmt: skip
-                probes.append({"id": q.id, "question": q.question, "systems": per_system,
-                               "gold": [list(g) for g in q.gold]})  # fmt: skip
+                    per_system[system.name] = {
+                        "scores": score(hits, q.gold),
+                        "top": [h.label for h in hits],
+                    }
+                probes.append(
+                    {
+                        "id": q.id,
+                        "question": q.question,
+                        "systems": per_system,
+                        "gold": [list(g) for g in q.gold],
+                    }
+                )
                 if progress is not None:
                     progress(1, len(asked), q.id)
     names = [s.name for s in systems]

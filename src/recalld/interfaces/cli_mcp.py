@@ -43,19 +43,31 @@ def is_loopback(host: str) -> bool:
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
-@click.option("--http", "http", is_flag=True,
-              help="Serve streamable HTTP at http://HOST:PORT/mcp/ instead of stdio.")  # fmt: skip
+@click.option(
+    "--http",
+    "http",
+    is_flag=True,
+    help="Serve streamable HTTP at http://HOST:PORT/mcp/ instead of stdio.",
+)
 @click.option(
     "--host",
     default="127.0.0.1",
     show_default=True,
     help="Address to listen on with --http (without API keys, loopback only).",
 )
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(0, 65535),
-              help="Port to listen on with --http.")  # fmt: skip
-@click.option("--create", is_flag=True,
-              help="Start with a new, empty store when none exists at --db (otherwise a "
-                   "missing store is refused: exit 4).")  # fmt: skip
+@click.option(
+    "--port",
+    default=DEFAULT_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="Port to listen on with --http.",
+)
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Start with a new, empty store when none exists at --db (otherwise a "
+    "missing store is refused: exit 4).",
+)
 @pass_ctx
 def mcp(obj: Ctx, http: bool, host: str, port: int, create: bool) -> None:
     """Serve memory_search, memory_context, memory_add, memory_get, memory_update,
@@ -91,14 +103,12 @@ def mcp(obj: Ctx, http: bool, host: str, port: int, create: bool) -> None:
 
 
 def _active_keys(obj: Ctx) -> int:
-    from recalld.keys import key_store
-
     with obj.engine(create=True) as engine:
-        return key_store(engine.store).active_keys()
+        return engine.keys.active()
 
 
 def _warm(engines: object) -> None:
-    from recalld.interfaces.mcp import Engines
+    from recalld.interfaces.engines import Engines
 
     assert isinstance(engines, Engines)
     # A failure here is the answer to the first tool call that needs the model.

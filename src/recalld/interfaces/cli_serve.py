@@ -22,13 +22,19 @@ from recalld.ports import free_port
 
 
 @click.command()
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; without API keys only a loopback address is "
-                   "served.")  # fmt: skip
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; without API keys only a loopback address is served.",
+)
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--access-log", is_flag=True,
-              help="Write one line a request (client, method and path without its query "
-                   "string, status) to standard output.")  # fmt: skip
+@click.option(
+    "--access-log",
+    is_flag=True,
+    help="Write one line a request (client, method and path without its query "
+    "string, status) to standard output.",
+)
 @pass_ctx
 def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
@@ -58,8 +64,10 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
             return
         # the line that says where: the inspector and the MCP tools are there too
         where = line.split(" HTTP API on ")[1].split()[0]
-        click.echo(f"inspector at {where}/ : a web page to search, browse and curate "
-                   "(docs/inspector.md)", err=True)  # fmt: skip
+        click.echo(
+            f"inspector at {where}/ : a web page to search, browse and curate (docs/inspector.md)",
+            err=True,
+        )
         if not extensions:
             click.echo(f"MCP tools not served: {install_hint('mcp')}", err=True)
         else:
@@ -81,13 +89,24 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
         for stop in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(stop, lambda number, frame: sys.exit(0))
         with found:
-            run(settings, host, port, say=say, extensions=extensions, access_log=access_log,
-                local_secret=secret)  # fmt: skip
+            run(
+                settings,
+                host,
+                port,
+                say=say,
+                extensions=extensions,
+                access_log=access_log,
+                local_secret=secret,
+            )
 
 
 @click.command()
-@click.option("--port", default=0, type=click.IntRange(0, 65535),
-              help="Port on 127.0.0.1 (default: a free one).")  # fmt: skip
+@click.option(
+    "--port",
+    default=0,
+    type=click.IntRange(0, 65535),
+    help="Port on 127.0.0.1 (default: a free one).",
+)
 @click.option("--no-browser", is_flag=True, help="Print the address, open no browser.")
 @pass_ctx
 def ui(obj: Ctx, port: int, no_browser: bool) -> None:
@@ -134,35 +153,47 @@ def keys() -> None:
 
 
 @keys.command()
-@click.option("--tenant", "key_tenant", required=True,
-              help="The tenant whose memories the key reaches.")  # fmt: skip
-@click.option("--namespace", "namespaces", multiple=True,
-              help="A shared namespace the key may read and write (repeatable).")  # fmt: skip
+@click.option(
+    "--tenant", "key_tenant", required=True, help="The tenant whose memories the key reaches."
+)
+@click.option(
+    "--namespace",
+    "namespaces",
+    multiple=True,
+    help="A shared namespace the key may read and write (repeatable).",
+)
 @click.option("--admin", is_flag=True, help="May also index folders on the server.")
 @click.option("--label", help="A note to tell keys apart in `keys list`.")
 @click.option(
     "--force", is_flag=True, help="Grant a --namespace that is another tenant's own (else refused)."
 )
 @pass_ctx
-def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
-           label: str | None, force: bool) -> None:  # fmt: skip
+def create(
+    obj: Ctx,
+    key_tenant: str,
+    namespaces: tuple[str, ...],
+    admin: bool,
+    label: str | None,
+    force: bool,
+) -> None:
     """Make a key; the key itself is printed as the last line, and only this once.
 
     A --namespace that is another tenant's own (``default``, or the tenant of an existing
     key) would give this key that tenant's private memories: it is refused unless --force.
     """
-    from recalld.keys import create_key
-
     with errors(), obj.engine(create=True) as engine:
-        record, key = create_key(engine.store, key_tenant, shared=namespaces, admin=admin,
-                                 label=label, force=force)  # fmt: skip
+        record, key = engine.keys.create(
+            key_tenant, shared=namespaces, admin=admin, label=label, force=force
+        )
     if obj.as_json:
         emit_json({"key": key, **_public(record)})
         return
     grants = ", ".join(record.shared) or "none"
-    click.echo(f"key {record.id} for tenant {record.tenant!r} (shared namespaces: {grants}"
-               f"{', admin' if record.admin else ''}); store it now, it is not shown again:",
-               err=True)  # fmt: skip
+    click.echo(
+        f"key {record.id} for tenant {record.tenant!r} (shared namespaces: {grants}"
+        f"{', admin' if record.admin else ''}); store it now, it is not shown again:",
+        err=True,
+    )
     click.echo(key)
 
 
@@ -170,19 +201,19 @@ def create(obj: Ctx, key_tenant: str, namespaces: tuple[str, ...], admin: bool,
 @pass_ctx
 def list_(obj: Ctx) -> None:
     """Every key: id, tenant, namespaces, admin, created, revoked (never the secret)."""
-    from recalld.keys import key_store
-
     with errors(), obj.engine() as engine:
-        records = key_store(engine.store).list_keys()
+        records = engine.keys.list()
     if obj.as_json:
         emit_json([_public(r) for r in records])
         return
     for r in records:
         state = f"revoked {r.revoked_at:%Y-%m-%d %H:%M}" if r.revoked_at else "active"
         made = f"{r.created_at:%Y-%m-%d %H:%M}" if r.created_at else "?"
-        click.echo(f"{r.id}  tenant={r.tenant}  shared={','.join(r.shared) or '-'}  "
-                   f"admin={'yes' if r.admin else 'no'}  created {made}  {state}"
-                   + (f"  ({r.label})" if r.label else ""))  # fmt: skip
+        click.echo(
+            f"{r.id}  tenant={r.tenant}  shared={','.join(r.shared) or '-'}  "
+            f"admin={'yes' if r.admin else 'no'}  created {made}  {state}"
+            + (f"  ({r.label})" if r.label else "")
+        )
     if not records:
         click.echo("no API keys: `recalld serve` answers without one, on loopback only")
 
@@ -192,10 +223,8 @@ def list_(obj: Ctx) -> None:
 @pass_ctx
 def revoke(obj: Ctx, key_id: str) -> None:
     """Revoke a key (by its id, or the whole key); the server refuses it at once."""
-    from recalld.keys import revoke_key
-
     with errors(), obj.engine() as engine:
-        record = revoke_key(engine.store, key_id)
+        record = engine.keys.revoke(key_id)
     if obj.as_json:
         emit_json(_public(record))
     else:

@@ -47,3 +47,12 @@ def public_message(exc: RecalldError) -> str:
 def public_status(status: Status) -> Status:
     """``status`` without the store's location and the indexed folders."""
     return replace(status, store=replace(status.store, path=HIDDEN), sources=None)
+
+
+def too_large_answer(size: int, limit: int) -> str:
+    """Why an answer of ``size`` bytes is refused (over ``limit``, the answers' cap of
+    :mod:`recalld.request_limits`), and what to ask instead: every door says the same."""
+    return (
+        f"the answer would be {size:,} bytes, over the limit of {limit:,}: ask for fewer "
+        "hits or memories (limit)"
+    )

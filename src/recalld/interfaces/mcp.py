@@ -8,42 +8,65 @@ the HTTP API give. Bad input is a tool error carrying the library's own message
 (:func:`recalld.requests.describe_errors` for arguments of the wrong type), nothing changed.
 
 Over stdio the tenant is the settings' (``RECALLD_TENANT``); over HTTP it is the Bearer key's,
-checked by the HTTP API's :class:`~recalld.interfaces.http.ServerState`.
+checked by the HTTP API's own path (:meth:`~recalld.interfaces.server_state.ServerState.caller`).
+Engines come from the one cache of :mod:`recalld.interfaces.engines`.
 """
 
 from __future__ import annotations
 
 import inspect
-import json
 import sys
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 import recalld
 from recalld import heap
 from recalld.errors import RecalldError
 from recalld.interfaces.describe import (
-    SHOWN_CHARS,
     describe_context,
     describe_list,
     describe_memory,
     describe_search,
     memories,
 )
+from recalld.interfaces.engines import Engines
 from recalld.interfaces.exposure import public_message, public_status
+from recalld.interfaces.mcp_answers import (
+    MAX_OUTPUT_CHARS as MAX_OUTPUT_CHARS,
+    error as _error,
+    result as _result,
+)
+from recalld.interfaces.mcp_args import (
+    CHANGES,
+    NAME,
+    READ_ONLY,
+    TAGS,
+    WRITES,
+    AsOf,
+    Content,
+    Explain,
+    FiltersArg,
+    Id,
+    Kind,
+    Limit,
+    ListLimit,
+    Pinned,
+    Project,
+    Query,
+    Session,
+    Tags,
+    When,
+)
 from recalld.records import TypeName
+from recalld.request_limits import MAX_CONTEXT_TOKENS, MAX_IDS
 from recalld.requests import (
-    MAX_LIMIT,
-    MAX_QUERY_CHARS,
     AddMemories,
     ContextQuery,
-    Filters,
     ForgetMemories,
     GetMemory,
     ListQuery,
@@ -54,12 +77,11 @@ from recalld.requests import (
     describe_errors,
     parse,
 )
-from recalld.serialize import to_json
 
 if TYPE_CHECKING:
     from recalld.config import Settings
-    from recalld.interfaces.http import Caller, Extension, ServerState
-    from recalld.providers.embedders import Embedder
+    from recalld.interfaces.auth import Caller
+    from recalld.interfaces.server_state import Extension, ServerState
 
 INSTRUCTIONS = (
     "recalld is this user's long-term memory. Call memory_search (or memory_context for a "
@@ -76,105 +98,11 @@ EngineFor = Callable[[Context], recalld.MemoryEngine]
 over HTTP."""
 
 
-class Engines:
-    """The stdio server's engine: one per tenant, sharing one embedder loaded once per
-    process, on first use (a model that cannot load is then a tool error, not a crash)."""
-
-    def __init__(self, settings: Settings, embedder: Embedder | None = None) -> None:
-        self.settings = settings
-        self._embedder = embedder
-        self._engines: dict[tuple[str, tuple[str, ...]], recalld.MemoryEngine] = {}
-        self._lock = threading.Lock()
-
-    def embedder(self) -> Embedder:
-        with self._lock:
-            if self._embedder is None:
-                from recalld.providers.embedders import resolve_embedder
-
-                self._embedder = resolve_embedder(self.settings.embedder, self.settings)
-            return self._embedder
-
-    def get(self, tenant: str | None = None, shared: tuple[str, ...] | None = None) -> (
-            recalld.MemoryEngine):  # fmt: skip
-        """The engine of ``tenant`` (default: the settings' tenant and shared namespaces)."""
-        key = (tenant or self.settings.tenant,
-               self.settings.shared if shared is None else tuple(shared))  # fmt: skip
-        embedder = self.embedder()
-        with self._lock:
-            if key not in self._engines:
-                settings = self.settings.model_copy(update={"tenant": key[0], "shared": key[1]})
-                self._engines[key] = recalld.open(settings=settings, embedder=embedder)
-            return self._engines[key]
-
-    def close(self) -> None:
-        with self._lock:
-            for engine in self._engines.values():
-                engine.close()
-            self._engines.clear()
-
-
-MAX_OUTPUT_CHARS = 60_000
-"""The most characters a tool's answer (its text and its structured content together) may
-hold: about 15,000-20,000 tokens, inside Claude Code's default limit of 25,000 tokens a tool
-output, so that a client never cuts an answer (or refuses it) on its own."""
-LISTED = ("hits", "memories")
-"""The lists an answer may be shortened by, from their end."""
-
-
-def _size(text: str, structured: dict[str, Any]) -> int:
-    return len(text) + len(json.dumps(structured, ensure_ascii=False))
-
-
-def _shorten(value: Any) -> Any:
-    """``value`` with every long string (a memory's content) cut to the length a list shows."""
-    if isinstance(value, str) and len(value) > SHOWN_CHARS:
-        return value[:SHOWN_CHARS] + " … (cut)"
-    if isinstance(value, dict):
-        return {k: _shorten(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_shorten(v) for v in value]
-    return value
-
-
-def _bounded(text: str, structured: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The answer cut to :data:`MAX_OUTPUT_CHARS`, saying so: long contents first, then
-    the last entries of its list, then the text's tail."""
-    if _size(text, structured) <= MAX_OUTPUT_CHARS:
-        return text, structured
-    structured = _shorten(structured)
-    listed = next((k for k in LISTED if isinstance(structured.get(k), list)), None)
-    total = len(structured[listed]) if listed else 0
-    while listed and structured[listed] and _size("", structured) > MAX_OUTPUT_CHARS // 2:
-        structured[listed] = structured[listed][:-1]
-    note = "(answer cut to stay within the tool-output limit: "
-    if listed:
-        note += (f"{len(structured[listed])} of {total} {listed} shown, long contents cut; "
-                 "ask for fewer, or memory_get one of them)")  # fmt: skip
-    else:
-        note += f"texts cut at {SHOWN_CHARS:,} characters)"
-    structured["note"] = note
-    room = max(0, MAX_OUTPUT_CHARS - _size("", structured) - len(note) - 2)
-    return f"{text[:room]}\n{note}", structured
-
-
-def _result(text: str, data: Any) -> CallToolResult:
-    structured = to_json(data)
-    structured = structured if isinstance(structured, dict) else {"result": structured}
-    text, structured = _bounded(text, structured)
-    return CallToolResult(content=[TextContent(type="text", text=text)],
-                          structured_content=structured)  # fmt: skip
-
-
-def _error(message: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-
-
 class _Server(MCPServer):
     """Arguments of the wrong type, or not a tool's, are refused with the message every
     other door gives (the HTTP API refuses unknown fields too)."""
 
-    async def call_tool(self, name: str, arguments: dict[str, Any],
-                        context: Any = None) -> Any:  # fmt: skip
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         tool = self._tool_manager.get_tool(name)
         known = set(tool.parameters.get("properties", {})) if tool else set(arguments)
         unknown = [{"type": "extra_forbidden", "loc": (k,)} for k in arguments if k not in known]
@@ -209,50 +137,6 @@ def _tool(server: MCPServer, title: str, annotations: ToolAnnotations) -> Callab
     return register
 
 
-Query = Annotated[str, Field(
-    description="The question or keywords, in natural language (1-10,000 characters).",
-    json_schema_extra={"minLength": 1, "maxLength": MAX_QUERY_CHARS})]  # fmt: skip
-AsOf = Annotated[Moment | None, Field(
-    description="Reference time for relative dates ('last week') and recency: an ISO date "
-    "or datetime; default now.")]  # fmt: skip
-FiltersArg = Annotated[Filters | None, Field(
-    description="Only memories matching all of these (project, scope, types, tags, "
-    "session_id, since, until).")]  # fmt: skip
-Explain = Annotated[bool, Field(
-    description="Also say why each memory ranked where it did (channels, fusion, "
-    "adjustments).")]  # fmt: skip
-Id = Annotated[str, Field(description="A memory id, as returned by the other tools.")]
-Content = Annotated[str, Field(description="The memory: one self-contained statement.")]
-Kind = Annotated[TypeName, Field(
-    description="insight (a durable fact, decision or preference), event (something that "
-    "happened), raw, turn (a line of a conversation) or chunk (a piece of a document); "
-    "fact, preference, decision and lesson are stored as insight, episode as event, message "
-    "as turn, document as chunk, log as raw.",
-)]  # fmt: skip
-Tags = Annotated[list[str] | None, Field(description="Labels, e.g. ['deploy', 'billing'].")]
-Project = Annotated[str | None, Field(
-    description="The project it belongs to (a repository, a client); searches can filter "
-    "or favour it.")]  # fmt: skip
-Session = Annotated[str | None, Field(description="The conversation or session it came from.")]
-When = Annotated[Moment | None, Field(
-    description="When it happened: an ISO date or datetime.")]  # fmt: skip
-Pinned = Annotated[bool, Field(description="Always rank it higher and never let it decay.")]
-
-
-Limit = Annotated[int, Field(description="How many memories to return (1-1000).",
-                             json_schema_extra={"minimum": 1, "maximum": MAX_LIMIT})]  # fmt: skip
-"""The schema states the bounds the request object checks (with the library's message)."""
-ListLimit = Annotated[int, Field(description="How many memories to list (1-1000).", ge=1,
-                                 le=MAX_LIMIT)]  # fmt: skip
-"""Checked as the HTTP API's page is (the library's list has no upper bound)."""
-
-READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                         open_world_hint=False)  # fmt: skip
-CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                          open_world_hint=False)  # fmt: skip
-
-
 def build_server(  # noqa: C901 - one short closure per tool
     engine_for: EngineFor,
     admin_for: Callable[[Context], bool] = lambda ctx: True,
@@ -280,8 +164,14 @@ def build_server(  # noqa: C901 - one short closure per tool
             return _error(explain_error(exc))
 
     @_tool(server, "Search memory", READ_ONLY)
-    def memory_search(ctx: Context, query: Query, limit: Limit = 5, filters: FiltersArg = None,
-                      explain: Explain = False, as_of: AsOf = None) -> CallToolResult:  # fmt: skip
+    def memory_search(
+        ctx: Context,
+        query: Query,
+        limit: Limit = 5,
+        filters: FiltersArg = None,
+        explain: Explain = False,
+        as_of: AsOf = None,
+    ) -> CallToolResult:
         """Search long-term memory: the memories that best answer `query`, best first.
 
         Returns one entry per memory with its id, score, date, type and content (with
@@ -290,18 +180,29 @@ def build_server(  # noqa: C901 - one short closure per tool
         """
 
         def run() -> CallToolResult:
-            request = parse(SearchQuery, _given(query=query, limit=limit, filters=filters,
-                                                explain=explain, as_of=as_of))  # fmt: skip
+            request = parse(
+                SearchQuery,
+                _given(query=query, limit=limit, filters=filters, explain=explain, as_of=as_of),
+            )
             result = engine_for(ctx).execute(request)
             return _result(describe_search(result, explain), result)
 
         return call(run)
 
     @_tool(server, "Memory context block", READ_ONLY)
-    def memory_context(ctx: Context, query: Query, max_tokens: Annotated[int, Field(
-            description="Token budget of the block (at least 1; default 2000).",
-            json_schema_extra={"minimum": 1})] = 2000, filters: FiltersArg = None,
-            as_of: AsOf = None) -> CallToolResult:  # fmt: skip
+    def memory_context(
+        ctx: Context,
+        query: Query,
+        max_tokens: Annotated[
+            int,
+            Field(
+                description="Token budget of the block (at least 1; default 2000).",
+                json_schema_extra={"minimum": 1, "maximum": MAX_CONTEXT_TOKENS},
+            ),
+        ] = 2000,
+        filters: FiltersArg = None,
+        as_of: AsOf = None,
+    ) -> CallToolResult:
         """A prompt-ready block of the memories relevant to `query`, within `max_tokens`.
 
         Returns '[Memory Context]' followed by one dated line per memory, best first, cut to
@@ -310,17 +211,26 @@ def build_server(  # noqa: C901 - one short closure per tool
         """
 
         def run() -> CallToolResult:
-            request = parse(ContextQuery, _given(query=query, max_tokens=max_tokens,
-                                                 filters=filters, as_of=as_of))  # fmt: skip
+            request = parse(
+                ContextQuery,
+                _given(query=query, max_tokens=max_tokens, filters=filters, as_of=as_of),
+            )
             context = engine_for(ctx).execute(request)
             return _result(describe_context(context), context)
 
         return call(run)
 
     @_tool(server, "Remember", WRITES)
-    def memory_add(ctx: Context, content: Content, type: Kind = "event", tags: Tags = None,
-                   project: Project = None, session_id: Session = None, event_time: When = None,
-                   pinned: Pinned = False) -> CallToolResult:  # fmt: skip
+    def memory_add(
+        ctx: Context,
+        content: Content,
+        type: Kind = "event",
+        tags: Tags = None,
+        project: Project = None,
+        session_id: Session = None,
+        event_time: When = None,
+        pinned: Pinned = False,
+    ) -> CallToolResult:
         """Store one memory for later recall; returns its id.
 
         Identical content already stored (same scope, project and session) is not stored
@@ -329,9 +239,15 @@ def build_server(  # noqa: C901 - one short closure per tool
         """
 
         def run() -> CallToolResult:
-            memory = _given(content=content, type=type, tags=tags, project=project,
-                            session_id=session_id, event_time=event_time,
-                            pinned=pinned)  # fmt: skip
+            memory = _given(
+                content=content,
+                type=type,
+                tags=tags,
+                project=project,
+                session_id=session_id,
+                event_time=event_time,
+                pinned=pinned,
+            )
             (added,) = engine_for(ctx).execute(parse(AddMemories, {"memories": [memory]}))
             same = f"not stored: identical to existing memory {added.duplicate_of}"
             return _result(f"stored {added.id}" if added.created else same, added)
@@ -344,17 +260,25 @@ def build_server(  # noqa: C901 - one short closure per tool
         return call(lambda: _memory(engine_for(ctx).execute(parse(GetMemory, {"id": id}))))
 
     @_tool(server, "Correct a memory", CHANGES)
-    def memory_update(ctx: Context, id: Id,
-                      content: Annotated[str | None, Field(
-                          description="The new text (re-embedded).")] = None,
-                      type: Annotated[TypeName | None, Field(
-                          description="The new type (insight, event, raw, turn, chunk; or "
-                          "fact, preference ...: see memory_add).")] = None,
-                      tags: Annotated[list[str] | None, Field(
-                          description="The new labels (replacing the old).")] = None,
-                      project: Project = None, event_time: When = None,
-                      pinned: Annotated[bool | None, Field(
-                          description="Pin or unpin it.")] = None) -> CallToolResult:  # fmt: skip
+    def memory_update(
+        ctx: Context,
+        id: Id,
+        content: Annotated[str | None, Field(description="The new text (re-embedded).")] = None,
+        type: Annotated[
+            TypeName | None,
+            Field(
+                description="The new type (insight, event, raw, turn, chunk; or "
+                "fact, preference ...: see memory_add)."
+            ),
+        ] = None,
+        tags: Annotated[
+            list[str] | None,
+            Field(description="The new labels (replacing the old).", json_schema_extra=TAGS),
+        ] = None,
+        project: Project = None,
+        event_time: When = None,
+        pinned: Annotated[bool | None, Field(description="Pin or unpin it.")] = None,
+    ) -> CallToolResult:
         """Change fields of a memory (only those given; at least one); new content is
         re-embedded.
 
@@ -363,19 +287,37 @@ def build_server(  # noqa: C901 - one short closure per tool
         """
 
         def run() -> CallToolResult:
-            changes = _given(content=content, type=type, tags=tags, project=project,
-                             event_time=event_time, pinned=pinned)  # fmt: skip
+            changes = _given(
+                content=content,
+                type=type,
+                tags=tags,
+                project=project,
+                event_time=event_time,
+                pinned=pinned,
+            )
             request = parse(UpdateMemory, {"id": id, "changes": changes})
             return _memory(engine_for(ctx).execute(request), "updated ")
 
         return call(run)
 
     @_tool(server, "Forget memories", CHANGES)
-    def memory_forget(ctx: Context, ids: Annotated[list[str], Field(
-            description="The ids of the memories to forget (at least one).",
-            json_schema_extra={"minItems": 1})],
-            hard: Annotated[bool, Field(description="Delete for good instead of hiding "
-                                        "from search.")] = False) -> CallToolResult:  # fmt: skip
+    def memory_forget(
+        ctx: Context,
+        ids: Annotated[
+            list[str],
+            Field(
+                description="The ids of the memories to forget (at least one).",
+                json_schema_extra={
+                    "minItems": 1,
+                    "maxItems": MAX_IDS,
+                    "items": {"type": "string", **NAME},
+                },
+            ),
+        ],
+        hard: Annotated[
+            bool, Field(description="Delete for good instead of hiding from search.")
+        ] = False,
+    ) -> CallToolResult:
         """Forget memories: hidden from search and context (or deleted with `hard`).
 
         If any id is unknown nothing is changed and the error names it. Use it when the user
@@ -392,13 +334,20 @@ def build_server(  # noqa: C901 - one short closure per tool
         return call(run)
 
     @_tool(server, "Mark a memory superseded", CHANGES)
-    def memory_supersede(ctx: Context, id: Id, by: Annotated[str | None, Field(
-            description="The id of the newer memory that replaces it.")] = None,
-            until: Annotated[Moment | None, Field(
-                description="The time after which it no longer holds: an ISO date or "
-                "datetime.")] = None,
-            clear: Annotated[bool, Field(description="Make it current again (undo by and "
-                                         "until; alone).")] = False) -> CallToolResult:  # fmt: skip
+    def memory_supersede(
+        ctx: Context,
+        id: Id,
+        by: Annotated[
+            str | None, Field(description="The id of the newer memory that replaces it.")
+        ] = None,
+        until: Annotated[
+            Moment | None,
+            Field(description="The time after which it no longer holds: an ISO date or datetime."),
+        ] = None,
+        clear: Annotated[
+            bool, Field(description="Make it current again (undo by and until; alone).")
+        ] = False,
+    ) -> CallToolResult:
         """Mark a memory as no longer current: replaced `by` a newer memory, or valid `until`
         a time (or both); `clear` makes it current again.
 
@@ -413,14 +362,20 @@ def build_server(  # noqa: C901 - one short closure per tool
         return call(run)
 
     @_tool(server, "List memories", READ_ONLY)
-    def memory_list(ctx: Context, filters: FiltersArg = None, limit: ListLimit = 20,
-                    offset: Annotated[int, Field(
-                        description="How many to skip first (paging; 0 or more).", ge=0)] = 0,
-                    newest_first: Annotated[bool, Field(
-                        description="Newest first (false: oldest first).")] = True,
-                    include_forgotten: Annotated[bool, Field(
-                        description="Also list forgotten memories.")] = False,
-                    ) -> CallToolResult:  # fmt: skip
+    def memory_list(
+        ctx: Context,
+        filters: FiltersArg = None,
+        limit: ListLimit = 20,
+        offset: Annotated[
+            int, Field(description="How many to skip first (paging; 0 or more).", ge=0)
+        ] = 0,
+        newest_first: Annotated[
+            bool, Field(description="Newest first (false: oldest first).")
+        ] = True,
+        include_forgotten: Annotated[
+            bool, Field(description="Also list forgotten memories.")
+        ] = False,
+    ) -> CallToolResult:
         """List memories matching filters, newest first (no ranking: use memory_search to
         find memories about something).
 
@@ -428,9 +383,16 @@ def build_server(  # noqa: C901 - one short closure per tool
         """
 
         def run() -> CallToolResult:
-            request = parse(ListQuery, _given(filters=filters, limit=limit, offset=offset,
-                                              newest_first=newest_first,
-                                              include_forgotten=include_forgotten))  # fmt: skip
+            request = parse(
+                ListQuery,
+                _given(
+                    filters=filters,
+                    limit=limit,
+                    offset=offset,
+                    newest_first=newest_first,
+                    include_forgotten=include_forgotten,
+                ),
+            )
             found = engine_for(ctx).execute(request)
             text = describe_list(found, request.offset, request.newest_first)
             return _result(text, {"memories": found})
@@ -446,8 +408,10 @@ def build_server(  # noqa: C901 - one short closure per tool
             status = status if admin_for(ctx) else public_status(status)
             s = status.store
             by_type = ", ".join(f"{k}: {v}" for k, v in s.by_type.items()) or "none"
-            text = (f"{memories(s.memories)} ({by_type}), {s.forgotten} forgotten, "
-                    f"{s.sessions} sessions; embedder {status.embedder}")  # fmt: skip
+            text = (
+                f"{memories(s.memories)} ({by_type}), {s.forgotten} forgotten, "
+                f"{s.sessions} sessions; embedder {status.embedder}"
+            )
             return _result(text, status)
 
         return call(run)
@@ -491,14 +455,10 @@ class KeyGate:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            from starlette.concurrency import run_in_threadpool
-            from starlette.datastructures import Headers
+            from recalld.interfaces.http_errors import ApiError, error_response
 
-            from recalld.interfaces.http import ApiError, error_response
-
-            header = Headers(scope=scope).get("authorization")
             try:
-                scope[CALLER] = await run_in_threadpool(self.state.authenticate, header)
+                scope[CALLER] = await self.state.caller(scope)
             except ApiError as exc:
                 response = error_response(exc.status, exc.message, exc.headers)
                 await response(scope, receive, send)
@@ -517,19 +477,23 @@ def _caller(ctx: Context) -> Caller:
 def mcp_extension(state: ServerState) -> Extension:
     """The MCP server as an extension of the HTTP API (``create_app(extensions=[...])``),
     at ``/mcp/``: the same keys, the same tenant confinement, one embedder."""
-    from recalld.interfaces.http import Extension
+    from recalld.interfaces.server_state import Extension
 
-    server = build_server(lambda ctx: _caller(ctx).engine, lambda ctx: _caller(ctx).admin,
-                          public_message)  # fmt: skip
+    server = build_server(
+        lambda ctx: _caller(ctx).engine, lambda ctx: _caller(ctx).admin, public_message
+    )
     from mcp.server.transport_security import TransportSecuritySettings
 
     # LocalGuard checks Host and Origin whatever the loopback address (the SDK's own check
     # covers only three names, and refuses a Host without a port).
     app = server.streamable_http_app(
-        streamable_http_path="/", stateless_http=True, json_response=True, host=state.host,
+        streamable_http_path="/",
+        stateless_http=True,
+        json_response=True,
+        host=state.host,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-    )  # fmt: skip
-    from recalld.interfaces.http import LocalGuard
+    )
+    from recalld.interfaces.http_guards import LocalGuard
 
     guarded = LocalGuard(KeyGate(app, state), state)  # whatever app it is mounted in
     return Extension("/mcp", guarded, lifespan=server.session_manager.run)
@@ -541,19 +505,26 @@ def run_http(settings: Settings, host: str, port: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    from recalld.interfaces.http import BodyLimit, ServerState
+    from recalld.interfaces.http_guards import BodyLimit
+    from recalld.interfaces.server_state import ServerState
     from recalld.providers.embedders import resolve_embedder
 
     state = ServerState(settings, resolve_embedder(settings.embedder, settings), host=host)
     extension = mcp_extension(state)
     assert extension.lifespan is not None
-    routes = Starlette(routes=[Mount(extension.path, extension.app)],
-                       lifespan=lambda app: extension.lifespan())  # fmt: skip
+    routes = Starlette(
+        routes=[Mount(extension.path, extension.app)], lifespan=lambda app: extension.lifespan()
+    )
     app = BodyLimit(routes, settings.http_max_body_bytes, settings.http_max_json_depth)
     keys = state.active_keys()
-    log(f"serving store {settings.db} at http://{host}:{port}/mcp/ ("
-        + (f"{keys} active API key(s): every request needs one)" if keys else
-           f"no API keys: tenant {settings.tenant}, loopback only)"))  # fmt: skip
+    log(
+        f"serving store {settings.db} at http://{host}:{port}/mcp/ ("
+        + (
+            f"{keys} active API key(s): every request needs one)"
+            if keys
+            else f"no API keys: tenant {settings.tenant}, loopback only)"
+        )
+    )
     heap.settle()  # the model and the store are loaded: out of the collector's full passes
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")

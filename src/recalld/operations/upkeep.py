@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from recalld.errors import EmbedderMismatchError, InvalidInputError
@@ -19,6 +20,19 @@ from recalld.stores.base import (
 
 if TYPE_CHECKING:
     from recalld.sources.status import SourceStatus
+
+
+@dataclass(frozen=True)
+class Status:
+    """What ``recalld status`` reports."""
+
+    store: StoreStats
+    embedder: str
+    embedder_fingerprint: str | None
+    fingerprint_matches: bool | None
+    """None when the embedder has not been loaded (nothing embedded yet in this process)."""
+    sources: SourceStatus | None = None
+    """Indexed workspaces compared with the disk; None when none was ever indexed."""
 
 
 def check_fingerprint(store: Store, fingerprint: Fingerprint) -> None:

@@ -170,8 +170,9 @@ def speaker_factor(memory: Memory, query_words: frozenset[str], config: Retrieva
     if speaker is None or config.speaker_boost == 1.0 or not query_words:
         return 1.0
     names = speaker_names(speaker)
-    return config.speaker_boost if any(n and all(w in query_words for w in n)
-                                       for n in names) else 1.0  # fmt: skip
+    return (
+        config.speaker_boost if any(n and all(w in query_words for w in n) for n in names) else 1.0
+    )
 
 
 def speaker_names(speaker: str) -> list[list[str]]:
@@ -197,8 +198,12 @@ def identifiers(query: str) -> tuple[str, ...]:
     not an ordinal, a time or a plain count with a unit (``40th``, ``3pm``, ``10k``)."""
     found = []
     for token in _IDENTIFIER.findall(query):
-        if (len(token) >= 3 and any(c.isdigit() for c in token)
-                and any(c.isalpha() for c in token) and not _MEASURE.fullmatch(token)):  # fmt: skip
+        if (
+            len(token) >= 3
+            and any(c.isdigit() for c in token)
+            and any(c.isalpha() for c in token)
+            and not _MEASURE.fullmatch(token)
+        ):
             found.append(token.lower())
     return tuple(dict.fromkeys(found))
 
@@ -285,8 +290,11 @@ def _memory_factors(
     if config.significance_weight:
         _put(out, "significance", 1.0 + config.significance_weight * (memory.significance - 0.5))
     if config.reinforcement_weight and memory.access_count:
-        _put(out, "reinforcement",
-             1.0 + config.reinforcement_weight * math.log2(1 + memory.access_count))  # fmt: skip
+        _put(
+            out,
+            "reinforcement",
+            1.0 + config.reinforcement_weight * math.log2(1 + memory.access_count),
+        )
 
 
 def _query_factors(
@@ -384,8 +392,9 @@ def knowledge_updates(
     for item in scored:
         factor = config.kupdate_factor if item.memory.id in found else 1.0
         if factor != 1.0:
-            item = replace(item, score=item.score * factor,
-                           factors={**item.factors, "superseded": factor})  # fmt: skip
+            item = replace(
+                item, score=item.score * factor, factors={**item.factors, "superseded": factor}
+            )
         out.append(item)
     return sorted(out, key=lambda s: -s.score)
 
@@ -452,9 +461,12 @@ def _restated(
 
 
 def _replaced(
-    old: Memory, new: Memory, cosine: float, cosines: Mapping[str, float],
+    old: Memory,
+    new: Memory,
+    cosine: float,
+    cosines: Mapping[str, float],
     config: RetrievalConfig,
-) -> bool | str:  # fmt: skip
+) -> bool | str:
     """True when ``new`` restates ``old`` or gives its fact a new value; the reason when it
     would but for a version number; else False."""
     # A turn that repeats an older one retells or confirms it ("Noted: the move is on May
@@ -463,8 +475,9 @@ def _replaced(
         return True
     # A change names the new value ("now lands on April 14th", "bumped to 24.2"); "you're
     # now helping others" says nothing changed about a fact.
-    if not names_any_value(new.content) or not same_subject(old.id, new.id, cosine, cosines,
-                                                             config):  # fmt: skip
+    if not names_any_value(new.content) or not same_subject(
+        old.id, new.id, cosine, cosines, config
+    ):
         return False
     return True if gives_new_value(new.content) else VERSION_ONLY
 

@@ -37,6 +37,7 @@ from recalld.retrieval.expand import expand
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
 from recalld.retrieval.models import Models, StageNote
+from recalld.retrieval.near_misses import near_misses as near_misses
 from recalld.retrieval.promises import carried, keep_promises, promised_order
 from recalld.retrieval.query import QueryPlan, understand
 from recalld.retrieval.request import SearchRequest as SearchRequest, pool_size, sized_for
@@ -121,18 +122,20 @@ def _search(
         if request.mode == "auto":
             mode, note = route(request.query, plan.mode, models, config.llm_routing)
             plan, notes = replace(plan, mode=mode), [note]
-        expanded = expand(store, embedder, plan, request.filters, config, models,
-                          pool_size(request, config))  # fmt: skip
+        expanded = expand(
+            store, embedder, plan, request.filters, config, models, pool_size(request, config)
+        )
         notes.append(expanded.note)
         clock.lap("expand")
-    lists, rows = retrieve(store, embedder, plan, request, config,
-                           expanded.query_vector if expanded else None)  # fmt: skip
+    lists, rows = retrieve(
+        store, embedder, plan, request, config, expanded.query_vector if expanded else None
+    )
     undated = window_unanswered(plan, lists, config) and not _dated(store, rows, lists)
     if undated:
-        plan = replace(plan, time_window=None, terms=(*plan.terms, *plan.time_terms),
-                       time_terms=())  # fmt: skip
-        lists, rows = retrieve(store, embedder, plan, request, config,
-                               expanded.query_vector if expanded else None)  # fmt: skip
+        plan = replace(plan, time_window=None, terms=(*plan.terms, *plan.time_terms), time_terms=())
+        lists, rows = retrieve(
+            store, embedder, plan, request, config, expanded.query_vector if expanded else None
+        )
     lists += expanded.lists if expanded else ()
     clock.lap("candidates")
     lists, signal = trust_words(lists, config)
@@ -146,9 +149,15 @@ def _search(
         fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
         notes.append(note)
         clock.lap("rerank")
-    ctx = QueryContext(reference, request.project, wanted_role(request.query), plan.time_window,
-                       frozenset(words(request.query)), plan.advice,
-                       identifiers=identifiers(request.query))  # fmt: skip
+    ctx = QueryContext(
+        reference,
+        request.project,
+        wanted_role(request.query),
+        plan.time_window,
+        frozenset(words(request.query)),
+        plan.advice,
+        identifiers=identifiers(request.query),
+    )
     scored = adjust(fused, memories, ctx, config)
     scored = time_order(scored, plan.order, config)
     # Current facts first does not apply to questions about the past or that count
@@ -161,8 +170,15 @@ def _search(
     )
     vectors = _Vectors(store, rows, scored, config, updates=not past)
     readable = role_readable(request.query)
-    aside = stood_aside(scored, plan, config, past=past, undated=undated, readable=readable,
-                        vectors_exact=store.exact_vectors())  # fmt: skip
+    aside = stood_aside(
+        scored,
+        plan,
+        config,
+        past=past,
+        undated=undated,
+        readable=readable,
+        vectors_exact=store.exact_vectors(),
+    )
     scored = apply_session_support(scored, config)
     # each semantic candidate's query cosine (calibrated), for three stages
     cosines = _cosines(lists, calibration)
@@ -171,8 +187,17 @@ def _search(
     clock.lap("adjust")
     if config.kupdate_follow > 0 and not past:
         vectors.read(scored[: config.kupdate_follow])
-        scored = follow_updates(scored, vectors.found, store, request.filters, config, cosines,
-                                calibration, plan.terms, aside)  # fmt: skip
+        scored = follow_updates(
+            scored,
+            vectors.found,
+            store,
+            request.filters,
+            config,
+            cosines,
+            calibration,
+            plan.terms,
+            aside,
+        )
         clock.lap("updates")
     if config.neighbor_weight > 0:
         top = [s.memory.id for s in scored[: config.neighbor_depth]]
@@ -186,10 +211,12 @@ def _search(
         clock.lap("adjust")
     if not past:
         vectors.read(scored[: config.kupdate_window])
-    scored = knowledge_updates(scored, vectors.found, config, reference, not past, cosines,
-                               calibration, aside)  # fmt: skip
-    promised = keep_promises(scored, lambda ids: _rows(store, rows, ids), request.filters,
-                             reference, config)  # fmt: skip
+    scored = knowledge_updates(
+        scored, vectors.found, config, reference, not past, cosines, calibration, aside
+    )
+    promised = keep_promises(
+        scored, lambda ids: _rows(store, rows, ids), request.filters, reference, config
+    )
     ranked = scored = promised.scored
     clock.lap("updates")
     folded = 0
@@ -242,59 +269,9 @@ def _search(
             replace(h, rank=len(hits) + h.rank)
             for h in build_hits(
                 [m for m, _ in missed], lists, {m.memory.id: why for m, why in missed}
-            )  # fmt: skip
+            )
         ),
     )
-
-
-HELD_DOWN = 0.9995
-"""A near miss names the factors under this as what held it down: one that shows as x1.000
-at the trace's three decimals (a day's decay) held nothing down."""
-
-
-def near_misses(
-    ranked: Sequence[Scored],
-    chosen: Sequence[Scored],
-    reasons: Mapping[str, str],
-    request: SearchRequest,
-    config: RetrievalConfig,
-) -> list[tuple[Scored, str]]:
-    """The first ``request.near_misses`` candidates (in adjusted-score order, before
-    dedup) that are not hits, each with why it lost: a copy of a better memory's content,
-    a relevance cut (``reasons`` of stage 7), another memory of its session (session
-    granularity), passed over for diversity, or simply under the last hit."""
-    if request.near_misses <= 0:
-        return []
-    taken = {s.memory.id for s in chosen}
-    sessions = {s.memory.session_id or s.memory.id for s in chosen}
-    lowest = min((s.score for s in chosen), default=0.0)
-    seen: set[str] = set()
-    missed: list[tuple[Scored, str]] = []
-    for item in ranked:
-        memory = item.memory
-        copy = memory.content_hash in seen
-        seen.add(memory.content_hash)
-        if memory.id in taken:
-            continue
-        reason = reasons.get(memory.id, "")
-        if copy and config.dedupe:
-            reason = "dropped: the same content as a better-scored memory"
-        elif reason.startswith("dropped"):
-            pass
-        elif request.granularity == "session" and (memory.session_id or memory.id) in sessions:
-            reason = "another memory of its session ranked higher"
-        elif item.score > lowest and len(chosen) == request.limit:
-            reason = "passed over for diversity: too like a hit above it"
-        else:
-            reason = (f"ranked under the last of the {request.limit} hits asked for "
-                      f"({item.score:.4f} < {lowest:.4f})")  # fmt: skip
-        held = sorted((v, k) for k, v in item.factors.items() if v < HELD_DOWN)
-        if held:
-            reason += "; held down by " + ", ".join(f"{k} x{v:.3f}" for v, k in held)
-        missed.append((item, reason))
-        if len(missed) == request.near_misses:
-            break
-    return missed
 
 
 def window_unanswered(
@@ -458,8 +435,12 @@ def fuse(lists: list[RankedList], config: RetrievalConfig, keep: int) -> list[Fu
 
 def _cosines(lists: Sequence[RankedList], calibration: Calibration) -> dict[str, float]:
     """Each semantic candidate's similarity to the query, on the calibrated scale."""
-    return {c.memory_id: calibration.query_lift(c.score) for ranked in lists
-            if ranked.name == "semantic" for c in ranked.candidates}  # fmt: skip
+    return {
+        c.memory_id: calibration.query_lift(c.score)
+        for ranked in lists
+        if ranked.name == "semantic"
+        for c in ranked.candidates
+    }
 
 
 class _Vectors:
@@ -486,8 +467,11 @@ class _Vectors:
 
     def read(self, scored: Sequence[Scored]) -> None:
         """Read the vectors of these memories (of the allowed ones not read yet)."""
-        ids = [s.memory.id for s in scored
-               if s.memory.id in self._allowed and s.memory.id not in self._tried]  # fmt: skip
+        ids = [
+            s.memory.id
+            for s in scored
+            if s.memory.id in self._allowed and s.memory.id not in self._tried
+        ]
         if not ids:
             return
         self._tried.update(ids)

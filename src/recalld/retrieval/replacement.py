@@ -67,8 +67,11 @@ def stated_at(memory: Memory) -> datetime | None:
 
 def same_document(a: Memory, b: Memory) -> bool:
     """Whether two memories are chunks of one indexed file."""
-    return (a.source.kind == b.source.kind == DOCUMENT_SOURCE and a.source.path is not None
-            and a.source.path == b.source.path)  # fmt: skip
+    return (
+        a.source.kind == b.source.kind == DOCUMENT_SOURCE
+        and a.source.path is not None
+        and a.source.path == b.source.path
+    )
 
 
 def in_order(a: Memory, b: Memory) -> tuple[Memory, Memory] | str:

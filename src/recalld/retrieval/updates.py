@@ -59,8 +59,7 @@ def follow_updates(
     rows: dict[str, Memory] = {}
     near_vectors: dict[str, np.ndarray] = {}
     for old in leaders:
-        nearest = NearestAsk(config.kupdate_follow_pool, vectors[old.memory.id],
-                             near_memory=True)  # fmt: skip
+        nearest = NearestAsk(config.kupdate_follow_pool, vectors[old.memory.id], near_memory=True)
         request = CandidateRequest(filters, {"semantic": nearest})
         found = store.search_rows([request], vectors=True)  # one call: rows and vectors too
         rows.update(found.memories)
@@ -91,8 +90,9 @@ def follow_updates(
         lender = chosen.get(item.memory.id)
         if lender is not None and lender.score > item.score:
             lift = lender.score / item.score if item.score else 1.0
-            item = Scored(item.memory, item.fused, lender.score,
-                          {**item.factors, "update_of_top_hit": lift})  # fmt: skip
+            item = Scored(
+                item.memory, item.fused, lender.score, {**item.factors, "update_of_top_hit": lift}
+            )
         out.append(item)
     for memory_id, lender in chosen.items():
         if memory_id not in present:
@@ -138,9 +138,12 @@ def _bare_words(text: str) -> set[str]:
 
 
 def _replaces(
-    new: Memory, old: Memory, cosine: float, cosines: Mapping[str, float],
+    new: Memory,
+    old: Memory,
+    cosine: float,
+    cosines: Mapping[str, float],
     config: RetrievalConfig,
-) -> bool | str:  # fmt: skip
+) -> bool | str:
     """Whether ``new`` is a newer value of ``old``'s fact (True), or why it cannot be when it
     would be but for a premise (a reason), or not (False): it can replace ``old`` and is the
     later, not another project's, and it says that something changed on ``old``'s subject,

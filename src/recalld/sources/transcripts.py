@@ -148,9 +148,17 @@ def read_jsonl_transcript(data: bytes, default_session: str) -> Parsed:
                 raise LineError("'content' is empty")
             session = _session(obj, default_session)
             ref = obj.get("id")
-            turns.append(Turn(session, sessions.index(session), role.strip(), text,
-                              parse_time(obj.get("timestamp")),
-                              str(ref) if ref is not None else None, number))  # fmt: skip
+            turns.append(
+                Turn(
+                    session,
+                    sessions.index(session),
+                    role.strip(),
+                    text,
+                    parse_time(obj.get("timestamp")),
+                    str(ref) if ref is not None else None,
+                    number,
+                )
+            )
         except LineError as exc:
             problems.append(f"line {number}: {exc}")
     return Parsed(turns, problems, "transcript")
@@ -177,13 +185,30 @@ def read_claude_code(data: bytes, default_session: str) -> Parsed:
         key = (turn.session, str(message_id)) if message_id else None
         if key is not None and key == last_message and turns[-1].session == turn.session:
             previous = turns[-1]
-            turns[-1] = Turn(previous.session, previous.index, previous.role,
-                             previous.text + "\n" + turn.text, previous.time, previous.ref,
-                             previous.line, previous.extra)  # fmt: skip
+            turns[-1] = Turn(
+                previous.session,
+                previous.index,
+                previous.role,
+                previous.text + "\n" + turn.text,
+                previous.time,
+                previous.ref,
+                previous.line,
+                previous.extra,
+            )
             continue
         last_message = key
-        turns.append(Turn(turn.session, sessions.index(turn.session), turn.role, turn.text,
-                          turn.time, turn.ref, number, turn.extra))  # fmt: skip
+        turns.append(
+            Turn(
+                turn.session,
+                sessions.index(turn.session),
+                turn.role,
+                turn.text,
+                turn.time,
+                turn.ref,
+                number,
+                turn.extra,
+            )
+        )
     return Parsed(turns, problems, "claude-code", skipped)
 
 
@@ -203,9 +228,16 @@ def _claude_turn(obj: dict[str, Any], default_session: str, number: int) -> Turn
     if obj.get("isSidechain"):
         extra.append(("sidechain", True))
     ref = obj.get("uuid")
-    return Turn(_session(obj, default_session), 0, str(role), text,
-                parse_time(obj.get("timestamp")), str(ref) if ref else None, number,
-                tuple(extra))  # fmt: skip
+    return Turn(
+        _session(obj, default_session),
+        0,
+        str(role),
+        text,
+        parse_time(obj.get("timestamp")),
+        str(ref) if ref else None,
+        number,
+        tuple(extra),
+    )
 
 
 def _object(line: str | None) -> dict[str, Any]:

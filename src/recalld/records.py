@@ -295,3 +295,21 @@ class ApiKey:
     label: str | None = None
     created_at: datetime | None = None
     revoked_at: datetime | None = None
+
+
+IndexKind = Literal["vectors", "words"]
+"""An index a store builds for one tenant on demand
+(:class:`recalld.stores.base.IndexBuilding`): ``vectors`` a vector index of the tenant's own
+rows, ``words`` word postings for its word channel."""
+
+
+@dataclass(frozen=True)
+class IndexBuild:
+    """What :meth:`recalld.stores.base.IndexBuilding.build_index` did."""
+
+    kind: IndexKind
+    name: str
+    """The index built or dropped (an index name, or the postings' table)."""
+    dropped: bool
+    entries: int | None = None
+    """Entries written (word postings), when the build counts them."""

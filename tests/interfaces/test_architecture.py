@@ -61,9 +61,6 @@ STATUS_RECEIVERS = ("status", "record")
 """The names an adapter may read a ``.store`` field of: a :class:`~recalld.engine.Status`
 (its store's counts) and a discovery record (the store a server serves); anything else
 with a ``.store`` is an engine's backend."""
-NOT_YET_THIN = {"cli_postgres.py"}
-"""PostgreSQL administration (index builds) still called on the store by name: it leaves
-the store class with issue 41's administration item."""
 
 
 def store_reaches(path: Path) -> list[int]:
@@ -86,8 +83,6 @@ def store_reaches(path: Path) -> list[int]:
 
 @pytest.mark.parametrize("path", ADAPTERS, ids=lambda p: p.name)
 def test_no_adapter_reaches_an_engines_store(path: Path) -> None:
-    if path.name in NOT_YET_THIN:
-        pytest.skip("PostgreSQL administration is still a store method")
     assert store_reaches(path) == []
 
 

@@ -10,7 +10,7 @@ import click
 
 from recalld import local_postgres
 from recalld.interfaces.cli import Ctx, emit_json, errors, pass_ctx
-from recalld.stores.base import IndexBuild, IndexKind
+from recalld.records import IndexBuild, IndexKind
 
 
 @click.group()

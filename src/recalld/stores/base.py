@@ -13,13 +13,19 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
 from recalld.errors import ConflictError, InvalidInputError
-from recalld.records import ApiKey, Memory, MemoryFilter
+from recalld.records import (
+    ApiKey,
+    IndexBuild as IndexBuild,
+    IndexKind as IndexKind,
+    Memory,
+    MemoryFilter,
+)
 
 # The asks and evidence of the store protocol, importable from here as before.
 from recalld.stores.asks import (
@@ -477,23 +483,6 @@ class KeyStore(Protocol):
 
     def active_keys(self) -> int:
         """How many keys are not revoked."""
-
-
-IndexKind = Literal["vectors", "words"]
-"""An index a store builds for one tenant on demand (:class:`IndexBuilding`): ``vectors``
-a vector index of the tenant's own rows, ``words`` word postings for its word channel."""
-
-
-@dataclass(frozen=True)
-class IndexBuild:
-    """What :meth:`IndexBuilding.build_index` did."""
-
-    kind: IndexKind
-    name: str
-    """The index built or dropped (an index name, or the postings' table)."""
-    dropped: bool
-    entries: int | None = None
-    """Entries written (word postings), when the build counts them."""
 
 
 @runtime_checkable

@@ -11,9 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from recalld.records import Memory, Source
+
+if TYPE_CHECKING:
+    from recalld.stores.base import SourceFile
 
 COLUMNS = (
     "id, content, type, content_hash, event_time, created_at, updated_at, last_accessed_at,"
@@ -159,3 +162,20 @@ def decode(row: Sequence[Any], values: Values) -> Memory:
         position=position,
     )
     return memory
+
+
+def source_file_row(namespace: str, f: SourceFile) -> tuple[Any, ...]:
+    """An indexed file's record as a row of ``source_files``, in the column order both
+    backends' upserts name."""
+    return (
+        namespace,
+        f.path,
+        f.root,
+        f.size,
+        f.mtime_ns,
+        f.status,
+        f.content_hash,
+        f.chunker,
+        f.error,
+        ts(f.indexed_at),
+    )

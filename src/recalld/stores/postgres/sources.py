@@ -95,7 +95,9 @@ class SourceFiles:
 
     def save_source_files(self: Handle, files: Sequence[SourceFile]) -> None:
         with self._conn() as conn, conn.cursor() as cur:
-            cur.executemany(_UPSERT_FILE, [_file_row(self.tenancy.tenant, f) for f in files])
+            cur.executemany(
+                _UPSERT_FILE, [codec.source_file_row(self.tenancy.tenant, f) for f in files]
+            )
 
     def replace_file_chunks(
         self: Handle, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
@@ -104,7 +106,7 @@ class SourceFiles:
         with self._conn() as conn:
             conn.execute(_DELETE_CHUNKS, (own, file.path))
             self._insert_rows(conn, [replace(m, namespace=own) for m in memories], vectors)
-            conn.execute(_UPSERT_FILE, _file_row(own, file))
+            conn.execute(_UPSERT_FILE, codec.source_file_row(own, file))
 
     def remove_source_files(self: Handle, paths: Sequence[str]) -> int:
         deleted = 0
@@ -116,21 +118,6 @@ class SourceFiles:
                     "DELETE FROM source_files WHERE namespace = %s AND path = %s", (own, path)
                 )
         return deleted
-
-
-def _file_row(namespace: str, f: SourceFile) -> tuple[Any, ...]:
-    return (
-        namespace,
-        f.path,
-        f.root,
-        f.size,
-        f.mtime_ns,
-        f.status,
-        f.content_hash,
-        f.chunker,
-        f.error,
-        codec.ts(f.indexed_at),
-    )
 
 
 _UPSERT_FILE = (

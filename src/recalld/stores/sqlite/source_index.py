@@ -10,7 +10,6 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from recalld.records import Memory
 from recalld.stores import rows as codec
@@ -41,7 +40,7 @@ def files(db: sqlite3.Connection, tenant: str, under: Sequence[str] | None) -> l
 
 def save_files(db: sqlite3.Connection, tenant: str, found: Sequence[SourceFile]) -> None:
     """Add or update the records of these files."""
-    db.executemany(q.UPSERT_FILE_SQL, [_file_row(tenant, f) for f in found])
+    db.executemany(q.UPSERT_FILE_SQL, [codec.source_file_row(tenant, f) for f in found])
 
 
 def replace_chunks(
@@ -56,7 +55,7 @@ def replace_chunks(
     db.execute(q.DELETE_FILE_CHUNKS_SQL, (own, file.path))
     # A file's chunks live in the tenant's own namespace, like its record.
     writes.insert_rows(db, tenancy, [replace(m, namespace=own) for m in memories], vectors)
-    db.execute(q.UPSERT_FILE_SQL, _file_row(own, file))
+    db.execute(q.UPSERT_FILE_SQL, codec.source_file_row(own, file))
 
 
 def remove_files(db: sqlite3.Connection, tenant: str, paths: Sequence[str]) -> int:
@@ -70,21 +69,6 @@ def remove_files(db: sqlite3.Connection, tenant: str, paths: Sequence[str]) -> i
 
 def _now() -> float:
     return datetime.now(UTC).timestamp()
-
-
-def _file_row(namespace: str, f: SourceFile) -> tuple[Any, ...]:
-    return (
-        namespace,
-        f.path,
-        f.root,
-        f.size,
-        f.mtime_ns,
-        f.status,
-        f.content_hash,
-        f.chunker,
-        f.error,
-        codec.ts(f.indexed_at),
-    )
 
 
 def _source_file(r: sqlite3.Row) -> SourceFile:

@@ -40,8 +40,10 @@ from recalld.requests.base import (
 )
 from recalld.requests.files import (
     DEFAULT_FILE_BYTES as DEFAULT_FILE_BYTES,
+    MAX_CONTEXT_CHARS as MAX_CONTEXT_CHARS,
     MAX_FILES as MAX_FILES,
     GetFiles as GetFiles,
+    SetContext as SetContext,
 )
 from recalld.requests.importing import ImportRequest as ImportRequest
 from recalld.requests.memories import (

@@ -12,6 +12,9 @@ DEFAULT_FILE_BYTES = 64 * 1024
 pages, what one turn of an agent can read."""
 MAX_FILE_BYTES = 8 * 1024 * 1024
 """The most one ``get`` may ask for (under the HTTP answers' cap)."""
+MAX_CONTEXT_CHARS = 300
+"""A context line rides along with every hit of its files, so a paragraph would crowd the
+hits out of an agent's budget: one short line."""
 MAX_FILES = 200
 """Files one ``get`` returns at most; a glob matching more says so and how many."""
 
@@ -27,3 +30,14 @@ class GetFiles(BaseModel):
     max_bytes: int = Field(default=DEFAULT_FILE_BYTES, ge=1, le=MAX_FILE_BYTES)
     """The text returned over all files, in UTF-8 bytes; a file that does not fit is cut
     (at a line end when one is near) and said to be."""
+
+
+class SetContext(BaseModel):
+    """A collection's context line, or a sub-path's (:meth:`MemoryEngine.set_context`)."""
+
+    model_config = FORBID
+
+    text: str | None = Field(max_length=MAX_CONTEXT_CHARS)
+    """The line (one short line); ``null`` removes it."""
+    path: str = Field(default="", max_length=MAX_ID_CHARS)
+    """A sub-path inside the collection; empty for the collection's own line."""

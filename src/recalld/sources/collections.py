@@ -20,15 +20,13 @@ from dataclasses import dataclass
 
 from recalld.errors import InvalidInputError, NotFoundError
 from recalld.records import InCollection
+from recalld.requests import MAX_CONTEXT_CHARS
 from recalld.sources.discover import normalize_root
 from recalld.stores.base import SourceFile, SourceIndex, SourceRoot
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 """A collection name: a word a shell and a URL take as is, never a ``/`` (which separates
 the name from the path in ``NAME/PATH``)."""
-MAX_CONTEXT_CHARS = 300
-"""A context line is one short line: it rides along with every hit of its files, so a
-paragraph would crowd the hits out of an agent's budget."""
 GLOB_CHARS = frozenset("*?[")
 """A target holding any of these is a glob (several files), else one path."""
 

@@ -12,6 +12,7 @@ import pytest
 
 import recalld
 from recalld.errors import InvalidInputError, NotFoundError
+from recalld.providers.embedders import FakeEmbedder
 from recalld.stores.sqlite.migrations import MIGRATIONS, applied, migrate
 
 from .conftest import Opener
@@ -182,3 +183,42 @@ def test_m013_from_the_previous_version_keeps_roots_and_files(tmp_path: Path) ->
         db.execute("INSERT INTO source_roots VALUES ('bob', '/u', '[]', 0, NULL, 'w')")
     finally:
         db.close()
+
+
+@pytest.mark.postgres
+def test_m010_from_the_previous_postgres_version_keeps_roots(pg_database: str) -> None:
+    import psycopg
+
+    from recalld.stores.base import Tenancy
+    from recalld.stores.postgres import PostgresStore
+    from recalld.stores.postgres.migrations import migrate
+
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        migrate(conn, upto=9)
+        conn.execute("INSERT INTO source_roots VALUES ('alice', '/w', '[\"*.md\"]', 0, NULL)")
+    store = PostgresStore(pg_database, Tenancy("alice"))  # applies m010
+    try:
+        (root,) = store.source_roots()
+        assert (root.path, root.name) == ("/w", None)
+        store.save_source_root(root.__class__("/w", ("*.md",), name="w"))
+        store.save_source_context("/w", "", "Work notes")
+        assert store.source_roots()[0].name == "w"
+        assert [c.text for c in store.source_contexts()] == ["Work notes"]
+    finally:
+        store.close()
+    bob = PostgresStore(pg_database, Tenancy("bob"))
+    try:  # behind the tenant wall
+        assert bob.source_roots() == [] and bob.source_contexts() == []
+    finally:
+        bob.close()
+
+
+def test_migrate_store_copies_collections_lines_and_texts(
+    alice: recalld.MemoryEngine, store_location: str, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy.db"
+    recalld.migrate_store(store_location, copy, tenant="alice")
+    settings = recalld.Settings(db=copy, cache_dir=None, tenant="alice")
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as there:
+        assert there.collections() == alice.collections()
+        assert there.get_files("docs/api/auth.md").files[0].text == AUTH

@@ -443,6 +443,9 @@ class SourceIndex(Protocol):
     def source_texts(self, paths: Sequence[str]) -> dict[str, str]:
         """The indexed texts of these files (those that have one), by path."""
 
+    def save_source_texts(self, texts: Mapping[str, str]) -> None:
+        """Keep these files' indexed texts (by path), as a copy between stores does."""
+
 
 def neighbors_in_sessions(
     rows: Sequence[tuple[str, str, str]], ids: Sequence[str], radius: int

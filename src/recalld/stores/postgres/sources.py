@@ -7,7 +7,7 @@ the tenant's workspace roots, its files' states, and the swap of a file's chunks
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -115,6 +115,15 @@ class SourceFiles:
                 (self.tenancy.tenant, list(paths)),
             ).fetchall()
         return {r[0]: r[1] for r in rows}
+
+    def save_source_texts(self: Handle, texts: Mapping[str, str]) -> None:
+        own = self.tenancy.tenant
+        with self._conn() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO source_texts VALUES (%s, %s, %s) ON CONFLICT (namespace, path)"
+                " DO UPDATE SET text = excluded.text",
+                [(own, path, text) for path, text in texts.items()],
+            )
 
     def source_files(self: Handle, roots: Sequence[str] | None = None) -> list[SourceFile]:
         sql = (

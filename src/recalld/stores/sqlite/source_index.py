@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -139,3 +139,9 @@ def _source_file(r: sqlite3.Row) -> SourceFile:
         indexed_at=codec.dt(r["indexed_at"]),
         chunks=r["chunks"],
     )
+
+
+def save_texts(db: sqlite3.Connection, tenant: str, found: Mapping[str, str]) -> None:
+    """Keep these files' texts."""
+    rows = [(tenant, path, text) for path, text in found.items()]
+    db.executemany("INSERT OR REPLACE INTO source_texts VALUES (?, ?, ?)", rows)

@@ -441,6 +441,10 @@ class SQLiteStore:
     def source_texts(self, paths: Sequence[str]) -> dict[str, str]:
         return source_index.texts(self._db, self.tenancy.tenant, paths)
 
+    def save_source_texts(self, texts: Mapping[str, str]) -> None:
+        with self._write():
+            source_index.save_texts(self._db, self.tenancy.tenant, texts)
+
     # -- API keys, across tenants (stores/sqlite/api_keys.py) -------------------------------
 
     def add_key(self, key: ApiKey, secret_hash: str) -> None:

@@ -7,13 +7,14 @@ import click
 
 from recalld.errors import NotFoundError
 from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors, pass_ctx
-from recalld.requests import DEFAULT_FILE_BYTES, MAX_FILES
-from recalld.sources.collections import is_glob
+
+PATH_MARKS = frozenset("/~*?[")
+"""A target holding one of these names files (a path or a glob), never a memory id."""
 
 
 def _names_files(target: str) -> bool:
     """Whether ``target`` reads as a path or glob rather than a memory id."""
-    return "/" in target or is_glob(target) or target.startswith("~")
+    return bool(PATH_MARKS & set(target))
 
 
 @click.command(context_settings=CONTEXT_SETTINGS)
@@ -21,20 +22,24 @@ def _names_files(target: str) -> bool:
 @click.option(
     "--max-bytes",
     type=click.IntRange(min=1),
-    default=DEFAULT_FILE_BYTES,
-    show_default=True,
-    help="Text shown over all files; a file that does not fit is cut, and said to be.",
+    default=None,
+    help="Text shown over all files (default 65536); a file that does not fit is cut, and "
+    "said to be.",
 )
 @pass_ctx
-def get(obj: Ctx, target: str, max_bytes: int) -> None:
+def get(obj: Ctx, target: str, max_bytes: int | None) -> None:
     """Show one memory by id, or indexed files by path or glob.
 
     TARGET is a memory id, or an indexed file: NAME/PATH (a file of collection NAME), a
     path inside one collection, an absolute path, or a glob of these ('notes/**/*.md',
     quoted; ** spans folders). Each file is shown with its collection and context lines,
     its text as indexed. A path that is no indexed file is an error (exit 3); a glob that
-    matches nothing prints a note and exits 0. At most {files} files are returned.
+    matches nothing prints a note and exits 0, and one that matches very many files says
+    how many it left out.
     """
+    from recalld.requests import DEFAULT_FILE_BYTES
+
+    max_bytes = max_bytes or DEFAULT_FILE_BYTES
     with errors(), obj.engine() as engine:
         if not _names_files(target):
             try:
@@ -58,9 +63,6 @@ def get(obj: Ctx, target: str, max_bytes: int) -> None:
         _show_file(file)
     for note in found.notes:
         click.echo(f"note: {note}", err=True)
-
-
-get.help = (get.help or "").replace("{files}", str(MAX_FILES))
 
 
 def _show_memory(obj: Ctx, memory: object) -> None:

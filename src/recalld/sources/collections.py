@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from recalld.errors import InvalidInputError, NotFoundError
 from recalld.records import InCollection
 from recalld.requests import MAX_CONTEXT_CHARS
-from recalld.sources.discover import normalize_root
+from recalld.sources.discover import glob_regex, normalize_root
 from recalld.stores.base import SourceFile, SourceIndex, SourceRoot
 
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -186,12 +186,10 @@ def _inside(root: str, inside: str, tracked: Mapping[str, SourceFile]) -> str:
 def find_glob(pattern: str, catalog: Catalog, files: Sequence[SourceFile]) -> list[SourceFile]:
     """The indexed files ``pattern`` matches, by path: an absolute glob matches absolute
     paths; another matches a file's ``NAME/PATH`` or its path inside its folder."""
-    from recalld.sources.discover import glob_regex
-
-    if pattern.startswith(("/", "~")):
-        regex = glob_regex(os.path.expanduser(pattern))
+    absolute = pattern.startswith(("/", "~"))
+    regex = _compiled(os.path.expanduser(pattern) if absolute else pattern.strip("/"))
+    if absolute:
         return [f for f in files if regex.fullmatch(f.path)]
-    regex = glob_regex(pattern.strip("/"))
     out = []
     for f in files:
         root = catalog.root_of(f.path)
@@ -201,3 +199,11 @@ def find_glob(pattern: str, catalog: Catalog, files: Sequence[SourceFile]) -> li
         if any(regex.fullmatch(n) for n in names):
             out.append(f)
     return out
+
+
+def _compiled(pattern: str) -> re.Pattern[str]:
+    """The glob as a regex, or a clear refusal (a range such as ``[z-a]``)."""
+    try:
+        return glob_regex(pattern)
+    except re.error as exc:
+        raise InvalidInputError(f"glob {pattern!r} is not valid: {exc}") from None

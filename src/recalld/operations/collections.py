@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from recalld.errors import InvalidInputError, NotFoundError
-from recalld.records import Collection, FileSet, Hit, IndexedFile, SearchResult
+from recalld.records import Collection, FileSet, Hit, InCollection, IndexedFile, SearchResult
 from recalld.requests import MAX_FILES, GetFiles
 from recalld.sources.collections import (
     Catalog,
@@ -218,11 +218,14 @@ def label_hits(store: Store, result: SearchResult) -> SearchResult:
 
 
 def _labelled(hits: Sequence[Hit], catalog: Catalog) -> tuple[Hit, ...]:
+    labels: dict[str, InCollection | None] = {}  # a file's chunks share one label
     out = []
     for hit in hits:
         source = hit.memory.source
         if source.kind == "file" and source.path:
-            hit = replace(hit, collection=catalog.label(source.path))
+            if source.path not in labels:
+                labels[source.path] = catalog.label(source.path)
+            hit = replace(hit, collection=labels[source.path])
         out.append(hit)
     return tuple(out)
 
@@ -237,7 +240,7 @@ def collection_lines(store: Store, hits: Sequence[Hit]) -> list[str]:
     catalog = Catalog.of(index)
     roots = {r.name: r.path for r in catalog.roots if r.name}
     seen: dict[str, None] = {}
-    for label in labels:
+    for label in dict.fromkeys(labels):  # each file once
         root = roots.get(label.name)
         for prefix, line in catalog.scoped(root, label.path) if root else []:
             where = f"{label.name}/{prefix}" if prefix else label.name

@@ -116,7 +116,8 @@ def _fit_with_collections(
     """The hits that fit ``budget`` with the lines of their collections (said once, above
     the hits): the collections' lines are paid for first, and the hits refitted in what is
     left until the lines they need are those paid for."""
-    cost: Callable[[Hit], int] = lambda h: estimate_tokens(line[h.memory.id])  # noqa: E731
+    tokens = {h.memory.id: estimate_tokens(line[h.memory.id]) for h in hits}
+    cost: Callable[[Hit], int] = lambda h: tokens[h.memory.id]  # noqa: E731
     headings = [COLLECTIONS_HEADING, MEMORIES_HEADING]
     spent = 0
     for _ in range(FIT_ROUNDS):

@@ -75,7 +75,8 @@ def relative(root: str, path: str) -> str:
     """``path`` inside ``root``, ``/``-separated (a file root: the file's own name)."""
     if path == root:
         return os.path.basename(path)
-    return os.path.relpath(path, root).replace(os.sep, "/")
+    # Both are normalised absolute paths and ``root`` holds ``path``: a slice is enough.
+    return path[len(root.rstrip(os.sep)) + 1 :].replace(os.sep, "/")
 
 
 def holds(root: str, path: str) -> bool:

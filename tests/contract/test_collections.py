@@ -222,3 +222,23 @@ def test_migrate_store_copies_collections_lines_and_texts(
     with recalld.open(settings=settings, embedder=FakeEmbedder()) as there:
         assert there.collections() == alice.collections()
         assert there.get_files("docs/api/auth.md").files[0].text == AUTH
+
+
+def test_a_file_indexed_before_texts_were_kept_is_read_again_while_unchanged(
+    tmp_path: Path,
+) -> None:
+    settings = recalld.Settings(db=tmp_path / "m.db", cache_dir=None)
+    folder = docs_folder(tmp_path)
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+        engine.index([folder], globs=["**/*.md"], name="docs")
+    with sqlite3.connect(tmp_path / "m.db") as db:  # as the version before m013 left it
+        db.execute("DELETE FROM source_texts")
+    (folder / "guide" / "themes.md").write_text("changed since it was indexed\n", "utf-8")
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+        found = {f.path: f for f in engine.get_files("docs/**/*.md").files}
+        assert found["docs/api/auth.md"].text == AUTH  # unchanged on disk: read and kept
+        assert found["docs/guide/themes.md"].text == ""
+        assert "index --force" in (found["docs/guide/themes.md"].note or "")
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        kept = {r[0] for r in db.execute("SELECT path FROM source_texts")}
+    assert kept == {str(folder / "api" / "auth.md"), str(folder / "guide" / "install.md")}

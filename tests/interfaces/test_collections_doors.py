@@ -151,6 +151,15 @@ def test_http_files_collections_hits_and_context(served: Served) -> None:
     assert "/v1/files" in spec["paths"] and "/v1/collections" in spec["paths"]
 
 
+def test_http_index_by_name_is_for_admin_keys(served: Served) -> None:
+    again = call(served, "admin", "POST", "/v1/index", json={"name": "docs"})
+    assert again.status_code == 200, again.text
+    assert again.json()["files"] == 2
+    assert call(served, "alice", "POST", "/v1/index", json={"name": "docs"}).status_code == 403
+    unknown = call(served, "admin", "POST", "/v1/index", json={"name": "nope"})
+    assert unknown.status_code == 404 and "no collection named 'nope'" in unknown.text
+
+
 def test_http_keeps_each_tenant_to_its_files(served: Served) -> None:
     for pattern in ("docs/api/auth.md", "api/auth.md"):
         refused_ = call(served, "bob", "POST", "/v1/files", json={"pattern": pattern})

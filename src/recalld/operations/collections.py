@@ -7,10 +7,11 @@ The rules (names, how context lines apply, how a path or glob names files) are
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import replace
 
-from recalld.errors import InvalidInputError, NotFoundError
+from recalld.errors import InvalidInputError, NotFoundError, StoreError
 from recalld.records import Collection, FileSet, Hit, InCollection, IndexedFile, SearchResult
 from recalld.requests import MAX_FILES, GetFiles
 from recalld.sources.collections import (
@@ -135,6 +136,7 @@ def get_files(store: Store, request: GetFiles) -> FileSet:
         )
         chosen = chosen[:MAX_FILES]
     texts = index.source_texts([f.path for f in chosen])
+    texts |= _recovered([f for f in chosen if f.path not in texts], index)
     files, budget = [], request.max_bytes
     for f in chosen:
         item = _indexed_file(f, texts.get(f.path), catalog, budget)
@@ -149,6 +151,26 @@ def get_files(store: Store, request: GetFiles) -> FileSet:
     return FileSet(pattern, tuple(files), tuple(notes))
 
 
+def _recovered(files: Sequence[SourceFile], index: SourceIndex) -> dict[str, str]:
+    """The texts of files indexed before texts were kept, read again from disk where the
+    file is still exactly what was indexed (same SHA-256), and kept from now on."""
+    from recalld.sources.reading import SourceReadError, read_text
+
+    found: dict[str, str] = {}
+    for f in files:
+        try:
+            text = read_text(f.path)
+        except SourceReadError:
+            continue
+        if f.content_hash is not None and text.sha256 == f.content_hash:
+            found[f.path] = text.text
+    # A read-only store still answers; the text is then read again next time.
+    with contextlib.suppress(StoreError):
+        if found:
+            index.save_source_texts(found)
+    return found
+
+
 def _indexed_file(f: SourceFile, text: str | None, catalog: Catalog, budget: int) -> IndexedFile:
     label = catalog.label(f.path)
     common = dict(
@@ -160,8 +182,8 @@ def _indexed_file(f: SourceFile, text: str | None, catalog: Catalog, budget: int
     )
     if text is None:
         note = (
-            "indexed before recalld kept the texts of files: run `recalld index --force` on "
-            "its folder to keep it"
+            "indexed before recalld kept the texts of files, and changed or gone since: run "
+            "`recalld index --force` on its folder to keep its text"
         )
         return IndexedFile(text="", bytes=0, note=note, **common)  # type: ignore[arg-type]
     data = text.encode("utf-8")

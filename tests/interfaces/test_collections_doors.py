@@ -190,3 +190,15 @@ def test_mcp_tools_read_files_and_label_hits(served: Served) -> None:
     assert "from docs/api/auth.md: Work documentation; API reference" in text(found)
     assert "has no indexed file" in refused(none)
     assert "not an indexed file" in refused(session(with_key(url, served.keys["bob"]), as_bob))
+
+
+def test_mcp_refuses_more_text_than_its_output_holds(served: Served) -> None:
+    async def run(client: Client) -> Any:
+        tools = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+        assert tools["memory_get_files"]["properties"]["max_bytes"]["maximum"] == 28_000
+        return await client.call_tool(
+            "memory_get_files", {"pattern": "docs/**/*.md", "max_bytes": 1_000_000}
+        )
+
+    said = refused(session(with_key(served.base + "/mcp/", served.keys["alice"]), run))
+    assert "max_bytes" in said

@@ -36,7 +36,8 @@ MaxBytes = Annotated[
     Field(
         description="The text returned over all files, in bytes; a file that does not fit "
         "is cut and says so.",
-        json_schema_extra={"minimum": 1, "maximum": MCP_MAX_FILE_BYTES},
+        ge=1,
+        le=MCP_MAX_FILE_BYTES,
     ),
 ]
 

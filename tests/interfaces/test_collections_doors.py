@@ -52,6 +52,7 @@ def test_the_cli(tmp_path: Path) -> None:
     run_cli(db, "index", str(folder), "--glob", "**/*.md", "--name", "docs", "--context",
             "Work documentation")  # fmt: skip
     run_cli(db, "collection", "context", "docs", "--path", "api", "API reference")
+    assert "collections: docs" in run_cli(db, "status").stdout
     listed = json.loads(run_cli(db, "collection", "list", "--json").stdout)["collections"]
     assert listed[0]["contexts"] == {"": "Work documentation", "api": "API reference"}
     hits = json.loads(run_cli(db, "search", "when do tokens expire", "--json").stdout)["hits"]

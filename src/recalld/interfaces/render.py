@@ -279,6 +279,8 @@ def print_sources(src: SourceStatus) -> None:
         f"[bold]indexed files[/]: {src.indexed} of {src.files} tracked, {src.chunks} chunks, "
         f"from {len(src.roots)} root(s): {_paths(list(src.roots))}"
     )
+    if src.collections:
+        console.print(f"[bold]collections[/]: {escape(', '.join(src.collections))}")
     if src.empty:
         console.print(
             "[bold red]the file index is EMPTY: no chunk is searchable; "

@@ -74,6 +74,8 @@ def test_the_cli(tmp_path: Path) -> None:
         "a plain memory"
     )
     assert "no memory has id" in run_cli(db, "get", "no-such-id", code=3).stderr
+    run_cli(db, "add", "an imported turn", "--id", "D1/3")
+    assert json.loads(run_cli(db, "get", "D1/3", "--json").stdout)["content"] == "an imported turn"
     run_cli(db, "index", "--name", "docs")  # re-index by name
     removed = json.loads(run_cli(db, "collection", "remove", "docs", "--json").stdout)
     assert removed["chunks_deleted"] == 2

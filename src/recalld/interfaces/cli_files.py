@@ -3,10 +3,16 @@ collection`` (list, context, remove): thin adapters over the engine's file metho
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from recalld.errors import NotFoundError
 from recalld.interfaces.cli import CONTEXT_SETTINGS, Ctx, emit_json, errors, pass_ctx
+
+if TYPE_CHECKING:  # `recalld --help` lists this module's commands without loading pydantic
+    from recalld.engine import MemoryEngine
+    from recalld.records import FileSet, Memory
 
 PATH_MARKS = frozenset("/~*?[")
 """A target holding one of these names files (a path or a glob), never a memory id."""
@@ -37,25 +43,15 @@ def get(obj: Ctx, target: str, max_bytes: int | None) -> None:
     matches nothing prints a note and exits 0, and one that matches very many files says
     how many it left out.
     """
+    from recalld.records import Memory
     from recalld.requests import DEFAULT_FILE_BYTES
 
     max_bytes = max_bytes or DEFAULT_FILE_BYTES
     with errors(), obj.engine() as engine:
-        if not _names_files(target):
-            try:
-                _show_memory(obj, engine.get(target))
-                return
-            except NotFoundError:
-                pass
-            try:
-                found = engine.get_files(target, max_bytes=max_bytes)
-            except NotFoundError:
-                raise NotFoundError(
-                    f"no memory has id {target!r}, and no indexed file is named so (a file is "
-                    "NAME/PATH, a path inside a collection, or an absolute path)"
-                ) from None
-        else:
-            found = engine.get_files(target, max_bytes=max_bytes)
+        found = _lookup(engine, target, max_bytes)
+    if isinstance(found, Memory):
+        _show_memory(obj, found)
+        return
     if obj.as_json:
         emit_json(found)
         return
@@ -65,14 +61,38 @@ def get(obj: Ctx, target: str, max_bytes: int | None) -> None:
         click.echo(f"note: {note}", err=True)
 
 
-def _show_memory(obj: Ctx, memory: object) -> None:
+def _lookup(engine: MemoryEngine, target: str, max_bytes: int) -> Memory | FileSet:
+    """The memory ``target`` names, or the indexed files: a target that reads as an id is
+    tried as one first, a path first as a file (an id may hold a ``/`` too)."""
+    as_id = not _names_files(target)
+    if as_id and (memory := _memory(engine, target)) is not None:
+        return memory
+    try:
+        return engine.get_files(target, max_bytes=max_bytes)
+    except NotFoundError:
+        if not as_id and (memory := _memory(engine, target)) is not None:
+            return memory
+        if as_id:
+            raise NotFoundError(
+                f"no memory has id {target!r}, and no indexed file is named so (a file is "
+                "NAME/PATH, a path inside a collection, or an absolute path)"
+            ) from None
+        raise
+
+
+def _memory(engine: MemoryEngine, memory_id: str) -> Memory | None:
+    try:
+        return engine.get(memory_id)
+    except NotFoundError:
+        return None
+
+
+def _show_memory(obj: Ctx, memory: Memory) -> None:
     if obj.as_json:
         emit_json(memory)
         return
     from recalld.interfaces.render import print_memory
-    from recalld.records import Memory
 
-    assert isinstance(memory, Memory)
     print_memory(memory)
 
 

@@ -29,8 +29,9 @@ FACADE = ("open", "load_settings", "migrate_store")
 """Functions, in the order a reader meets them."""
 ENGINE = "MemoryEngine"
 RECORDS = ("NewMemory", "AddResult", "Memory", "MemoryFilter", "TimeRange", "SearchResult",
-           "Hit", "ChannelHit", "Trace", "Context", "Source", "Status", "MigrationReport",
-           "RetrievalConfig", "Settings")  # fmt: skip
+           "Hit", "ChannelHit", "Trace", "InCollection", "Context", "Source", "Collection",
+           "FileSet", "IndexedFile", "Status", "MigrationReport", "RetrievalConfig",
+           "Settings")  # fmt: skip
 """Records and settings: their fields, with the docstring each field has."""
 PIPE = "\\|"
 """A table cell's escaped bar."""

@@ -8,19 +8,19 @@ vectors to an :class:`~recalld.providers.embedders.Embedder`, ranking to
 from __future__ import annotations
 
 import builtins
-import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from recalld.config import Settings, expand_location, load_settings
+from recalld.engine_files import FileMethods, whole_store as _whole_store
 from recalld.errors import InvalidInputError, StoreError
 from recalld.keys import KeyAdmin
-from recalld.operations import files, reading, upkeep, writing
+from recalld.operations import reading, upkeep, writing
 from recalld.operations.reading import FILTER_ARGS, filter_args as _filter_args
 from recalld.operations.upkeep import Status as Status
 from recalld.operations.writing import Progress, Writer
@@ -39,6 +39,7 @@ from recalld.requests import (
     AddMemories,
     ContextQuery,
     ForgetMemories,
+    GetFiles,
     GetMemory,
     ImportRequest,
     ListQuery,
@@ -55,28 +56,10 @@ from recalld.stores.base import IndexBuild, IndexKind, Store, Tenancy
 from recalld.validation import text_of as _text
 
 if TYPE_CHECKING:
-    import threading
-
-    from recalld.sources.importer import ImportReport
-    from recalld.sources.indexer import IndexDeps, IndexProgress, IndexReport
+    pass
 
 
-_Method = TypeVar("_Method", bound=Callable[..., Any])
-
-
-def _whole_store(method: _Method) -> _Method:
-    """Run ``method`` only on a store that is not a partial copy (see
-    :meth:`MemoryEngine.check_whole`)."""
-
-    @functools.wraps(method)
-    def call(self: MemoryEngine, *args: Any, **kwargs: Any) -> Any:
-        self.check_whole()
-        return method(self, *args, **kwargs)
-
-    return cast(_Method, call)
-
-
-class MemoryEngine:
+class MemoryEngine(FileMethods):
     """A memory store with its embedder and retrieval settings. Use :func:`recalld.open`."""
 
     def __init__(
@@ -276,6 +259,7 @@ class MemoryEngine:
             ImportRequest: self.run_import,
             GetMemory: lambda r: self.get(r.id),
             SupersedeMemory: self.run_supersede,
+            GetFiles: self.run_get_files,
         }
         handler = handlers.get(type(request))
         if handler is None:
@@ -442,105 +426,6 @@ class MemoryEngine:
             self._embedder = self._embedder_factory()
         cached = self._with_cache(self._embedder)
         return upkeep.reindex(self.store, self._embedder, cached, progress)
-
-    # -- sources -------------------------------------------------------------------------
-
-    @_whole_store
-    def index(
-        self,
-        paths: Sequence[str | os.PathLike[str]] = (),
-        *,
-        globs: Sequence[str] | None = None,
-        force: bool = False,
-        max_file_bytes: int | None = None,
-        allow_empty: bool = False,
-        follow_symlinks: bool = False,
-        progress: IndexProgress | None = None,
-    ) -> IndexReport:
-        """Index markdown memory files incrementally; see :mod:`recalld.sources.indexer`.
-
-        Args:
-            paths: folders (a memory workspace) or files; none re-indexes every known root.
-            globs: files to pick under each folder (default ``MEMORY.md``, ``memory/**/*.md``).
-            force: re-chunk and re-embed every file, changed or not.
-            max_file_bytes: larger files are skipped and reported (default 5 MB).
-            allow_empty: accept folders that match no file yet.
-            follow_symlinks: follow symbolic links that resolve outside the workspace (by
-                default they are skipped and reported in ``problems``).
-            progress: called with (chunks done, chunks to embed), from before the first.
-
-        Raises:
-            InvalidInputError: a path does not exist, a glob is invalid, or nothing matched.
-            EmbedderMismatchError: the store's vectors come from another embedder.
-        """
-        options = files.index_options(globs, force, max_file_bytes, allow_empty, follow_symlinks)
-        return files.index(paths, options, self._index_deps(), progress)
-
-    def _index_deps(self) -> IndexDeps:
-        return files.index_deps(self._writer())
-
-    @_whole_store
-    def watch(
-        self,
-        paths: Sequence[str | os.PathLike[str]] = (),
-        *,
-        globs: Sequence[str] | None = None,
-        interval: float | None = None,
-        debounce: float | None = None,
-        max_seconds: float | None = None,
-        on_report: Callable[[IndexReport], None] | None = None,
-        stop: threading.Event | None = None,
-    ) -> int:
-        """Index ``paths``, then re-index each settled change; returns the number of runs.
-
-        Runs until ``stop`` is set, ``max_seconds`` pass, or KeyboardInterrupt (which
-        propagates; every finished file stays indexed). Arguments are as for :meth:`index`.
-        """
-
-        def run(names: builtins.list[str], pattern: tuple[str, ...] | None) -> IndexReport:
-            return self.index(names, globs=pattern, allow_empty=True)
-
-        timing = (interval, debounce, max_seconds)
-        return files.watch(self.store, paths, globs, run, timing, on_report, stop)
-
-    @_whole_store
-    def run_import(
-        self, request: ImportRequest, *, progress: Callable[[int, int], None] | None = None
-    ) -> ImportReport:
-        """Import a file in any format (:data:`~recalld.requests.IMPORT_FORMATS`).
-
-        Every format has one policy for bad lines (:func:`~recalld.sources.importer.
-        check_problems`): each is reported in ``problems`` with its number and why, and
-        skipped; with ``strict`` any bad line refuses the whole input, storing nothing.
-        ``memories`` (JSONL, one memory object a line) are stored with deduplication
-        (``turns`` counts the memories read, ``already_present`` the duplicates).
-        Transcripts: see :meth:`import_transcript`. ``progress`` is called with (done,
-        total).
-        """
-        request = parse(ImportRequest, request)
-        return files.run_import(request, self._check_new, self.add_many, progress)
-
-    def import_transcript(
-        self,
-        source: str | os.PathLike[str] | BinaryIO,
-        fmt: str,
-        *,
-        progress: Callable[[int, int], None] | None = None,
-        strict: bool = False,
-    ) -> ImportReport:
-        """Import a conversation transcript turn by turn; re-importing adds nothing.
-
-        Args:
-            source: a file (``.gz`` is decompressed) or a binary stream.
-            fmt: ``jsonl-transcript``, ``claude-code``, ``longmemeval`` or ``locomo``
-                (see :mod:`recalld.sources.transcripts` and :mod:`recalld.sources.datasets`).
-            progress: called with (turns embedded or found stored, turns to store) as the
-                work advances.
-            strict: refuse the whole transcript when any line is bad (default: skip them).
-        """
-        return files.import_transcript(
-            source, fmt, self._check_new, self.add_many, progress, strict
-        )
 
     def _check_new(self, item: NewMemory) -> None:
         """Raise InvalidInputError if ``item`` could not be stored."""

@@ -107,8 +107,11 @@ def _copy(
     if isinstance(src, SourceIndex) and isinstance(dst, SourceIndex):
         for root in src.source_roots():
             dst.save_source_root(root)
+        for line in src.source_contexts():
+            dst.save_source_context(line.root, line.prefix, line.text)
         tracked = src.source_files()
         dst.save_source_files(tracked)
+        dst.save_source_texts(src.source_texts([f.path for f in tracked]))
         files = len(tracked)
     report = _verify(src, dst, tenant, fingerprint, files)
     dst.mark_migration(False)

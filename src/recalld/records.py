@@ -252,6 +252,67 @@ class Hit:
     trace: Trace | None = None
     related: tuple[Memory, ...] = ()
     """With session granularity: the session's other matching memories, best first."""
+    collection: InCollection | None = None
+    """For a chunk of a file in a named collection: the collection, the file's path in it
+    and the context lines that apply (``recalld index PATH --name NAME``)."""
+
+
+@dataclass(frozen=True)
+class InCollection:
+    """Where an indexed file sits: its collection, its path there, and the collection's
+    context lines that apply to it."""
+
+    name: str
+    path: str
+    """The file's path inside the collection's folder (``/``-separated)."""
+    context: tuple[str, ...] = ()
+    """Every context line that applies, the collection's own first, then each sub-path's
+    that holds the file, outermost to innermost."""
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A named folder of indexed files, with its context lines."""
+
+    name: str
+    path: str
+    """The folder (or file) indexed, absolute."""
+    globs: tuple[str, ...]
+    contexts: Mapping[str, str] = field(default_factory=dict)
+    """Context lines by sub-path (``""`` is the collection's own line)."""
+    files: int = 0
+    chunks: int = 0
+    indexed_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class IndexedFile:
+    """One indexed file's text, as it was when its chunks were made."""
+
+    path: str
+    """``collection/path`` for a file of a named collection, else its absolute path."""
+    source_path: str
+    """The absolute path it was indexed from."""
+    collection: InCollection | None
+    text: str
+    """The indexed text, cut at ``max_bytes`` (at a line end when one is near)."""
+    bytes: int
+    """The whole text's size in UTF-8 bytes."""
+    truncated: bool = False
+    chunks: int = 0
+    indexed_at: datetime | None = None
+    note: str | None = None
+    """Why the text is cut or missing, when it is."""
+
+
+@dataclass(frozen=True)
+class FileSet:
+    """The indexed files a path or glob names, by path."""
+
+    pattern: str
+    files: tuple[IndexedFile, ...]
+    notes: tuple[str, ...] = ()
+    """What the answer leaves out and why (a glob that matched nothing, texts cut to fit)."""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from mcp.types import CallToolResult
 
 T = TypeVar("T")
 TOOLS = {"memory_search", "memory_context", "memory_add", "memory_get", "memory_update",
-         "memory_forget", "memory_status", "memory_supersede", "memory_list"}  # fmt: skip
+         "memory_forget", "memory_status", "memory_supersede", "memory_list",
+         "memory_get_files"}  # fmt: skip
 
 
 def session(target: Any, steps: Callable[[Client], Awaitable[T]], **options: Any) -> T:

@@ -63,7 +63,9 @@ OPERATIONS = [("POST", "/v1/memories"), ("GET", "/v1/memories"),
               ("DELETE", "/v1/memories/{memory_id}"),
               ("POST", "/v1/memories/{memory_id}/supersede"), ("POST", "/v1/search"),
               ("POST", "/v1/context"), ("GET", "/v1/status"), ("POST", "/v1/import"),
-              ("POST", "/v1/index"), ("GET", "/healthz")]  # fmt: skip
+              ("POST", "/v1/index"), ("GET", "/healthz"), ("POST", "/v1/files"),
+              ("GET", "/v1/collections"), ("PUT", "/v1/collections/{name}/context"),
+              ("DELETE", "/v1/collections/{name}")]  # fmt: skip
 
 
 def test_every_operation_is_fuzzed(api_schema: Any) -> None:

@@ -33,6 +33,20 @@ generation.allow-x00 = false
 include-name = "POST /v1/import"
 checks.positive_data_acceptance.expected-statuses = ["2XX", "401", "403", "404", "409", "422"]
 
+# A path must name one of the tenant's indexed files, and a collection must exist, which the
+# document (one for every tenant) cannot say.
+[[operations]]
+include-name = "POST /v1/files"
+checks.positive_data_acceptance.expected-statuses = ["2XX", "401", "403", "404", "422"]
+
+[[operations]]
+include-name = "PUT /v1/collections/{name}/context"
+checks.positive_data_acceptance.expected-statuses = ["2XX", "401", "403", "404", "422"]
+
+[[operations]]
+include-name = "DELETE /v1/collections/{name}"
+checks.positive_data_acceptance.expected-statuses = ["2XX", "401", "403", "404", "422"]
+
 # A memory's namespace must be one the caller's key is granted, which the document (one for
 # every key) cannot say.
 [[operations]]

@@ -190,11 +190,11 @@ def test_interrupted_run_leaves_pending_work_that_the_next_run_finishes(
     real = eng.store.replace_file_chunks
     written: list[str] = []
 
-    def dying(file, memories, vectors):  # type: ignore[no-untyped-def]
+    def dying(file, memories, vectors, text=None):  # type: ignore[no-untyped-def]
         if len(written) == 2:
             raise KeyboardInterrupt  # as if the user pressed Ctrl-C mid-run
         written.append(file.path)
-        real(file, memories, vectors)
+        real(file, memories, vectors, text)
 
     monkeypatch.setattr(eng.store, "replace_file_chunks", dying)
     with pytest.raises(KeyboardInterrupt):

@@ -134,6 +134,8 @@ pass_ctx = click.make_pass_decorator(Ctx)
 
 LAZY_COMMANDS = {
     "bench": "recalld.interfaces.cli_bench:bench",
+    "collection": "recalld.interfaces.cli_files:collection",
+    "get": "recalld.interfaces.cli_files:get",
     "import": "recalld.interfaces.cli_sources:import_",
     "index": "recalld.interfaces.cli_sources:index",
     "keys": "recalld.interfaces.cli_serve:keys",
@@ -423,21 +425,6 @@ def _context(obj: Ctx, args: dict[str, Any]) -> None:
 
     context = obj.answer("/v1/context", args, Context, "ContextQuery", "run_context")
     emit_json(context) if obj.as_json else click.echo(context.text or "(nothing found)")
-
-
-@cli.command()
-@click.argument("memory_id")
-@pass_ctx
-def get(obj: Ctx, memory_id: str) -> None:
-    """Show one memory."""
-    with errors(), obj.engine() as engine:
-        memory = engine.get(memory_id)
-    if obj.as_json:
-        emit_json(memory)
-        return
-    from recalld.interfaces.render import print_memory
-
-    print_memory(memory)
 
 
 @cli.command(name="list")

@@ -75,6 +75,17 @@ def print_report(report: IndexReport, as_json: bool) -> None:
     help="Follow symbolic links that lead out of the folder (by default they are "
     "skipped with a warning).",
 )
+@click.option(
+    "--name",
+    help="Make the folder a named collection (its files are then NAME/PATH, and its hits "
+    "carry the name); with no PATH, re-index that collection.",
+)
+@click.option(
+    "--context",
+    "context_line",
+    help="The collection's context line, returned beside its hits (needs --name; sub-paths: "
+    "recalld collection context).",
+)
 @pass_ctx
 def index(
     obj: Ctx,
@@ -83,13 +94,16 @@ def index(
     force: bool,
     max_file_mb: float,
     follow_symlinks: bool,
+    name: str | None,
+    context_line: str | None,
 ) -> None:
     """Index markdown memory files: MEMORY.md and memory/**/*.md under each PATH.
 
     Incremental: only files whose content changed are re-embedded, deleted files lose their
     chunks, and an interrupted run is completed by the next. With no PATH, every workspace
     indexed before is brought up to date. A symbolic link that resolves outside its folder
-    is skipped with a warning unless --follow-symlinks.
+    is skipped with a warning unless --follow-symlinks. With --name the folder becomes a
+    named collection (`recalld collection list`; `recalld get NAME/PATH`).
     """
     from recalld.interfaces.progress import file_progress
 
@@ -105,6 +119,8 @@ def index(
             max_file_bytes=int(max_file_mb * 1e6),
             follow_symlinks=follow_symlinks,
             progress=progress,
+            name=name,
+            context=context_line,
         )
     print_report(report, obj.as_json)
     if report.empty:

@@ -75,6 +75,10 @@ def describe_search(result: SearchResult, explain: bool = False) -> str:
     for hit in result.hits:
         memory = hit.memory
         lines.append(f"{hit.rank}. id {memory.id} | score {hit.score:.4f} | {_labels(memory)}")
+        if hit.collection is not None:
+            label = hit.collection
+            about = f": {'; '.join(label.context)}" if label.context else ""
+            lines.append(f"   from {label.name}/{label.path}{about}")
         lines.append(f"   {_content(memory.content)}" + (_why(hit) if explain else ""))
         if hit.related:
             lines.append(f"   (+{len(hit.related)} more matching memories of this session)")

@@ -74,6 +74,10 @@ class IndexBody:
     paths: tuple[str, ...] = ()
     globs: tuple[str, ...] | None = None
     force: bool = False
+    name: str | None = None
+    """Make the one folder a named collection (no paths: re-index that collection)."""
+    context: str | None = None
+    """The collection's context line (needs ``name``)."""
 
 
 Mode = Literal["validation", "serialization"]

@@ -1,6 +1,6 @@
 """The HTTP API's routes, by resource: the server (``/healthz``, ``/v1/status``), memories
 (``/v1/memories``), retrieval (``/v1/search``, ``/v1/context``) and bulk work
-(``/v1/import``, ``/v1/index``).
+(``/v1/import``, ``/v1/index``); :mod:`.http_files` adds collections and files.
 
 Each route authenticates its caller, turns its body into one of :mod:`recalld.requests`'
 objects with :func:`recalld.requests.parse` (bodies are read by hand, so that a wrong one is
@@ -26,6 +26,7 @@ from recalld.errors import InvalidInputError
 from recalld.interfaces.auth import Caller
 from recalld.interfaces.exposure import public_status, too_large_answer
 from recalld.interfaces.http_errors import ApiError
+from recalld.interfaces.http_files import install_file_routes
 from recalld.interfaces.http_openapi import (
     AddResults,
     ForgetResult,
@@ -116,6 +117,7 @@ def install_routes(app: FastAPI, state: ServerState, answer_cap: Callable[[], in
     _memory_changes(app, doors)
     _retrieval_routes(app, doors)
     _bulk_routes(app, doors)
+    install_file_routes(app, doors, _object)
 
 
 def _server_routes(app: FastAPI, doors: Doors) -> None:
@@ -366,6 +368,12 @@ def _bulk_routes(app: FastAPI, doors: Doors) -> None:
             raise InvalidInputError(describe_errors(errors) if errors else str(exc)) from None
 
         def job() -> Any:
-            return who.engine.index(list(found.paths), globs=found.globs, force=found.force)
+            return who.engine.index(
+                list(found.paths),
+                globs=found.globs,
+                force=found.force,
+                name=found.name,
+                context=found.context,
+            )
 
         return doors.answer(await doors.run(job))

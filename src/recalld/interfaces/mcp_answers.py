@@ -18,7 +18,7 @@ MAX_OUTPUT_CHARS = 60_000
 """The most characters a tool's answer (its text and its structured content together) may
 hold: about 15,000-20,000 tokens, inside Claude Code's default limit of 25,000 tokens a tool
 output, so that a client never cuts an answer (or refuses it) on its own."""
-LISTED = ("hits", "memories")
+LISTED = ("hits", "memories", "files")
 """The lists an answer may be shortened by, from their end."""
 
 

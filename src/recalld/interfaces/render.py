@@ -56,7 +56,8 @@ def print_search(result: SearchResult, explain: bool) -> None:
     for name in ("#", "score", "when", "content", "id"):
         table.add_column(name, overflow="fold")
     for hit in result.hits:
-        content = _short(hit.memory.content, 300) + _where(hit.memory) + _stale(hit.memory)
+        content = _short(hit.memory.content, 300) + _where(hit.memory) + _in_collection(hit)
+        content += _stale(hit.memory)
         table.add_row(
             str(hit.rank),
             f"{hit.score:.4f}",
@@ -117,6 +118,15 @@ def _where(memory: Memory) -> str:
     if source.kind != "file" or not source.path:
         return ""
     return f"\n[dim]{source.path}:{source.line_start}-{source.line_end}[/]"
+
+
+def _in_collection(hit: Hit) -> str:
+    """A collection's file: its ``NAME/PATH`` and the context lines that apply."""
+    label = hit.collection
+    if label is None:
+        return ""
+    lines = "".join(f"\n  {escape(line)}" for line in label.context)
+    return f"\n[dim]{escape(label.name)}/{escape(label.path)}{lines}[/]"
 
 
 def _short(text: str, limit: int) -> str:
@@ -269,6 +279,8 @@ def print_sources(src: SourceStatus) -> None:
         f"[bold]indexed files[/]: {src.indexed} of {src.files} tracked, {src.chunks} chunks, "
         f"from {len(src.roots)} root(s): {_paths(list(src.roots))}"
     )
+    if src.collections:
+        console.print(f"[bold]collections[/]: {escape(', '.join(src.collections))}")
     if src.empty:
         console.print(
             "[bold red]the file index is EMPTY: no chunk is searchable; "

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 from recalld.errors import InvalidInputError
+from recalld.operations.collections import collection_lines, label_hits
 from recalld.providers.embedders import Embedder
-from recalld.records import Context, Memory, SearchResult
+from recalld.records import Context, Hit, Memory, SearchResult
 from recalld.requests import MAX_LIMIT, ContextQuery, SearchQuery, as_utc
 from recalld.retrieval.assemble import fit_budget
 from recalld.retrieval.config import RetrievalConfig
@@ -23,6 +24,14 @@ CONTEXT_MIN_HITS = 50
 ``CONTEXT_TOKENS_PER_HIT`` tokens of budget, so that a budget is filled even when memories
 are short (a chat turn is 20-40 tokens): 2000 tokens draw on 125 hits."""
 CONTEXT_TOKENS_PER_HIT = 16
+COLLECTIONS_HEADING = "[Collections]"
+"""Heads the lines describing the collections the block's file hits come from (each line
+once, however many of its files are in the block)."""
+MEMORIES_HEADING = "[Memories]"
+"""Heads the hits when a collections part precedes them."""
+FIT_ROUNDS = 4
+"""Refits of the hits under the collections' lines: a refit with less room can swap in a
+hit of another collection, rarely more than once."""
 FILTER_ARGS = ("project", "scope", "types", "tags", "session_id", "superseded_by", "since", "until")
 """The keyword arguments of :meth:`MemoryEngine.search` that are :class:`Filters`."""
 
@@ -55,7 +64,7 @@ def run_search(
         granularity=request.granularity,
         near_misses=request.near_misses,
     )
-    result = search(store, embedder, pipeline_request, config, clock(), models)
+    result = label_hits(store, search(store, embedder, pipeline_request, config, clock(), models))
     if request.record_access and result.hits:
         store.record_access([h.memory.id for h in result.hits], clock())
     return result
@@ -88,7 +97,34 @@ def run_context(
         memories, lookup, query.filters.to_memory_filter(), reference
     )
     line = {m.id: context_line(m, successors.get(m.id), reference) for m in memories}
-    chosen = fit_budget(result.hits, lambda h: estimate_tokens(line[h.memory.id]), budget)
+    for hit in result.hits:
+        if hit.collection is not None:  # which file of which collection, before its text
+            where = f"[{hit.collection.name}/{hit.collection.path}] "
+            line[hit.memory.id] = "- " + where + line[hit.memory.id][2:]
+    chosen, header = _fit_with_collections(store, result.hits, line, budget)
     lines = [line[h.memory.id] for h in chosen]
-    text = "\n".join(["[Memory Context]", *lines]) if lines else ""
-    return Context(text, tuple(chosen), sum(estimate_tokens(x) for x in lines), budget)
+    if header:
+        lines = [COLLECTIONS_HEADING, *header, MEMORIES_HEADING, *lines]
+    text = "\n".join(["[Memory Context]", *lines]) if chosen else ""
+    used = sum(estimate_tokens(x) for x in lines) if chosen else 0
+    return Context(text, tuple(chosen), used, budget)
+
+
+def _fit_with_collections(
+    store: Store, hits: Sequence[Hit], line: dict[str, str], budget: int
+) -> tuple[list[Hit], list[str]]:
+    """The hits that fit ``budget`` with the lines of their collections (said once, above
+    the hits): the collections' lines are paid for first, and the hits refitted in what is
+    left until the lines they need are those paid for."""
+    tokens = {h.memory.id: estimate_tokens(line[h.memory.id]) for h in hits}
+    cost: Callable[[Hit], int] = lambda h: tokens[h.memory.id]  # noqa: E731
+    headings = [COLLECTIONS_HEADING, MEMORIES_HEADING]
+    spent = 0
+    for _ in range(FIT_ROUNDS):
+        chosen = fit_budget(hits, cost, max(budget - spent, 0))
+        header = collection_lines(store, chosen)
+        need = sum(estimate_tokens(x) for x in [*header, *headings]) if header else 0
+        if need <= spent:
+            return chosen, header
+        spent = need
+    return chosen, []  # fitted within budget - spent: without the lines it fits

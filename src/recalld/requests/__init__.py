@@ -11,7 +11,8 @@ which is also what the HTTP API documents.
 
 The models live by kind: :mod:`~recalld.requests.search` (search, context, list and their
 filters), :mod:`~recalld.requests.memories` (add, update, supersede, get, forget),
-:mod:`~recalld.requests.importing` (imports); :mod:`~recalld.requests.base` holds what they
+:mod:`~recalld.requests.importing` (imports), :mod:`~recalld.requests.files` (indexed
+files); :mod:`~recalld.requests.base` holds what they
 share (dates, limits, error messages, :func:`parse`). Every name is importable from here.
 """
 
@@ -36,6 +37,13 @@ from recalld.requests.base import (
     describe_errors as describe_errors,
     parse as parse,
     refuse_unstorable as refuse_unstorable,
+)
+from recalld.requests.files import (
+    DEFAULT_FILE_BYTES as DEFAULT_FILE_BYTES,
+    MAX_CONTEXT_CHARS as MAX_CONTEXT_CHARS,
+    MAX_FILES as MAX_FILES,
+    GetFiles as GetFiles,
+    SetContext as SetContext,
 )
 from recalld.requests.importing import ImportRequest as ImportRequest
 from recalld.requests.memories import (
@@ -67,5 +75,6 @@ Request = (
     | ForgetMemories
     | ImportRequest
     | SupersedeMemory
+    | GetFiles
 )
 """Every request :meth:`MemoryEngine.execute` takes."""

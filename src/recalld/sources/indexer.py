@@ -66,6 +66,8 @@ class IndexOptions:
     """Accept paths that match no file (``watch`` waits for files to appear)."""
     follow_symlinks: bool = False
     """Follow symbolic links that lead out of a workspace (skipped with a warning if not)."""
+    name: str | None = None
+    """The collection name to give the one root indexed (checked by the caller)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,8 @@ class _Pending:
     found: FoundFile
     record: SourceFile
     memories: list[Memory]
+    text: str
+    """The text the chunks were made from, kept with them (what ``get`` returns)."""
     replaced: int
     """Chunks of the previous version that the write deletes."""
 
@@ -212,7 +216,8 @@ def _resolve_roots(
             raise InvalidInputError(f"{raw}: {scan.problems[0].message}")
         previous = known.get(path)
         globs = options.globs or (previous.globs if previous else DEFAULT_GLOBS)
-        roots.setdefault(path, SourceRoot(path, globs))
+        name = options.name or (previous.name if previous else None)
+        roots.setdefault(path, SourceRoot(path, globs, name=name))
     return list(roots.values())
 
 
@@ -382,7 +387,7 @@ def _prepare_file(
         deps.clock(),
     )
     tally.bytes_indexed += text.size
-    return _Pending(f, record, memories, old.chunks if old else 0)
+    return _Pending(f, record, memories, text.text, old.chunks if old else 0)
 
 
 def _record_error(
@@ -454,7 +459,7 @@ def _write_group(
         rows = None if vectors is None or count == 0 else vectors[offset : offset + count]
         offset += count
         memories = [replace(m, embedding_fingerprint=fingerprint) for m in item.memories]
-        deps.store.replace_file_chunks(item.record, memories, rows)
+        deps.store.replace_file_chunks(item.record, memories, rows, item.text)
         tally.indexed.append(item.found.path)
         tally.chunks_added += count
         tally.chunks_removed += item.replaced

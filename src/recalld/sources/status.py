@@ -28,6 +28,8 @@ class SourceStatus:
     errors: tuple[Problem, ...]
     """Files that could not be indexed, and why."""
     missing_roots: tuple[str, ...] = ()
+    collections: tuple[str, ...] = ()
+    """The named collections' names (``recalld collection list`` has their lines)."""
 
     @property
     def needs_index(self) -> bool:
@@ -77,4 +79,5 @@ def source_status(store: SourceIndex) -> SourceStatus | None:
         missing=tuple(f.path for f in files if f.path not in seen and f.root not in skip),
         errors=tuple(Problem(f.path, f.error or "") for f in files if f.status == "error"),
         missing_roots=tuple(missing_roots),
+        collections=tuple(sorted(r.name for r in roots if r.name)),
     )

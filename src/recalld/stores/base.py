@@ -221,6 +221,19 @@ class SourceRoot:
     path: str
     globs: tuple[str, ...]
     indexed_at: datetime | None = None
+    name: str | None = None
+    """The collection's name (unique per tenant); None for an unnamed root. Saving a root
+    with no name keeps the name it had."""
+
+
+@dataclass(frozen=True)
+class SourceContext:
+    """A context line of a root (``prefix`` ``""``) or of a sub-path under it."""
+
+    root: str
+    prefix: str
+    """A ``/``-separated path relative to the root, without slashes at its ends."""
+    text: str
 
 
 @dataclass(frozen=True)
@@ -401,16 +414,37 @@ class SourceIndex(Protocol):
         """Insert or update file records (not their chunks) in one transaction."""
 
     def replace_file_chunks(
-        self, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
+        self,
+        file: SourceFile,
+        memories: Sequence[Memory],
+        vectors: Vector | None,
+        text: str | None = None,
     ) -> None:
-        """Swap a file's chunks and record in ONE transaction.
+        """Swap a file's chunks, record and text in ONE transaction.
 
         Deletes the file's chunks, inserts ``memories`` (row i of ``vectors`` is memory
-        i's) and saves ``file``'s record: a crash leaves the file fully old or fully new.
+        i's), saves ``file``'s record and, when given, the ``text`` the chunks were made
+        from: a crash leaves the file fully old or fully new.
         """
 
     def remove_source_files(self, paths: Sequence[str]) -> int:
         """Delete these files' chunks and records in one transaction; returns chunks deleted."""
+
+    def source_contexts(self) -> list[SourceContext]:
+        """The tenant's context lines, by root and prefix."""
+
+    def save_source_context(self, root: str, prefix: str, text: str | None) -> None:
+        """Set the context line of ``root`` at ``prefix`` (``text`` None removes it)."""
+
+    def remove_source_root(self, path: str) -> int:
+        """Forget a root: its record, context lines, files, their texts and chunks, in one
+        transaction; returns the chunks deleted."""
+
+    def source_texts(self, paths: Sequence[str]) -> dict[str, str]:
+        """The indexed texts of these files (those that have one), by path."""
+
+    def save_source_texts(self, texts: Mapping[str, str]) -> None:
+        """Keep these files' indexed texts (by path), as a copy between stores does."""
 
 
 def neighbors_in_sessions(

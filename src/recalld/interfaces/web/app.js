@@ -207,8 +207,17 @@ function hitItem(hit, scale, missed) {
         memory.id),
       toggle),
     el("p", { class: "content" }, memory.content),
+    inCollection(hit.collection),
     missed ? el("p", { class: "lost" }, `lost: ${reason}`) : null,
     details);
+}
+
+// A hit from a collection's file: its NAME/PATH, then each context line that applies.
+function inCollection(label) {
+  if (!label) return null;
+  return el("p", { class: "collection", "data-collection": label.name },
+    el("span", { class: "path" }, `${label.name}/${label.path}`),
+    label.context.map((line) => el("span", { class: "context" }, line)));
 }
 
 function traceView(trace, scale) {

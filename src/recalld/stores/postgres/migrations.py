@@ -532,6 +532,40 @@ KEEP_VECTORS_INLINE = "ALTER COLUMN embedding SET STORAGE MAIN"
 COLUMN embedding TYPE`` carries it along."""
 
 
+def m010_collections(cur: Any) -> None:
+    """Named collections: a root's ``name`` (unique per namespace), the context lines of a
+    root and of sub-paths under it, and each indexed file's text (what ``get`` returns),
+    behind the same wall as the other source tables."""
+    cur.execute("ALTER TABLE source_roots ADD COLUMN IF NOT EXISTS name text")
+    cur.execute(
+        "CREATE UNIQUE INDEX IF NOT EXISTS source_roots_name ON source_roots (namespace, name)"
+        " WHERE name IS NOT NULL"
+    )
+    cur.execute(
+        """
+        CREATE TABLE IF NOT EXISTS source_contexts (
+            namespace text NOT NULL,
+            root text NOT NULL,
+            prefix text NOT NULL,
+            context text NOT NULL,
+            PRIMARY KEY (namespace, root, prefix)
+        )
+        """
+    )
+    cur.execute(
+        """
+        CREATE TABLE IF NOT EXISTS source_texts (
+            namespace text NOT NULL,
+            path text NOT NULL,
+            text text NOT NULL,
+            PRIMARY KEY (namespace, path)
+        )
+        """
+    )
+    for table in ("source_contexts", "source_texts"):
+        _tenant_wall(cur, table, writes=False)
+
+
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -543,6 +577,7 @@ MIGRATIONS: list[Migration] = [
     (7, "m007_tenant_keys", m007_tenant_keys),
     (8, "m008_inline_vectors", m008_inline_vectors),
     (9, "m009_word_postings", m009_word_postings),
+    (10, "m010_collections", m010_collections),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

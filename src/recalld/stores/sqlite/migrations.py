@@ -415,6 +415,34 @@ def m012_word_change_stamps(db: sqlite3.Connection) -> None:
     )
 
 
+def m013_collections(db: sqlite3.Connection) -> None:
+    """Named collections: a root's ``name`` (unique per namespace), the context lines of a
+    root and of sub-paths under it, and each indexed file's text (what ``get`` returns)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(source_roots)")}
+    if "name" not in columns:
+        db.execute("ALTER TABLE source_roots ADD COLUMN name TEXT")
+    run_script(
+        db,
+        """
+        CREATE UNIQUE INDEX IF NOT EXISTS source_roots_name ON source_roots(namespace, name)
+            WHERE name IS NOT NULL;
+        CREATE TABLE IF NOT EXISTS source_contexts (
+            namespace TEXT NOT NULL,
+            root TEXT NOT NULL,
+            prefix TEXT NOT NULL,
+            context TEXT NOT NULL,
+            PRIMARY KEY (namespace, root, prefix)
+        );
+        CREATE TABLE IF NOT EXISTS source_texts (
+            namespace TEXT NOT NULL,
+            path TEXT NOT NULL,
+            text TEXT NOT NULL,
+            PRIMARY KEY (namespace, path)
+        );
+        """,
+    )
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -429,6 +457,7 @@ MIGRATIONS: list[Migration] = [
     (10, "m010_word_changes", m010_word_changes),
     (11, "m011_live_time_index", m011_live_time_index),
     (12, "m012_word_change_stamps", m012_word_change_stamps),
+    (13, "m013_collections", m013_collections),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -201,10 +201,11 @@ def escape_like(text: str) -> str:
 # -- indexed source files ----------------------------------------------------------------
 
 UPSERT_ROOT_SQL = (
-    "INSERT INTO source_roots (namespace, path, globs, added_at, indexed_at)"
-    " VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO source_roots (namespace, path, globs, added_at, indexed_at, name)"
+    " VALUES (?, ?, ?, ?, ?, ?)"
     " ON CONFLICT(namespace, path) DO UPDATE SET globs = excluded.globs,"
-    " indexed_at = COALESCE(excluded.indexed_at, source_roots.indexed_at)"
+    " indexed_at = COALESCE(excluded.indexed_at, source_roots.indexed_at),"
+    " name = COALESCE(excluded.name, source_roots.name)"
 )
 UPSERT_FILE_SQL = (
     "INSERT OR REPLACE INTO source_files"

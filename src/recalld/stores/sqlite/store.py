@@ -27,6 +27,7 @@ from recalld.stores.base import (
     ChannelCandidate,
     DedupKey,
     SearchRows,
+    SourceContext,
     SourceFile,
     SourceRoot,
     StoreStats,
@@ -413,14 +414,36 @@ class SQLiteStore:
             source_index.save_files(self._db, self.tenancy.tenant, files)
 
     def replace_file_chunks(
-        self, file: SourceFile, memories: Sequence[Memory], vectors: Vector | None
+        self,
+        file: SourceFile,
+        memories: Sequence[Memory],
+        vectors: Vector | None,
+        text: str | None = None,
     ) -> None:
         with self._write_words():
-            source_index.replace_chunks(self._db, self.tenancy, file, memories, vectors)
+            source_index.replace_chunks(self._db, self.tenancy, file, memories, vectors, text)
 
     def remove_source_files(self, paths: Sequence[str]) -> int:
         with self._write_words():
             return source_index.remove_files(self._db, self.tenancy.tenant, paths)
+
+    def source_contexts(self) -> list[SourceContext]:
+        return source_index.contexts(self._db, self.tenancy.tenant)
+
+    def save_source_context(self, root: str, prefix: str, text: str | None) -> None:
+        with self._write():
+            source_index.save_context(self._db, self.tenancy.tenant, root, prefix, text)
+
+    def remove_source_root(self, path: str) -> int:
+        with self._write_words():
+            return source_index.remove_root(self._db, self.tenancy.tenant, path)
+
+    def source_texts(self, paths: Sequence[str]) -> dict[str, str]:
+        return source_index.texts(self._db, self.tenancy.tenant, paths)
+
+    def save_source_texts(self, texts: Mapping[str, str]) -> None:
+        with self._write():
+            source_index.save_texts(self._db, self.tenancy.tenant, texts)
 
     # -- API keys, across tenants (stores/sqlite/api_keys.py) -------------------------------
 

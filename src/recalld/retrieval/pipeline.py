@@ -139,13 +139,9 @@ def _search(
     lists += expanded.lists if expanded else ()
     clock.lap("candidates")
     lists, signal = trust_words(lists, config)
+    pools = config.candidates
     fused = fuse(
-        lists,
-        config,
-        max(
-            config.candidates.min_adjust,
-            sized_for(request, config) * config.candidates.adjust_depth,
-        ),
+        lists, config, max(pools.min_adjust, sized_for(request, config) * pools.adjust_depth)
     )
     clock.lap("fuse")
     memories = _rows(store, rows, [f.memory_id for f in fused])
@@ -432,16 +428,11 @@ def trust_words(
 
 def fuse(lists: list[RankedList], config: RetrievalConfig, keep: int) -> list[Fused]:
     """Stage 4: the first ``keep`` of the fused ranking."""
-    if config.fusion.method == "linear":
-        weights = {"semantic": config.fusion.vector_weight, "bm25": config.fusion.text_weight}
-        return linear(lists, {**config.fusion.channel_weights, **weights})[:keep]
-    return rrf(
-        lists,
-        config.fusion.rrf_k,
-        config.fusion.rank_bonus_first,
-        config.fusion.rank_bonus_top3,
-        keep,
-    )
+    settings = config.fusion
+    if settings.method == "linear":
+        weights = {"semantic": settings.vector_weight, "bm25": settings.text_weight}
+        return linear(lists, {**settings.channel_weights, **weights})[:keep]
+    return rrf(lists, settings.rrf_k, settings.rank_bonus_first, settings.rank_bonus_top3, keep)
 
 
 def _cosines(lists: Sequence[RankedList], calibration: Calibration) -> dict[str, float]:

@@ -195,9 +195,12 @@ class RetrievalConfig:
     ``RetrievalConfig(rrf_k=30)`` and ``RetrievalConfig(fusion=FusionSettings(rrf_k=30))``
     make the same config: a keyword is a section, a flat setting name (``FLAT``) or
     ``section.field``, and single settings apply on top of sections. An unknown name is an
-    error that suggests the closest known one.
+    error that suggests the closest known one. Change a config with :meth:`with_changes`,
+    which keeps every setting not named (``dataclasses.replace`` takes whole sections).
     """
 
+    # A new setting is not a field here: it goes in its section (sections.py), with its
+    # reason, and gets one line in FLAT above.
     candidates: CandidateSettings
     """What each channel proposes, and how many fused candidates are scored."""
     fusion: FusionSettings

@@ -19,7 +19,7 @@ BASE = PRESETS["balanced"]
 
 
 def weights(config: RetrievalConfig, **changes: float) -> RetrievalConfig:
-    return config.with_changes(channel_weights={**config.channel_weights, **changes})
+    return config.with_changes(channel_weights={**config.fusion.channel_weights, **changes})
 
 
 VARIANTS: dict[str, RetrievalConfig] = {

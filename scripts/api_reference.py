@@ -140,11 +140,11 @@ def _fields(cls: type) -> list[tuple[str, str]]:
             model_fields.items()]  # fmt: skip
 
 
-def _record(name: str) -> list[str]:
-    cls = getattr(recalld, name)
+def _record(name: str, cls: type | None = None, title: str = "") -> list[str]:
+    cls = cls or getattr(recalld, name)
     notes = _field_docs(cls)
     lines = [
-        f"### `{name}`",
+        title or f"### `{name}`",
         "",
         _markdown(_doc(cls)),
         "",
@@ -155,6 +155,17 @@ def _record(name: str) -> list[str]:
         about = notes.get(field_name, "").replace("|", PIPE)
         lines.append(f"| `{field_name}` | `{annotation.replace('|', PIPE)}` | {about} |")
     return [*lines, ""]
+
+
+def _config_sections() -> list[str]:
+    """Each section of ``RetrievalConfig``, its settings named as ``config.<section>.<name>``
+    reads them (the flat names ``with_changes`` and ``--set`` take are the same but one)."""
+    from recalld.retrieval.config import SECTIONS
+
+    lines: list[str] = []
+    for section, cls in SECTIONS.items():
+        lines += _record(section, cls, f"### `RetrievalConfig.{section}` (`{cls.__name__}`)")
+    return lines
 
 
 def _errors() -> list[str]:
@@ -173,6 +184,8 @@ def render() -> str:
     lines += ["## Records and settings", ""]
     for name in RECORDS:
         lines += _record(name)
+        if name == "RetrievalConfig":
+            lines += _config_sections()
     lines += _errors()
     text = "\n".join(lines)
     return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"

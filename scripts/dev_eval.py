@@ -2,7 +2,7 @@
 each paired query by query against the default and against plain RRF.
 
     PYTHONPATH=src .venv/bin/python scripts/dev_eval.py [--sets workloads,lme,locomo,scifact,helix]
-        [--set NAME=JSON ...] [--variant 'label:NAME=JSON;NAME=JSON'] [--json out.json]
+        [--variant 'label:NAME=JSON;NAME=JSON'] [--json out.json]
         [--word-index-everywhere]
 
 A mechanism is a default only if it wins more queries than it loses on each dev set and

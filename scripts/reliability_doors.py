@@ -367,7 +367,7 @@ def _symlink_probe(run: Run) -> None:
 
 def limit_prefix(run: Run, questions: int) -> None:
     """The first 10 of ``limit=50`` equal ``limit=10``: pools are sized for 50 results
-    whatever smaller limit a search asks for (``RetrievalConfig.stable_limit``)."""
+    whatever smaller limit a search asks for (``RetrievalConfig.candidates.stable_limit``)."""
     for backend in run.backends:
         check = run.check("top 10 of limit=10 == first 10 of limit=50", backend)
         db = run.location(backend, "prefix")

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import httpx
 from reliability_common import Check, Run, cli_env, engine, memories, recalld_command, serve
 
+from recalld.bench.floods import closed_by_server, healthz, open_connections
 from recalld.interfaces import discovery, local_server
 from recalld.interfaces.connections import HEADER_TIMEOUT_S
 from recalld.request_limits import (
@@ -59,48 +60,22 @@ def connection_flood(run: Run) -> None:
 
 def _flood(run: Run, check: Check, port: int) -> None:
     for round_ in range(1 if run.quick else 3):
-        held = []
-        for i in range(FLOOD):
-            with contextlib.suppress(OSError):
-                connection = socket.create_connection(("127.0.0.1", port), timeout=5)
-                if i % 2:
-                    connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-                held.append(connection)
+        held = open_connections(port, FLOOD)
         try:
             started = time.monotonic()
-            answer = _healthz(port)
+            answer = healthz(port)
             took = time.monotonic() - started
             check.attempt(answer.startswith(b"HTTP/1.1 200") and took < HEALTHZ_WITHIN_S,
                           f"round {round_}: /healthz {answer[:20]!r} in {took:.2f} s")  # fmt: skip
             check.observe(took, f"/healthz in {took * 1000:.0f} ms beside {len(held)} "
                           "connections")  # fmt: skip
             time.sleep(HEADER_TIMEOUT_S + 1.5)
-            still = [c for c in held[-100:] if not _closed(c)]
+            still = [c for c in held[-100:] if not closed_by_server(c)]
             check.attempt(not still, f"round {round_}: {len(still)} of the last 100 idle "
                           f"connections still open after {HEADER_TIMEOUT_S + 1.5:g} s")  # fmt: skip
         finally:
             for connection in held:
                 connection.close()
-
-
-def _healthz(port: int) -> bytes:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
-            connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                               b"Connection: close\r\n\r\n")  # fmt: skip
-            return connection.recv(4096)
-    except OSError as exc:
-        return repr(exc).encode()
-
-
-def _closed(connection: socket.socket) -> bool:
-    connection.settimeout(0.05)
-    try:
-        return connection.recv(1) == b""
-    except TimeoutError:
-        return False
-    except OSError:
-        return True
 
 
 # -- discovery capture -----------------------------------------------------------------------

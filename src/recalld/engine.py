@@ -201,9 +201,9 @@ class MemoryEngine(FileMethods):
         """Mark a memory as no longer current: replaced ``by`` a newer memory, or valid
         ``until`` a time (after which it counts as superseded); ``clear`` undoes both.
 
-        Superseded memories rank below current ones (``RetrievalConfig.superseded_factor``),
-        or are left out of search with ``superseded="hide"``; ``get`` and ``list`` still
-        return them.
+        Superseded memories rank below current ones (``superseded_factor`` of
+        ``RetrievalConfig.promises``), or are left out of search with ``superseded="hide"``;
+        ``get`` and ``list`` still return them.
 
         Raises:
             InvalidInputError: neither ``by``, ``until`` nor ``clear`` given, or ``clear``
@@ -389,7 +389,9 @@ class MemoryEngine(FileMethods):
         def run(query: SearchQuery) -> SearchResult:
             return self.run_search(query, config=config)
 
-        return reading.run_context(self.store, request, self.config.max_tokens, run, self._clock)
+        return reading.run_context(
+            self.store, request, self.config.assembly.max_tokens, run, self._clock
+        )
 
     def status(self) -> Status:
         stats, matches, sources = upkeep.status_figures(self.store, self._embedder)

@@ -164,7 +164,7 @@ def test_a_postgres_search_reads_in_one_statement_and_a_few_lookups(
                 assert result.hits
                 assert statements[0].startswith("SELECT value FROM recalld_meta"), statements
                 reads = [s for s in statements[1:] if s.lstrip().startswith("WITH hits")]
-                followed = searched if config.kupdate_follow else 1
+                followed = searched if config.updates.kupdate_follow else 1
                 assert len(reads) == followed, statements
                 rest = [s for s in statements[1:] if s not in reads]
                 assert len(rest) <= 2 and all(s.startswith(lookups) for s in rest), statements

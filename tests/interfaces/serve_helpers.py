@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from recalld.bench.load import answers
 
@@ -45,3 +50,41 @@ def uvicorn_thread(app: Any, host: str, port: int, **options: Any) -> Iterator[i
     finally:
         runner.should_exit = True
         thread.join(timeout=10)
+
+
+SHELL_PROBE = """
+import json, sys
+from recalld.interfaces.cli import cli
+code = 0
+try:
+    cli.main(sys.argv[1:], prog_name="recalld")
+except SystemExit as exc:
+    code = exc.code
+print("\\nMODULES " + json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
+sys.exit(code)
+"""
+"""The CLI in a fresh interpreter, whose output ends with the top-level modules it imported
+(what a shell command had to load: a search served by a local server imports no model)."""
+
+
+def shell_env(tmp_path: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+              ) -> dict[str, str]:  # fmt: skip
+    """The environment of a shell that finds its own local server: a private runtime folder
+    (this process looks there too), the fake embedder, a store in ``tmp_path``."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    return {**cli_env, "XDG_RUNTIME_DIR": str(runtime), "RECALLD_EMBEDDER": "fake",
+            "RECALLD_DB": str(tmp_path / "served.db")}  # fmt: skip
+
+
+def run_shell(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``recalld ARGS`` through :data:`SHELL_PROBE` with ``env``."""
+    return subprocess.run([sys.executable, "-c", SHELL_PROBE, *args], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def shell_output(done: subprocess.CompletedProcess[str]) -> tuple[str, set[str]]:
+    """What the command printed, and the modules it imported."""
+    text, _, modules = done.stdout.rpartition("\nMODULES ")
+    return text, set(json.loads(modules))

@@ -8,7 +8,6 @@ time allowed.
 
 from __future__ import annotations
 
-import contextlib
 import resource
 import signal
 import socket
@@ -20,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 from serve_helpers import free_port, wait_until_serving
+
+from recalld.bench.floods import closed_by_server, healthz, open_connections
 
 pytestmark = pytest.mark.integration
 
@@ -45,39 +46,6 @@ def flood_room() -> Iterator[None]:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def _flood(port: int, count: int) -> list[socket.socket]:
-    """``count`` connections, half silent, half stopped in the middle of a request head."""
-    held = []
-    for i in range(count):
-        try:
-            connection = socket.create_connection(("127.0.0.1", port), timeout=5)
-        except OSError:
-            continue  # refused or reset: the server's choice, not a failure
-        if i % 2:
-            with contextlib.suppress(OSError):
-                connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
-        held.append(connection)
-    return held
-
-
-def _healthz(port: int) -> bytes:
-    """``GET /healthz`` over a plain socket: what it costs the server, not a client's setup."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
-        connection.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                           b"Connection: close\r\n\r\n")  # fmt: skip
-        return connection.recv(4096)
-
-
-def _closed_by_server(connection: socket.socket) -> bool:
-    connection.settimeout(0.05)
-    try:
-        return connection.recv(1) == b""
-    except TimeoutError:
-        return False
-    except OSError:
-        return True
-
-
 def test_idle_and_half_sent_connections_neither_kill_the_server_nor_block_it(
     flood_room: None, cli_env: dict[str, str], recalld_command: list[str], tmp_path: Path
 ) -> None:
@@ -93,15 +61,15 @@ def test_idle_and_half_sent_connections_neither_kill_the_server_nor_block_it(
     held: list[socket.socket] = []
     try:
         wait_until_serving(process, port)
-        held = _flood(port, FLOOD)
+        held = open_connections(port, FLOOD)
         started = time.monotonic()
-        answer = _healthz(port)
+        answer = healthz(port)
         took = time.monotonic() - started
         assert answer.startswith(b"HTTP/1.1 200") and took < 1.0, (answer[:40], took)
         assert process.poll() is None, (tmp_path / "serve.log").read_text()
         # A connection that does not finish its request head in time is closed.
         time.sleep(6.5)
-        open_ = [c for c in held[-50:] if not _closed_by_server(c)]
+        open_ = [c for c in held[-50:] if not closed_by_server(c)]
         assert not open_, f"{len(open_)} of the last 50 idle connections still open"
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
     finally:

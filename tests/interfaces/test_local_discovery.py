@@ -17,40 +17,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from serve_helpers import free_port
+from serve_helpers import free_port, run_shell, shell_env, shell_output
 
 from recalld.interfaces import discovery, local_server
 
 pytestmark = pytest.mark.integration
 
-PROBE = """
-import json, sys
-from recalld.interfaces.cli import cli
-code = 0
-try:
-    cli.main(sys.argv[1:], prog_name="recalld")
-except SystemExit as exc:
-    code = exc.code
-print("\\nMODULES " + json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
-sys.exit(code)
-"""
-
 
 @pytest.fixture
 def env(tmp_path: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
         ) -> dict[str, str]:  # fmt: skip
-    runtime = tmp_path / "runtime"
-    runtime.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    return {**cli_env, "XDG_RUNTIME_DIR": str(runtime), "RECALLD_EMBEDDER": "fake",
-            "RECALLD_DB": str(tmp_path / "served.db")}  # fmt: skip
+    return shell_env(tmp_path, cli_env, monkeypatch)
 
 
 def shell(env: dict[str, str], *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], env=env, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
-    _, _, modules = done.stdout.rpartition("\nMODULES ")
-    return done, set(json.loads(modules))
+    done = run_shell(env, *args)
+    return done, shell_output(done)[1]
 
 
 class Foreign:
@@ -114,7 +96,7 @@ def test_a_foreign_listener_on_the_advertised_port_receives_nothing(
         found, _ = shell(env, "--json", "search", "what is my PIN")
     assert added.returncode == 0 and "numpy" in modules, added.stderr  # ran in-process
     assert found.returncode == 0, found.stderr
-    hits = json.loads(found.stdout.rpartition("\nMODULES ")[0])["hits"]
+    hits = json.loads(shell_output(found)[0])["hits"]
     assert hits and hits[0]["memory"]["content"] == "my new PIN is 9321"  # not forged
     assert listener.received, "the shell never dialled the advertised port"
     assert b"PIN" not in listener.received and b"9321" not in listener.received

@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from serve_helpers import free_port, wait_until_serving
+from serve_helpers import free_port, run_shell, shell_env, shell_output, wait_until_serving
 
 from recalld.interfaces import discovery, local_server
 
@@ -19,27 +18,11 @@ pytestmark = pytest.mark.integration
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
-PROBE = """
-import json, sys
-from recalld.interfaces.cli import cli
-code = 0
-try:
-    cli.main(sys.argv[1:], prog_name="recalld")
-except SystemExit as exc:
-    code = exc.code
-print("\\nMODULES " + json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
-sys.exit(code)
-"""
-
 
 @pytest.fixture
 def env(tmp_path: Path, cli_env: dict[str, str], monkeypatch: pytest.MonkeyPatch
         ) -> dict[str, str]:  # fmt: skip
-    runtime = tmp_path / "runtime"
-    runtime.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))  # this process looks there too
-    return {**cli_env, "XDG_RUNTIME_DIR": str(runtime), "RECALLD_EMBEDDER": "fake",
-            "RECALLD_DB": str(tmp_path / "served.db")}  # fmt: skip
+    return shell_env(tmp_path, cli_env, monkeypatch)
 
 
 @pytest.fixture
@@ -47,15 +30,9 @@ def run(env: dict[str, str]) -> Run:
     """The CLI in a fresh interpreter; stdout ends with the modules it imported."""
 
     def _run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-c", PROBE, *args], env={**env, **extra},
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return run_shell({**env, **extra}, *args)
 
     return _run
-
-
-def output(done: subprocess.CompletedProcess[str]) -> tuple[str, set[str]]:
-    text, _, modules = done.stdout.rpartition("\nMODULES ")
-    return text, set(json.loads(modules))
 
 
 @pytest.fixture
@@ -87,22 +64,22 @@ def test_search_add_and_context_go_through_the_server(
     server: int, run: Run, env: dict[str, str]
 ) -> None:
     found = run("--json", "search", "psycopg deploy", "--explain")
-    text, modules = output(found)
+    text, modules = shell_output(found)
     assert found.returncode == 0, found.stderr
     assert not modules & HEAVY_ON_THE_WAY, sorted(modules & HEAVY_ON_THE_WAY)
     hits = json.loads(text)["hits"]
     assert hits[0]["memory"]["content"].startswith("Pinning psycopg") and hits[0]["trace"]
-    human, modules = output(run("search", "psycopg deploy"))
+    human, modules = shell_output(run("search", "psycopg deploy"))
     assert "Pinning psycopg" in human and "1 hit(s)" in human and "numpy" not in modules
     assert not modules & HEAVY_ON_THE_WAY, sorted(modules & HEAVY_ON_THE_WAY)
-    added, modules = output(run("add", "The staging database moved to port 6543."))
+    added, modules = shell_output(run("add", "The staging database moved to port 6543."))
     assert added.startswith("stored ") and "pydantic" not in modules
-    context, modules = output(run("search", "staging database port", "--context", "200"))
+    context, modules = shell_output(run("search", "staging database port", "--context", "200"))
     assert "port 6543" in context and "numpy" not in modules
     refused = run("search", "x", "--limit", "0")
     assert refused.returncode == 2 and "limit must be between 1 and 1000" in refused.stderr
     # The same answer as in-process: another tenant's shell does not use this server.
-    alone, modules = output(run("--json", "search", "staging database port",
+    alone, modules = shell_output(run("--json", "search", "staging database port",
                                 RECALLD_TENANT="default", RECALLD_PRESET="balanced"))  # fmt: skip
     assert "numpy" in modules  # other settings given: the shell ran it itself
     assert json.loads(alone)["hits"][0]["memory"]["content"].startswith("The staging database")
@@ -121,7 +98,7 @@ def test_the_server_of_another_store_is_never_used(
     with discovery.advertise(settings, "127.0.0.1", server, served.secret) as written:
         assert written is not None and written.is_file()
         found = run("--json", "search", "store", RECALLD_DB=str(other))
-    text, modules = output(found)
+    text, modules = shell_output(found)
     assert "numpy" in modules
     assert [h["memory"]["content"] for h in json.loads(text)["hits"]] == [
         "only in the other store"]  # fmt: skip
@@ -147,7 +124,7 @@ def test_a_stopped_server_leaves_no_file_and_the_shell_runs_alone(
     process.send_signal(signal.SIGTERM)
     process.wait(timeout=30)
     assert list(runtime.iterdir()) == []
-    text, modules = output(run("--json", "search", "memory before"))
+    text, modules = shell_output(run("--json", "search", "memory before"))
     assert json.loads(text)["hits"][0]["memory"]["content"] == "a memory before the server"
     assert "numpy" in modules
 

@@ -141,7 +141,7 @@ def test_a_strong_bm25_signal_skips_expansion(server: ModelServer, tmp_path: Pat
     engine = open_corpus(tmp_path, **llm_settings(server))
     plan = understand("zebrafish experiment new incubator", "hybrid", NOW)
     signal = strong_signal(engine.store, plan, engine_filters(), BALANCED)
-    assert signal is not None and signal[0] >= BALANCED.strong_signal_score
+    assert signal is not None and signal[0] >= BALANCED.expansion.strong_signal_score
     result = engine.search("zebrafish experiment new incubator", mode="hybrid", as_of=NOW)
     note = result.details["stages"][0]
     assert note["stage"] == "expand" and note["status"] == "skipped"

@@ -79,7 +79,9 @@ def test_unrelated_facts_do_not_supersede_each_other_on_a_crowded_scale() -> Non
              "Quarterly tax filing moved to 30 June; the new fee is 120 euros now."]  # fmt: skip
     vectors = model.embed_documents(texts).vectors
     raw_cosine = float(vectors[0] @ vectors[1])
-    assert raw_cosine > BASE.kupdate_change_similarity  # a bare cosine would call them one subject
+    assert (
+        raw_cosine > BASE.updates.kupdate_change_similarity
+    )  # a bare cosine would call them one subject
     old, new = (
         mem("old", texts[0], days_old=10, type="insight"),
         mem("new", texts[1], type="insight"),
@@ -87,7 +89,10 @@ def test_unrelated_facts_do_not_supersede_each_other_on_a_crowded_scale() -> Non
     items = [scored(old, 1.0), scored(new, 0.9)]
     found = {"old": vectors[0], "new": vectors[1]}
     bare = knowledge_updates(items, found, BASE, NOW, True, {}, UNCALIBRATED)
-    assert bare[0].memory.id == "new" and bare[1].factors.get("superseded") == BASE.kupdate_factor
+    assert (
+        bare[0].memory.id == "new"
+        and bare[1].factors.get("superseded") == BASE.updates.kupdate_factor
+    )
     fitted = knowledge_updates(items, found, BASE, NOW, True, {}, calibrate(model))
     assert [s.memory.id for s in fitted] == ["old", "new"]
     assert all("superseded" not in s.factors for s in fitted)
@@ -101,7 +106,7 @@ def test_a_restatement_still_supersedes_on_a_crowded_scale() -> None:
     new = mem("new", "Standup is at 9:30 in room B!", type="insight")
     out = knowledge_updates([scored(old, 1.0), scored(new, 0.9)], {"old": vector, "new": vector},
                             BASE, NOW, True, {}, calibration)  # fmt: skip
-    assert out[0].memory.id == "new" and out[1].factors["superseded"] == BASE.kupdate_factor
+    assert out[0].memory.id == "new" and out[1].factors["superseded"] == BASE.updates.kupdate_factor
 
 
 def test_calibration_is_a_plain_affine_map() -> None:
@@ -258,7 +263,7 @@ def test_memories_of_one_moment_never_supersede_each_other() -> None:
     later = mem("c", "Drug X now lowers blood pressure by 12 mmHg in trials.", days_old=-1)
     out = knowledge_updates([scored(b, 1.0), scored(later, 0.9)], {"b": vector, "c": vector},
                             BASE, NOW, True, {}, UNCALIBRATED)  # fmt: skip
-    assert out[0].memory.id == "c" and out[1].factors["superseded"] == BASE.kupdate_factor
+    assert out[0].memory.id == "c" and out[1].factors["superseded"] == BASE.updates.kupdate_factor
 
 
 def test_reply_lending_stands_aside_where_the_query_language_gives_no_cue() -> None:

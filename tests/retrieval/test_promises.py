@@ -48,7 +48,7 @@ def test_a_replaced_memory_never_ranks_above_its_replacement() -> None:
     # The replacement takes the place the replaced memory had; the replaced one goes under.
     assert new.score == pytest.approx(0.1156) and old.score < new.score
     assert new.factors["in_place_of_replaced"] == pytest.approx(0.1156 / 0.0523)
-    assert old.factors["superseded"] == BASE.superseded_factor
+    assert old.factors["superseded"] == BASE.promises.superseded_factor
     assert "old" in new.promises[0] and "never ranked above" in old.promises[0]
     assert kept.successors == {"old": "new"}
     # However small the factor is set, the rule is the same: and with a factor of 1.0 too.

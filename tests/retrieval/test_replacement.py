@@ -81,14 +81,14 @@ def test_a_dated_page_is_newer_than_an_older_dated_page() -> None:
     b = mem("b", "Standup is at 9:30 in room B", 1, type="chunk",
             source=Source("file", "/w/memory/2026-05-30.md", 1, 2))  # fmt: skip
     factors, _ = updated(ranked(a, b))
-    assert factors == {"a": BASE.kupdate_factor, "b": 1.0}
+    assert factors == {"a": BASE.updates.kupdate_factor, "b": 1.0}
 
 
 def test_notes_added_directly_keep_their_storage_time() -> None:
     old = mem("old", "The standup is in room B", 10, dated=False)
     new = mem("new", "The standup is in room B", 1, dated=False)
     factors, aside = updated(ranked(old, new))
-    assert factors == {"old": BASE.kupdate_factor, "new": 1.0} and not aside
+    assert factors == {"old": BASE.updates.kupdate_factor, "new": 1.0} and not aside
 
 
 def test_an_import_without_event_times_is_not_ordered_by_ingestion() -> None:
@@ -103,7 +103,7 @@ def test_anyone_in_a_channel_may_move_what_another_announced() -> None:
     b = mem("b", "Sprint demo moves to Fridays at 11:00", 1, metadata={"speaker": "Ilse"})
     assert in_order(a, b) == (a, b)
     factors, _ = updated(ranked(a, b))
-    assert factors == {"a": BASE.kupdate_factor, "b": 1.0}
+    assert factors == {"a": BASE.updates.kupdate_factor, "b": 1.0}
 
 
 @pytest.mark.parametrize(

@@ -338,7 +338,9 @@ def test_session_diverse_takes_each_session_first() -> None:
 
 def test_config_is_frozen_and_validated() -> None:
     with pytest.raises(AttributeError):
-        BASE.rrf_k = 5  # type: ignore[misc]
+        BASE.fusion.rrf_k = 5  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        BASE.fusion = BASE.fusion  # type: ignore[misc]
     with pytest.raises(ValueError, match="unknown retrieval setting"):
         BASE.with_changes(nope=1)
     with pytest.raises(ValueError, match="fusion"):
@@ -396,10 +398,11 @@ def test_plain_config_turns_every_adjustment_off() -> None:
     memory = mem("a", days_old=300, priority=2.0, pinned=True, type="insight",
                  metadata={"role": "user"}, access_count=9)  # fmt: skip
     assert factors_for(memory, QueryContext(NOW, "p", "user"), plain) == {}
-    assert plain.session_boost == plain.neighbor_weight == plain.topic_weight == 0.0
-    assert plain.asks_penalty == plain.event_boost == 1.0
-    assert plain.mmr_lambda == 1.0
-    assert plain.channels == BASE.channels and plain.rrf_k == BASE.rrf_k
+    sessions, statements = plain.sessions, plain.statements
+    assert sessions.session_boost == sessions.neighbor_weight == sessions.topic_weight == 0.0
+    assert statements.asks_penalty == statements.event_boost == 1.0
+    assert plain.assembly.mmr_lambda == 1.0
+    assert plain.candidates == BASE.candidates and plain.fusion.rrf_k == BASE.fusion.rrf_k
 
 
 # -- earliest / latest ordering ---------------------------------------------------------

@@ -9,7 +9,7 @@ import platform
 import resource
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,11 +125,10 @@ def load_average() -> list[float] | None:
 
 
 def config_dict(config: RetrievalConfig) -> dict[str, Any]:
-    """A retrieval config as plain JSON values."""
+    """A retrieval config as plain JSON values, by flat setting name (one key a setting)."""
     out: dict[str, Any] = {}
-    for f in fields(config):
-        value = getattr(config, f.name)
-        out[f.name] = (
+    for name, value in config.flat().items():
+        out[name] = (
             dict(value)
             if isinstance(value, Mapping)
             else (list(value) if isinstance(value, tuple) else value)

@@ -32,6 +32,7 @@ from recalld.requests.base import (
     YEARS as YEARS,
     ImportFormat as ImportFormat,
     Moment as Moment,
+    RequestModel as RequestModel,
     as_utc as as_utc,
     check_moment as check_moment,
     describe_errors as describe_errors,

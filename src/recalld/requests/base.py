@@ -312,4 +312,9 @@ def check_range(name: str, low: float, high: float, value: Any) -> Any:
     return value
 
 
-FORBID = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+class RequestModel(BaseModel):
+    """What every request model is: unknown fields refused, frozen once made, and each field's
+    docstring its description in the JSON schema. A model adds to this config (its schema's
+    examples) with ``model_config = ConfigDict(json_schema_extra=...)``; pydantic merges it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     field_validator,
@@ -19,18 +18,15 @@ from recalld.request_limits import (
     MAX_EMBED_CHARS,
     check_embed_chars,
 )
-from recalld.requests.base import ImportFormat
+from recalld.requests.base import ImportFormat, RequestModel
 
 
-class ImportRequest(BaseModel):
+class ImportRequest(RequestModel):
     """Import a file's memories or a transcript (:meth:`MemoryEngine.run_import`): one
     entry point for every format. Give ``path`` (a file the process can read, ``.gz``
     fine) or ``content`` (the file's bytes or text)."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
         json_schema_extra={
             "anyOf": [  # a path or the content, not both
                 {

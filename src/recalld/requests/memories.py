@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StrictBool,
@@ -30,20 +29,18 @@ from recalld.request_limits import (
     embed_chars,
 )
 from recalld.requests.base import (
-    FORBID,
     ISO_MOMENT,
     NOT_BLANK,
     NOTHING_TO_CHANGE,
     Moment,
+    RequestModel,
     check_memory_type,
     check_range,
 )
 
 
-class MemoryFields(BaseModel):
+class MemoryFields(RequestModel):
     """The fields of a memory a caller may set (all but ``content`` optional)."""
-
-    model_config = FORBID
 
     type: MemoryType = "event"
     """``insight``, ``event``, ``raw``, ``turn`` or ``chunk``; ``fact``, ``preference`` ...
@@ -96,9 +93,6 @@ class MemoryIn(MemoryFields):
     """One memory to store."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
         json_schema_extra={
             "examples": [
                 {"content": "My sister Ana arrives on 14 March.", "tags": ["family"]},
@@ -135,14 +129,11 @@ class MemoryIn(MemoryFields):
         )
 
 
-class AddMemories(BaseModel):
+class AddMemories(RequestModel):
     """Memories to store together; nothing is stored if one is refused
     (:meth:`MemoryEngine.run_add`)."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
         json_schema_extra={
             "examples": [
                 {
@@ -197,12 +188,10 @@ def _patch_schema(schema: dict[str, Any]) -> None:
     schema["properties"]["content"]["pattern"] = NOT_BLANK
 
 
-class MemoryPatch(BaseModel):
+class MemoryPatch(RequestModel):
     """Fields to change on a memory; those not given are kept. New content is re-embedded."""
 
-    model_config = ConfigDict(
-        extra="forbid", frozen=True, use_attribute_docstrings=True, json_schema_extra=_patch_schema
-    )
+    model_config = ConfigDict(json_schema_extra=_patch_schema)
 
     content: str | None = None
     type: MemoryType | None = None
@@ -243,10 +232,8 @@ class MemoryPatch(BaseModel):
         return {name: getattr(self, name) for name in self.model_fields_set}
 
 
-class UpdateMemory(BaseModel):
+class UpdateMemory(RequestModel):
     """Change one memory (:meth:`MemoryEngine.run_update`)."""
-
-    model_config = FORBID
 
     id: str = Field(min_length=1, max_length=512)
     changes: MemoryPatch
@@ -258,13 +245,10 @@ class UpdateMemory(BaseModel):
         return self
 
 
-class SupersedeMark(BaseModel):
+class SupersedeMark(RequestModel):
     """What makes a memory no longer current: give ``by``, ``until`` (or both), or ``clear``."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
         json_schema_extra={
             "examples": [{"by": "m-2"}, {"until": "2026-05-01"}, {"clear": True}],
             "anyOf": [  # by, until (or both), or clear alone
@@ -307,23 +291,17 @@ class SupersedeMark(BaseModel):
 class SupersedeMemory(SupersedeMark):
     """Mark one memory as no longer current (:meth:`MemoryEngine.run_supersede`)."""
 
-    model_config = FORBID
-
     id: str = Field(min_length=1, max_length=512)
 
 
-class GetMemory(BaseModel):
+class GetMemory(RequestModel):
     """One memory by id (:meth:`MemoryEngine.get`)."""
 
-    model_config = FORBID
-
     id: str = Field(min_length=1, max_length=512)
 
 
-class ForgetMemories(BaseModel):
+class ForgetMemories(RequestModel):
     """Hide memories from search, or delete them (:meth:`MemoryEngine.run_forget`)."""
-
-    model_config = FORBID
 
     ids: tuple[IdText, ...] = Field(min_length=1, max_length=MAX_IDS)
     hard: StrictBool = False

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StrictBool,
@@ -28,11 +27,11 @@ from recalld.request_limits import (
     Tag,
 )
 from recalld.requests.base import (
-    FORBID,
     MAX_LIMIT,
     MAX_QUERY_CHARS,
     NOT_BLANK,
     Moment,
+    RequestModel,
     as_utc,
     check_limit,
     check_mode,
@@ -44,13 +43,10 @@ from recalld.requests.base import (
 from recalld.retrieval.config import PRESETS
 
 
-class Filters(BaseModel):
+class Filters(RequestModel):
     """Restrictions applied before ranking (search, context) or listing; all optional."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
         json_schema_extra={
             "examples": [{"project": "atlas", "tags": ["deploy"], "since": "2024-03-01"}]
         },
@@ -89,10 +85,8 @@ class Filters(BaseModel):
         )
 
 
-class _Ranked(BaseModel):
+class _Ranked(RequestModel):
     """What search and context share."""
-
-    model_config = FORBID
 
     query: str = Field(
         min_length=1, max_length=MAX_QUERY_CHARS, json_schema_extra={"pattern": NOT_BLANK}
@@ -117,9 +111,6 @@ class SearchQuery(_Ranked):
     """A search: ranked memories for a question (:meth:`MemoryEngine.run_search`)."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
         json_schema_extra={
             "examples": [
                 {"query": "when does my sister arrive?", "limit": 5},
@@ -161,9 +152,6 @@ class ContextQuery(_Ranked):
     (:meth:`MemoryEngine.run_context`)."""
 
     model_config = ConfigDict(
-        extra="forbid",
-        frozen=True,
-        use_attribute_docstrings=True,
         json_schema_extra={
             "examples": [{"query": "what do I know about the deploy?", "max_tokens": 500}]
         },
@@ -189,10 +177,8 @@ class ContextQuery(_Ranked):
         return value
 
 
-class ListQuery(BaseModel):
+class ListQuery(RequestModel):
     """Memories passing filters, newest first (:meth:`MemoryEngine.run_list`)."""
-
-    model_config = FORBID
 
     limit: StrictInt = Field(default=50, ge=1)
     """How many memories (the HTTP API allows at most 1000 a page)."""

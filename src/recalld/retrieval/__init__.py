@@ -1,5 +1,5 @@
 """The retrieval pipeline: understand, retrieve, fuse, adjust, filter, assemble, explain."""
 
-from recalld.retrieval.config import PRESETS, RetrievalConfig, get_preset
+from recalld.retrieval.config import FLAT, PRESETS, SECTIONS, RetrievalConfig, get_preset
 
-__all__ = ["PRESETS", "RetrievalConfig", "get_preset"]
+__all__ = ["FLAT", "PRESETS", "SECTIONS", "RetrievalConfig", "get_preset"]

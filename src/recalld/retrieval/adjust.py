@@ -32,22 +32,22 @@ class Scored:
 
 def decay_factor(memory: Memory, now: datetime, config: RetrievalConfig) -> float:
     """Time decay by age of the memory's reference time; pinned and evergreen are exempt."""
-    if config.decay == "none" or memory.pinned or memory.evergreen:
+    if config.time.decay == "none" or memory.pinned or memory.evergreen:
         return 1.0
-    if not config.decay_turns and is_turn(memory):
+    if not config.time.decay_turns and is_turn(memory):
         return 1.0
     days = max(0.0, (now - memory.reference_time).total_seconds() / 86400)
-    if config.decay == "hyperbolic":
-        return 1.0 / (1.0 + days / config.half_life_days)
-    return float(0.5 ** (days / config.half_life_days))
+    if config.time.decay == "hyperbolic":
+        return 1.0 / (1.0 + days / config.time.half_life_days)
+    return float(0.5 ** (days / config.time.half_life_days))
 
 
 def project_factor(memory: Memory, project: str | None, config: RetrievalConfig) -> float:
     if project is None:
         return 1.0
     if memory.project == project:
-        return config.project_boost
-    return config.project_penalty if memory.project else config.no_project_penalty
+        return config.memory.project_boost
+    return config.memory.project_penalty if memory.project else config.memory.no_project_penalty
 
 
 _ABOUT_ASSISTANT = re.compile(
@@ -115,9 +115,9 @@ class QueryContext:
 
 def role_factor(memory: Memory, role: str | None, config: RetrievalConfig) -> float:
     speaker = memory.metadata.get("role")
-    if role is None or speaker is None or config.role_boost == 1.0:
+    if role is None or speaker is None or config.statements.role_boost == 1.0:
         return 1.0
-    return config.role_boost if speaker == role else 1.0
+    return config.statements.role_boost if speaker == role else 1.0
 
 
 def speaker_of(memory: Memory) -> str | None:
@@ -146,32 +146,34 @@ def event_factor(memory: Memory, config: RetrievalConfig) -> float:
     """Turns that tell of an event score ``event_boost`` more: what people ask of their
     memory is mostly what happened (what they did, got, saw), and a turn that says so is
     more often the answer than one that asks or advises."""
-    if config.event_boost == 1.0 or not is_turn(memory):
+    if config.statements.event_boost == 1.0 or not is_turn(memory):
         return 1.0
     tells = memory.tells_event
     if tells is None:  # a memory that was not read from a store
         tells = states_event(memory.content)
-    return config.event_boost if tells else 1.0
+    return config.statements.event_boost if tells else 1.0
 
 
 def asks_factor(memory: Memory, advice: bool, config: RetrievalConfig) -> float:
     """Memories that only ask score ``asks_penalty``: a question does not state the fact
     another question is after. Not for a query that asks for advice, whose answer is what
     the user asked for before."""
-    if config.asks_penalty == 1.0 or advice or not is_turn(memory):
+    if config.statements.asks_penalty == 1.0 or advice or not is_turn(memory):
         return 1.0
-    return config.asks_penalty if only_asks(memory.content, memory.tells_event) else 1.0
+    return config.statements.asks_penalty if only_asks(memory.content, memory.tells_event) else 1.0
 
 
 def speaker_factor(memory: Memory, query_words: frozenset[str], config: RetrievalConfig) -> float:
     """A question that names a person ("where has Melanie camped?") is mostly answered by
     what that person said: their turns score ``speaker_boost`` more."""
     speaker = speaker_of(memory)
-    if speaker is None or config.speaker_boost == 1.0 or not query_words:
+    if speaker is None or config.statements.speaker_boost == 1.0 or not query_words:
         return 1.0
     names = speaker_names(speaker)
     return (
-        config.speaker_boost if any(n and all(w in query_words for w in n) for n in names) else 1.0
+        config.statements.speaker_boost
+        if any(n and all(w in query_words for w in n) for n in names)
+        else 1.0
     )
 
 
@@ -219,7 +221,7 @@ def identifier_factor(memory: Memory, ctx: QueryContext, config: RetrievalConfig
     ``identifier_boost`` shared among the threads among the candidates that name it
     (:func:`identified_threads`): a ticket number in one thread lifts it fully, a gene
     name in twenty abstracts lifts each by a twentieth, which ranks nothing."""
-    if not ctx.identifiers or config.identifier_boost == 1.0:
+    if not ctx.identifiers or config.statements.identifier_boost == 1.0:
         return 1.0
     return ctx.identified.get(thread_of(memory), 1.0)
 
@@ -258,7 +260,7 @@ def names_identifier(memory: Memory, names: tuple[str, ...]) -> bool:
 def window_factor(memory: Memory, window: TimeRange | None, config: RetrievalConfig) -> float:
     if window is None:
         return 1.0
-    return config.window_boost if window.contains(memory.reference_time) else 1.0
+    return config.time.window_boost if window.contains(memory.reference_time) else 1.0
 
 
 def factors_for(memory: Memory, ctx: QueryContext, config: RetrievalConfig) -> dict[str, float]:
@@ -277,23 +279,27 @@ def _memory_factors(
 ) -> None:
     """The factors of the memory's own fields: age, priority, pin, project, type,
     significance, reinforcement."""
-    if config.decay != "none":
+    if config.time.decay != "none":
         _put(out, "decay", decay_factor(memory, ctx.decay_from or ctx.now, config))
-    if config.use_priority:
+    if config.memory.use_priority:
         _put(out, "priority", memory.priority)
     if memory.pinned:
-        _put(out, "pinned", config.pinned_boost)
+        _put(out, "pinned", config.memory.pinned_boost)
     if ctx.project is not None:
         _put(out, "project", project_factor(memory, ctx.project, config))
-    if config.type_boosts:
-        _put(out, "type", config.type_boosts.get(memory.type, 1.0))
-    if config.significance_weight:
-        _put(out, "significance", 1.0 + config.significance_weight * (memory.significance - 0.5))
-    if config.reinforcement_weight and memory.access_count:
+    if config.memory.type_boosts:
+        _put(out, "type", config.memory.type_boosts.get(memory.type, 1.0))
+    if config.memory.significance_weight:
+        _put(
+            out,
+            "significance",
+            1.0 + config.memory.significance_weight * (memory.significance - 0.5),
+        )
+    if config.memory.reinforcement_weight and memory.access_count:
         _put(
             out,
             "reinforcement",
-            1.0 + config.reinforcement_weight * math.log2(1 + memory.access_count),
+            1.0 + config.memory.reinforcement_weight * math.log2(1 + memory.access_count),
         )
 
 
@@ -304,15 +310,15 @@ def _query_factors(
     conversation priors (events told, questions that only ask)."""
     if ctx.role is not None:
         _put(out, "role", role_factor(memory, ctx.role, config))
-    if ctx.query_words and config.speaker_boost != 1.0:
+    if ctx.query_words and config.statements.speaker_boost != 1.0:
         _put(out, "speaker", speaker_factor(memory, ctx.query_words, config))
     if ctx.identifiers:
         _put(out, "identifier", identifier_factor(memory, ctx, config))
     if ctx.window is not None:
         _put(out, "time_window", window_factor(memory, ctx.window, config))
-    if config.event_boost != 1.0:
+    if config.statements.event_boost != 1.0:
         _put(out, "event_statement", event_factor(memory, config))
-    if config.asks_penalty != 1.0 and not ctx.advice:
+    if config.statements.asks_penalty != 1.0 and not ctx.advice:
         _put(out, "only_asks", asks_factor(memory, ctx.advice, config))
 
 
@@ -333,10 +339,12 @@ def adjust(
     freshest memory that matches decays not at all, like a pinned or evergreen one, so an
     old store's dated notes are not all outranked by its undated ones."""
     dated = [m.reference_time for m in memories.values() if not (m.pinned or m.evergreen)]
-    if dated and config.decay != "none":
+    if dated and config.time.decay != "none":
         ctx = replace(ctx, decay_from=min(ctx.now, max(dated)))
-    if ctx.identifiers and config.identifier_boost != 1.0:
-        found = identified_threads(memories.values(), ctx.identifiers, config.identifier_boost)
+    if ctx.identifiers and config.statements.identifier_boost != 1.0:
+        found = identified_threads(
+            memories.values(), ctx.identifiers, config.statements.identifier_boost
+        )
         ctx = replace(ctx, identified=found)
     out: list[Scored] = []
     for item in fused:
@@ -380,8 +388,8 @@ def knowledge_updates(
     """
     marked = {s.memory.id for s in scored if is_superseded(s.memory, reference)}
     found: set[str] = set()
-    if config.kupdate_factor < 1.0 and applies:
-        window = scored[: config.kupdate_window]
+    if config.updates.kupdate_factor < 1.0 and applies:
+        window = scored[: config.updates.kupdate_window]
         found, held = _restated(window, vectors, cosines or {}, config, calibration)
         found -= marked
         if held and aside is not None:
@@ -390,7 +398,7 @@ def knowledge_updates(
         return scored
     out = []
     for item in scored:
-        factor = config.kupdate_factor if item.memory.id in found else 1.0
+        factor = config.updates.kupdate_factor if item.memory.id in found else 1.0
         if factor != 1.0:
             item = replace(
                 item, score=item.score * factor, factors={**item.factors, "superseded": factor}
@@ -471,7 +479,7 @@ def _replaced(
     would but for a version number; else False."""
     # A turn that repeats an older one retells or confirms it ("Noted: the move is on May
     # 30th"); a note or a fact restated later is its newer version.
-    if cosine >= config.kupdate_similarity and not is_turn(new):
+    if cosine >= config.updates.kupdate_similarity and not is_turn(new):
         return True
     # A change names the new value ("now lands on April 14th", "bumped to 24.2"); "you're
     # now helping others" says nothing changed about a fact.
@@ -487,12 +495,16 @@ def same_subject(
 ) -> bool:
     """Whether a newer memory (id ``new``) that says something changed is on the subject of
     ``old``, given their ``cosine`` and the query ``cosines`` (see :func:`knowledge_updates`)."""
-    if cosine >= config.kupdate_change_similarity:
+    if cosine >= config.updates.kupdate_change_similarity:
         return True
-    if cosine < config.kupdate_related_similarity:
+    if cosine < config.updates.kupdate_related_similarity:
         return False
     old_q, new_q = cosines.get(old), cosines.get(new)
-    return old_q is not None and new_q is not None and new_q >= config.kupdate_query_ratio * old_q
+    return (
+        old_q is not None
+        and new_q is not None
+        and new_q >= config.updates.kupdate_query_ratio * old_q
+    )
 
 
 def other_projects(a: Memory, b: Memory) -> bool:
@@ -505,8 +517,8 @@ def time_order(scored: list[Scored], order: str | None, config: RetrievalConfig)
     candidates gain up to ``order_weight`` by their place in time: rank-normalised, so
     the oldest (``earliest``) or the newest (``latest``) gains the whole share and ties in
     time gain the same. Deeper candidates are untouched; the result is re-sorted."""
-    top = scored[: config.order_depth]
-    if order is None or config.order_weight <= 0 or len(top) < 2:
+    top = scored[: config.time.order_depth]
+    if order is None or config.time.order_weight <= 0 or len(top) < 2:
         return scored
     times = sorted({s.memory.reference_time for s in top})
     if len(times) < 2:
@@ -515,7 +527,7 @@ def time_order(scored: list[Scored], order: str | None, config: RetrievalConfig)
     out = []
     for item in top:
         position = place[item.memory.reference_time]
-        share = config.order_weight * (position if order == "latest" else 1.0 - position)
+        share = config.time.order_weight * (position if order == "latest" else 1.0 - position)
         if share:
             factors = {**item.factors, f"order_{order}": 1.0 + share}
             item = Scored(item.memory, item.fused, item.score * (1.0 + share), factors)

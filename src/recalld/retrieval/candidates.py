@@ -40,12 +40,12 @@ def retrieve(
     :func:`read_candidates`; ``query_vector``: the query's, when stage 2 embedded it
     already)."""
     pool = pool_size(request, config)
-    channels = ("semantic",) if plan.mode == "vector" else config.channels
+    channels = ("semantic",) if plan.mode == "vector" else config.candidates.channels
     wanted = {c: pool if c in channels else 0 for c in LISTS}
     with_vector = wanted["semantic"] > 0
     need = Need(wanted, plan.terms, plan.text, plan.entities, plan.time_window, with_vector)
     requests = [channel_request(need, request.filters)]
-    if plan.time_terms and wanted["bm25"] and config.time_terms_weight > 0:
+    if plan.time_terms and wanted["bm25"] and config.fusion.time_terms_weight > 0:
         time_need = Need({"bm25": wanted["bm25"]}, plan.time_terms, " ".join(plan.time_terms))
         requests.append(channel_request(time_need, request.filters))
 
@@ -56,27 +56,30 @@ def retrieve(
         embedded.append(vector)
         return vector
 
+    sessions = config.sessions
     rows = read_candidates(
         store,
         requests,
         embed if with_vector else None,
         vectors=needs_vectors(config),
-        neighbor_radius=config.neighbor_radius if config.neighbor_weight > 0 else 0,
-        neighbor_depth=config.neighbor_depth,
+        neighbor_radius=sessions.neighbor_radius if sessions.neighbor_weight > 0 else 0,
+        neighbor_depth=sessions.neighbor_depth,
     )
     if embedded and not store.exact_vectors():
         rows = complete_vectors(store, rows, embedded[0], wanted["semantic"])
     found = channel_lists(rows.channels[0], pool)
-    weight = config.original_query_weight
+    weight = config.fusion.original_query_weight
     lists = [
-        RankedList(name, found[name], weight * config.channel_weights.get(name, 1.0))
+        RankedList(name, found[name], weight * config.fusion.channel_weights.get(name, 1.0))
         for name in LISTS
         if found.get(name)
     ]
     if len(rows.channels) > 1:
         timed = channel_lists(rows.channels[1], pool).get("bm25")
         if timed:
-            lists.append(RankedList("bm25_time", timed, weight * config.time_terms_weight, False))
+            lists.append(
+                RankedList("bm25_time", timed, weight * config.fusion.time_terms_weight, False)
+            )
     return lists, rows
 
 
@@ -176,7 +179,7 @@ def read_candidates(
 def needs_vectors(config: RetrievalConfig, updates: bool = True) -> bool:
     """Whether a stage compares memories by their vectors (``updates``: whether knowledge
     updates apply to this query)."""
-    return (updates and config.kupdate_factor < 1.0) or (
-        config.mmr_similarity == "cosine"
-        and (config.mmr_lambda < 1.0 or config.diverse_aggregation)
+    return (updates and config.updates.kupdate_factor < 1.0) or (
+        config.assembly.mmr_similarity == "cosine"
+        and (config.assembly.mmr_lambda < 1.0 or config.assembly.diverse_aggregation)
     )

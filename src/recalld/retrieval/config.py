@@ -1,342 +1,263 @@
-"""Every tuning constant of the pipeline, named, with its reason, in one frozen object."""
+"""Every tuning constant of the pipeline, named, with its reason: one frozen
+:class:`RetrievalConfig` made of sections (:mod:`recalld.retrieval.sections`), and the presets.
+
+Code reads a setting through its section (``config.fusion.rrf_k``). The flat names
+(``rrf_k``) stay accepted wherever settings are given: ``RetrievalConfig(rrf_k=30)``,
+:meth:`RetrievalConfig.with_changes`, ``recalld bench --set rrf_k=30``, the variants of
+``scripts/dev_eval.py``; reports list a config by its flat names (:meth:`RetrievalConfig.flat`).
+"""
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
 from recalld.errors import InvalidInputError
+from recalld.retrieval.sections import (
+    LISTS,
+    AssemblySettings,
+    CandidateSettings,
+    ExpansionSettings,
+    FusionSettings,
+    MemorySettings,
+    PromiseSettings,
+    RerankSettings,
+    SessionSettings,
+    StatementSettings,
+    TimeSettings,
+    UpdateSettings,
+)
+
+__all__ = ["FLAT", "LISTS", "PRESETS", "SECTIONS", "RetrievalConfig", "get_preset"]
+
+SECTIONS: Mapping[str, type[Any]] = MappingProxyType(
+    {
+        "candidates": CandidateSettings,
+        "fusion": FusionSettings,
+        "memory": MemorySettings,
+        "time": TimeSettings,
+        "statements": StatementSettings,
+        "updates": UpdateSettings,
+        "promises": PromiseSettings,
+        "sessions": SessionSettings,
+        "assembly": AssemblySettings,
+        "expansion": ExpansionSettings,
+        "rerank": RerankSettings,
+    }
+)
+"""The sections of a config, in pipeline order (the order :meth:`RetrievalConfig.flat` lists)."""
+
+FLAT: Mapping[str, str] = MappingProxyType(
+    {
+        # candidates
+        "candidate_multiplier": "candidates",
+        "min_candidates": "candidates",
+        "adjust_depth": "candidates",
+        "min_adjust": "candidates",
+        "stable_limit": "candidates",
+        "channels": "candidates",
+        # fusion
+        "fusion": "fusion.method",
+        "rrf_k": "fusion",
+        "channel_weights": "fusion",
+        "time_terms_weight": "fusion",
+        "original_query_weight": "fusion",
+        "rank_bonus_first": "fusion",
+        "rank_bonus_top3": "fusion",
+        "vector_weight": "fusion",
+        "text_weight": "fusion",
+        # memory
+        "use_priority": "memory",
+        "pinned_boost": "memory",
+        "project_boost": "memory",
+        "project_penalty": "memory",
+        "no_project_penalty": "memory",
+        "type_boosts": "memory",
+        "significance_weight": "memory",
+        "reinforcement_weight": "memory",
+        # time
+        "decay": "time",
+        "half_life_days": "time",
+        "decay_turns": "time",
+        "window_boost": "time",
+        "order_weight": "time",
+        "order_depth": "time",
+        "anchor_events": "time",
+        "anchor_min_score": "time",
+        # statements
+        "role_boost": "statements",
+        "speaker_boost": "statements",
+        "identifier_boost": "statements",
+        "event_boost": "statements",
+        "asks_penalty": "statements",
+        # updates
+        "kupdate_factor": "updates",
+        "kupdate_similarity": "updates",
+        "kupdate_change_similarity": "updates",
+        "kupdate_related_similarity": "updates",
+        "kupdate_query_ratio": "updates",
+        "kupdate_window": "updates",
+        "kupdate_follow": "updates",
+        "kupdate_follow_pool": "updates",
+        # promises
+        "superseded_factor": "promises",
+        "superseded": "promises",
+        # sessions
+        "session_boost": "sessions",
+        "session_support": "sessions",
+        "session_support_turns": "sessions",
+        "topic_weight": "sessions",
+        "topic_turns": "sessions",
+        "neighbor_weight": "sessions",
+        "answer_weight": "sessions",
+        "reply_weight": "sessions",
+        "neighbor_radius": "sessions",
+        "neighbor_depth": "sessions",
+        # assembly
+        "min_score": "assembly",
+        "max_gap": "assembly",
+        "protect_top": "assembly",
+        "dedupe": "assembly",
+        "mmr_lambda": "assembly",
+        "mmr_similarity": "assembly",
+        "diverse_aggregation": "assembly",
+        "diversity_lambda": "assembly",
+        "max_tokens": "assembly",
+        # expansion
+        "expand": "expansion",
+        "llm_routing": "expansion",
+        "expansion_weight": "expansion",
+        "strong_signal_score": "expansion",
+        "strong_signal_gap": "expansion",
+        "strong_signal_weight": "expansion",
+        # rerank
+        "rerank_depth": "rerank",
+        "rerank_chunk_words": "rerank",
+        "rerank_weight_top3": "rerank",
+        "rerank_weight_top10": "rerank",
+        "rerank_weight_rest": "rerank",
+    }
+)
+"""Every flat setting name and the section that holds it (``section.field`` where the section
+names the field otherwise). A new setting is a field in its section (with its reason) and
+one line here; ``tests/retrieval/test_config_sections.py`` checks that the two agree."""
+
+_FIELDS = {name: frozenset(f.name for f in fields(kind)) for name, kind in SECTIONS.items()}
+_DOTTED = [f"{name}.{field}" for name, names in _FIELDS.items() for field in sorted(names)]
 
 
-def _frozen(mapping: Mapping[str, float]) -> Mapping[str, float]:
-    return MappingProxyType(dict(mapping))
+def _path(name: str) -> tuple[str, str] | None:
+    """The section and field a setting name means (a flat name or ``section.field``)."""
+    if name in FLAT:
+        section, _, field_name = FLAT[name].partition(".")
+        return section, field_name or name
+    section, dot, field_name = name.partition(".")
+    return (section, field_name) if dot and field_name in _FIELDS.get(section, ()) else None
 
 
-LISTS = ("semantic", "bm25", "entity", "temporal")
-"""The ranked lists fusion reads, in this order (a list's weight and trace follow it): the
-names ``channels`` and ``channel_weights`` take. Every retrieval channel feeds one of them
-(:data:`recalld.retrieval.channels.CHANNELS`)."""
+def _unknown(names: list[str]) -> InvalidInputError:
+    said = []
+    for name in names:
+        close = difflib.get_close_matches(name, [*FLAT, *_DOTTED], n=1)
+        said.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return InvalidInputError(f"unknown retrieval setting(s): {', '.join(said)}")
 
 
-@dataclass(frozen=True)
+def _sectioned(base: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` (section name -> section) with ``settings`` applied: whole sections first,
+    then single settings by flat name or ``section.field`` (``fusion="linear"`` is the flat
+    name of ``fusion.method``, a string where the section is a ``FusionSettings``)."""
+    sections = dict(base)
+    changes: dict[str, dict[str, Any]] = {}
+    unknown: list[str] = []
+    for name, value in settings.items():
+        if name in SECTIONS and isinstance(value, SECTIONS[name]):
+            sections[name] = value
+        elif (path := _path(name)) is not None:
+            changes.setdefault(path[0], {})[path[1]] = value
+        else:
+            unknown.append(name)
+    if unknown:
+        raise _unknown(sorted(unknown))
+    for section, values in changes.items():
+        sections[section] = replace(sections[section], **values)
+    return sections
+
+
+@dataclass(frozen=True, init=False)
 class RetrievalConfig:
-    """Settings of one search; presets are instances, variants come from ``replace``."""
+    """Settings of one search, in sections; presets are instances, variants come from
+    :meth:`with_changes`.
 
-    # -- candidates -----------------------------------------------------------------------
-    candidate_multiplier: int = 4
-    """Each channel proposes ``limit x candidate_multiplier`` candidates (OpenClaw's 4)."""
-    min_candidates: int = 40
-    """Floor on the per-channel pool, so small limits still see enough candidates."""
-    adjust_depth: int = 2
-    """Only the top ``limit x adjust_depth`` fused candidates (at least ``min_adjust``) are
-    loaded, adjusted and filtered: deeper ones cannot plausibly reach the results, and
-    loading them is most of a search's cost. 2 and 3 measured the same on LongMemEval and
-    LoCoMo at 50 hits a search; 1 lost 0.3 points of LoCoMo evidence@10."""
-    min_adjust: int = 60
-    stable_limit: int = 50
-    """Pools (per channel, and of the candidates adjusted) are sized for this many results
-    whatever smaller ``limit`` a search asks for, so the top k of a search is the first k
-    of any larger one up to this limit: an agent that asks for more results gets the same
-    best answers, then more. Past it, the pools grow with the limit."""
-    channels: tuple[str, ...] = ("semantic", "bm25", "temporal")
-    """Channels run in hybrid mode; vector mode runs ``semantic`` alone. The ``entity``
-    channel is available but not a default: with the offline extractor it cost 2-7 points
-    of R@1 on LongMemEval_S and LoCoMo (docs/benchmarks.md, ablations)."""
+    ``RetrievalConfig(rrf_k=30)`` and ``RetrievalConfig(fusion=FusionSettings(rrf_k=30))``
+    make the same config: a keyword is a section, a flat setting name (``FLAT``) or
+    ``section.field``, and single settings apply on top of sections. An unknown name is an
+    error that suggests the closest known one. Change a config with :meth:`with_changes`,
+    which keeps every setting not named (``dataclasses.replace`` takes whole sections).
+    """
 
-    # -- fusion ---------------------------------------------------------------------------
-    fusion: str = "rrf"
-    """``rrf`` (weighted reciprocal rank fusion) or ``linear`` (OpenClaw's weighted merge)."""
-    rrf_k: int = 60
-    """RRF constant: the standard value from the literature (CEMS, QMD, Unforget)."""
-    channel_weights: Mapping[str, float] = field(
-        default_factory=lambda: _frozen(
-            {"semantic": 1.0, "bm25": 1.0, "entity": 0.6, "temporal": 0.2}
-        )
-    )
-    """Per-channel RRF weights (Unforget's "personal assistant" profile, temporal lowered).
-    BM25 at 1.5 gained 1 point on LoCoMo but lost 7 of R@1 on LongMemEval_S: kept at 1.0."""
-    time_terms_weight: float = 0.3
-    """RRF weight of a second BM25 list for the query's time words ("January", "Friday"),
-    which the main BM25 list leaves to the time window: "what did we ship in January?"
-    still finds the note that says January. 0 turns it off."""
-    original_query_weight: float = 2.0
-    """Lists from the user's own query count double against expansions (QMD)."""
-    rank_bonus_first: float = 0.05
-    """Added to a memory ranked first in any original-query list (QMD's top-rank guard)."""
-    rank_bonus_top3: float = 0.02
-    """Added to a memory ranked second or third in any original-query list."""
-    vector_weight: float = 0.7
-    """Linear fusion: weight of the vector score (OpenClaw)."""
-    text_weight: float = 0.3
-    """Linear fusion: weight of the BM25 score (OpenClaw)."""
+    # A new setting is not a field here: it goes in its section (sections.py), with its
+    # reason, and gets one line in FLAT above.
+    candidates: CandidateSettings
+    """What each channel proposes, and how many fused candidates are scored."""
+    fusion: FusionSettings
+    """How the channels' ranked lists become one."""
+    memory: MemorySettings
+    """Factors a memory carries whatever the query."""
+    time: TimeSettings
+    """Decay, the query's time window, its ends of time and events."""
+    statements: StatementSettings
+    """What a memory states and who states it."""
+    updates: UpdateSettings
+    """Knowledge updates we infer."""
+    promises: PromiseSettings
+    """What a user stated: memories marked superseded."""
+    sessions: SessionSettings
+    """Evidence from a memory's session."""
+    assembly: AssemblySettings
+    """Filters, duplicates, diversity, the context budget."""
+    expansion: ExpansionSettings
+    """Query expansion and routing by an LLM; the strong-signal probe."""
+    rerank: RerankSettings
+    """The reranker stage."""
 
-    # -- adjustments ----------------------------------------------------------------------
-    decay: str = "exponential"
-    """``hyperbolic`` (CEMS ``1/(1+days/half_life)``), ``exponential`` (OpenClaw) or ``none``."""
-    half_life_days: float = 365.0
-    """Hyperbolic decay half-life (CEMS: 60 days); exponential uses it as the half-life too."""
-    decay_turns: bool = False
-    """Whether conversation turns decay too (notes, facts and documents do, unless pinned or
-    evergreen). Off: on LoCoMo, whose questions ask about any moment of a long
-    conversation, decaying turns cost 4.3 points of turn R@10."""
-    use_priority: bool = True
-    """Multiply by the memory's priority (1.0-2.0)."""
-    pinned_boost: float = 1.1
-    """Pinned memories x1.1 (CEMS)."""
-    project_boost: float = 2.0
-    project_penalty: float = 0.5
-    no_project_penalty: float = 0.9
-    """With a project given: same project x2, another named project x0.5, none x0.9. CEMS
-    uses x1.3 / x0.8; on workloads dev (coding agents asking within a project) the stronger
-    pair puts the project's own answer in the top 5 on 4 more queries and loses none, flat
-    from x2 / x0.5 to x3 / x0.33. A memory with no project (a general note) keeps x0.9."""
-    type_boosts: Mapping[str, float] = field(
-        default_factory=lambda: _frozen(
-            {"insight": 1.0, "event": 1.0, "raw": 1.0, "turn": 1.0, "chunk": 1.0}
-        )
-    )
-    """Per-type factors, neutral by default. Unforget's (insight 1.2, raw 0.5) measured no
-    net gain on any dev set (workloads hit@1 1 won / 0 lost, mrr@10 1 won / 4 lost; no
-    change on LongMemEval_S or LoCoMo), so they are not a default; set them for a store
-    whose types mean that."""
-    significance_weight: float = 0.0
-    """Factor ``1 + w * (significance - 0.5)``; 0 turns it off."""
-    reinforcement_weight: float = 0.0
-    """Factor ``1 + w * log2(1 + access_count)`` (MemU); 0 turns it off."""
+    def __init__(self, **settings: Any) -> None:
+        defaults = {name: kind() for name, kind in SECTIONS.items()}
+        for name, section in _sectioned(defaults, settings).items():
+            object.__setattr__(self, name, section)
 
-    role_boost: float = 1.3
-    """Turns spoken by the role the query is about (the user, unless it asks what the
-    assistant said) score this much more; 1.0 turns it off. Measured: +7 points R@1 on
-    LongMemEval_S (at 1.2); 1.3-1.4 then gained one synth question at R@1, 1.5 and more
-    lost one on LongMemEval_S; no effect where turns carry no role."""
-    speaker_boost: float = 1.5
-    """Turns spoken by a person the query names (``metadata["speaker"]``, or a ``role``
-    that is a name) score this much more; 1.0 turns it off. Measured on LoCoMo: turn
-    R@1 0.266 -> 0.377, R@10 0.750 -> 0.764, evidence@10 0.684 -> 0.695 (2.0 did less
-    well); no effect on LongMemEval, whose roles are user and assistant. A speaker is
-    named by their full name, their first name, or the organisation in brackets after it
-    ("Karin Vos (Pinecrest Outfitters)"): on workloads dev +1 hit@1, +1 hit@5, none lost."""
-    identifier_boost: float = 2.0
-    """Memories that contain an identifier the query names (a token with letters and
-    digits: ``CC-1043``, ``INC0048213``, ``BME280``), and the other memories of their
-    sessions (the ticket's thread), score this much more; 1.0 turns it off. Measured on
-    workloads dev: 5 queries rank their answer higher (hit@5 +1), none lower; 1.5 did
-    the same, memory-only (no thread) moved 3 up and 1 down."""
-    event_boost: float = 1.3
-    """Memories that tell of something that happened to their speaker ("I visited the Met
-    today", "we adopted a puppy last week") score this much more; 1.0 turns it off. Such
-    turns are 5x as common among LongMemEval_S's evidence turns as among its other user
-    turns (3.5x on the synth file, 3x on LoCoMo). Measured (1.2 / 1.3): LongMemEval_S
-    recall_all@10 0.966 -> 1.000; synth R@1 0.912 -> 0.947; LoCoMo turn R@1 0.372 ->
-    0.388 / 0.391, R@10 0.776 -> 0.777 / 0.787, evidence@10 0.708 -> 0.710 / 0.719; 1.5
-    lost two synth questions at R@1."""
-    asks_penalty: float = 0.6
-    """Memories that only ask ("Which gyms are open late?": a question that tells of no
-    event and says nothing of its speaker, :func:`recalld.text.only_asks`) score this much;
-    1.0 turns it off. A question cannot state the fact another question asks for: such
-    turns are 1.4% of LongMemEval_S's evidence turns against 21.5% of its other turns (2.8%
-    / 21.8% on synth, 5.7% / 24.2% on LoCoMo). Queries that ask for advice are exempt: the
-    user's own requests show what they are after. Measured (0.6): LongMemEval_S R@1 0.897
-    -> 0.931, LoCoMo turn R@1 0.394 -> 0.413, R@10 0.785 -> 0.793; synth R@1 unchanged.
-    0.4-0.7 won the same LongMemEval_S question, 0.8 did not."""
-    window_boost: float = 1.3
-    """Memories inside the time window the query names score this much more."""
-    order_weight: float = 0.0
-    """For a query about an end of time ("the first time", "most recently"), memories gain
-    up to this share by their place in time among the top ``order_depth`` candidates
-    (the oldest or the newest gains all of it); 0 turns it off."""
-    order_depth: int = 30
-    """How many top candidates are placed in time for ``order_weight``."""
-    anchor_events: bool = False
-    """Resolve "before/after/since <event>" by finding the event's time with a small search
-    and using it as the query's time window (when the query names no time itself, and the
-    memories carry times of their own). Off by default: it moved no workloads or
-    LongMemEval_S question and one LoCoMo question each way (2026-11-26)."""
-    anchor_min_score: float = 0.48
-    """The event's best match must reach this similarity to the event's words to be trusted
-    as its time. Like every similarity threshold here it is on the embedder's calibrated
-    scale (:mod:`recalld.retrieval.calibration`: 0 = what unrelated texts score with this
-    model, 1 = identical), so it means the same with any embedder; with the packaged
-    MiniLM (chance cosine ~0.035) 0.48 is a cosine of 0.5."""
-    kupdate_factor: float = 0.4
-    """Knowledge updates: of two statements of the same fact, the older scores this much
-    (x) so the newer value ranks first; 1.0 turns the detection off. Only between
-    statements that can replace each other (:mod:`recalld.retrieval.replacement`: never the
-    chunks of one file, never ordered by ingestion alone)."""
-    kupdate_similarity: float = 0.845
-    """Calibrated similarity at or above which two statements count as saying the same
-    thing (a note or a fact restated later is its newer version; a conversation turn that
-    repeats an older one retells or confirms it, and supersedes nothing by that alone).
-    With the packaged MiniLM: a cosine of 0.85."""
-    kupdate_change_similarity: float = 0.48
-    """Calibrated similarity at or above which a newer memory that says something changed
-    ("moved to", "now", "rebooked") and gives the new value (a number, a date; not a version
-    number) supersedes an older one on the same subject (MiniLM: a cosine of 0.5)."""
-    kupdate_related_similarity: float = 0.33
-    """A newer memory that says something changed and is at least this close to an older
-    one (calibrated; MiniLM: a cosine of 0.35) supersedes it when it also answers the
-    query about as well (``kupdate_query_ratio``)."""
-    kupdate_query_ratio: float = 0.9
-    """... its calibrated query similarity at least this share of the older memory's."""
-    superseded_factor: float = 0.5
-    """Memories marked superseded (``MemoryEngine.supersede``: replaced by another, or past
-    their ``valid_until``) score this much (x)."""
-    superseded: str = "demote"
-    """``demote`` (score ``superseded_factor``) or ``hide`` (left out of search results)
-    for memories marked superseded."""
-    kupdate_window: int = 30
-    """How many top candidates are compared pairwise for knowledge updates."""
-    kupdate_follow: int = 1
-    """How many top hits look for a newer memory that replaces them, outside the
-    candidates: a vector search with the hit's own vector, ``kupdate_follow_pool`` deep.
-    A memory found that says the hit's fact changed and gives the new value (a number, a
-    date; not a version number) scores at least as much as the hit, and knowledge updates
-    then put it first, provided it has evidence of its own for the query (a candidate, or
-    one of the query's words). An update often shares few words with the question. 0 turns
-    it off."""
-    kupdate_follow_pool: int = 10
-    """How many memories near each such hit are examined."""
+    def sections(self) -> dict[str, Any]:
+        """Section name -> section, in pipeline order."""
+        return {name: getattr(self, name) for name in SECTIONS}
 
-    # -- sessions -------------------------------------------------------------------------
-    session_boost: float = 0.5
-    """Turns gain this share of their session's support (normalised by the best session);
-    0 turns session evidence off. Measured: +3 points R@1 on LongMemEval_S, +1.6 R@10 on
-    LoCoMo (at 0.3); with ``neighbor_weight`` 0.3, any value from 0.4 to 0.6 measured the
-    same within a question."""
-    session_support: float = 0.5
-    """A session's support is its best turn's score plus this share of its next best turns."""
-    session_support_turns: int = 3
-    """How many further turns count towards a session's support."""
-    topic_weight: float = 1.0
-    """For a query that asks for advice ("any tips?", ``QueryPlan.advice``), sessions are
-    ranked by how close their best ``topic_turns`` turns are to the query (cosine), and a
-    turn in the k-th session scores x(1 + topic_weight / k); 0 turns it off. What answers
-    such a query is the conversation in which the user talked about the matter at length,
-    not one turn that shares the request's words. Measured: LongMemEval_S R@1 0.862 ->
-    0.897, synth single-session-preference R@5 0.833 -> 1.000, the same from 0.75 to 1.5;
-    0.5 won nothing. No LoCoMo question asks for advice (docs/benchmarks.md, 2026-11-24)."""
-    topic_turns: int = 2
-    """How many of a session's closest turns make its topic score (2 and 3 measured alike;
-    4 lost a LongMemEval_S question)."""
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its flat name, in the order of ``FLAT`` (reports list this)."""
+        out: dict[str, Any] = {}
+        for name in FLAT:
+            section, field_name = _path(name) or (name, name)
+            out[name] = getattr(getattr(self, section), field_name)
+        return out
 
-    neighbor_weight: float = 0.3
-    """A turn adjacent to a strong hit in the same session gains this share of its score
-    (halved per further step); 0 turns it off. Measured: +5.5 points turn R@10 on LoCoMo,
-    +3 points session R@1 on LongMemEval_S (at 0.5). 0.3 then gained 1.2 points of turn
-    R@10 and evidence@10 on LoCoMo at no cost on LongMemEval (0.2-0.3 measured alike);
-    0.7 lost 2 points."""
-    answer_weight: float = 0.8
-    """The turn right after a turn that only asks (a question, ``asks_penalty``) gains this
-    share of the question's score before the penalty: the reply holds the answer."""
-    reply_weight: float = 0.8
-    """The reply to a turn of the user's that matched (a report of an error, a request, a
-    question without "?") gains this share of that turn's score, when the query does not
-    ask what the user said and the reply is another speaker's; 0 turns it off. Measured
-    (0.8 / 0.5): workloads hit@1 0.647 -> 0.695 / 0.671 (11 won / 3 lost at 0.8); no
-    LongMemEval_S, LoCoMo (turns named by speaker, not role) or SciFact query moved."""
-    neighbor_radius: int = 1
-    """How many turns either side of a hit receive neighbour support."""
-    neighbor_depth: int = 20
-    """How many top hits lend support to their neighbours."""
-
-    # -- filters and assembly -------------------------------------------------------------
-    min_score: float = 0.0
-    """Hits whose final score falls below this share of the top score are dropped
-    (never an exact lexical or entity hit)."""
-    max_gap: float = 0.0
-    """Cut the list where a score falls by more than this share from the one before it
-    (0 turns it off; protected hits survive)."""
-    protect_top: int = 3
-    """Hits in the top this-many of the BM25 or entity list are never filtered out."""
-    dedupe: bool = True
-    """Fold memories with identical content into the best-scored one."""
-    mmr_lambda: float = 1.0
-    """MMR trade-off for search results (1.0 = pure relevance, no diversity)."""
-    mmr_similarity: str = "cosine"
-    """``cosine`` (memory vectors) or ``jaccard`` (keyword overlap, OpenClaw)."""
-    diverse_aggregation: bool = False
-    """For aggregation queries, pick the best hit of each session first (CEMS two-phase)."""
-    diversity_lambda: float = 0.6
-    """MMR lambda of the session-diverse selection (CEMS: 0.6)."""
-    max_tokens: int = 2000
-    """Default token budget of :meth:`MemoryEngine.context` (CEMS)."""
-
-    # -- optional model stages (run only with ``llm`` / ``reranker`` configured) ------------
-    expand: bool = True
-    """Stage 2: expand queries with the configured LLM (typed lex / vec / hyde lines)."""
-    llm_routing: bool = True
-    """``auto`` mode asks the configured LLM how complex the query is (CEMS): simple ->
-    vector, complex / reasoning / more than two domains -> hybrid."""
-    expansion_weight: float = 1.0
-    """RRF weight of an expansion's list; the original query's lists weigh
-    ``original_query_weight`` (2.0), so the user's own words count double (QMD)."""
-    strong_signal_score: float = 0.85
-    """Expansion is skipped when the BM25 top hit's 0-1 score (``|bm25| / (1 + |bm25|)``)
-    reaches this (QMD's strong-signal probe) ..."""
-    strong_signal_gap: float = 0.15
-    """... and leads the second hit by at least this much."""
-    strong_signal_weight: float = 1.0
-    """With no LLM too: a BM25 list whose top hit is strong and clear (the two settings
-    above) weighs this much more in fusion for that query; 1.0 turns it off."""
-    rerank_depth: int = 40
-    """Stage 5 scores only the top this-many fused candidates (QMD: 30-40): deeper ones
-    rarely reach the results, and each costs the reranker a passage."""
-    rerank_chunk_words: int = 200
-    """A memory longer than this many words is represented by its window of this size with
-    the most query-term hits (the reranker's input window is ~256-512 tokens)."""
-    rerank_weight_top3: float = 0.75
-    """Share of the retrieval position (``1 / position``) in the blend at fused positions
-    1-3; the reranker's score gets the rest (QMD: trust the top of a good fusion) ..."""
-    rerank_weight_top10: float = 0.60
-    """... at positions 4-10 ..."""
-    rerank_weight_rest: float = 0.40
-    """... and from position 11 on."""
-
-    def __post_init__(self) -> None:
-        if self.fusion not in ("rrf", "linear"):
-            raise InvalidInputError(f"fusion must be 'rrf' or 'linear', not {self.fusion!r}")
-        if self.decay not in ("none", "hyperbolic", "exponential"):
-            raise InvalidInputError(f"unknown decay {self.decay!r}")
-        if self.superseded not in ("demote", "hide"):
-            raise InvalidInputError("superseded must be 'demote' or 'hide'")
-        if self.mmr_similarity not in ("cosine", "jaccard"):
-            raise InvalidInputError("mmr_similarity must be 'cosine' or 'jaccard'")
-        if not 0.0 <= self.mmr_lambda <= 1.0 or not 0.0 <= self.diversity_lambda <= 1.0:
-            raise InvalidInputError("MMR lambdas must be between 0 and 1")
-        if self.candidate_multiplier < 1 or self.rrf_k < 1 or self.stable_limit < 1:
-            raise InvalidInputError("candidate_multiplier, rrf_k and stable_limit must be >= 1")
-        if not 0.0 < self.asks_penalty <= 1.0:
-            raise InvalidInputError("asks_penalty must be above 0 and at most 1")
-        if self.kupdate_follow < 0 or self.kupdate_follow_pool < 1:
-            raise InvalidInputError("kupdate_follow must be >= 0 and kupdate_follow_pool >= 1")
-        if self.topic_weight < 0 or self.topic_turns < 1:
-            raise InvalidInputError("topic_weight must be >= 0 and topic_turns >= 1")
-        blend = (self.rerank_weight_top3, self.rerank_weight_top10, self.rerank_weight_rest)
-        if not all(0.0 <= w <= 1.0 for w in blend):
-            raise InvalidInputError("rerank blend weights must be between 0 and 1")
-        if self.rerank_depth < 0 or self.rerank_chunk_words < 1 or self.expansion_weight < 0:
-            raise InvalidInputError(
-                "rerank_depth and expansion_weight must be >= 0, rerank_chunk_words >= 1"
-            )
-        unknown = set(self.channels) - set(LISTS)
-        if unknown:
-            raise InvalidInputError(f"unknown channel(s): {', '.join(sorted(unknown))}")
+    def with_changes(self, **changes: Any) -> RetrievalConfig:
+        """A copy with some settings changed: flat names (``rrf_k=30``), ``section.field``
+        (``**{"fusion.rrf_k": 30}``) or whole sections; unknown names are an error."""
+        return RetrievalConfig(**_sectioned(self.sections(), changes))
 
     def plain(self) -> RetrievalConfig:
         """A copy that only fuses the channels: every adjustment, support and diversity
         stage off, and the optional model stages too. With one channel this is that
         channel's own ranking (a baseline)."""
-        return replace(
-            self,
+        return self.with_changes(
             decay="none",
             use_priority=False,
             pinned_boost=1.0,
             project_boost=1.0,
             project_penalty=1.0,
             no_project_penalty=1.0,
-            type_boosts=_frozen(dict.fromkeys(self.type_boosts, 1.0)),
+            type_boosts=dict.fromkeys(self.memory.type_boosts, 1.0),
             significance_weight=0.0,
             reinforcement_weight=0.0,
             role_boost=1.0,
@@ -366,22 +287,10 @@ class RetrievalConfig:
             strong_signal_weight=1.0,
         )
 
-    def with_changes(self, **changes: Any) -> RetrievalConfig:
-        """A copy with some fields changed (unknown names are an error)."""
-        known = {f.name for f in fields(self)}
-        bad = sorted(set(changes) - known)
-        if bad:
-            raise InvalidInputError(f"unknown retrieval setting(s): {', '.join(bad)}")
-        for name in ("channel_weights", "type_boosts"):
-            if name in changes:
-                changes[name] = _frozen(changes[name])
-        return replace(self, **changes)
-
 
 BALANCED = RetrievalConfig()
 """The default: every mechanism that measured as a gain on LongMemEval and LoCoMo."""
-FAST = replace(
-    BALANCED,
+FAST = BALANCED.with_changes(
     channels=("semantic", "bm25"),
     candidate_multiplier=2,
     min_candidates=20,
@@ -393,7 +302,7 @@ FAST = replace(
 """Two channels, small pools, no session or neighbour evidence: the cheapest hybrid search.
 The session's topic for advice requests stays on: one pass over the scored candidates, and
 it gained two LongMemEval_S questions at R@1 and one synth question here."""
-THOROUGH = replace(BALANCED, candidate_multiplier=8, min_candidates=100, neighbor_radius=2)
+THOROUGH = BALANCED.with_changes(candidate_multiplier=8, min_candidates=100, neighbor_radius=2)
 """Deeper pools and neighbour support two turns either side."""
 
 PRESETS: Mapping[str, RetrievalConfig] = MappingProxyType(

@@ -121,7 +121,7 @@ def strong_signal(
         return None
     top = found[0].score
     gap = top - (found[1].score if len(found) > 1 else 0.0)
-    if top >= config.strong_signal_score and gap >= config.strong_signal_gap:
+    if top >= config.expansion.strong_signal_score and gap >= config.expansion.strong_signal_gap:
         return top, gap
     return None
 
@@ -147,7 +147,7 @@ def expand(
     pool: int,
 ) -> Expanded:
     """Stage 2: probe, ask, validate, embed every query vector in one batch, retrieve."""
-    if models.llm is None or not config.expand:
+    if models.llm is None or not config.expansion.expand:
         return _skipped("no LLM configured" if models.llm is None else "expand is off")
     signal = strong_signal(store, plan, filters, config)
     if signal is not None:
@@ -189,9 +189,9 @@ def _lists(
     pool: int,
 ) -> list[RankedList]:
     """One store call per expansion; lists weigh ``expansion_weight`` (the original x2)."""
-    weight = config.expansion_weight
+    weight = config.expansion.expansion_weight
     requests: list[tuple[str, CandidateRequest]] = []
-    if plan.mode != "vector" and "bm25" in config.channels:
+    if plan.mode != "vector" and "bm25" in config.candidates.channels:
         for i, line in enumerate(expansion.lex, start=1):
             terms = tuple(keywords(line))
             if terms:
@@ -207,7 +207,7 @@ def _lists(
     for name, request in requests:
         found = channel_lists(store.candidates(request), pool).get(name.split(":")[0], [])
         if found:
-            channel = config.channel_weights.get(name.split(":")[0], 1.0)
+            channel = config.fusion.channel_weights.get(name.split(":")[0], 1.0)
             lists.append(RankedList(name, found, weight * channel, original=False))
     return lists
 

@@ -31,15 +31,16 @@ def relevance_filter(
     """
     if not scored:
         return scored, {}
-    exact = protected_ids(lists, config.protect_top)
-    floor = scored[0].score * config.min_score
+    cut = config.assembly
+    exact = protected_ids(lists, cut.protect_top)
+    floor = scored[0].score * cut.min_score
     kept: list[Scored] = []
     reasons: dict[str, str] = {}
     gap_hit = False
     for i, item in enumerate(scored):
-        if config.max_gap > 0 and i > 0 and not gap_hit:
+        if cut.max_gap > 0 and i > 0 and not gap_hit:
             previous = scored[i - 1].score
-            gap_hit = previous > 0 and (previous - item.score) / previous > config.max_gap
+            gap_hit = previous > 0 and (previous - item.score) / previous > cut.max_gap
         above = item.score >= floor and not gap_hit
         if above or item.memory.id in exact:
             kept.append(item)
@@ -48,9 +49,9 @@ def relevance_filter(
             )
         else:
             reasons[item.memory.id] = (
-                f"dropped: under the relevance threshold ({config.min_score:g} x the top score)"
+                f"dropped: under the relevance threshold ({cut.min_score:g} x the top score)"
                 if item.score < floor
-                else f"dropped: past a score gap of more than {config.max_gap:.0%}"
+                else f"dropped: past a score gap of more than {cut.max_gap:.0%}"
             )
     return kept, reasons
 

@@ -39,7 +39,7 @@ def near_misses(
         if memory.id in taken:
             continue
         reason = reasons.get(memory.id, "")
-        if copy and config.dedupe:
+        if copy and config.assembly.dedupe:
             reason = "dropped: the same content as a better-scored memory"
         elif reason.startswith("dropped"):
             pass

@@ -120,7 +120,7 @@ def _search(
     expanded = None
     if models is not None:
         if request.mode == "auto":
-            mode, note = route(request.query, plan.mode, models, config.llm_routing)
+            mode, note = route(request.query, plan.mode, models, config.expansion.llm_routing)
             plan, notes = replace(plan, mode=mode), [note]
         expanded = expand(
             store, embedder, plan, request.filters, config, models, pool_size(request, config)
@@ -139,8 +139,9 @@ def _search(
     lists += expanded.lists if expanded else ()
     clock.lap("candidates")
     lists, signal = trust_words(lists, config)
+    pools = config.candidates
     fused = fuse(
-        lists, config, max(config.min_adjust, sized_for(request, config) * config.adjust_depth)
+        lists, config, max(pools.min_adjust, sized_for(request, config) * pools.adjust_depth)
     )
     clock.lap("fuse")
     memories = _rows(store, rows, [f.memory_id for f in fused])
@@ -185,8 +186,8 @@ def _search(
     if plan.advice:
         scored = topic_support(scored, cosines, config)
     clock.lap("adjust")
-    if config.kupdate_follow > 0 and not past:
-        vectors.read(scored[: config.kupdate_follow])
+    if config.updates.kupdate_follow > 0 and not past:
+        vectors.read(scored[: config.updates.kupdate_follow])
         scored = follow_updates(
             scored,
             vectors.found,
@@ -199,18 +200,18 @@ def _search(
             aside,
         )
         clock.lap("updates")
-    if config.neighbor_weight > 0:
-        top = [s.memory.id for s in scored[: config.neighbor_depth]]
+    if config.sessions.neighbor_weight > 0:
+        top = [s.memory.id for s in scored[: config.sessions.neighbor_depth]]
         scored = neighbor_support(
             scored,
-            _neighbors(store, rows, top, config.neighbor_radius),
+            _neighbors(store, rows, top, config.sessions.neighbor_radius),
             lambda ids: _rows(store, rows, ids),
             config,
             ctx.role if readable else "user",
         )
         clock.lap("adjust")
     if not past:
-        vectors.read(scored[: config.kupdate_window])
+        vectors.read(scored[: config.updates.kupdate_window])
     scored = knowledge_updates(
         scored, vectors.found, config, reference, not past, cosines, calibration, aside
     )
@@ -220,7 +221,7 @@ def _search(
     ranked = scored = promised.scored
     clock.lap("updates")
     folded = 0
-    if config.dedupe:
+    if config.assembly.dedupe:
         scored, folded = dedupe(scored)
     kept, reasons = relevance_filter(scored, lists, config)
     clock.lap("filter")
@@ -286,7 +287,7 @@ def window_unanswered(
         plan.time_window is not None
         and plan.anchor_memory is None
         and plan.mode != "vector"
-        and "temporal" in config.channels
+        and "temporal" in config.candidates.channels
         and not any(ranked.name == "temporal" for ranked in lists)
     )
 
@@ -330,11 +331,11 @@ def stood_aside(
         aside["vector_completion"] = (
             "every vector was scored: the vector channel missed none of the nearest"
         )
-    if config.reply_weight > 0 and not readable:
+    if config.sessions.reply_weight > 0 and not readable:
         aside["reply_support"] = (
             "the query's language gives no cue to whether it asks what the user said"
         )
-    if plan.anchor is not None and plan.anchor_memory is None and config.anchor_events:
+    if plan.anchor is not None and plan.anchor_memory is None and config.time.anchor_events:
         aside["anchor_event"] = (
             "no memory close enough to the event the query names, or the memories carry no "
             "times of their own to place it"
@@ -381,7 +382,7 @@ def place_anchor(
     hours after the addition of BMP4" names no moment of the store, and the event's words
     are the query's subject."""
     anchor = plan.anchor
-    if anchor is None or plan.time_window is not None or not config.anchor_events:
+    if anchor is None or plan.time_window is not None or not config.time.anchor_events:
         return plan
     found = store.candidates(
         CandidateRequest(
@@ -389,7 +390,7 @@ def place_anchor(
             {"semantic": NearestAsk(ANCHOR_PEERS, embedder.embed_query(anchor.text))},
         )
     ).get("semantic", [])
-    if not found or calibration.query_lift(found[0].score) < config.anchor_min_score:
+    if not found or calibration.query_lift(found[0].score) < config.time.anchor_min_score:
         return plan
     by_id = {m.id: m for m in store.get_many([c.memory_id for c in found])}
     event = by_id.get(found[0].memory_id)
@@ -411,26 +412,27 @@ def trust_words(
     ``strong_signal_gap``), that list weighs ``strong_signal_weight`` x as much, so a weak
     vector ranking does not outvote an exact word match. Returns the lists and the signal
     (None when it is not strong, or the weight is 1)."""
-    if config.strong_signal_weight == 1.0:
+    if config.expansion.strong_signal_weight == 1.0:
         return lists, None
     for i, ranked in enumerate(lists):
         if ranked.name != "bm25" or not ranked.candidates:
             continue
         top = ranked.candidates[0].score
         gap = top - (ranked.candidates[1].score if len(ranked.candidates) > 1 else 0.0)
-        if top < config.strong_signal_score or gap < config.strong_signal_gap:
+        if top < config.expansion.strong_signal_score or gap < config.expansion.strong_signal_gap:
             return lists, None
-        trusted = replace(ranked, weight=ranked.weight * config.strong_signal_weight)
+        trusted = replace(ranked, weight=ranked.weight * config.expansion.strong_signal_weight)
         return [*lists[:i], trusted, *lists[i + 1 :]], {"top": top, "gap": gap}
     return lists, None
 
 
 def fuse(lists: list[RankedList], config: RetrievalConfig, keep: int) -> list[Fused]:
     """Stage 4: the first ``keep`` of the fused ranking."""
-    if config.fusion == "linear":
-        weights = {"semantic": config.vector_weight, "bm25": config.text_weight}
-        return linear(lists, {**config.channel_weights, **weights})[:keep]
-    return rrf(lists, config.rrf_k, config.rank_bonus_first, config.rank_bonus_top3, keep)
+    settings = config.fusion
+    if settings.method == "linear":
+        weights = {"semantic": settings.vector_weight, "bm25": settings.text_weight}
+        return linear(lists, {**settings.channel_weights, **weights})[:keep]
+    return rrf(lists, settings.rrf_k, settings.rank_bonus_first, settings.rank_bonus_top3, keep)
 
 
 def _cosines(lists: Sequence[RankedList], calibration: Calibration) -> dict[str, float]:
@@ -460,7 +462,9 @@ class _Vectors:
         self._store, self._rows = store, rows
         needed = needs_vectors(config, updates)
         self._allowed = (
-            {s.memory.id for s in scored[: max(config.kupdate_window, 100)]} if needed else set()
+            {s.memory.id for s in scored[: max(config.updates.kupdate_window, 100)]}
+            if needed
+            else set()
         )
         self._tried: set[str] = set()
         self.found: dict[str, np.ndarray] = {}
@@ -510,12 +514,14 @@ def assemble(
 ) -> list[Scored]:
     """Stage 8: diversity where it is asked for, then the top ``limit``."""
     similarity = (
-        cosine_similarity(vectors) if config.mmr_similarity == "cosine" else jaccard_similarity()
+        cosine_similarity(vectors)
+        if config.assembly.mmr_similarity == "cosine"
+        else jaccard_similarity()
     )
-    if config.diverse_aggregation and plan.query_type == "aggregation":
-        return session_diverse(scored, similarity, config.diversity_lambda, limit)
-    if config.mmr_lambda < 1.0:
-        return mmr(scored, similarity, config.mmr_lambda, limit)
+    if config.assembly.diverse_aggregation and plan.query_type == "aggregation":
+        return session_diverse(scored, similarity, config.assembly.diversity_lambda, limit)
+    if config.assembly.mmr_lambda < 1.0:
+        return mmr(scored, similarity, config.assembly.mmr_lambda, limit)
     return scored[:limit]
 
 

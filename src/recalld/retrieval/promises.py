@@ -83,7 +83,7 @@ def keep_promises(
     for successor_id, (place, old_id) in places.items():
         out[successor_id] = _in_place(present.get(successor_id), by_id[successor_id], place, old_id)
     for item in marked:
-        if config.superseded == "hide":
+        if config.promises.superseded == "hide":
             del out[item.memory.id]
             continue
         successor = current.get(item.memory.id)
@@ -163,8 +163,8 @@ def _under(
 ) -> Scored:
     """A replaced memory demoted, and under its successor's score ``above`` when it has
     one."""
-    factors = {**item.factors, "superseded": config.superseded_factor}
-    score = item.score * config.superseded_factor
+    factors = {**item.factors, "superseded": config.promises.superseded_factor}
+    score = item.score * config.promises.superseded_factor
     memory = item.memory
     if successor is not None and above is not None:
         why = f"replaced by {successor.id} (supersede): never ranked above it"

@@ -29,10 +29,13 @@ class SearchRequest:
 
 def pool_size(request: SearchRequest, config: RetrievalConfig) -> int:
     """How many candidates each channel proposes."""
-    return max(config.min_candidates, sized_for(request, config) * config.candidate_multiplier)
+    return max(
+        config.candidates.min_candidates,
+        sized_for(request, config) * config.candidates.candidate_multiplier,
+    )
 
 
 def sized_for(request: SearchRequest, config: RetrievalConfig) -> int:
     """The number of results the pools are sized for: ``stable_limit``, or the request's
     limit past it (so a smaller limit never changes which candidates are weighed)."""
-    return max(request.limit, config.stable_limit)
+    return max(request.limit, config.candidates.stable_limit)

@@ -43,10 +43,10 @@ def best_chunk(content: str, terms: Sequence[str], size: int) -> str:
 def retrieval_weight(position: int, config: RetrievalConfig) -> float:
     """The retrieval side's share of the blend at a fused position (1-based)."""
     if position <= 3:
-        return config.rerank_weight_top3
+        return config.rerank.rerank_weight_top3
     if position <= 10:
-        return config.rerank_weight_top10
-    return config.rerank_weight_rest
+        return config.rerank.rerank_weight_top10
+    return config.rerank.rerank_weight_rest
 
 
 def blend(fused: Sequence[Fused], scores: Sequence[float], config: RetrievalConfig) -> list[Fused]:
@@ -81,14 +81,15 @@ def rerank(
 ) -> tuple[list[Fused], StageNote]:
     """Stage 5: the reranked list and the stage's note; the fused list unchanged on failure."""
     reranker = models.reranker
-    if reranker is None or config.rerank_depth <= 0 or not fused:
+    if reranker is None or config.rerank.rerank_depth <= 0 or not fused:
         reason = "no reranker configured" if reranker is None else "nothing to rerank"
         return fused, StageNote("rerank", False, reason)
-    head = [f for f in fused[: config.rerank_depth] if f.memory_id in memories]
+    head = [f for f in fused[: config.rerank.rerank_depth] if f.memory_id in memories]
     chosen = {f.memory_id for f in head}
     rest = [f for f in fused if f.memory_id not in chosen]
     passages = [
-        best_chunk(memories[f.memory_id].content, terms, config.rerank_chunk_words) for f in head
+        best_chunk(memories[f.memory_id].content, terms, config.rerank.rerank_chunk_words)
+        for f in head
     ]
     started = time.perf_counter()
     try:

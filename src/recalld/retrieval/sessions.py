@@ -24,8 +24,8 @@ def session_support(scored: Sequence[Scored], config: RetrievalConfig) -> dict[s
     support: dict[str, float] = {}
     for session, scores in by_session.items():
         scores.sort(reverse=True)
-        extra = scores[1 : 1 + config.session_support_turns]
-        support[session] = scores[0] + config.session_support * sum(extra)
+        extra = scores[1 : 1 + config.sessions.session_support_turns]
+        support[session] = scores[0] + config.sessions.session_support * sum(extra)
     return support
 
 
@@ -43,11 +43,11 @@ def apply_session_support(scored: list[Scored], config: RetrievalConfig) -> list
     support each other; where none has a session (a store of notes or documents) the
     stage stands aside (:func:`sessions_absent`). Beside sessions, a memory without one is
     a session of its own, so a note is never worse off than a lone turn."""
-    if config.session_boost <= 0 or sessions_absent(scored):
+    if config.sessions.session_boost <= 0 or sessions_absent(scored):
         return scored
     support = session_support(scored, config)
     top = max(support.values(), default=0.0) or 1.0
-    lift = {s: 1.0 + config.session_boost * value / top for s, value in support.items()}
+    lift = {s: 1.0 + config.sessions.session_boost * value / top for s, value in support.items()}
     return _lift_sessions(scored, lift, "session_support")
 
 
@@ -69,7 +69,7 @@ def topic_support(
     stage stands aside. Beside sessions, a memory without one is a session of its own;
     sessions with no candidate from the semantic channel keep their score.
     """
-    if config.topic_weight <= 0 or sessions_absent(scored):
+    if config.sessions.topic_weight <= 0 or sessions_absent(scored):
         return scored
     closest: dict[str, list[float]] = {}
     for item in scored:
@@ -78,10 +78,10 @@ def topic_support(
             closest.setdefault(session_key(item.memory), []).append(cosine)
     if not closest:
         return scored
-    turns = config.topic_turns
+    turns = config.sessions.topic_turns
     topic = {s: sum(sorted(c, reverse=True)[:turns]) / turns for s, c in closest.items()}
     order = sorted(topic, key=lambda s: (-topic[s], s))
-    lift = {s: 1.0 + config.topic_weight / k for k, s in enumerate(order, start=1)}
+    lift = {s: 1.0 + config.sessions.topic_weight / k for k, s in enumerate(order, start=1)}
     return _lift_sessions(scored, lift, "topic_support")
 
 
@@ -102,7 +102,11 @@ def _lift_sessions(scored: list[Scored], lift: Mapping[str, float], name: str) -
 def _lends_to_reply(memory: Memory, role: str | None, config: RetrievalConfig) -> bool:
     """Whether the reply to ``memory`` may hold the answer: it is the user's turn, and the
     query is not about what the user said."""
-    return config.reply_weight > 0 and role != "user" and memory.metadata.get("role") == "user"
+    return (
+        config.sessions.reply_weight > 0
+        and role != "user"
+        and memory.metadata.get("role") == "user"
+    )
 
 
 def _speaker(memory: Memory) -> object:
@@ -135,16 +139,16 @@ def neighbor_support(
     that were not candidates are loaded and added."""
     lent: dict[str, tuple[float, str]] = {}
     replies: dict[str, tuple[float, str]] = {}
-    for item in scored[: config.neighbor_depth]:
+    for item in scored[: config.sessions.neighbor_depth]:
         asks = item.factors.get("only_asks")
         for other, offset in neighbors.get(item.memory.id, ()):
-            share = config.neighbor_weight * item.score * 0.5 ** (abs(offset) - 1)
+            share = config.sessions.neighbor_weight * item.score * 0.5 ** (abs(offset) - 1)
             if asks is not None and offset == 1:
                 # The reply to a question that matched is where its answer is: it gains a
                 # share of the question's score as it was before the only-asks penalty.
-                share = max(share, config.answer_weight * item.score / asks)
+                share = max(share, config.sessions.answer_weight * item.score / asks)
             elif offset == 1 and _lends_to_reply(item.memory, role, config):
-                reply = config.reply_weight * item.score
+                reply = config.sessions.reply_weight * item.score
                 if reply > replies.get(other, (0.0, ""))[0]:
                     replies[other] = (reply, item.memory.id)
             if share > lent.get(other, (0.0, ""))[0]:

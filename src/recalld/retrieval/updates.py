@@ -52,21 +52,26 @@ def follow_updates(
     embedder's ``calibration`` scale, ``cosines`` included. ``terms``: the query's words,
     the evidence a memory outside the candidates needs; ``aside``: the search's
     ``stood_aside``, told what was left out and why."""
-    if config.kupdate_factor >= 1.0:
+    if config.updates.kupdate_factor >= 1.0:
         return scored
-    leaders = [s for s in scored[: config.kupdate_follow] if s.memory.id in vectors]
+    leaders = [s for s in scored[: config.updates.kupdate_follow] if s.memory.id in vectors]
     offers: dict[str, list[tuple[Scored, float]]] = {}
     rows: dict[str, Memory] = {}
     near_vectors: dict[str, np.ndarray] = {}
     for old in leaders:
-        nearest = NearestAsk(config.kupdate_follow_pool, vectors[old.memory.id], near_memory=True)
+        nearest = NearestAsk(
+            config.updates.kupdate_follow_pool, vectors[old.memory.id], near_memory=True
+        )
         request = CandidateRequest(filters, {"semantic": nearest})
         found = store.search_rows([request], vectors=True)  # one call: rows and vectors too
         rows.update(found.memories)
         near_vectors.update(found.vectors)
         for near in found.channels[0].get("semantic", ()):
             similarity = calibration.lift(near.score)
-            if near.memory_id != old.memory.id and similarity >= config.kupdate_related_similarity:
+            if (
+                near.memory_id != old.memory.id
+                and similarity >= config.updates.kupdate_related_similarity
+            ):
                 offers.setdefault(near.memory_id, []).append((old, similarity))
     present = {s.memory.id: s for s in scored}
     unread = [i for i in offers if i not in present and i not in rows]

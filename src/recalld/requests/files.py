@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from recalld.request_limits import MAX_ID_CHARS
-from recalld.requests.base import FORBID
+from recalld.requests.base import RequestModel
 
 DEFAULT_FILE_BYTES = 64 * 1024
 """The text one ``get`` returns by default, over all its files: about 16,000 tokens, a few
@@ -19,10 +19,8 @@ MAX_FILES = 200
 """Files one ``get`` returns at most; a glob matching more says so and how many."""
 
 
-class GetFiles(BaseModel):
+class GetFiles(RequestModel):
     """Indexed files by path or glob, with their text, collection and context lines."""
-
-    model_config = FORBID
 
     pattern: str = Field(min_length=1, max_length=MAX_ID_CHARS)
     """``NAME/PATH`` (a file of a collection), a path inside one collection, an absolute
@@ -32,10 +30,8 @@ class GetFiles(BaseModel):
     (at a line end when one is near) and said to be."""
 
 
-class SetContext(BaseModel):
+class SetContext(RequestModel):
     """A collection's context line, or a sub-path's (:meth:`MemoryEngine.set_context`)."""
-
-    model_config = FORBID
 
     text: str | None = Field(max_length=MAX_CONTEXT_CHARS)
     """The line (one short line); ``null`` removes it."""

@@ -305,7 +305,9 @@ class SQLiteStore:
         with reads.lock:  # the ANN index's vectors file, when it holds them
             lazy = reads.lazy
             if lazy is not None and ids:
-                found, ids = lazy.vectors_for(self._db, ids, wall, wall_params, (order, order_params))
+                found, ids = lazy.vectors_for(
+                    self._db, ids, wall, wall_params, (order, order_params)
+                )
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))

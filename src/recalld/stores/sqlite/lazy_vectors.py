@@ -301,11 +301,10 @@ class LazyAnn:
         ids: Sequence[str],
         wall: str,
         params: Sequence[object],
-        order: tuple[str, Sequence[object]] = ("", ()),
+        tenant: str,
     ) -> tuple[dict[str, Vector], list[str]]:
-        """The vectors of the memories ``ids`` (within ``wall``; ``order`` the ``ORDER BY``
-        that puts the tenant's own memory last where a shared namespace holds the same id,
-        :func:`~recalld.stores.sqlite.queries.own_last`) the vectors file holds, and the
+        """The vectors of the memories ``ids`` (within ``wall``; the ``tenant``'s own memory
+        first where a shared namespace holds the same id) the vectors file holds, and the
         ids it does not (read from the table by the caller). The ids are turned into pks on
         the ``(namespace, id)`` index alone, no memory row read."""
         if self.copies is None:
@@ -317,8 +316,8 @@ class LazyAnn:
             pk_of.update(
                 db.execute(
                     f"SELECT m.id, m.pk FROM memories m WHERE m.id IN ({marks}) AND {wall}"
-                    + order[0],
-                    [*chunk, *params, *order[1]],
+                    " ORDER BY m.namespace = ?",
+                    [*chunk, *params, tenant],
                 ).fetchall()
             )
         named = list(pk_of)

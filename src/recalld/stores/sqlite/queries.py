@@ -16,17 +16,6 @@ def namespace_sql(namespaces: Sequence[str], alias: str = "m") -> tuple[str, Par
     return f"{alias}.namespace IN ({','.join('?' * len(namespaces))})", Params(namespaces)
 
 
-def own_last(namespaces: Sequence[str], tenant: str) -> tuple[str, Params]:
-    """An ``ORDER BY`` that reads the tenant's own rows last, so that where a shared
-    namespace holds the same id, the tenant's own row is the one kept (a later row
-    overwrites an earlier one). Empty when only one namespace is visible: every id is then
-    one row, and sorting them copied each whole row into a temporary B-tree (about a third
-    of reading a search's hundred rows)."""
-    if len(namespaces) < 2:
-        return "", Params()
-    return " ORDER BY m.namespace = ?", Params([tenant])
-
-
 def outside_sql(namespaces: Sequence[str]) -> tuple[str, Params]:
     """Rows of every other namespace, as ranges an index on ``namespace`` answers at once
     (``NOT IN`` would scan the table)."""

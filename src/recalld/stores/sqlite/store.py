@@ -223,15 +223,14 @@ class SQLiteStore:
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         found: dict[str, Memory] = {}
         wall, wall_params = q.namespace_sql(self._visible)
-        order, order_params = q.own_last(self._visible, self.tenancy.tenant)
-        rows = self._db.cursor()
-        rows.row_factory = None  # plain tuples: the codec unpacks them by position
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            for r in rows.execute(
-                f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {wall}{order}",
-                [*chunk, *wall_params, *order_params],
+            # The tenant's own namespace last, so that it wins over a shared one's same id.
+            for r in self._db.execute(
+                f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {wall}"
+                " ORDER BY m.namespace = ?",
+                [*chunk, *wall_params, self.tenancy.tenant],
             ):
                 memory = _memory(r)
                 found[memory.id] = memory
@@ -300,21 +299,18 @@ class SQLiteStore:
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}
         wall, wall_params = q.namespace_sql(self._visible)
-        order, order_params = q.own_last(self._visible, self.tenancy.tenant)
         reads = self.vector_reads
         with reads.lock:  # the ANN index's vectors file, when it holds them
             lazy = reads.lazy
             if lazy is not None and ids:
-                found, ids = lazy.vectors_for(
-                    self._db, ids, wall, wall_params, (order, order_params)
-                )
+                found, ids = lazy.vectors_for(self._db, ids, wall, wall_params, self.tenancy.tenant)
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
             rows = self._db.execute(
                 "SELECT m.id, v.vector FROM vectors v JOIN memories m ON m.pk = v.pk"
-                f" WHERE m.id IN ({marks}) AND {wall}{order}",
-                [*chunk, *wall_params, *order_params],
+                f" WHERE m.id IN ({marks}) AND {wall} ORDER BY m.namespace = ?",
+                [*chunk, *wall_params, self.tenancy.tenant],
             )
             found.update({i: np.frombuffer(blob, dtype=np.float32) for i, blob in rows})
         return found

@@ -187,3 +187,18 @@ def test_a_tenant_outnumbered_in_the_word_index_still_finds_its_matches(open_as:
     found = alice.store.candidates(CandidateRequest(asks={"bm25": WordsAsk(2, ("kayak",))}))
     assert {c.memory_id for c in found["bm25"]} == mine
     assert {h.memory.id for h in alice.search("kayak", mode="hybrid").hits} == mine
+
+
+def test_the_tenants_own_memory_wins_over_a_shared_one_with_the_same_id(open_as: Opener) -> None:
+    alice = open_as("alice", shared=("team",))
+    alice.add("Alice's own note on the release", id="note")
+    bob = open_as("bob", shared=("team",))
+    bob.add("The team's note on the release", id="note", namespace="team")
+    assert [m.content for m in alice.store.get_many(["note"])] == [
+        "Alice's own note on the release"
+    ]
+    own = open_as("alice").store.vectors_for(["note"])["note"]  # her own namespace alone
+    team = bob.store.vectors_for(["note"])["note"]
+    assert own.tobytes() != team.tobytes()
+    assert alice.store.vectors_for(["note"])["note"].tobytes() == own.tobytes()
+    assert [m.content for m in bob.store.get_many(["note"])] == ["The team's note on the release"]

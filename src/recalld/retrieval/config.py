@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
 
@@ -198,6 +199,20 @@ class RetrievalConfig:
     it off."""
     kupdate_follow_pool: int = 10
     """How many memories near each such hit are examined."""
+    kupdate_exchange_minutes: float = 0.0
+    """Two turns of one session by two speakers, stated at most this many minutes apart,
+    are one exchange: a statement and the reply that confirms it ("keep it on iOS 15" /
+    "stays at a deployment target of 15.0"). A newer memory that replaces one turn of an
+    exchange replaces the other too, when the two are related
+    (``kupdate_related_similarity``): the change is often close to the acknowledgement and
+    far from the statement it acknowledges, or the other way round. 0 turns it off. A
+    reply in a chat comes within minutes; one in a thread of emails may come the next day,
+    and is then as often a change of its own as a confirmation."""
+    kupdate_thread_subject: bool = False
+    """A newer turn of the same session (a ticket's or an order's thread of messages) that
+    says something changed and gives the new value is on the subject of an older turn of
+    that session it is related to (``kupdate_related_similarity``), without the query test
+    of ``kupdate_query_ratio``: a thread is about one matter."""
 
     # -- sessions -------------------------------------------------------------------------
     session_boost: float = 0.5
@@ -309,6 +324,8 @@ class RetrievalConfig:
             raise InvalidInputError("candidate_multiplier, rrf_k and stable_limit must be >= 1")
         if not 0.0 < self.asks_penalty <= 1.0:
             raise InvalidInputError("asks_penalty must be above 0 and at most 1")
+        if self.kupdate_exchange_minutes < 0:
+            raise InvalidInputError("kupdate_exchange_minutes must be >= 0")
         if self.kupdate_follow < 0 or self.kupdate_follow_pool < 1:
             raise InvalidInputError("kupdate_follow must be >= 0 and kupdate_follow_pool >= 1")
         if self.topic_weight < 0 or self.topic_turns < 1:
@@ -323,6 +340,11 @@ class RetrievalConfig:
         unknown = set(self.channels) - set(LISTS)
         if unknown:
             raise InvalidInputError(f"unknown channel(s): {', '.join(sorted(unknown))}")
+
+    @property
+    def exchange_span(self) -> timedelta:
+        """``kupdate_exchange_minutes`` as a span of time."""
+        return timedelta(minutes=self.kupdate_exchange_minutes)
 
     def plain(self) -> RetrievalConfig:
         """A copy that only fuses the channels: every adjustment, support and diversity

@@ -1,0 +1,74 @@
+"""A fact stated in an exchange changes in both of its turns.
+
+In a conversation a fact is often stated twice within a minute: said, and confirmed by the
+other speaker ("keep it on iOS 15" / "PocketBrew stays at a deployment target of 15.0").
+When it later changes, the change is often close to one of the two and far from the other
+(it repeats the confirmation's words, not the statement's), so knowledge updates, which
+compare pairs, demote one and leave the other first. This module finds the other turn.
+
+Premise: the two turns are one exchange (:func:`~recalld.retrieval.replacement.one_exchange`:
+two speakers of one session, within ``kupdate_exchange_minutes``), next to each other among
+the candidates of their session, and the turn is related to both the replaced memory and
+what replaced it (``kupdate_related_similarity``), and older than the latter. Turns without
+a session, a speaker or a time are never in an exchange.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import numpy as np
+
+from recalld.records import Memory
+from recalld.retrieval.calibration import Calibration
+from recalld.retrieval.config import RetrievalConfig
+from recalld.retrieval.replacement import in_order, one_exchange, stated_at
+
+
+def shared_by_exchange(
+    window: Sequence[Memory],
+    pairs: np.ndarray,
+    calibration: Calibration,
+    stale: Mapping[str, Memory],
+    config: RetrievalConfig,
+) -> dict[str, Memory]:
+    """The other turns of the exchanges of ``stale`` memories, each -> what replaced it.
+    ``pairs``: the raw cosines of every two memories of ``window``."""
+    place = {m.id: i for i, m in enumerate(window)}
+    span = config.exchange_span
+    shared: dict[str, Memory] = {}
+    for old_id, new in stale.items():
+        j, k = place[old_id], place[new.id]
+        for i in adjacent(window, j):
+            turn = window[i]
+            if (
+                turn.id not in stale
+                and turn.id != new.id
+                and one_exchange(turn, window[j], span)
+                and calibration.lift(float(min(pairs[i, j], pairs[i, k])))
+                >= config.kupdate_related_similarity
+                and in_order(turn, new) == (turn, new)
+            ):
+                shared.setdefault(turn.id, new)
+    return shared
+
+
+def adjacent(window: Sequence[Memory], j: int) -> list[int]:
+    """The places in ``window`` of the turns just before and just after ``window[j]`` in its
+    session, by the time they were stated."""
+    memory = window[j]
+    when = stated_at(memory)
+    if memory.session_id is None or when is None:
+        return []
+    before: tuple[datetime, int] | None = None
+    after: tuple[datetime, int] | None = None
+    for i, other in enumerate(window):
+        at = stated_at(other)
+        if i == j or other.session_id != memory.session_id or at is None:
+            continue
+        if at <= when and (before is None or at > before[0]):
+            before = (at, i)
+        if at >= when and (after is None or at < after[0]):
+            after = (at, i)
+    return [found[1] for found in (before, after) if found is not None]

@@ -17,6 +17,7 @@ from recalld.retrieval.replacement import one_exchange
 NOW = datetime(2026, 6, 1, tzinfo=UTC)
 BASE = RetrievalConfig()
 EXCHANGES = BASE.with_changes(kupdate_exchange_minutes=10)
+PAIRS_ONLY = BASE.with_changes(kupdate_exchange_minutes=0)
 
 
 def turn(mid: str, content: str, when: datetime, role: str, session: str) -> Memory:
@@ -71,7 +72,7 @@ def test_one_exchange_is_two_speakers_of_one_session_within_the_span() -> None:
 
 def test_a_change_replaces_both_turns_of_the_exchange_it_changes() -> None:
     items = ranked(STATED, CHANGED, CONFIRMED)
-    assert superseded(items, VECTORS, BASE) == {"confirmed"}
+    assert superseded(items, VECTORS, PAIRS_ONLY) == {"confirmed"}
     assert superseded(items, VECTORS, EXCHANGES) == {"confirmed", "stated"}
 
 
@@ -102,6 +103,34 @@ def test_a_later_change_in_one_thread_is_on_its_subject() -> None:
     items = ranked(booked, switched)
     assert superseded(items, vectors, BASE, cosines) == set()
     threads = BASE.with_changes(kupdate_thread_subject=True)
+    assert not BASE.kupdate_thread_subject
     assert superseded(items, vectors, threads, cosines) == {"booked"}
     apart = turn("switched", switched.content, switched.event_time or NOW, "Nell", "t-8")
     assert superseded(ranked(booked, apart), vectors, threads, cosines) == set()
+
+
+def test_a_change_is_not_replaced_by_the_reply_that_confirms_it() -> None:
+    """The user says the date changed, the assistant confirms it a minute later: the
+    confirmation replaces the old date, not the change it confirms."""
+    old = turn("old", "The training is on 4 March, 8 to 15", T0, "user", "s1")
+    change = turn("change", "The training on 4 March is off; the new date is now 25 March",
+                  NOW - timedelta(days=3), "user", "s2")  # fmt: skip
+    reply = turn("reply", "Changed: new date 25 March, 8-15",
+                 NOW - timedelta(days=3) + timedelta(minutes=1), "assistant", "s2")  # fmt: skip
+    vectors = {"old": unit(1.0, 0.0), "change": unit(0.45, 0.89), "reply": unit(0.6, 0.8)}
+    items = ranked(old, change, reply)
+    assert superseded(items, vectors, PAIRS_ONLY) == {"old", "change"}
+    assert superseded(items, vectors, EXCHANGES) == {"old"}
+
+
+def test_a_question_shares_no_fact_with_its_answer() -> None:
+    """A replaced question ("which one do you recommend?") does not take its answer along."""
+    asked = turn("asked", "Which removals company do you recommend?", T0, "user", "s1")
+    items = ranked(asked, CHANGED, CONFIRMED)
+    vectors = {"asked": VECTORS["confirmed"], "confirmed": VECTORS["stated"],
+               "changed": VECTORS["changed"]}  # fmt: skip
+    assert superseded(items, vectors, EXCHANGES) == {"asked"}
+    answered = turn("answered", "Which one? I'd pick EuroMove, it packs and unpacks",
+                    T0 + timedelta(minutes=1), "assistant", "s1")  # fmt: skip
+    assert superseded(ranked(STATED, CHANGED, answered), {**VECTORS, "answered": VECTORS[
+        "confirmed"]}, EXCHANGES) == {"answered", "stated"}  # fmt: skip

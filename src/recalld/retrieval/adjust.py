@@ -13,7 +13,7 @@ import numpy as np
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
-from recalld.retrieval.exchanges import shared_by_exchange
+from recalld.retrieval.exchanges import confirmed_changes, shared_by_exchange
 from recalld.retrieval.fusion import Fused
 from recalld.retrieval.replacement import gives_new_value, in_order
 from recalld.text import gives_new_value as names_any_value, only_asks, states_event, words
@@ -460,6 +460,8 @@ def _restated(
                 held[order] = held.get(order, 0) + 1
     if config.kupdate_exchange_minutes and stale:
         memories = [s.memory for s in window]
+        for kept in confirmed_changes(memories, pairs, calibration, stale, config):
+            del stale[kept]
         stale.update(shared_by_exchange(memories, pairs, calibration, stale, config))
     return set(stale), held
 

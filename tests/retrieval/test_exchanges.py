@@ -44,10 +44,10 @@ def superseded(
 
 
 T0 = NOW - timedelta(days=40)
-STATED = turn("stated", "keep the app on iOS 15 for now", T0, "user", "s1")
-CONFIRMED = turn("confirmed", "Noted: the deployment target stays at 15.0", T0 + timedelta(
+STATED = turn("stated", "the standup moves to 9:30", T0, "user", "s1")
+CONFIRMED = turn("confirmed", "Noted: standup at 9:30 from Monday", T0 + timedelta(
     minutes=1), "assistant", "s1")  # fmt: skip
-CHANGED = turn("changed", "the deployment target is now 16.0",
+CHANGED = turn("changed", "the standup is now at 10:15",
                NOW - timedelta(days=2), "assistant", "s2")  # fmt: skip
 # The change is close to the confirmation (0.8) and only related to the statement (0.4),
 # which the confirmation is related to (0.6).
@@ -94,9 +94,9 @@ def test_a_turn_unrelated_to_the_change_is_left_as_it_is() -> None:
 def test_a_later_change_in_one_thread_is_on_its_subject() -> None:
     """An order's thread: the booking, then weeks later a change that shares few words with
     it and answers the query less well than the booking does."""
-    booked = turn("booked", "Booked as order CC-7: chocolate fudge, delivery Saturday 2 May",
+    booked = turn("booked", "Booked as order AB-7: walnut frame, delivery Saturday 2 May",
                   T0, "Nell", "t-7")  # fmt: skip
-    switched = turn("switched", "switched to lemon drizzle sponge, same 9am slot",
+    switched = turn("switched", "switched to an oak frame, same 9am slot",
                     NOW - timedelta(days=5), "Nell", "t-7")  # fmt: skip
     vectors = {"booked": unit(1.0, 0.0), "switched": unit(0.4, 0.92)}  # cosine 0.4: related
     cosines = {"booked": 0.7, "switched": 0.3}
@@ -112,10 +112,10 @@ def test_a_later_change_in_one_thread_is_on_its_subject() -> None:
 def test_a_change_is_not_replaced_by_the_reply_that_confirms_it() -> None:
     """The user says the date changed, the assistant confirms it a minute later: the
     confirmation replaces the old date, not the change it confirms."""
-    old = turn("old", "The training is on 4 March, 8 to 15", T0, "user", "s1")
-    change = turn("change", "The training on 4 March is off; the new date is now 25 March",
+    old = turn("old", "The dentist is on the 4th at 10", T0, "user", "s1")
+    change = turn("change", "The dentist on the 4th is cancelled; the new date is now the 25th",
                   NOW - timedelta(days=3), "user", "s2")  # fmt: skip
-    reply = turn("reply", "Changed: new date 25 March, 8-15",
+    reply = turn("reply", "Changed: new date the 25th at 10",
                  NOW - timedelta(days=3) + timedelta(minutes=1), "assistant", "s2")  # fmt: skip
     vectors = {"old": unit(1.0, 0.0), "change": unit(0.45, 0.89), "reply": unit(0.6, 0.8)}
     items = ranked(old, change, reply)
@@ -125,12 +125,12 @@ def test_a_change_is_not_replaced_by_the_reply_that_confirms_it() -> None:
 
 def test_a_question_shares_no_fact_with_its_answer() -> None:
     """A replaced question ("which one do you recommend?") does not take its answer along."""
-    asked = turn("asked", "Which removals company do you recommend?", T0, "user", "s1")
+    asked = turn("asked", "Which plumber do you recommend?", T0, "user", "s1")
     items = ranked(asked, CHANGED, CONFIRMED)
     vectors = {"asked": VECTORS["confirmed"], "confirmed": VECTORS["stated"],
                "changed": VECTORS["changed"]}  # fmt: skip
     assert superseded(items, vectors, EXCHANGES) == {"asked"}
-    answered = turn("answered", "Which one? I'd pick EuroMove, it packs and unpacks",
+    answered = turn("answered", "Which one? I'd pick Harlow & Sons, they answer on Sundays",
                     T0 + timedelta(minutes=1), "assistant", "s1")  # fmt: skip
     assert superseded(ranked(STATED, CHANGED, answered), {**VECTORS, "answered": VECTORS[
         "confirmed"]}, EXCHANGES) == {"answered", "stated"}  # fmt: skip

@@ -201,12 +201,12 @@ class RetrievalConfig:
     """How many memories near each such hit are examined."""
     kupdate_exchange_minutes: float = 10.0
     """Two turns of one session by two speakers, stated at most this many minutes apart,
-    are one exchange: a statement and the reply that confirms it ("keep it on iOS 15" /
-    "stays at a deployment target of 15.0"). A newer memory that replaces one turn of an
+    are one exchange: a statement and the reply that confirms it ("the standup moves to 9:30" /
+    "Noted: standup at 9:30 from Monday"). A newer memory that replaces one turn of an
     exchange replaces the other too, when the two are related
     (``kupdate_related_similarity``): the change is often close to the acknowledgement and
     far from the statement it acknowledges. And a change is not replaced by the reply that
-    confirms it ("the training on 4 March is off, new date the 25th" / "Changed: the
+    confirms it ("the dentist on the 4th is cancelled, new date the 25th" / "Changed: the
     25th"). :mod:`recalld.retrieval.exchanges`; 0 turns it off. A reply in a chat comes
     within minutes; one in a thread of emails may come the next day, and is then as often
     a change of its own as a confirmation. Measured on the workloads dev set (2026-11-28):

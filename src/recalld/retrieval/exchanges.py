@@ -2,12 +2,12 @@
 exchange is not replaced by its own confirmation.
 
 In a conversation a fact is often stated twice within a minute: said, and confirmed by the
-other speaker ("keep it on iOS 15" / "PocketBrew stays at a deployment target of 15.0").
+other speaker ("the standup moves to 9:30" / "Noted: standup at 9:30 from Monday").
 When it later changes, the change is often close to one of the two and far from the other
 (it repeats the confirmation's words, not the statement's), so knowledge updates, which
 compare pairs, demote one and leave the other first. This module finds the other turn
-(:func:`shared_by_exchange`). Likewise a change said and confirmed ("the training on 4
-March is off, new date the 25th" / "Changed: the 25th") is stated by both turns: the
+(:func:`shared_by_exchange`). Likewise a change said and confirmed ("the dentist on the 4th
+is cancelled, new date the 25th" / "Changed: the 25th") is stated by both turns: the
 confirmation, newer by a minute, replaces the old date but not the change
 (:func:`confirmed_changes`).
 
@@ -96,7 +96,7 @@ def confirmed_changes(
     config: RetrievalConfig,
 ) -> set[str]:
     """The ``stale`` memories that are a change confirmed, not replaced, by what replaced
-    them: a turn that gives a new value ("the training on 4 March is off; new date the
+    them: a turn that gives a new value ("the dentist on the 4th is cancelled; new date the
     25th"), related to an older memory that the same newer one replaces, in one exchange
     with that newer one ("Changed: new date the 25th"). The two state the new value
     together; the confirmation is no newer value of it."""

@@ -129,7 +129,10 @@ def test_a_question_shares_no_fact_with_its_answer() -> None:
     items = ranked(asked, CHANGED, CONFIRMED)
     vectors = {"asked": VECTORS["confirmed"], "confirmed": VECTORS["stated"],
                "changed": VECTORS["changed"]}  # fmt: skip
+    aside: dict[str, str] = {}
+    knowledge_updates(items, vectors, EXCHANGES, NOW, True, {}, aside=aside)
     assert superseded(items, vectors, EXCHANGES) == {"asked"}
+    assert "1 a question and its answer" in aside["knowledge_updates"]
     answered = turn("answered", "Which one? I'd pick Harlow & Sons, they answer on Sundays",
                     T0 + timedelta(minutes=1), "assistant", "s1")  # fmt: skip
     assert superseded(ranked(STATED, CHANGED, answered), {**VECTORS, "answered": VECTORS[

@@ -462,7 +462,7 @@ def _restated(
         memories = [s.memory for s in window]
         for kept in confirmed_changes(memories, pairs, calibration, stale, config):
             del stale[kept]
-        stale.update(shared_by_exchange(memories, pairs, calibration, stale, config))
+        stale.update(shared_by_exchange(memories, pairs, calibration, stale, config, held))
     return set(stale), held
 
 

@@ -32,6 +32,8 @@ from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.replacement import gives_new_value, in_order, one_exchange, stated_at
 from recalld.text import only_asks
 
+QUESTION = "a question and its answer (a question states no fact to share)"
+
 
 def shared_by_exchange(
     window: Sequence[Memory],
@@ -39,27 +41,30 @@ def shared_by_exchange(
     calibration: Calibration,
     stale: Mapping[str, Memory],
     config: RetrievalConfig,
+    held: dict[str, int],
 ) -> dict[str, Memory]:
     """The other turns of the exchanges of ``stale`` memories, each -> what replaced it.
-    ``pairs``: the raw cosines of every two memories of ``window``."""
+    ``pairs``: the raw cosines of every two memories of ``window``; ``held`` counts the
+    exchanges left as they are because one turn only asks (for the trace)."""
     place = {m.id: i for i, m in enumerate(window)}
     span = config.exchange_span
     shared: dict[str, Memory] = {}
     for old_id, new in stale.items():
         j, k = place[old_id], place[new.id]
-        if _asks(window[j]):
-            continue  # a question states no fact for its answer to share
         for i in adjacent(window, j):
             turn = window[i]
             if (
-                turn.id not in stale
-                and turn.id != new.id
-                and not _asks(turn)
-                and one_exchange(turn, window[j], span)
-                and calibration.lift(float(min(pairs[i, j], pairs[i, k])))
-                >= config.kupdate_related_similarity
-                and in_order(turn, new) == (turn, new)
+                turn.id in stale
+                or turn.id == new.id
+                or not one_exchange(turn, window[j], span)
+                or calibration.lift(float(min(pairs[i, j], pairs[i, k])))
+                < config.kupdate_related_similarity
+                or in_order(turn, new) != (turn, new)
             ):
+                continue
+            if _asks(turn) or _asks(window[j]):
+                held[QUESTION] = held.get(QUESTION, 0) + 1
+            else:
                 shared.setdefault(turn.id, new)
     return shared
 

@@ -13,6 +13,7 @@ import numpy as np
 from recalld.records import Memory, TimeRange
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
+from recalld.retrieval.exchanges import confirmed_changes, shared_by_exchange
 from recalld.retrieval.fusion import Fused
 from recalld.retrieval.replacement import gives_new_value, in_order
 from recalld.text import gives_new_value as names_any_value, only_asks, states_event, words
@@ -440,11 +441,11 @@ def _restated(
     the older (query cosine at least ``kupdate_query_ratio`` x the older's): "she now lands
     on the 14th" and "Ana is visiting on April 12th" share few words but one question.
     """
-    stale: set[str] = set()
+    stale: dict[str, Memory] = {}
     held: dict[str, int] = {}
     window = [s for s in window if s.memory.id in vectors]
     if len(window) < 2:
-        return stale, held
+        return set(stale), held
     matrix = np.stack([vectors[s.memory.id] for s in window])
     pairs = matrix @ matrix.T  # every pair's cosine in one product
     for i, a in enumerate(window):
@@ -458,14 +459,19 @@ def _restated(
                 old, new = order
                 why = _replaced(old, new, cosine, cosines, config)
                 if why is True:
-                    stale.add(old.id)
+                    stale[old.id] = new
                 elif why:
                     held[why] = held.get(why, 0) + 1
             elif _replaced(a.memory, b.memory, cosine, cosines, config) or _replaced(
                 b.memory, a.memory, cosine, cosines, config
             ):
                 held[order] = held.get(order, 0) + 1
-    return stale, held
+    if config.updates.kupdate_exchange_minutes and stale:
+        memories = [s.memory for s in window]
+        for kept in confirmed_changes(memories, pairs, calibration, stale, config):
+            del stale[kept]
+        stale.update(shared_by_exchange(memories, pairs, calibration, stale, config, held))
+    return set(stale), held
 
 
 def _replaced(
@@ -483,28 +489,43 @@ def _replaced(
         return True
     # A change names the new value ("now lands on April 14th", "bumped to 24.2"); "you're
     # now helping others" says nothing changed about a fact.
+    thread = config.updates.kupdate_thread_subject and one_thread(old, new)
     if not names_any_value(new.content) or not same_subject(
-        old.id, new.id, cosine, cosines, config
+        old.id, new.id, cosine, cosines, config, thread
     ):
         return False
     return True if gives_new_value(new.content) else VERSION_ONLY
 
 
 def same_subject(
-    old: str, new: str, cosine: float, cosines: Mapping[str, float], config: RetrievalConfig
+    old: str,
+    new: str,
+    cosine: float,
+    cosines: Mapping[str, float],
+    config: RetrievalConfig,
+    thread: bool = False,
 ) -> bool:
     """Whether a newer memory (id ``new``) that says something changed is on the subject of
-    ``old``, given their ``cosine`` and the query ``cosines`` (see :func:`knowledge_updates`)."""
+    ``old``, given their ``cosine`` and the query ``cosines`` (see :func:`knowledge_updates`);
+    ``thread``: the two are turns of one thread (``kupdate_thread_subject``), where related
+    is enough."""
     if cosine >= config.updates.kupdate_change_similarity:
         return True
     if cosine < config.updates.kupdate_related_similarity:
         return False
+    if thread:
+        return True
     old_q, new_q = cosines.get(old), cosines.get(new)
     return (
         old_q is not None
         and new_q is not None
         and new_q >= config.updates.kupdate_query_ratio * old_q
     )
+
+
+def one_thread(a: Memory, b: Memory) -> bool:
+    """Whether two memories are turns of one session (a conversation, a ticket's thread)."""
+    return a.session_id is not None and a.session_id == b.session_id
 
 
 def other_projects(a: Memory, b: Memory) -> bool:

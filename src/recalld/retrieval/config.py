@@ -102,6 +102,8 @@ FLAT: Mapping[str, str] = MappingProxyType(
         "kupdate_window": "updates",
         "kupdate_follow": "updates",
         "kupdate_follow_pool": "updates",
+        "kupdate_exchange_minutes": "updates",
+        "kupdate_thread_subject": "updates",
         # promises
         "superseded_factor": "promises",
         "superseded": "promises",

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from recalld.records import Memory
 from recalld.text import says_change, states_value
@@ -72,6 +72,19 @@ def same_document(a: Memory, b: Memory) -> bool:
         and a.source.path is not None
         and a.source.path == b.source.path
     )
+
+
+def one_exchange(a: Memory, b: Memory, span: timedelta) -> bool:
+    """Whether two memories are one exchange: turns of one session by two speakers (a
+    ``role`` each, not the same), stated at most ``span`` apart: a statement and the reply
+    that confirms it. A zero ``span`` finds none."""
+    if not span or a.session_id is None or a.session_id != b.session_id:
+        return False
+    speakers = a.metadata.get("role"), b.metadata.get("role")
+    if speakers[0] is None or speakers[1] is None or speakers[0] == speakers[1]:
+        return False
+    times = stated_at(a), stated_at(b)
+    return times[0] is not None and times[1] is not None and abs(times[0] - times[1]) <= span
 
 
 def in_order(a: Memory, b: Memory) -> tuple[Memory, Memory] | str:

@@ -24,7 +24,13 @@ from collections.abc import Collection, Mapping
 import numpy as np
 
 from recalld.records import Memory, MemoryFilter
-from recalld.retrieval.adjust import Scored, held_back, other_projects, same_subject
+from recalld.retrieval.adjust import (
+    Scored,
+    held_back,
+    one_thread,
+    other_projects,
+    same_subject,
+)
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
@@ -156,7 +162,10 @@ def _replaces(
     not followed, nor a change without a value ("you're now helping others"): in a
     conversation those are more often the same story told again than a fact that changed.
     """
-    if other_projects(old, new) or not same_subject(old.id, new.id, cosine, cosines, config):
+    thread = config.updates.kupdate_thread_subject and one_thread(old, new)
+    if other_projects(old, new) or not same_subject(
+        old.id, new.id, cosine, cosines, config, thread
+    ):
         return False
     order = in_order(old, new)
     if isinstance(order, str):

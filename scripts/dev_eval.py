@@ -1,7 +1,7 @@
 """The default-mechanism rule, measured: variants of the pipeline on every dev set at once,
 each paired query by query against the default and against plain RRF.
 
-    PYTHONPATH=src .venv/bin/python scripts/dev_eval.py [--sets workloads,lme,locomo,scifact,helix]
+    PYTHONPATH=src .venv/bin/python scripts/dev_eval.py [--sets workloads,lme,locomo,scifact,helix,recalld-docs]
         [--set NAME=JSON ...] [--variant 'label:NAME=JSON;NAME=JSON'] [--json out.json]
         [--word-index-everywhere]
 
@@ -37,9 +37,13 @@ METRICS = {
     "locomo": ("turn.recall_any@1", "turn.recall_any@10"),
     "scifact": ("doc.ndcg@10", "doc.recall@100"),
     "helix": ("section.hit@1", "section.hit@5", "section.hit@10", "section.mrr@10"),
+    "recalld-docs": ("section.hit@1", "section.hit@5", "section.hit@10", "section.mrr@10"),
 }
 HELIX_QUESTIONS = Path(__file__).parent / "data/helix_questions.json"
 """Questions a Helix user asks of its manual, each with the page and heading that answer."""
+RECALLD_DOCS_QUESTIONS = Path(__file__).parent / "data/recalld_docs_questions.json"
+"""Questions a recalld user asks of its docs/ (a snapshot in ``docs/recalld`` of the bench
+data), written before any docs ranking mechanism was tried: a check that one generalises."""
 
 
 def _run_scifact(configs: Mapping[str, RetrievalConfig | System]) -> dict[str, Any]:
@@ -58,6 +62,8 @@ RUNNERS: dict[str, Callable[[Mapping[str, RetrievalConfig | System]], dict[str, 
     "scifact": _run_scifact,
     "helix": lambda c: run_docs(DATA / "docs/helix", HELIX_QUESTIONS, configs=c, cache_dir=CACHE,
                                 baselines=False),
+    "recalld-docs": lambda c: run_docs(DATA / "docs/recalld", RECALLD_DOCS_QUESTIONS, configs=c,
+                                       cache_dir=CACHE, baselines=False),
 }  # fmt: skip
 
 
@@ -116,7 +122,7 @@ def parse_variant(text: str) -> tuple[str, RetrievalConfig]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sets", default="workloads,lme,locomo,scifact,helix")
+    parser.add_argument("--sets", default="workloads,lme,locomo,scifact,helix,recalld-docs")
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--word-index-everywhere", action="store_true",

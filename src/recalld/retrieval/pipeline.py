@@ -36,6 +36,7 @@ from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.expand import expand
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
+from recalld.retrieval.headings import heading_lists
 from recalld.retrieval.models import Models, StageNote
 from recalld.retrieval.near_misses import near_misses as near_misses
 from recalld.retrieval.promises import carried, keep_promises, promised_order
@@ -139,12 +140,17 @@ def _search(
     lists += expanded.lists if expanded else ()
     clock.lap("candidates")
     lists, signal = trust_words(lists, config)
-    fused = fuse(
-        lists, config, max(config.min_adjust, sized_for(request, config) * config.adjust_depth)
-    )
+    keep = max(config.min_adjust, sized_for(request, config) * config.adjust_depth)
+    fused = fuse(lists, config, keep)
     clock.lap("fuse")
     memories = _rows(store, rows, [f.memory_id for f in fused])
     clock.lap("rows")
+    vector = expanded.query_vector if expanded else None
+    headed = heading_lists(fused, memories, lists, plan.text, embedder, config, vector)
+    if headed.lists:
+        lists = [*lists, *headed.lists]
+        fused = fuse(lists, config, keep)  # the same candidates: heading lists add none
+        clock.lap("headings")
     if models is not None:
         fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
         notes.append(note)
@@ -179,6 +185,8 @@ def _search(
         readable=readable,
         vectors_exact=store.exact_vectors(),
     )
+    if headed.aside is not None:
+        aside["heading_evidence"] = headed.aside
     scored = apply_session_support(scored, config)
     # each semantic candidate's query cosine (calibrated), for three stages
     cosines = _cosines(lists, calibration)

@@ -1,7 +1,8 @@
 """The default-mechanism rule, measured: variants of the pipeline on every dev set at once,
 each paired query by query against the default and against plain RRF.
 
-    PYTHONPATH=src .venv/bin/python scripts/dev_eval.py [--sets workloads,lme,locomo,scifact,helix,recalld-docs]
+    PYTHONPATH=src .venv/bin/python scripts/dev_eval.py
+        [--sets workloads,lme,locomo,scifact,helix,recalld-docs]
         [--set NAME=JSON ...] [--variant 'label:NAME=JSON;NAME=JSON'] [--json out.json]
         [--word-index-everywhere]
 

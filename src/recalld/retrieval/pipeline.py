@@ -128,13 +128,13 @@ def _search(
         )
         notes.append(expanded.note)
         clock.lap("expand")
-    lists, rows = retrieve(
+    lists, rows, vector = retrieve(
         store, embedder, plan, request, config, expanded.query_vector if expanded else None
     )
     undated = window_unanswered(plan, lists, config) and not _dated(store, rows, lists)
     if undated:
         plan = replace(plan, time_window=None, terms=(*plan.terms, *plan.time_terms), time_terms=())
-        lists, rows = retrieve(
+        lists, rows, vector = retrieve(
             store, embedder, plan, request, config, expanded.query_vector if expanded else None
         )
     lists += expanded.lists if expanded else ()
@@ -145,7 +145,6 @@ def _search(
     clock.lap("fuse")
     memories = _rows(store, rows, [f.memory_id for f in fused])
     clock.lap("rows")
-    vector = expanded.query_vector if expanded else None
     headed = heading_lists(fused, memories, lists, plan.text, embedder, config, vector)
     if headed.lists:
         lists = [*lists, *headed.lists]

@@ -1,7 +1,8 @@
 """The default-mechanism rule, measured: variants of the pipeline on every dev set at once,
 each paired query by query against the default and against plain RRF.
 
-    PYTHONPATH=src .venv/bin/python scripts/dev_eval.py [--sets workloads,lme,locomo,scifact,helix]
+    PYTHONPATH=src .venv/bin/python scripts/dev_eval.py
+        [--sets workloads,lme,locomo,scifact,helix,recalld-docs]
         [--variant 'label:NAME=JSON;NAME=JSON'] [--json out.json]
         [--word-index-everywhere]
 
@@ -12,8 +13,11 @@ its net gain is more than two queries somewhere; this prints those counts per se
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import subprocess
+import tarfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -37,9 +41,32 @@ METRICS = {
     "locomo": ("turn.recall_any@1", "turn.recall_any@10"),
     "scifact": ("doc.ndcg@10", "doc.recall@100"),
     "helix": ("section.hit@1", "section.hit@5", "section.hit@10", "section.mrr@10"),
+    "recalld-docs": ("section.hit@1", "section.hit@5", "section.hit@10", "section.mrr@10"),
 }
 HELIX_QUESTIONS = Path(__file__).parent / "data/helix_questions.json"
 """Questions a Helix user asks of its manual, each with the page and heading that answer."""
+RECALLD_DOCS_QUESTIONS = Path(__file__).parent / "data/recalld_docs_questions.json"
+"""Questions a recalld user asks of its docs/, written before any docs ranking mechanism was
+tried: a check that one generalises beyond helix."""
+RECALLD_DOCS_COMMIT = "9ea4ff7"
+"""The commit whose docs/ the questions were written against (their gold headings): the
+folder is taken from git history, so later edits of the docs leave the set unchanged."""
+
+
+def _recalld_docs() -> Path:
+    """docs/ at :data:`RECALLD_DOCS_COMMIT`, extracted once into the bench cache."""
+    folder = CACHE / f"recalld-docs-{RECALLD_DOCS_COMMIT}"
+    if not (folder / "docs").is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        repo = Path(__file__).resolve().parent.parent
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", RECALLD_DOCS_COMMIT, "docs"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(folder, filter="data")
+    return folder / "docs"
 
 
 def _run_scifact(configs: Mapping[str, RetrievalConfig | System]) -> dict[str, Any]:
@@ -58,6 +85,8 @@ RUNNERS: dict[str, Callable[[Mapping[str, RetrievalConfig | System]], dict[str, 
     "scifact": _run_scifact,
     "helix": lambda c: run_docs(DATA / "docs/helix", HELIX_QUESTIONS, configs=c, cache_dir=CACHE,
                                 baselines=False),
+    "recalld-docs": lambda c: run_docs(_recalld_docs(), RECALLD_DOCS_QUESTIONS, configs=c,
+                                       cache_dir=CACHE, baselines=False),
 }  # fmt: skip
 
 
@@ -116,7 +145,7 @@ def parse_variant(text: str) -> tuple[str, RetrievalConfig]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sets", default="workloads,lme,locomo,scifact,helix")
+    parser.add_argument("--sets", default="workloads,lme,locomo,scifact,helix,recalld-docs")
     parser.add_argument("--variant", action="append", default=[])
     parser.add_argument("--json", type=Path)
     parser.add_argument("--word-index-everywhere", action="store_true",

@@ -23,7 +23,7 @@ def test_small_file_is_one_chunk_with_exact_line_range() -> None:
     chunks = chunk_markdown(text)
     assert len(chunks) == 1
     assert (chunks[0].line_start, chunks[0].line_end) == (1, 4)
-    assert chunks[0].content == "# Title\n\nOne short note.\n- a list item"
+    assert chunks[0].content == "Title\n# Title\n\nOne short note.\n- a list item"
 
 
 def test_chunks_are_about_target_size_with_overlap() -> None:
@@ -56,7 +56,8 @@ def test_headings_are_carried_as_context() -> None:
     assert all(c.content.startswith("Life > Moving to Berlin\n") for c in mid)
     cooking = next(c for c in chunks if "bake bread" in c.body)
     assert cooking.body.startswith("## Cooking")
-    assert cooking.headings == ("Life",)
+    assert cooking.headings == ("Life", "Cooking")  # its own heading is part of its path
+    assert cooking.content.startswith("Life > Cooking\n## Cooking")
 
 
 def test_heading_starts_new_chunk_once_current_is_half_full() -> None:
@@ -141,7 +142,7 @@ def test_empty_and_blank_files_have_no_chunks() -> None:
 
 
 def test_params_are_validated_and_named() -> None:
-    assert ChunkParams().descriptor == "md1/400/80"
+    assert ChunkParams().descriptor == "md2/400/80"
     with pytest.raises(ValueError):
         ChunkParams(target_tokens=100, overlap_tokens=60)
 

@@ -31,7 +31,8 @@ def test_first_index_stores_chunks_with_sources_and_dates(
     lines = (workspace / "memory" / "2026-03-10.md").read_text().splitlines()
     src = daily.source
     assert src.line_start == 1 and src.line_end == len(lines)
-    assert daily.content == "\n".join(lines[src.line_start - 1 : src.line_end])
+    # the heading path (the page opens with its own heading), then the lines themselves
+    assert daily.content == "2026-03-10\n" + "\n".join(lines[src.line_start - 1 : src.line_end])
 
 
 def test_reindex_of_unchanged_workspace_reads_and_embeds_nothing(
@@ -68,7 +69,7 @@ def test_edit_replaces_only_that_files_chunks(eng: recalld.MemoryEngine, workspa
     untouched = {i for i, m in before.items() if m.source.path != str(edited)}
     assert untouched <= set(after)  # other files' chunks kept, same ids
     texts = [m.content for m in after.values() if m.source.path == str(edited)]
-    assert texts == ["# 2026-03-11\n\nThe billing rollout was cancelled by Zed."]
+    assert texts == ["2026-03-11\n# 2026-03-11\n\nThe billing rollout was cancelled by Zed."]
     hits = eng.search("billing migration script Bob", mode="hybrid", limit=20).hits
     assert all("Paired with Bob" not in h.memory.content for h in hits)
 
@@ -113,7 +114,7 @@ def test_changed_chunk_parameters_rechunk_every_file(
     options = IndexOptions(chunking=ChunkParams(target_tokens=20, overlap_tokens=4))
     report = index_sources([str(workspace)], options, eng._index_deps())
     assert len(report.indexed) == 6 and report.total_chunks > 6
-    assert {f.chunker for f in eng.store.source_files()} == {"md1/20/4"}
+    assert {f.chunker for f in eng.store.source_files()} == {"md2/20/4"}
 
 
 def test_bad_files_are_reported_and_the_rest_indexed(

@@ -34,11 +34,11 @@ def retrieve(
     request: SearchRequest,
     config: RetrievalConfig,
     query_vector: Vector | None = None,
-) -> tuple[list[RankedList], SearchRows]:
+) -> tuple[list[RankedList], SearchRows, Vector | None]:
     """Stage 3: one store call answers every channel the mode asks for, with the rows the
     later stages read (two calls at the same time where the store says that pays,
     :func:`read_candidates`; ``query_vector``: the query's, when stage 2 embedded it
-    already)."""
+    already). Also returns the query's vector, when the semantic channel ran."""
     pool = pool_size(request, config)
     channels = ("semantic",) if plan.mode == "vector" else config.candidates.channels
     wanted = {c: pool if c in channels else 0 for c in LISTS}
@@ -80,7 +80,7 @@ def retrieve(
             lists.append(
                 RankedList("bm25_time", timed, weight * config.fusion.time_terms_weight, False)
             )
-    return lists, rows
+    return lists, rows, (embedded[0] if embedded else None)
 
 
 def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) -> SearchRows:

@@ -67,6 +67,8 @@ FLAT: Mapping[str, str] = MappingProxyType(
         "original_query_weight": "fusion",
         "rank_bonus_first": "fusion",
         "rank_bonus_top3": "fusion",
+        "heading_weight": "fusion",
+        "heading_depth": "fusion",
         "vector_weight": "fusion",
         "text_weight": "fusion",
         # memory
@@ -278,6 +280,7 @@ class RetrievalConfig:
             answer_weight=0.0,
             reply_weight=0.0,
             time_terms_weight=0.0,
+            heading_weight=0.0,
             mmr_lambda=1.0,
             diverse_aggregation=False,
             min_score=0.0,

@@ -36,6 +36,7 @@ from recalld.retrieval.dates import anchor_window
 from recalld.retrieval.expand import expand
 from recalld.retrieval.filters import dedupe, relevance_filter
 from recalld.retrieval.fusion import Fused, RankedList, linear, rrf
+from recalld.retrieval.headings import heading_lists
 from recalld.retrieval.models import Models, StageNote
 from recalld.retrieval.near_misses import near_misses as near_misses
 from recalld.retrieval.promises import carried, keep_promises, promised_order
@@ -127,25 +128,29 @@ def _search(
         )
         notes.append(expanded.note)
         clock.lap("expand")
-    lists, rows = retrieve(
+    lists, rows, vector = retrieve(
         store, embedder, plan, request, config, expanded.query_vector if expanded else None
     )
     undated = window_unanswered(plan, lists, config) and not _dated(store, rows, lists)
     if undated:
         plan = replace(plan, time_window=None, terms=(*plan.terms, *plan.time_terms), time_terms=())
-        lists, rows = retrieve(
+        lists, rows, vector = retrieve(
             store, embedder, plan, request, config, expanded.query_vector if expanded else None
         )
     lists += expanded.lists if expanded else ()
     clock.lap("candidates")
     lists, signal = trust_words(lists, config)
     pools = config.candidates
-    fused = fuse(
-        lists, config, max(pools.min_adjust, sized_for(request, config) * pools.adjust_depth)
-    )
+    keep = max(pools.min_adjust, sized_for(request, config) * pools.adjust_depth)
+    fused = fuse(lists, config, keep)
     clock.lap("fuse")
     memories = _rows(store, rows, [f.memory_id for f in fused])
     clock.lap("rows")
+    headed = heading_lists(fused, memories, lists, plan.text, embedder, config, vector)
+    if headed.lists:
+        lists = [*lists, *headed.lists]
+        fused = fuse(lists, config, keep)  # the same candidates: heading lists add none
+        clock.lap("headings")
     if models is not None:
         fused, note = rerank(fused, memories, request.query, plan.terms, models, config)
         notes.append(note)
@@ -180,6 +185,8 @@ def _search(
         readable=readable,
         vectors_exact=store.exact_vectors(),
     )
+    if headed.aside is not None:
+        aside["heading_evidence"] = headed.aside
     scored = apply_session_support(scored, config)
     # each semantic candidate's query cosine (calibrated), for three stages
     cosines = _cosines(lists, calibration)

@@ -30,8 +30,9 @@ straddles a boundary is whole in at least one chunk."""
 HEADING_BREAK_FRACTION = 0.5
 """A heading starts a new chunk once the current chunk is at least this full: sections
 stay apart, yet a run of tiny sections is not scattered into tiny chunks."""
-CHUNKER_VERSION = "md1"
-"""Bumped when chunk boundaries change, so indexed files are re-chunked."""
+CHUNKER_VERSION = "md2"
+"""Bumped when chunk boundaries or contents change, so indexed files are re-chunked by the
+next ``recalld index`` run (md2: a chunk that opens with a heading has it in its path)."""
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t#]*$")
@@ -282,7 +283,16 @@ def _chunk(pieces: list[_Piece], lines: list[str]) -> Chunk:
         body = "\n".join(lines[first.start : last.end])
     else:
         body = "\n".join(p.text if p.text is not None else _lines(p, lines) for p in pieces)
-    return Chunk(body.strip("\n"), first.start + 1, last.end, first.context)
+    return Chunk(body.strip("\n"), first.start + 1, last.end, _path(first, lines))
+
+
+def _path(first: _Piece, lines: list[str]) -> tuple[str, ...]:
+    """The chunk's heading path: a chunk that opens with a heading sits under it too."""
+    if first.kind != "heading":
+        return first.context
+    match = _HEADING.match(lines[first.start])
+    title = (match.group(2) or "").strip() if match else ""
+    return (*first.context, title) if title else first.context
 
 
 def _lines(piece: _Piece, lines: list[str]) -> str:

@@ -118,7 +118,8 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
             assert 0 < level["p50_ms"] <= level["p95_ms"] <= level["p99_ms"]
         # Then the capacity search at the most clients: four scheduled runs, bisecting
         # below the closed loop's rate; a schedule never sends faster than its rate.
-        capacity, closed = row["capacity"], row["load"][1]
+        (capacity,), closed = row["capacity"], row["load"][1]
+        assert capacity["workers"] == 1 and closed["workers"] == 1
         assert capacity["clients"] == 3 and capacity["p99_target_ms"] == 5000
         rates = [t["rate"] for t in capacity["tries"]]
         assert len(rates) == 4 and rates[0] == pytest.approx(0.8 * closed["searches_per_s"])
@@ -130,8 +131,8 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
     assert report["corpus"]["pool"] == 40
     table = (report_dir / "scale.md").read_text(encoding="utf-8")
     assert "| 300 |" in table and "| 600 |" in table
-    assert "| 600 | sqlite | 3 |" in table
-    assert "| 600 | sqlite | 3 | 5000 |" in table  # the capacity row
+    assert "| 600 | sqlite | 1 | 3 |" in table
+    assert "| 600 | sqlite | 1 | 3 | 5000 |" in table  # the capacity row
     assert "Where a hybrid search's time goes" in table and "| understand | embed |" in table
     assert report["embedder"]["setting"] == "fake:64"
     assert "Embedder: `fake:64`: fake-hash (64-d" in table

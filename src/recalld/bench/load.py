@@ -3,10 +3,11 @@
 :func:`served` starts ``recalld serve`` on a store, on a free port of 127.0.0.1, and stops
 it after; :func:`measure` runs N client threads against it for a fixed time, each sending
 searches (``POST /v1/search``, limit 10) with one request in ``add_every`` an add, and
-reports searches/s and the searches' p50/p95/p99. Given a ``rate``, the clients send on a
-schedule instead of as fast as answers come, and :func:`capacity` finds the highest rate the
-server holds within a p99 target. Loopback only, bounded in time: every client stops at the
-deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
+reports searches/s, the searches' p50/p95/p99 and the server's CPU time a search (searches
+only). Given a ``rate``, the clients send on a schedule instead of as fast as answers come,
+and :func:`capacity` finds the highest rate the server holds within a p99 target. Loopback
+only, bounded in time: every client stops at the deadline, and one request may take at
+most ``REQUEST_TIMEOUT_S``.
 
 Used by ``recalld bench scale`` (the real model, the scale corpus) and by the adversarial
 run (``scripts/reliability.py``, the fake embedder).
@@ -41,9 +42,10 @@ class LoadBenchError(RecalldError):
 
 
 @contextmanager
-def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
-    """``recalld serve`` with ``env`` (its ``RECALLD_DB``, embedder ...) on 127.0.0.1, its
-    output in ``log``; yields the base URL once it answers, stops it after.
+def served(env: Mapping[str, str], log: Path, workers: int = 1) -> Iterator[str]:
+    """``recalld serve --workers N`` with ``env`` (its ``RECALLD_DB``, embedder ...) on
+    127.0.0.1, its output in ``log``; yields the base URL once it answers, stops it after.
+    While it runs, :func:`server_cpu_s` reads the CPU time of its processes.
 
     Raises:
         LoadBenchError: the server exited or did not answer within ``START_TIMEOUT_S``.
@@ -52,8 +54,12 @@ def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [*SERVE, "--port", str(port)], env=dict(env), stdout=out, stderr=subprocess.STDOUT
+            [*SERVE, "--port", str(port), "--workers", str(workers)],
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
+        _serving[url] = process.pid
         try:
             if not answers(url, process):
                 raise LoadBenchError(
@@ -61,12 +67,44 @@ def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
                 )
             yield url
         finally:
+            _serving.pop(url, None)
             process.terminate()
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=30)
+
+
+_serving: dict[str, int] = {}
+"""The process id of each server :func:`served` runs, by its URL."""
+
+
+def server_cpu_s(url: str) -> float | None:
+    """CPU seconds used so far by the server :func:`served` runs at ``url`` and its workers
+    (user and system, from ``/proc``: Linux only; None elsewhere or when unknown)."""
+    pid = _serving.get(url)
+    if pid is None or not Path(f"/proc/{pid}/stat").exists():
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for one in [pid, *_children(pid)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone in between
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def answers(url: str, process: subprocess.Popen[Any], seconds: float = START_TIMEOUT_S) -> bool:
@@ -162,9 +200,14 @@ def measure(
                     else:
                         searches.append(took)
 
+    cpu_before = server_cpu_s(url)
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     elapsed = time.monotonic() - window[0]
+    cpu_after = server_cpu_s(url)
+    cpu_ms = None
+    if cpu_before is not None and cpu_after is not None and searches and not adds[0]:
+        cpu_ms = (cpu_after - cpu_before) * 1000 / len(searches)
     return {
         "clients": clients,
         "seconds": round(elapsed, 2),
@@ -174,6 +217,7 @@ def measure(
         "errors": errors[0],
         "requests": len(searches) + adds[0],
         **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)},
+        "server_cpu_ms_per_search": cpu_ms,
     }
 
 

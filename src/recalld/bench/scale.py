@@ -72,6 +72,9 @@ class ScaleOptions:
     """Which backends to build and search at every size (``sqlite``, ``postgres``)."""
     clients: tuple[int, ...] = (8, 32)
     """Client counts of the load through ``recalld serve``; none skips it."""
+    workers: tuple[int, ...] = (1,)
+    """Worker processes of ``recalld serve`` (``--workers``): the load runs once per count,
+    on the same store, one after the other."""
     load_seconds: float = 10.0
     """How long each client count runs."""
     p99_ms: float = 150.0
@@ -97,11 +100,11 @@ class SizeResult:
     reused_build: bool
     backend: str = "sqlite"
     load: tuple[dict[str, Any], ...] = ()
-    """One row per client count: searches/s, p50/p95/p99 ms, errors
-    (:func:`recalld.bench.load.measure`)."""
-    capacity: dict[str, Any] | None = None
-    """The highest rate held within the p99 target at the most clients, with every try
-    (:func:`recalld.bench.load.capacity`)."""
+    """One row per worker count and client count: searches/s, p50/p95/p99 ms, errors, the
+    server's CPU ms a search (:func:`recalld.bench.load.measure`), ``workers``."""
+    capacity: tuple[dict[str, Any], ...] = ()
+    """Per worker count, the highest rate held within the p99 target at the most clients,
+    with every try (:func:`recalld.bench.load.capacity`) and ``workers``."""
     words_bytes: int = 0
     """The word index beside the store (``<db>.words``, SQLite past its threshold)."""
 
@@ -305,13 +308,13 @@ def _one_size_postgres(
 
 def _load(
     options: ScaleOptions, db: str, name: str, questions: list[str], note: Progress
-) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
+) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
     """Searches through ``recalld serve`` on the store at each client count of ``options``,
-    then the capacity search at the most clients."""
+    then the capacity search at the most clients; once per worker count."""
     from recalld.bench import load
 
     if not options.clients:
-        return (), None
+        return (), ()
     note(f"starting recalld serve for the load ({name})", 0, 0)
     env = load.server_env(
         db,
@@ -319,39 +322,45 @@ def _load(
         options.workdir,
         RECALLD_CACHE_DIR=str(options.workdir / "serve-cache"),
     )
-    rows = []
-    with load.served(env, options.workdir / f"serve-{name}.log") as url:
-        load.warm(url, questions)
-        for done, clients in enumerate(options.clients):
-            note(
-                f"load: {clients} clients for {options.load_seconds:g} s ({name})",
-                done,
-                len(options.clients),
-            )
-            row = load.measure(
-                url, clients, options.load_seconds, questions, limit=options.limit
-            )  # searches only: the store stays as built
-            rows.append(row)
-        found = None
-        if options.p99_ms:
-            top = max(rows, key=lambda r: r["clients"])
-            note(
-                f"load: the rate {top['clients']} clients hold within p99 "
-                f"{options.p99_ms:g} ms ({name})",
-                0,
-                0,
-            )
-            found = load.capacity(
-                url,
-                top["clients"],
-                options.load_seconds,
-                questions,
-                options.p99_ms,
-                top["searches_per_s"],
-                options.capacity_steps,
-                limit=options.limit,
-            )
-    return tuple(rows), found
+    rows: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
+    for workers in options.workers:
+        log = options.workdir / f"serve-{name}-w{workers}.log"
+        with load.served(env, log, workers=workers) as url:
+            load.warm(url, questions)
+            mine = []
+            for done, clients in enumerate(options.clients):
+                note(
+                    f"load: {clients} clients for {options.load_seconds:g} s, {workers} "
+                    f"worker(s) ({name})",
+                    done,
+                    len(options.clients),
+                )
+                row = load.measure(
+                    url, clients, options.load_seconds, questions, limit=options.limit
+                )
+                mine.append({**row, "workers": workers})  # searches only: the store stays as built
+            rows += mine
+            if options.p99_ms:
+                top = max(mine, key=lambda r: r["clients"])
+                note(
+                    f"load: the rate {top['clients']} clients hold within p99 "
+                    f"{options.p99_ms:g} ms, {workers} worker(s) ({name})",
+                    0,
+                    0,
+                )
+                held = load.capacity(
+                    url,
+                    top["clients"],
+                    options.load_seconds,
+                    questions,
+                    options.p99_ms,
+                    top["searches_per_s"],
+                    options.capacity_steps,
+                    limit=options.limit,
+                )
+                found.append({**held, "workers": workers})
+    return tuple(rows), tuple(found)
 
 
 def _redacted(dsn: str | None) -> str | None:
@@ -446,6 +455,16 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             raise InvalidInputError(f"not a corpus size: {part!r} (use e.g. 10000,100k,1M)")
         sizes.append(int(digits) * scale)
     return tuple(dict.fromkeys(sizes))
+
+
+def parse_workers(text: str) -> tuple[int, ...]:
+    """``"1,2"`` -> ``(1, 2)``: the worker counts of ``recalld serve`` under load."""
+    counts = []
+    for part in filter(str.strip, text.split(",")):
+        if not part.strip().isdigit() or int(part) < 1:
+            raise InvalidInputError(f"not a worker count: {part!r} (use e.g. 1,2)")
+        counts.append(int(part))
+    return tuple(dict.fromkeys(counts)) or (1,)
 
 
 def parse_clients(text: str) -> tuple[int, ...]:

@@ -371,7 +371,10 @@ class WorkerHeader:
 
         async def send_with_pid(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = [*message.get("headers", []), (WORKER_HEADER.lower().encode(), self.value)]
+                headers = [
+                    *message.get("headers", []),
+                    (WORKER_HEADER.lower().encode(), self.value),
+                ]
                 message = {**message, "headers": headers}
             await send(message)
 

@@ -34,6 +34,9 @@ from recalld.ports import free_port
 START_TIMEOUT_S = 180.0
 """How long the server may take to answer ``/healthz`` (it loads the model first)."""
 REQUEST_TIMEOUT_S = 60.0
+WARM_TRIES_PER_SEARCH = 8
+"""Warming sends at most this many times the searches it wants per worker: new connections
+land on the workers at random, so some get more than their share before all are warm."""
 SERVE = [sys.executable, "-c", "from recalld.interfaces.cli import main; main()", "serve"]
 
 
@@ -256,11 +259,20 @@ def capacity(
     return {"clients": clients, "p99_target_ms": p99_ms, "best": best, "tries": tries}
 
 
-def warm(url: str, queries: Sequence[str], count: int = 20) -> None:
-    """A few searches first, so that the figures are a warm server's."""
-    with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
-        for query in queries[:count]:
-            http.post("/v1/search", json={"query": query, "limit": 10})
+def warm(url: str, queries: Sequence[str], count: int = 20, workers: int = 1) -> None:
+    """``count`` searches first on each of the server's ``workers`` (each on a new
+    connection, so that every worker gets some), so that the figures are a warm server's:
+    a worker's first searches load its vectors and measure its model."""
+    answered: dict[str, int] = {}
+    for i in range(count * workers * WARM_TRIES_PER_SEARCH):
+        query = queries[i % len(queries)]
+        answer = httpx.post(
+            f"{url}/v1/search", json={"query": query, "limit": 10}, timeout=REQUEST_TIMEOUT_S
+        )
+        worker = answer.headers.get("x-recalld-worker", "")
+        answered[worker] = answered.get(worker, 0) + 1
+        if len(answered) >= workers and min(answered.values()) >= count:
+            return
 
 
 def percentile(values: Sequence[float], q: float) -> float:

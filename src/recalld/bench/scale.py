@@ -327,7 +327,7 @@ def _load(
     for workers in options.workers:
         log = options.workdir / f"serve-{name}-w{workers}.log"
         with load.served(env, log, workers=workers) as url:
-            load.warm(url, questions)
+            load.warm(url, questions, workers=workers)
             mine = []
             for done, clients in enumerate(options.clients):
                 note(

@@ -25,12 +25,15 @@ import pytest
 from serve_helpers import free_port, wait_until_serving
 
 import recalld
-from recalld.interfaces.workers import WORKER_HEADER
+from recalld.interfaces.workers import BALANCED, WORKER_HEADER
 from recalld.keys import create_key, revoke_key
 
 from ..conftest import subprocess_env
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not BALANCED, reason="connections reach every worker where balanced"),
+]
 
 TRIES = 60
 """Fresh connections tried to reach a given worker (each lands on one of two at random:

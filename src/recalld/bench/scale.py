@@ -27,6 +27,7 @@ import platform
 import queue
 import shutil
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,8 +74,10 @@ class ScaleOptions:
     clients: tuple[int, ...] = (8, 32)
     """Client counts of the load through ``recalld serve``; none skips it."""
     workers: tuple[int, ...] = (1,)
-    """Worker processes of ``recalld serve`` (``--workers``): the load runs once per count,
-    on the same store, one after the other."""
+    """Worker processes of ``recalld serve`` (``--workers``): one server per count on the
+    same store, their load runs taking turns."""
+    load_rounds: int = 1
+    """How many times every client count runs on every worker count, in turns."""
     load_seconds: float = 10.0
     """How long each client count runs."""
     p99_ms: float = 150.0
@@ -309,8 +312,9 @@ def _one_size_postgres(
 def _load(
     options: ScaleOptions, db: str, name: str, questions: list[str], note: Progress
 ) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
-    """Searches through ``recalld serve`` on the store at each client count of ``options``,
-    then the capacity search at the most clients; once per worker count."""
+    """Searches through ``recalld serve`` on the store at each client count of ``options``
+    and each worker count (in turns, ``load_rounds`` times), then the capacity search at the
+    most clients for each worker count."""
     from recalld.bench import load
 
     if not options.clients:
@@ -324,42 +328,52 @@ def _load(
     )
     rows: list[dict[str, Any]] = []
     found: list[dict[str, Any]] = []
-    for workers in options.workers:
-        log = options.workdir / f"serve-{name}-w{workers}.log"
-        with load.served(env, log, workers=workers) as url:
+    with ExitStack() as stack:
+        # One server per worker count, all up at once: their runs take turns, so that a
+        # change in the machine's load falls on every count alike.
+        urls = {
+            workers: stack.enter_context(
+                load.served(env, options.workdir / f"serve-{name}-w{workers}.log", workers)
+            )
+            for workers in options.workers
+        }
+        for workers, url in urls.items():
             load.warm(url, questions, workers=workers)
-            mine = []
+        for turn in range(1, options.load_rounds + 1):
             for done, clients in enumerate(options.clients):
-                note(
-                    f"load: {clients} clients for {options.load_seconds:g} s, {workers} "
-                    f"worker(s) ({name})",
-                    done,
-                    len(options.clients),
-                )
-                row = load.measure(
-                    url, clients, options.load_seconds, questions, limit=options.limit
-                )
-                mine.append({**row, "workers": workers})  # searches only: the store stays as built
-            rows += mine
-            if options.p99_ms:
-                top = max(mine, key=lambda r: r["clients"])
-                note(
-                    f"load: the rate {top['clients']} clients hold within p99 "
-                    f"{options.p99_ms:g} ms, {workers} worker(s) ({name})",
-                    0,
-                    0,
-                )
-                held = load.capacity(
-                    url,
-                    top["clients"],
-                    options.load_seconds,
-                    questions,
-                    options.p99_ms,
-                    top["searches_per_s"],
-                    options.capacity_steps,
-                    limit=options.limit,
-                )
-                found.append({**held, "workers": workers})
+                for workers, url in urls.items():
+                    note(
+                        f"load: {clients} clients for {options.load_seconds:g} s, {workers} "
+                        f"worker(s), round {turn} ({name})",
+                        done,
+                        len(options.clients),
+                    )
+                    row = load.measure(
+                        url, clients, options.load_seconds, questions, limit=options.limit
+                    )  # searches only: the store stays as built
+                    rows.append({**row, "workers": workers, "round": turn})
+        for workers, url in urls.items() if options.p99_ms else ():
+            top = max(
+                (r for r in rows if r["workers"] == workers),
+                key=lambda r: (r["clients"], r["searches_per_s"]),
+            )
+            note(
+                f"load: the rate {top['clients']} clients hold within p99 "
+                f"{options.p99_ms:g} ms, {workers} worker(s) ({name})",
+                0,
+                0,
+            )
+            held = load.capacity(
+                url,
+                top["clients"],
+                options.load_seconds,
+                questions,
+                options.p99_ms,
+                top["searches_per_s"],
+                options.capacity_steps,
+                limit=options.limit,
+            )
+            found.append({**held, "workers": workers})
     return tuple(rows), tuple(found)
 
 

@@ -173,14 +173,15 @@ def _load_table(report: ScaleReport) -> list[str]:
         f" each client count for {report.options['load_seconds']:g} s, clients on this "
         "machine; CPU: the server's processes' CPU time per search):",
         "",
-        "| memories | backend | workers | clients | searches/s | p50 ms | p95 ms | p99 ms "
-        "| CPU ms/search | errors |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| memories | backend | round | workers | clients | searches/s | p50 ms | p95 ms "
+        "| p99 ms | CPU ms/search | errors |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r, row in rows:
         cpu = row.get("server_cpu_ms_per_search")
         lines.append(
-            f"| {r.size:,} | {r.backend} | {row.get('workers', 1)} | {row['clients']} "
+            f"| {r.size:,} | {r.backend} | {row.get('round', 1)} | {row.get('workers', 1)} "
+            f"| {row['clients']} "
             f"| {row['searches_per_s']:.1f} | {row['p50_ms']:.0f} | {row['p95_ms']:.0f} "
             f"| {row['p99_ms']:.0f} | {'-' if cpu is None else f'{cpu:.1f}'} | {row['errors']} |"
         )

@@ -71,7 +71,14 @@ from recalld.errors import RecalldError
     default="1",
     show_default=True,
     help="Worker processes of `recalld serve` under the load (--workers), comma separated: "
-    "every client count runs once per worker count, on the same store.",
+    "one server per count on the same store, their runs taking turns.",
+)
+@click.option(
+    "--load-rounds",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many times every client count runs on every worker count, in turns.",
 )
 @click.option(
     "--load-seconds", default=10.0, show_default=True, help="How long each client count runs."
@@ -106,6 +113,7 @@ def scale(
     postgres_dsn: str | None,
     clients: str,
     workers: str,
+    load_rounds: int,
     load_seconds: float,
     p99_ms: float,
     rebuild: bool,
@@ -143,6 +151,7 @@ def scale(
             postgres=postgres_dsn,
             clients=parse_clients(clients),
             workers=parse_workers(workers),
+            load_rounds=load_rounds,
             load_seconds=load_seconds,
             p99_ms=p99_ms,
             backends=tuple(b.strip() for b in backends.split(",") if b.strip()),

@@ -296,9 +296,12 @@ def _worker(number: int, listener: socket.socket, plan: Plan, ready: int) -> NoR
     once (``os._exit``), running nothing of the parent's."""
     code = 1
     try:
-        for stop in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(stop, _exit_now)
+        # uvicorn stops gracefully on SIGTERM and SIGINT, then raises it again: leave then.
+        # A closed terminal's SIGHUP reaches the whole group: the parent turns it into a
+        # SIGTERM to each worker, so a worker waits for that one.
+        signal.signal(signal.SIGTERM, _exit_now)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         _watch_parent(os.getppid())
         code = _run_worker(listener, plan, ready)
     except SystemExit as exc:

@@ -173,6 +173,8 @@ def test_the_load_takes_turns_over_the_worker_counts(data_dir: Path, tmp_path: P
     assert [(r["round"], r["workers"]) for r in row["load"]] == [(1, 1), (1, 2), (2, 1), (2, 2)]
     for level in row["load"]:
         assert level["searches_per_s"] > 0 and level["errors"] == 0
+        assert sum(level["per_worker"]) == level["requests"]  # every answer says who gave it
+        assert len(level["per_worker"]) <= level["workers"]
         if sys.platform.startswith("linux"):
             assert level["server_cpu_ms_per_search"] > 0
     assert row["capacity"] == []

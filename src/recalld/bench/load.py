@@ -3,11 +3,11 @@
 :func:`served` starts ``recalld serve`` on a store, on a free port of 127.0.0.1, and stops
 it after; :func:`measure` runs N client threads against it for a fixed time, each sending
 searches (``POST /v1/search``, limit 10) with one request in ``add_every`` an add, and
-reports searches/s, the searches' p50/p95/p99 and the server's CPU time a search (searches
-only). Given a ``rate``, the clients send on a schedule instead of as fast as answers come,
-and :func:`capacity` finds the highest rate the server holds within a p99 target. Loopback
-only, bounded in time: every client stops at the deadline, and one request may take at
-most ``REQUEST_TIMEOUT_S``.
+reports searches/s, the searches' p50/p95/p99, the server's CPU time a search (searches
+only) and how many requests each of its workers answered. Given a ``rate``, the clients
+send on a schedule instead of as fast as answers come, and :func:`capacity` finds the
+highest rate the server holds within a p99 target. Loopback only, bounded in time: every
+client stops at the deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
 
 Used by ``recalld bench scale`` (the real model, the scale corpus) and by the adversarial
 run (``scripts/reliability.py``, the fake embedder).
@@ -162,6 +162,7 @@ def measure(
     is counted too (a closed loop would leave it out and flatter a saturated server)."""
     searches: list[float] = []
     adds, errors = [0], [0]
+    answered: dict[str, int] = {}  # requests answered by each worker (its pid)
     lock = threading.Lock()
     window = [0.0, 0.0]  # start, deadline: set once every client is connected
 
@@ -193,11 +194,13 @@ def measure(
                         query = queries[(n * 31 + i) % len(queries)]
                         answer = http.post("/v1/search", json={"query": query, "limit": limit})
                     ok = answer.status_code in (200, 201)
+                    worker = answer.headers.get("x-recalld-worker", "")
                 except httpx.HTTPError:
-                    ok = False
+                    ok, worker = False, ""
                 took = time.monotonic() - started
                 with lock:
                     errors[0] += not ok
+                    answered[worker] = answered.get(worker, 0) + ok
                     if add:
                         adds[0] += 1
                     else:
@@ -221,6 +224,7 @@ def measure(
         "requests": len(searches) + adds[0],
         **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)},
         "server_cpu_ms_per_search": cpu_ms,
+        "per_worker": sorted(answered.values(), reverse=True),
     }
 
 

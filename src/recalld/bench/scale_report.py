@@ -171,11 +171,12 @@ def _load_table(report: ScaleReport) -> list[str]:
         "",
         f"Load through `recalld serve` (searches only, limit {report.options['limit']},"
         f" each client count for {report.options['load_seconds']:g} s, clients on this "
-        "machine; CPU: the server's processes' CPU time per search):",
+        "machine; CPU: the server's processes' CPU time per search; per worker: the answers "
+        "each worker gave):",
         "",
         "| memories | backend | round | workers | clients | searches/s | p50 ms | p95 ms "
-        "| p99 ms | CPU ms/search | errors |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| p99 ms | CPU ms/search | errors | per worker |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r, row in rows:
         cpu = row.get("server_cpu_ms_per_search")
@@ -183,7 +184,8 @@ def _load_table(report: ScaleReport) -> list[str]:
             f"| {r.size:,} | {r.backend} | {row.get('round', 1)} | {row.get('workers', 1)} "
             f"| {row['clients']} "
             f"| {row['searches_per_s']:.1f} | {row['p50_ms']:.0f} | {row['p95_ms']:.0f} "
-            f"| {row['p99_ms']:.0f} | {'-' if cpu is None else f'{cpu:.1f}'} | {row['errors']} |"
+            f"| {row['p99_ms']:.0f} | {'-' if cpu is None else f'{cpu:.1f}'} | {row['errors']} "
+            f"| {'/'.join(map(str, row.get('per_worker', []))) or '-'} |"
         )
     held = [(r, c) for r in report.results for c in r.capacity]
     if held:

@@ -230,6 +230,23 @@ def test_a_stop_ends_every_worker_and_removes_the_one_discovery_file(
             os.kill(pid, 0)
 
 
+def test_a_worker_that_dies_stops_the_whole_server(
+    env: dict[str, str], recalld_command: list[str], tmp_path: Path
+) -> None:
+    """No half a server: the other worker stops too, the exit code says it failed, and the
+    discovery file goes."""
+    served = start(env, recalld_command, tmp_path)
+    pids = {int(pid) for pid in served.workers()}
+    os.kill(min(pids), signal.SIGKILL)
+    _, err = served.process.communicate(timeout=60)
+    assert served.process.returncode == 1, err
+    assert "exited (code -9): stopping the server" in err
+    assert list((served.runtime / "recalld").iterdir()) == []
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 @pytest.mark.parametrize("count", ["0", "-1"])
 def test_a_worker_count_below_one_is_refused(
     env: dict[str, str], recalld_command: list[str], count: str

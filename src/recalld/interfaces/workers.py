@@ -270,7 +270,7 @@ class _Workers:
                     file=sys.stderr,
                     flush=True,
                 )
-                self.code = code or 1
+                self.code = code if code > 0 else 1  # killed by a signal: 1
                 self.stop()
         return self.code
 

@@ -23,12 +23,11 @@ from typing import Any
 import httpx
 import pytest
 from serve_helpers import free_port, wait_until_serving
+from tests.conftest import subprocess_env
 
 import recalld
 from recalld.interfaces.workers import BALANCED, WORKER_HEADER
 from recalld.keys import create_key, revoke_key
-
-from ..conftest import subprocess_env
 
 pytestmark = [
     pytest.mark.integration,

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,23 @@ def test_what_one_worker_writes_the_other_reads_searches_and_changes_at_once(
     found = served.on_other(writer, "POST", "/v1/search",
                             json={"query": "ferry to the island from pier three"})  # fmt: skip
     assert forgotten_id not in hits(found)
+
+
+def test_writes_at_once_on_both_workers_are_all_kept(served: Served) -> None:
+    """Eight clients adding at once, over both workers: every add answered 201 (writers
+    queue on the store's lock), and each memory readable from either worker."""
+
+    def add(n: int) -> tuple[str, str]:
+        answer = served.send("POST", "/v1/memories",
+                             json={"content": f"Parallel note {n}: locker {n} holds kit {n}."})  # fmt: skip
+        assert answer.status_code == 201, answer.text
+        return answer.headers[WORKER_HEADER], answer.json()["id"]
+
+    with ThreadPoolExecutor(8) as pool:
+        added = list(pool.map(add, range(24)))
+    assert len({worker for worker, _ in added}) == 2
+    for writer, memory_id in added[:4]:
+        assert served.on_other(writer, "GET", f"/v1/memories/{memory_id}").status_code == 200
 
 
 def test_the_inspector_the_api_and_the_mcp_tools_answer_on_every_worker(served: Served) -> None:

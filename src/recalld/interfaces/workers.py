@@ -1,4 +1,4 @@
-"""``recalld serve --workers N``: N processes answering on one listening socket (a pre-fork).
+"""``recalld serve --workers N``: N processes answering on one address (a pre-fork).
 
 Why: a search is mostly Python, and one process runs Python on one core at a time; a
 second process serves a second core. MCP over HTTP is stateless and the API keeps no

@@ -171,8 +171,8 @@ def test_writes_at_once_on_both_workers_are_all_kept(served: Served) -> None:
     queue on the store's lock), and each memory readable from either worker."""
 
     def add(n: int) -> tuple[str, str]:
-        answer = served.send("POST", "/v1/memories",
-                             json={"content": f"Parallel note {n}: locker {n} holds kit {n}."})  # fmt: skip
+        note = f"Parallel note {n}: locker {n} holds kit {n}."
+        answer = served.send("POST", "/v1/memories", json={"content": note})
         assert answer.status_code == 201, answer.text
         return answer.headers[WORKER_HEADER], answer.json()["id"]
 

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from recalld.bench import scale_corpus as sc
-from recalld.bench.scale import parse_clients, parse_sizes
+from recalld.bench.scale import parse_clients, parse_sizes, parse_workers
 from recalld.bench.scale_postgres import database_dsn
 from recalld.errors import InvalidInputError
 from recalld.interfaces.cli_scale import scale
@@ -118,7 +118,8 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
             assert 0 < level["p50_ms"] <= level["p95_ms"] <= level["p99_ms"]
         # Then the capacity search at the most clients: four scheduled runs, bisecting
         # below the closed loop's rate; a schedule never sends faster than its rate.
-        capacity, closed = row["capacity"], row["load"][1]
+        (capacity,), closed = row["capacity"], row["load"][1]
+        assert capacity["workers"] == 1 and closed["workers"] == 1
         assert capacity["clients"] == 3 and capacity["p99_target_ms"] == 5000
         rates = [t["rate"] for t in capacity["tries"]]
         assert len(rates) == 4 and rates[0] == pytest.approx(0.8 * closed["searches_per_s"])
@@ -130,8 +131,8 @@ def test_cli_runs_end_to_end(data_dir: Path, tmp_path: Path,
     assert report["corpus"]["pool"] == 40
     table = (report_dir / "scale.md").read_text(encoding="utf-8")
     assert "| 300 |" in table and "| 600 |" in table
-    assert "| 600 | sqlite | 3 |" in table
-    assert "| 600 | sqlite | 3 | 5000 |" in table  # the capacity row
+    assert "| 600 | sqlite | 1 | 1 | 3 |" in table
+    assert "| 600 | sqlite | 1 | 3 | 5000 |" in table  # the capacity row
     assert "Where a hybrid search's time goes" in table and "| understand | embed |" in table
     assert report["embedder"]["setting"] == "fake:64"
     assert "Embedder: `fake:64`: fake-hash (64-d" in table
@@ -155,6 +156,31 @@ def test_parse_clients() -> None:
     assert parse_clients("0") == () and parse_clients("") == ()
     with pytest.raises(InvalidInputError, match="not a client count"):
         parse_clients("eight")
+
+
+def test_the_load_takes_turns_over_the_worker_counts(data_dir: Path, tmp_path: Path) -> None:
+    """`--workers 1,2 --load-rounds 2`: one server per count, their runs in turns, each with
+    the server's CPU time a search (every process of it counted)."""
+    result = CliRunner().invoke(scale, [
+        "--sizes", "300", "--queries", "3", "--embedder", "fake:64", "--pool", "40",
+        "--data", str(data_dir), "--workdir", str(tmp_path / "work"), "--json",
+        "--clients", "2", "--workers", "1,2", "--load-rounds", "2", "--load-seconds", "0.5",
+        "--p99-ms", "0",
+    ])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output[: result.output.rindex("}") + 1])
+    (row,) = report["results"]
+    assert [(r["round"], r["workers"]) for r in row["load"]] == [(1, 1), (1, 2), (2, 1), (2, 2)]
+    for level in row["load"]:
+        assert level["searches_per_s"] > 0 and level["errors"] == 0
+        assert sum(level["per_worker"]) == level["requests"]  # every answer says who gave it
+        assert len(level["per_worker"]) <= level["workers"]
+        if sys.platform.startswith("linux"):
+            assert level["server_cpu_ms_per_search"] > 0
+    assert row["capacity"] == []
+    assert parse_workers("2, 1,2") == (2, 1)
+    with pytest.raises(InvalidInputError):
+        parse_workers("0")
 
 
 def test_cli_refuses_sizes_the_pool_cannot_make(data_dir: Path, tmp_path: Path) -> None:

@@ -3,10 +3,11 @@
 :func:`served` starts ``recalld serve`` on a store, on a free port of 127.0.0.1, and stops
 it after; :func:`measure` runs N client threads against it for a fixed time, each sending
 searches (``POST /v1/search``, limit 10) with one request in ``add_every`` an add, and
-reports searches/s and the searches' p50/p95/p99. Given a ``rate``, the clients send on a
-schedule instead of as fast as answers come, and :func:`capacity` finds the highest rate the
-server holds within a p99 target. Loopback only, bounded in time: every client stops at the
-deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
+reports searches/s, the searches' p50/p95/p99, the server's CPU time a search (searches
+only) and how many requests each of its workers answered. Given a ``rate``, the clients
+send on a schedule instead of as fast as answers come, and :func:`capacity` finds the
+highest rate the server holds within a p99 target. Loopback only, bounded in time: every
+client stops at the deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
 
 Used by ``recalld bench scale`` (the real model, the scale corpus) and by the adversarial
 run (``scripts/reliability.py``, the fake embedder).
@@ -33,6 +34,9 @@ from recalld.ports import free_port
 START_TIMEOUT_S = 180.0
 """How long the server may take to answer ``/healthz`` (it loads the model first)."""
 REQUEST_TIMEOUT_S = 60.0
+WARM_TRIES_PER_SEARCH = 8
+"""Warming sends at most this many times the searches it wants per worker: new connections
+land on the workers at random, so some get more than their share before all are warm."""
 SERVE = [sys.executable, "-c", "from recalld.interfaces.cli import main; main()", "serve"]
 
 
@@ -41,9 +45,10 @@ class LoadBenchError(RecalldError):
 
 
 @contextmanager
-def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
-    """``recalld serve`` with ``env`` (its ``RECALLD_DB``, embedder ...) on 127.0.0.1, its
-    output in ``log``; yields the base URL once it answers, stops it after.
+def served(env: Mapping[str, str], log: Path, workers: int = 1) -> Iterator[str]:
+    """``recalld serve --workers N`` with ``env`` (its ``RECALLD_DB``, embedder ...) on
+    127.0.0.1, its output in ``log``; yields the base URL once it answers, stops it after.
+    While it runs, :func:`server_cpu_s` reads the CPU time of its processes.
 
     Raises:
         LoadBenchError: the server exited or did not answer within ``START_TIMEOUT_S``.
@@ -52,8 +57,12 @@ def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [*SERVE, "--port", str(port)], env=dict(env), stdout=out, stderr=subprocess.STDOUT
+            [*SERVE, "--port", str(port), "--workers", str(workers)],
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
+        _serving[url] = process.pid
         try:
             if not answers(url, process):
                 raise LoadBenchError(
@@ -61,12 +70,44 @@ def served(env: Mapping[str, str], log: Path) -> Iterator[str]:
                 )
             yield url
         finally:
+            _serving.pop(url, None)
             process.terminate()
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=30)
+
+
+_serving: dict[str, int] = {}
+"""The process id of each server :func:`served` runs, by its URL."""
+
+
+def server_cpu_s(url: str) -> float | None:
+    """CPU seconds used so far by the server :func:`served` runs at ``url`` and its workers
+    (user and system, from ``/proc``: Linux only; None elsewhere or when unknown)."""
+    pid = _serving.get(url)
+    if pid is None or not Path(f"/proc/{pid}/stat").exists():
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for one in [pid, *_children(pid)]:
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone in between
+        total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+    return total
+
+
+def _children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
 
 
 def answers(url: str, process: subprocess.Popen[Any], seconds: float = START_TIMEOUT_S) -> bool:
@@ -121,6 +162,7 @@ def measure(
     is counted too (a closed loop would leave it out and flatter a saturated server)."""
     searches: list[float] = []
     adds, errors = [0], [0]
+    answered: dict[str, int] = {}  # requests answered by each worker (its pid)
     lock = threading.Lock()
     window = [0.0, 0.0]  # start, deadline: set once every client is connected
 
@@ -152,19 +194,26 @@ def measure(
                         query = queries[(n * 31 + i) % len(queries)]
                         answer = http.post("/v1/search", json={"query": query, "limit": limit})
                     ok = answer.status_code in (200, 201)
+                    worker = answer.headers.get("x-recalld-worker", "")
                 except httpx.HTTPError:
-                    ok = False
+                    ok, worker = False, ""
                 took = time.monotonic() - started
                 with lock:
                     errors[0] += not ok
+                    answered[worker] = answered.get(worker, 0) + ok
                     if add:
                         adds[0] += 1
                     else:
                         searches.append(took)
 
+    cpu_before = server_cpu_s(url)
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     elapsed = time.monotonic() - window[0]
+    cpu_after = server_cpu_s(url)
+    cpu_ms = None
+    if cpu_before is not None and cpu_after is not None and searches and not adds[0]:
+        cpu_ms = (cpu_after - cpu_before) * 1000 / len(searches)
     return {
         "clients": clients,
         "seconds": round(elapsed, 2),
@@ -174,6 +223,8 @@ def measure(
         "errors": errors[0],
         "requests": len(searches) + adds[0],
         **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)},
+        "server_cpu_ms_per_search": cpu_ms,
+        "per_worker": sorted(answered.values(), reverse=True),
     }
 
 
@@ -212,11 +263,20 @@ def capacity(
     return {"clients": clients, "p99_target_ms": p99_ms, "best": best, "tries": tries}
 
 
-def warm(url: str, queries: Sequence[str], count: int = 20) -> None:
-    """A few searches first, so that the figures are a warm server's."""
-    with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
-        for query in queries[:count]:
-            http.post("/v1/search", json={"query": query, "limit": 10})
+def warm(url: str, queries: Sequence[str], count: int = 20, workers: int = 1) -> None:
+    """``count`` searches first on each of the server's ``workers`` (each on a new
+    connection, so that every worker gets some), so that the figures are a warm server's:
+    a worker's first searches load its vectors and measure its model."""
+    answered: dict[str, int] = {}
+    for i in range(count * workers * WARM_TRIES_PER_SEARCH):
+        query = queries[i % len(queries)]
+        answer = httpx.post(
+            f"{url}/v1/search", json={"query": query, "limit": 10}, timeout=REQUEST_TIMEOUT_S
+        )
+        worker = answer.headers.get("x-recalld-worker", "")
+        answered[worker] = answered.get(worker, 0) + 1
+        if len(answered) >= workers and min(answered.values()) >= count:
+            return
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -27,6 +27,7 @@ import platform
 import queue
 import shutil
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -72,6 +73,11 @@ class ScaleOptions:
     """Which backends to build and search at every size (``sqlite``, ``postgres``)."""
     clients: tuple[int, ...] = (8, 32)
     """Client counts of the load through ``recalld serve``; none skips it."""
+    workers: tuple[int, ...] = (1,)
+    """Worker processes of ``recalld serve`` (``--workers``): one server per count on the
+    same store, their load runs taking turns."""
+    load_rounds: int = 1
+    """How many times every client count runs on every worker count, in turns."""
     load_seconds: float = 10.0
     """How long each client count runs."""
     p99_ms: float = 150.0
@@ -97,11 +103,11 @@ class SizeResult:
     reused_build: bool
     backend: str = "sqlite"
     load: tuple[dict[str, Any], ...] = ()
-    """One row per client count: searches/s, p50/p95/p99 ms, errors
-    (:func:`recalld.bench.load.measure`)."""
-    capacity: dict[str, Any] | None = None
-    """The highest rate held within the p99 target at the most clients, with every try
-    (:func:`recalld.bench.load.capacity`)."""
+    """One row per worker count and client count: searches/s, p50/p95/p99 ms, errors, the
+    server's CPU ms a search (:func:`recalld.bench.load.measure`), ``workers``."""
+    capacity: tuple[dict[str, Any], ...] = ()
+    """Per worker count, the highest rate held within the p99 target at the most clients,
+    with every try (:func:`recalld.bench.load.capacity`) and ``workers``."""
     words_bytes: int = 0
     """The word index beside the store (``<db>.words``, SQLite past its threshold)."""
 
@@ -305,13 +311,14 @@ def _one_size_postgres(
 
 def _load(
     options: ScaleOptions, db: str, name: str, questions: list[str], note: Progress
-) -> tuple[tuple[dict[str, Any], ...], dict[str, Any] | None]:
-    """Searches through ``recalld serve`` on the store at each client count of ``options``,
-    then the capacity search at the most clients."""
+) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
+    """Searches through ``recalld serve`` on the store at each client count of ``options``
+    and each worker count (in turns, ``load_rounds`` times), then the capacity search at the
+    most clients for each worker count."""
     from recalld.bench import load
 
     if not options.clients:
-        return (), None
+        return (), ()
     note(f"starting recalld serve for the load ({name})", 0, 0)
     env = load.server_env(
         db,
@@ -319,29 +326,44 @@ def _load(
         options.workdir,
         RECALLD_CACHE_DIR=str(options.workdir / "serve-cache"),
     )
-    rows = []
-    with load.served(env, options.workdir / f"serve-{name}.log") as url:
-        load.warm(url, questions)
-        for done, clients in enumerate(options.clients):
-            note(
-                f"load: {clients} clients for {options.load_seconds:g} s ({name})",
-                done,
-                len(options.clients),
+    rows: list[dict[str, Any]] = []
+    found: list[dict[str, Any]] = []
+    with ExitStack() as stack:
+        # One server per worker count, all up at once: their runs take turns, so that a
+        # change in the machine's load falls on every count alike.
+        urls = {
+            workers: stack.enter_context(
+                load.served(env, options.workdir / f"serve-{name}-w{workers}.log", workers)
             )
-            row = load.measure(
-                url, clients, options.load_seconds, questions, limit=options.limit
-            )  # searches only: the store stays as built
-            rows.append(row)
-        found = None
-        if options.p99_ms:
-            top = max(rows, key=lambda r: r["clients"])
+            for workers in options.workers
+        }
+        for workers, url in urls.items():
+            load.warm(url, questions, workers=workers)
+        for turn in range(1, options.load_rounds + 1):
+            for done, clients in enumerate(options.clients):
+                for workers, url in urls.items():
+                    note(
+                        f"load: {clients} clients for {options.load_seconds:g} s, {workers} "
+                        f"worker(s), round {turn} ({name})",
+                        done,
+                        len(options.clients),
+                    )
+                    row = load.measure(
+                        url, clients, options.load_seconds, questions, limit=options.limit
+                    )  # searches only: the store stays as built
+                    rows.append({**row, "workers": workers, "round": turn})
+        for workers, url in urls.items() if options.p99_ms else ():
+            top = max(
+                (r for r in rows if r["workers"] == workers),
+                key=lambda r: (r["clients"], r["searches_per_s"]),
+            )
             note(
                 f"load: the rate {top['clients']} clients hold within p99 "
-                f"{options.p99_ms:g} ms ({name})",
+                f"{options.p99_ms:g} ms, {workers} worker(s) ({name})",
                 0,
                 0,
             )
-            found = load.capacity(
+            held = load.capacity(
                 url,
                 top["clients"],
                 options.load_seconds,
@@ -351,7 +373,8 @@ def _load(
                 options.capacity_steps,
                 limit=options.limit,
             )
-    return tuple(rows), found
+            found.append({**held, "workers": workers})
+    return tuple(rows), tuple(found)
 
 
 def _redacted(dsn: str | None) -> str | None:
@@ -446,6 +469,16 @@ def parse_sizes(text: str) -> tuple[int, ...]:
             raise InvalidInputError(f"not a corpus size: {part!r} (use e.g. 10000,100k,1M)")
         sizes.append(int(digits) * scale)
     return tuple(dict.fromkeys(sizes))
+
+
+def parse_workers(text: str) -> tuple[int, ...]:
+    """``"1,2"`` -> ``(1, 2)``: the worker counts of ``recalld serve`` under load."""
+    counts = []
+    for part in filter(str.strip, text.split(",")):
+        if not part.strip().isdigit() or int(part) < 1:
+            raise InvalidInputError(f"not a worker count: {part!r} (use e.g. 1,2)")
+        counts.append(int(part))
+    return tuple(dict.fromkeys(counts)) or (1,)
 
 
 def parse_clients(text: str) -> tuple[int, ...]:

@@ -171,38 +171,42 @@ def _load_table(report: ScaleReport) -> list[str]:
         "",
         f"Load through `recalld serve` (searches only, limit {report.options['limit']},"
         f" each client count for {report.options['load_seconds']:g} s, clients on this "
-        "machine):",
+        "machine; CPU: the server's processes' CPU time per search; per worker: the answers "
+        "each worker gave):",
         "",
-        "| memories | backend | clients | searches/s | p50 ms | p95 ms | p99 ms | errors |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| memories | backend | round | workers | clients | searches/s | p50 ms | p95 ms "
+        "| p99 ms | CPU ms/search | errors | per worker |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r, row in rows:
+        cpu = row.get("server_cpu_ms_per_search")
         lines.append(
-            f"| {r.size:,} | {r.backend} | {row['clients']} "
+            f"| {r.size:,} | {r.backend} | {row.get('round', 1)} | {row.get('workers', 1)} "
+            f"| {row['clients']} "
             f"| {row['searches_per_s']:.1f} | {row['p50_ms']:.0f} | {row['p95_ms']:.0f} "
-            f"| {row['p99_ms']:.0f} | {row['errors']} |"
+            f"| {row['p99_ms']:.0f} | {'-' if cpu is None else f'{cpu:.1f}'} | {row['errors']} "
+            f"| {'/'.join(map(str, row.get('per_worker', []))) or '-'} |"
         )
-    held = [r for r in report.results if r.capacity]
+    held = [(r, c) for r in report.results for c in r.capacity]
     if held:
         lines += [
             "",
             "The highest rate of searches held with p99 within the target (clients "
             "sending on a schedule, latency counted from each request's moment):",
             "",
-            "| memories | backend | clients | p99 target ms | searches/s | p50 ms "
+            "| memories | backend | workers | clients | p99 target ms | searches/s | p50 ms "
             "| p99 ms | tries |",
-            "|---:|---|---:|---:|---:|---:|---:|---|",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---|",
         ]
-        for r in held:
-            c = r.capacity or {}
+        for r, c in held:
             best = c["best"] or {}
             tries = ", ".join(
                 f"{t['rate']:.0f}/s {'held' if t['held'] else 'missed'}" for t in c["tries"]
             )
             lines.append(
-                f"| {r.size:,} | {r.backend} | {c['clients']} | {c['p99_target_ms']:g} "
-                f"| {best.get('searches_per_s', 0):.1f} | {best.get('p50_ms', 0):.0f} "
-                f"| {best.get('p99_ms', 0):.0f} | {tries} |"
+                f"| {r.size:,} | {r.backend} | {c.get('workers', 1)} | {c['clients']} "
+                f"| {c['p99_target_ms']:g} | {best.get('searches_per_s', 0):.1f} "
+                f"| {best.get('p50_ms', 0):.0f} | {best.get('p99_ms', 0):.0f} | {tries} |"
             )
     return lines
 

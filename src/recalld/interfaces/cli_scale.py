@@ -67,6 +67,20 @@ from recalld.errors import RecalldError
     "separated; 0 skips the load.",
 )
 @click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    help="Worker processes of `recalld serve` under the load (--workers), comma separated: "
+    "one server per count on the same store, their runs taking turns.",
+)
+@click.option(
+    "--load-rounds",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="How many times every client count runs on every worker count, in turns.",
+)
+@click.option(
     "--load-seconds", default=10.0, show_default=True, help="How long each client count runs."
 )
 @click.option(
@@ -98,6 +112,8 @@ def scale(
     backends: str,
     postgres_dsn: str | None,
     clients: str,
+    workers: str,
+    load_rounds: int,
     load_seconds: float,
     p99_ms: float,
     rebuild: bool,
@@ -107,7 +123,13 @@ def scale(
     """Time builds and searches on synthetic stores of growing size (from real turns)."""
     from recalld import load_settings
     from recalld.bench import scale_corpus, scale_report
-    from recalld.bench.scale import ScaleOptions, parse_clients, parse_sizes, run_scale
+    from recalld.bench.scale import (
+        ScaleOptions,
+        parse_clients,
+        parse_sizes,
+        parse_workers,
+        run_scale,
+    )
     from recalld.interfaces.cli import Ctx
     from recalld.interfaces.progress import tell_written
 
@@ -128,6 +150,8 @@ def scale(
             rebuild=rebuild,
             postgres=postgres_dsn,
             clients=parse_clients(clients),
+            workers=parse_workers(workers),
+            load_rounds=load_rounds,
             load_seconds=load_seconds,
             p99_ms=p99_ms,
             backends=tuple(b.strip() for b in backends.split(",") if b.strip()),

@@ -3,6 +3,7 @@ and ``recalld keys create|list|revoke`` (the API keys)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -35,8 +36,16 @@ from recalld.ports import free_port
     help="Write one line a request (client, method and path without its query "
     "string, status) to standard output.",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes serving the one store [default: the machine's cores]; 1 serves from "
+    "this process alone. Each loads its own copy of the model (about 0.4 GB with the "
+    "packaged one; docs/http.md).",
+)
 @pass_ctx
-def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
+def serve(obj: Ctx, host: str, port: int, access_log: bool, workers: int | None) -> None:
     """Serve the HTTP API (docs/http.md): the model loads once, searches answer warm.
 
     Requests need `Authorization: Bearer KEY` once any key exists (`recalld keys create`);
@@ -52,9 +61,16 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
     Without API keys the server answers every user of this machine (loopback keeps out
     other machines and web pages, not other accounts): on a shared machine, create a key.
     Connections are bounded: at most 4,096 at once, 5 s to send a request head.
+
+    With several workers (the default on a machine of several cores) every process answers
+    on the same address, and each sees the others' writes at once; the rate limit is
+    counted in each worker apart (docs/http.md).
     """
     from recalld.interfaces.cli_mcp import has_mcp_sdk, mcp_tools
     from recalld.interfaces.http import serve as run
+    from recalld.interfaces.workers import serve_workers
+
+    workers = workers or default_workers()
 
     extensions = [mcp_tools().mcp_extension] if has_mcp_sdk() else []
 
@@ -89,6 +105,20 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
         for stop in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(stop, lambda number, frame: sys.exit(0))
         with found:
+            if workers > 1:
+                code = serve_workers(
+                    settings,
+                    host,
+                    port,
+                    workers,
+                    say=say,
+                    extensions=extensions,
+                    access_log=access_log,
+                    local_secret=secret,
+                )
+                if code:
+                    sys.exit(code)
+                return
             run(
                 settings,
                 host,
@@ -98,6 +128,11 @@ def serve(obj: Ctx, host: str, port: int, access_log: bool) -> None:
                 access_log=access_log,
                 local_secret=secret,
             )
+
+
+def default_workers() -> int:
+    """One worker a core (os.cpu_count(); 1 when it cannot tell)."""
+    return os.cpu_count() or 1
 
 
 @click.command()

@@ -33,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 import recalld
 from recalld import heap
 from recalld.config import Settings
+from recalld.engine import MemoryEngine
 from recalld.interfaces.auth import FAILED_AUTH_PER_MINUTE, Caller, RateLimiter
 from recalld.interfaces.exposure import KEYLESS_WARNING
 from recalld.interfaces.http_errors import ApiError, error_response, install_error_handlers
@@ -155,14 +156,40 @@ def serve(
     )
     state: ServerState = app.state.recalld
     active = state.active_keys()
-    if active == 0 and not is_loopback(host):
+    host = state.host = listen_host(host, active, say)
+    announce(settings, host, port, active, state.root, say)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=access_log, **bounds(say)
+    )
+    heap.settle()  # the model and the store are loaded: out of the collector's full passes
+    if access_log:  # uvicorn logs requests at INFO; the rest of its log stays at WARNING
+        redact_access_log()
+    BoundedServer(config).run()
+
+
+def listen_host(host: str, active_keys: int, say: Callable[[str], None]) -> str:
+    """The address to listen on: ``host``, or 127.0.0.1 (said) when no API key exists and
+    ``host`` is not a loopback address."""
+    if active_keys == 0 and not is_loopback(host):
         say(
             f"no API keys exist: refusing to listen on {host}; listening on 127.0.0.1 only "
             "(create a key with `recalld keys create --tenant NAME` to serve other hosts)"
         )
-        host = "127.0.0.1"
-        state.host = host
-    store = state.root.status().store
+        return "127.0.0.1"
+    return host
+
+
+def announce(
+    settings: Settings,
+    host: str,
+    port: int,
+    active_keys: int,
+    root: MemoryEngine,
+    say: Callable[[str], None],
+) -> None:
+    """Say what the server serves and where: the address, the store (read through ``root``,
+    the engine of the settings' tenant), the keys."""
+    store = root.status().store
     say(
         f"recalld {recalld.__version__} HTTP API on http://{_url_host(host)}:{port}"
         f" (OpenAPI at /openapi.json, docs at /docs)"
@@ -172,19 +199,12 @@ def serve(
         f"embedder: {settings.embedder}"
     )
     say(
-        f"auth: {active} active API key(s), every request needs one"
-        if active
+        f"auth: {active_keys} active API key(s), every request needs one"
+        if active_keys
         else "auth: no API keys exist, so requests need none: loopback only"
     )
-    if not active:
+    if not active_keys:
         say(KEYLESS_WARNING)
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=access_log, **bounds(say)
-    )
-    heap.settle()  # the model and the store are loaded: out of the collector's full passes
-    if access_log:  # uvicorn logs requests at INFO; the rest of its log stays at WARNING
-        redact_access_log()
-    BoundedServer(config).run()
 
 
 def _url_host(host: str) -> str:
@@ -204,8 +224,10 @@ __all__ = [
     "ServerState",
     "create_app",
     "error_response",
+    "announce",
     "is_loopback",
     "json_depth",
+    "listen_host",
     "local_refusal",
     "serve",
 ]

@@ -53,7 +53,7 @@ def test_exit_codes_seen_by_a_shell(run: Run, tmp_path: Path) -> None:
     assert stored.returncode == 0 and stored.stdout.startswith("stored ")
     cases = [
         (2, ["--embedder", "fake", "add", "   "], "content is empty"),
-        (3, ["--embedder", "fake", "get", "no-such-id"], "no memory with id no-such-id"),
+        (3, ["--embedder", "fake", "get", "no-such-id"], "no memory has id 'no-such-id'"),
         (5, ["--embedder", "fake:8", "search", "memory"], "recalld reindex"),
         (6, ["--embedder", f"onnx:{tmp_path}", "add", "x"], "model file not found"),
     ]

@@ -16,20 +16,7 @@ from recalld.providers.embedders import FakeEmbedder
 from recalld.stores.sqlite.migrations import MIGRATIONS, applied, migrate
 
 from .conftest import Opener
-
-AUTH = "# Auth\n\nTokens expire after one hour.\n\n## Refresh\n\nCall the refresh endpoint.\n"
-INSTALL = "# Install\n\nRun make install to set up the editor.\n"
-THEMES = "# Themes\n\nPick a colour theme with the theme command.\n"
-
-
-def docs_folder(base: Path) -> Path:
-    folder = base / "docs"
-    (folder / "api").mkdir(parents=True)
-    (folder / "guide").mkdir()
-    (folder / "api" / "auth.md").write_text(AUTH, encoding="utf-8")
-    (folder / "guide" / "install.md").write_text(INSTALL, encoding="utf-8")
-    (folder / "guide" / "themes.md").write_text(THEMES, encoding="utf-8")
-    return folder
+from .folders import AUTH, INSTALL, THEMES, docs_folder
 
 
 @pytest.fixture

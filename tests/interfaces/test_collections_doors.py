@@ -19,24 +19,13 @@ from click.testing import CliRunner
 from mcp import Client
 from mcp_helpers import ok, refused, session, text, with_key
 from serve_helpers import free_port, wait_until_serving
+from tests.contract.folders import AUTH, docs_folder
 
 import recalld
 from recalld.interfaces.cli import cli
 from recalld.keys import create_key
 
 pytestmark = pytest.mark.integration
-
-AUTH = "# Auth\n\nTokens expire after one hour.\n\n## Refresh\n\nCall the refresh endpoint.\n"
-INSTALL = "# Install\n\nRun make install to set up the editor.\n"
-
-
-def docs_folder(base: Path) -> Path:
-    folder = base / "docs"
-    (folder / "api").mkdir(parents=True)
-    (folder / "guide").mkdir()
-    (folder / "api" / "auth.md").write_text(AUTH, encoding="utf-8")
-    (folder / "guide" / "install.md").write_text(INSTALL, encoding="utf-8")
-    return folder
 
 
 def run_cli(db: Path, *args: str, code: int = 0) -> Any:
@@ -64,7 +53,7 @@ def test_the_cli(tmp_path: Path) -> None:
     assert "[Collections]\n- docs: Work documentation\n- docs/api: API reference" in block["text"]
     got = json.loads(run_cli(db, "get", "docs/api/auth.md", "--json").stdout)
     assert got["files"][0]["text"] == AUTH
-    assert run_cli(db, "get", "docs/**/*.md").stdout.count("== docs/") == 2
+    assert run_cli(db, "get", "docs/**/*.md").stdout.count("== docs/") == 3
     empty = run_cli(db, "get", "notes/*.md")
     assert "no indexed file matches" in empty.stderr
     missing = run_cli(db, "get", "docs/nope.md", code=3)
@@ -78,7 +67,7 @@ def test_the_cli(tmp_path: Path) -> None:
     assert json.loads(run_cli(db, "get", "D1/3", "--json").stdout)["content"] == "an imported turn"
     run_cli(db, "index", "--name", "docs")  # re-index by name
     removed = json.loads(run_cli(db, "collection", "remove", "docs", "--json").stdout)
-    assert removed["chunks_deleted"] == 2
+    assert removed["chunks_deleted"] == 3
     assert "no collection yet" in run_cli(db, "collection", "list").stdout
 
 
@@ -134,7 +123,11 @@ def test_http_files_collections_hits_and_context(served: Served) -> None:
     assert one["text"] == AUTH
     assert one["collection"]["context"] == ["Work documentation", "API reference"]
     glob = call(served, "alice", "POST", "/v1/files", json={"pattern": "docs/**/*.md"}).json()
-    assert [f["path"] for f in glob["files"]] == ["docs/api/auth.md", "docs/guide/install.md"]
+    assert [f["path"] for f in glob["files"]] == [
+        "docs/api/auth.md",
+        "docs/guide/install.md",
+        "docs/guide/themes.md",
+    ]
     empty = call(served, "alice", "POST", "/v1/files", json={"pattern": "x/*.md"}).json()
     assert empty["files"] == [] and empty["notes"]
     missing = call(served, "alice", "POST", "/v1/files", json={"pattern": "docs/nope.md"})
@@ -157,7 +150,7 @@ def test_http_files_collections_hits_and_context(served: Served) -> None:
 def test_http_index_by_name_is_for_admin_keys(served: Served) -> None:
     again = call(served, "admin", "POST", "/v1/index", json={"name": "docs"})
     assert again.status_code == 200, again.text
-    assert again.json()["files"] == 2
+    assert again.json()["files"] == 3
     assert call(served, "alice", "POST", "/v1/index", json={"name": "docs"}).status_code == 403
     unknown = call(served, "admin", "POST", "/v1/index", json={"name": "nope"})
     assert unknown.status_code == 404 and "no collection named 'nope'" in unknown.text

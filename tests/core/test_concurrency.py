@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +16,8 @@ from recalld.config import Settings
 from recalld.providers.embedders import FakeEmbedder
 
 PER_PROCESS = 100
+OPEN_UNDER_LOCK_S = 10.0
+"""Well under the 30 s an open would wait for the lock."""
 WRITER = """
 import sys, time
 from pathlib import Path
@@ -78,3 +81,23 @@ def test_two_processes_adding_at_once_lose_nothing(tmp_path: Path) -> None:
             exact = [h for h in hits if h.memory.content == text]
             assert exact and exact[0].trace is not None
             assert exact[0].trace.channels[0].score > 0.999
+
+
+def test_opening_a_store_waits_for_no_writer(tmp_path: Path) -> None:
+    """A store already up to date opens, searches and lists while another process holds its
+    write lock (a long import, a reindex): opening takes the lock only to migrate."""
+    settings = Settings(db=str(tmp_path / "s.db"), cache_dir=str(tmp_path / "cache"))
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+        engine.add("the ferry leaves from pier three")
+    holder = sqlite3.connect(settings.db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # what a writer in another process holds
+    try:
+        started = time.monotonic()
+        with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+            assert [h.memory.content for h in engine.search("ferry pier").hits] == [
+                "the ferry leaves from pier three"
+            ]
+        assert time.monotonic() - started < OPEN_UNDER_LOCK_S
+    finally:
+        holder.rollback()
+        holder.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -42,6 +43,10 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {},
     "clientInfo": {"name": "probe", "version": "0"}}}  # fmt: skip
 MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
+STARTING_S = 8.0
+"""Time for the parent to open the store and fork the workers, and for them to start."""
+PROMPT_STOP_S = 10.0
+"""A stop well under the store's 30 s lock wait (and the parent's 30 s before a kill)."""
 
 
 @dataclass
@@ -273,3 +278,35 @@ def test_a_worker_count_below_one_is_refused(
     assert done.returncode == 2
     assert "--workers" in done.stderr and ">=1" in done.stderr, done.stderr
     assert not Path(env["RECALLD_DB"]).exists()  # nothing was opened or made
+
+
+def test_a_server_starts_and_stops_at_once_while_another_process_writes(
+    env: dict[str, str], recalld_command: list[str], tmp_path: Path
+) -> None:
+    """Another process holding the store's write lock (a long import) holds up neither the
+    server's start nor its stop: opening a store that needs no migration takes no lock,
+    and a worker stopped before it serves ends there and then (even inside a C call, a
+    model load or a lock wait, where no Python handler runs)."""
+    made = subprocess.run([*recalld_command, "add", "a memory before the server"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    holder = sqlite3.connect(env["RECALLD_DB"], isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # readers go on (WAL); a writer waits
+    try:
+        port = free_port()
+        process = subprocess.Popen(
+            [*recalld_command, "serve", "--port", str(port), "--workers", "2"],
+            env={**env, "XDG_RUNTIME_DIR": str(tmp_path)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(STARTING_S)
+        assert process.poll() is None, process.communicate()[1]
+        process.send_signal(signal.SIGTERM)
+        asked = time.monotonic()
+        process.communicate(timeout=60)
+        assert time.monotonic() - asked < PROMPT_STOP_S
+    finally:
+        holder.rollback()
+        holder.close()

@@ -296,10 +296,13 @@ def _worker(number: int, listener: socket.socket, plan: Plan, ready: int) -> NoR
     once (``os._exit``), running nothing of the parent's."""
     code = 1
     try:
-        # uvicorn stops gracefully on SIGTERM and SIGINT, then raises it again: leave then.
-        # A closed terminal's SIGHUP reaches the whole group: the parent turns it into a
-        # SIGTERM to each worker, so a worker waits for that one.
-        signal.signal(signal.SIGTERM, _exit_now)
+        # Until it serves, a worker has nothing to finish, and may be inside a C call
+        # (a model load, SQLite waiting for another process's lock) where no Python handler
+        # runs: SIGTERM ends it there and then. Once it serves, uvicorn stops gracefully on
+        # SIGTERM and SIGINT, then raises it again: leave then (_run_worker). A closed
+        # terminal's SIGHUP reaches the whole group: the parent turns it into a SIGTERM to
+        # each worker, so a worker waits for that one.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         _watch_parent(os.getppid())
@@ -339,6 +342,7 @@ def _run_worker(listener: socket.socket, plan: Plan, ready: int) -> int:
     heap.settle()
     if plan.access_log:
         redact_access_log()
+    signal.signal(signal.SIGTERM, _exit_now)
     os.write(ready, b"1")
     os.close(ready)
     BoundedServer(config).run(sockets=[listener])

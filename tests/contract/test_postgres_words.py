@@ -13,7 +13,7 @@ import recalld
 from recalld.config import Settings
 from recalld.providers.embedders import FakeEmbedder
 from recalld.stores.asks import WordsAsk
-from recalld.stores.base import CandidateRequest
+from recalld.stores.base import CandidateRequest, Tenancy
 
 pytestmark = pytest.mark.postgres
 
@@ -58,4 +58,40 @@ def test_word_postings_score_rows_from_the_postings_and_break_ties_by_id(
         monkeypatch.setattr(queries, "WORD_READ_FACTOR", factor)
         monkeypatch.setattr(queries, "WORD_READ_EXTRA", extra)
         assert lists() == exact, (factor, extra)
+    store.close()
+
+
+def test_a_small_tenant_scores_its_own_rows_in_one_pass(pg_database: str) -> None:
+    """A tenant holding few memories of a much larger table: its word channel tests its own
+    rows instead of reading the table's GIN index once per phrase (whose entries for a
+    common word are mostly other tenants'), with the same rows and scores, under a filter
+    too; the large tenant keeps the index."""
+    from recalld.records import MemoryFilter
+    from recalld.stores.postgres import PostgresStore
+
+    def opened(tenant: str) -> recalld.MemoryEngine:
+        settings = Settings(db=pg_database, cache_dir=None, tenant=tenant)
+        return recalld.open(settings=settings, embedder=FakeEmbedder())
+
+    with opened("big") as big, opened("small") as small:
+        for i in range(60):
+            big.add(f"{WORDS[i % 4]} {WORDS[(i + 1) % 4]} big note {i}", session_id="s1")
+        for i in range(5):
+            small.add(f"{WORDS[i % 4]} small note {i} {WORDS[0]}", session_id=f"s{i % 2}")
+    store = PostgresStore(pg_database, Tenancy("small"))
+    asks = [
+        CandidateRequest(asks={"bm25": WordsAsk(limit, terms)}, filters=filters)
+        for limit in (2, 40)
+        for terms in (WORDS, ("zephyr",), ("small", "note"), ("absent",))
+        for filters in (MemoryFilter(), MemoryFilter(session_id="s1"))
+    ]
+    assert "lex_firsts" in store._candidates_sql(asks[0])[0]
+    one_pass = [store.candidates(a).get("bm25", []) for a in asks]
+    big_store = PostgresStore(pg_database, Tenancy("big"))
+    assert "lex_firsts" not in big_store._candidates_sql(asks[0])[0]
+    big_store.close()
+    store._visible_count = (10**6, 10**6, float("inf"))  # counted as large: the index
+    assert "lex_firsts" not in store._candidates_sql(asks[0])[0]
+    assert [store.candidates(a).get("bm25", []) for a in asks] == one_pass
+    assert sum(len(found) for found in one_pass) > 10
     store.close()

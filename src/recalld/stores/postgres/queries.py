@@ -195,14 +195,44 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {any_hit}"), _bm25(n)], params
 
 
-WORD_READ_FACTOR = 2
+def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+    """:func:`bm25_ctes`'s rows, order and scores from one pass over the namespaces' rows
+    (read by a namespace index, each tested for the phrases' first tokens), instead of one
+    read of the table's GIN index per phrase: for a tenant of few memories, a common word's
+    index entries span every tenant's rows, and reading them cost more than testing the
+    tenant's own rows (:data:`SCAN_MAX_ROWS`)."""
+    hits, params = _phrase_hits(query)
+    n = len(query)
+    columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
+    params["lex_firsts"] = [phrase[0] for phrase in query]
+    lex_hit = (
+        "lex_hit AS MATERIALIZED (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl,"
+        f" ({where}) AS ok, {columns} FROM memories m WHERE m.namespace = ANY(%(namespaces)s)"
+        " AND m.lex_tokens && %(lex_firsts)s::text[])"
+    )
+    counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(n))
+    return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {_any_hit(n)}"), _bm25(n)], params
+
+
+SCAN_MAX_ROWS = 2_000
+"""Up to this many memories seen (and a small share of the table: ``indexes.word_engine``),
+the word channel scores them in one pass (:func:`scan_ctes`) instead of reading the GIN
+index once per phrase: 901 rows took 7.3 ms, about 8 us a row, against 21-25 ms for the
+index reads of a question's phrases in a 1M table."""
+
+
+WORD_READ_FACTOR = 1
 """The word channel over postings (:func:`top_words_ctes`) reads from the table the best
-this many times the list's length of the rows it scored on the postings, and the others
-only when one of them might still enter the list (when some of the best did not pass the
-filter)."""
-WORD_SUM_MARGIN = 1e-9
-"""How far, relatively, a row's score summed on the postings (in another order than the
-exact one) may be taken to stand from its exact score: far more than float rounding."""
+this many times the list's length of the rows it scored on the postings, plus
+:data:`WORD_READ_EXTRA`, and the others only when one of them might still enter the list
+(when some of the best did not pass the filter, or scores tie across the cut)."""
+WORD_READ_EXTRA = 16
+"""Rows read from the table past :data:`WORD_READ_FACTOR` times the list's length: room for
+that many of the best to fail the filter (forgotten, replaced) or to tie the list's last
+score before the others are read too. Since each row's score on the postings is its exact
+one, the list's length plus 16 proves the list as often as twice its length did (100k
+store, 60 questions, lists of 200: the same 60 lists; 64 / 70 ms p50 / mean against 69 / 78
+at load 9, docs/design/scale-history.md)."""
 
 
 def top_words_ctes(
@@ -212,20 +242,22 @@ def top_words_ctes(
     scores, without reading the table for every row holding a query word.
 
     The postings are PostgreSQL migration 9's (``recalld postgres word-index``): per word,
-    its rows with its count in each and the row's length, in an index read alone. Every
-    row holding a one-token phrase gets its score summed from them (``lex_sum``); a phrase
-    of several tokens reads the rows holding all of its tokens (GIN,
-    ``recalld_lex_rows_all``) and counts its hits in them. Only the best
-    :data:`WORD_READ_FACTOR` times the list's length are then read from the table (their
-    ids, times, the search's filter) and scored exactly as :func:`bm25_ctes` scores; the
-    others too only if one of them might still enter the list, which the filter dropping
-    rows can make happen."""
+    its rows with its count in each (``tf``) and the row's length (``dl``), in an index
+    read alone. A phrase of one token takes its hits in a row from them; a phrase of
+    several tokens reads the rows holding all of its tokens (GIN,
+    ``recalld_lex_rows_all``) and counts its hits in them. Every row holding a phrase then
+    gets its exact score (``lex_sum``: each phrase's hits and the row's length, the values
+    :func:`bm25_ctes` counts on the row, through the same expression), and only the best
+    :data:`WORD_READ_FACTOR` times the list's length are read from the table (their ids,
+    times and the search's filter; not their tokens); the others too only if one of them
+    might still enter the list, which the filter dropping rows, or equal scores across the
+    cut (ordered by id, not by row number), can make happen."""
     hits, params = _phrase_hits(query)
     n = len(query)
     ns = literal(namespace)
     single = [i for i, phrase in enumerate(query) if len(phrase) == 1]
     multi = [i for i in range(n) if i not in single]
-    read = f"%(bm25_limit)s * {int(WORD_READ_FACTOR)}"
+    read = f"(%(bm25_limit)s * {int(WORD_READ_FACTOR)} + {int(WORD_READ_EXTRA)})"
     posted = " AND p.token = %(lex_h{i})s::text"
     counts = (
         ", ".join(
@@ -239,9 +271,10 @@ def top_words_ctes(
     # Refuses (migration 9's WORDS_GONE) if the postings were dropped since the handle
     # opened; the store then asks again without them.
     counts += f", recalld_words_listed({ns}) AS listed"
+    # Each phrase's hits in each row holding it: (row, its length, phrase, hits).
     parts = [
-        f"SELECT p.pk, {_term(i, 'p.tf::float8', 'p.dl::float8')} AS part"
-        f" FROM word_postings p, lex_idf i WHERE p.namespace = {ns}" + posted.format(i=i)
+        f"SELECT p.pk, p.dl, {i} AS i, p.tf::float8 AS f FROM word_postings p"
+        f" WHERE p.namespace = {ns}" + posted.format(i=i)
         for i in single
     ]
     ctes = [f"lex_n AS MATERIALIZED (SELECT {counts})"]
@@ -256,8 +289,7 @@ def top_words_ctes(
             + f" FROM memories m WHERE m.namespace = {ns} AND m.pk IN ({phrase_rows}))"
         )
         parts += [
-            f"SELECT x.pk, {_term(i, f'x.f{i}', 'x.dl::float8')} AS part FROM"
-            f" lex_multi x, lex_idf i WHERE x.f{i} > 0"
+            f"SELECT x.pk, x.dl, {i} AS i, x.f{i} AS f FROM lex_multi x WHERE x.f{i} > 0"
             for i in multi
         ]
     counted = (
@@ -272,33 +304,37 @@ def top_words_ctes(
         )
         + " FROM lex_n n"
     )
-    columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
+    pivot = ", ".join(
+        f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}" for i in range(n)
+    )
+    columns = ", ".join(f"c.f{i}" for i in range(n))
     row = (
-        f"SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl, ({where}) AS ok,"
-        f" {columns} FROM {{}} c JOIN memories m ON m.namespace = {ns}"
-        " AND m.pk = c.pk"
+        f"SELECT m.id, m.ref_time, m.pk, c.dl, ({where}) AS ok, c.near, {columns}"
+        f" FROM {{}} c JOIN memories m ON m.namespace = {ns} AND m.pk = c.pk"
     )
     ctes += [
         *_idf(n, counted),
-        f"lex_sum AS MATERIALIZED (SELECT pk, sum(part) AS near FROM"
-        f" ({' UNION ALL '.join(parts)}) l GROUP BY pk)",
-        # The best rows by their summed score (one top-N sort), read from the table and
-        # scored exactly ...
-        "lex_top AS MATERIALIZED (SELECT pk, near, row_number() OVER (ORDER BY near DESC, pk)"
-        f" AS r FROM (SELECT * FROM lex_sum ORDER BY near DESC, pk LIMIT {read} + 1) t)",
+        # Each row's hits and length as bm25_ctes counts them on the row, so its score
+        # (the same expression, in the same order) is the exact one.
+        f"lex_sum AS MATERIALIZED (SELECT h.*, {_score(n)} AS near FROM (SELECT pk,"
+        f" max(dl)::float8 AS dl, {pivot} FROM ({' UNION ALL '.join(parts)}) l GROUP BY pk) h,"
+        " lex_idf i)",
+        # The best rows (one top-N sort), read from the table for their ids, times and
+        # the filter ...
+        "lex_top AS MATERIALIZED (SELECT c.*, row_number() OVER (ORDER BY near DESC, pk)"
+        f" AS r FROM (SELECT * FROM lex_sum ORDER BY near DESC, pk LIMIT {read} + 1) c)",
         "lex_hit_b AS MATERIALIZED ("
-        + row.format(f"(SELECT pk FROM lex_top WHERE r <= {read})")
+        + row.format(f"(SELECT * FROM lex_top WHERE r <= {read})")
         + ")",
         # ... the others only if the best of them might enter the list: the filter dropped
-        # enough of those read that the list's last score is not clearly above it.
+        # enough of those read, or its score ties the list's last (ties go by id).
         f"lex_proof AS MATERIALIZED (SELECT (SELECT near FROM lex_top WHERE r > {read}) AS"
-        f" left_out, (SELECT {_score(n)} AS score FROM lex_hit_b h, lex_idf i WHERE h.ok AND"
-        f" ({_any_hit(n)}) ORDER BY score DESC OFFSET %(bm25_limit)s - 1 LIMIT 1) AS last)",
+        " left_out, (SELECT near FROM lex_hit_b WHERE ok ORDER BY near DESC"
+        " OFFSET %(bm25_limit)s - 1 LIMIT 1) AS last)",
         "lex_hit_c AS MATERIALIZED ("
         + row.format(
-            "(SELECT pk FROM lex_sum WHERE NOT coalesce((SELECT left_out IS NULL OR last >"
-            f" left_out * {1.0 + WORD_SUM_MARGIN!r}::float8 FROM lex_proof), false)"
-            " AND pk NOT IN (SELECT pk FROM lex_hit_b))"
+            "(SELECT * FROM lex_sum WHERE NOT coalesce((SELECT left_out IS NULL OR last >"
+            " left_out FROM lex_proof), false) AND pk NOT IN (SELECT pk FROM lex_hit_b))"
         )
         + ")",
         "lex_hit AS (SELECT * FROM lex_hit_b UNION ALL SELECT * FROM lex_hit_c)",
@@ -375,7 +411,19 @@ class Postings:
         return top_words_ctes(query, where, self.namespace)
 
 
+@dataclass(frozen=True)
+class TenantRows:
+    """The rows of the namespaces seen, each tested for the phrases (:func:`scan_ctes`); for
+    a handle that sees few memories (:data:`SCAN_MAX_ROWS`)."""
+
+    name = "tenant-rows"
+
+    def ctes(self, query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+        return scan_ctes(query, where)
+
+
 EVERY_ROW = EveryRow()
+TENANT_ROWS = TenantRows()
 
 
 def words_reader(engine: WordEngine) -> Reader:

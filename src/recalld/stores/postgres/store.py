@@ -65,7 +65,7 @@ the 1M database went from 154 / 235 to 103 / 191 ms (p50 / p95), a tenant of 900
 nothing from it (25.5 / 34.4 against 24.4 / 34.2 ms), the same top 10s either way."""
 VISIBLE_ROWS_TTL_S = 60.0
 """How long a handle trusts its count of the memories it sees (for
-:data:`PARALLEL_READS_MIN_ROWS`) before counting again."""
+:data:`PARALLEL_READS_MIN_ROWS`, the word channel's engine) before counting again."""
 
 
 @raising_store_errors
@@ -106,8 +106,8 @@ class PostgresStore(Administration, SourceFiles):
         self._deferring = False
         self._ef = ix.EF_SEARCH
         """The HNSW candidates the handle's connections were given (see _ef_search)."""
-        self._visible_count = (0, -math.inf)
-        """(memories seen, when counted): see :meth:`_visible_rows`."""
+        self._visible_count = (0, 0, -math.inf)
+        """(memories seen, in the table, when counted): see :meth:`_rows_counted`."""
         self._pool = ConnectionPool(
             dsn,
             min_size=1,
@@ -469,11 +469,8 @@ class PostgresStore(Administration, SourceFiles):
         # The postings find the namespace's best rows; under a filter narrower than the
         # live rows most of them would fail it and the rest be read from the table anyway,
         # so such a search scores every matching row there.
-        words = (
-            q.Postings(self._visible[0])
-            if self._word_postings and res.live_rows_only(request.filters)
-            else q.EVERY_ROW
-        )
+        posted = self._word_postings and res.live_rows_only(request.filters)
+        words = ix.word_engine(self._visible, posted, *self._rows_counted())
         asked = res.asked(request, self.channels)
         sql, more = q.candidates_sql(request, where, asked, q.readers(words))
         values: dict[str, Any] = {**params, **more}
@@ -507,18 +504,18 @@ class PostgresStore(Administration, SourceFiles):
         one in flight in the process: the word statement then takes long enough that
         running it beside the vector one pays for the second round trip, and the server has
         a core for it (a server answering several searches at once has none to spare)."""
-        return threads.alone() and self._visible_rows() >= PARALLEL_READS_MIN_ROWS
+        return threads.alone() and self._rows_counted()[0] >= PARALLEL_READS_MIN_ROWS
 
-    def _visible_rows(self) -> int:
-        """The memories (forgotten ones too) of the namespaces the handle sees, from the word
-        statistics, counted again after :data:`VISIBLE_ROWS_TTL_S`."""
-        counted, at = self._visible_count
+    def _rows_counted(self) -> tuple[int, int]:
+        """The memories (forgotten ones too) of the namespaces the handle sees and of the
+        table, from the word statistics, counted again after :data:`VISIBLE_ROWS_TTL_S`."""
+        visible, table, at = self._visible_count
         if time.monotonic() - at < VISIBLE_ROWS_TTL_S:
-            return counted
+            return visible, table
         with self._read() as conn:
-            visible, _ = ix.word_rows(conn, self._visible)
-        self._visible_count = (visible, time.monotonic())
-        return visible
+            visible, table = ix.word_rows(conn, self._visible)
+        self._visible_count = (visible, table, time.monotonic())
+        return visible, table
 
     def search_rows(
         self,

@@ -1,0 +1,97 @@
+"""The PostgreSQL word channel over a tenant's word postings (``recalld postgres
+word-index``): each row's score from the postings alone, the table read for the best rows
+only, and the same list as scoring every matching row on the table, ties across the cut
+included."""
+
+from __future__ import annotations
+
+from itertools import permutations
+
+import pytest
+
+import recalld
+from recalld.config import Settings
+from recalld.providers.embedders import FakeEmbedder
+from recalld.stores.asks import WordsAsk
+from recalld.stores.base import CandidateRequest, Tenancy
+
+pytestmark = pytest.mark.postgres
+
+WORDS = ("zephyr", "quartz", "lantern", "meadow")
+
+
+def test_word_postings_score_rows_from_the_postings_and_break_ties_by_id(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """24 memories hold the same four words in another order (the same BM25 score each),
+    beside others holding fewer of them. Asked for fewer than the tied rows, the channel
+    over postings returns the rows and scores that scoring every matching row gives (ties
+    by id), however many rows it reads from the table first; the rows' tokens are never
+    counted on the table for one-word phrases."""
+    from recalld.stores.postgres import PostgresStore, queries
+
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
+                      embedder=FakeEmbedder()) as engine:  # fmt: skip
+        for words in permutations(WORDS):
+            engine.add(" ".join(words))
+        for i in range(30):
+            engine.add(f"{WORDS[i % 4]} note number {i} about something else")
+        engine.build_index("words")
+    store = PostgresStore(pg_database)
+    assert store._word_postings
+    asks = [CandidateRequest(asks={"bm25": WordsAsk(limit, (w,) if w else WORDS)})
+            for limit in (1, 5, 23, 24, 40) for w in ("", "zephyr")]  # fmt: skip
+    sql, _ = store._candidates_sql(asks[0])
+    assert "word_postings" in sql and "array_positions" not in sql
+
+    def lists() -> list[list[tuple[str, float]]]:
+        return [[(c.memory_id, c.score) for c in store.candidates(a)["bm25"]] for a in asks]
+
+    with_postings = lists()
+    store._word_postings = False
+    exact = lists()
+    store._word_postings = True
+    assert with_postings == exact
+    tied = exact[2]  # the five best of 24 equal scores
+    assert len(tied) == 5 and len({s for _, s in tied}) == 1
+    for factor, extra in ((0, 0), (1, 0), (1, 3), (4, 100)):
+        monkeypatch.setattr(queries, "WORD_READ_FACTOR", factor)
+        monkeypatch.setattr(queries, "WORD_READ_EXTRA", extra)
+        assert lists() == exact, (factor, extra)
+    store.close()
+
+
+def test_a_small_tenant_scores_its_own_rows_in_one_pass(pg_database: str) -> None:
+    """A tenant holding few memories of a much larger table: its word channel tests its own
+    rows instead of reading the table's GIN index once per phrase (whose entries for a
+    common word are mostly other tenants'), with the same rows and scores, under a filter
+    too; the large tenant keeps the index."""
+    from recalld.records import MemoryFilter
+    from recalld.stores.postgres import PostgresStore
+
+    def opened(tenant: str) -> recalld.MemoryEngine:
+        settings = Settings(db=pg_database, cache_dir=None, tenant=tenant)
+        return recalld.open(settings=settings, embedder=FakeEmbedder())
+
+    with opened("big") as big, opened("small") as small:
+        for i in range(60):
+            big.add(f"{WORDS[i % 4]} {WORDS[(i + 1) % 4]} big note {i}", session_id="s1")
+        for i in range(5):
+            small.add(f"{WORDS[i % 4]} small note {i} {WORDS[0]}", session_id=f"s{i % 2}")
+    store = PostgresStore(pg_database, Tenancy("small"))
+    asks = [
+        CandidateRequest(asks={"bm25": WordsAsk(limit, terms)}, filters=filters)
+        for limit in (2, 40)
+        for terms in (WORDS, ("zephyr",), ("small", "note"), ("absent",))
+        for filters in (MemoryFilter(), MemoryFilter(session_id="s1"))
+    ]
+    assert "lex_firsts" in store._candidates_sql(asks[0])[0]
+    one_pass = [store.candidates(a).get("bm25", []) for a in asks]
+    big_store = PostgresStore(pg_database, Tenancy("big"))
+    assert "lex_firsts" not in big_store._candidates_sql(asks[0])[0]
+    big_store.close()
+    store._visible_count = (10**6, 10**6, float("inf"))  # counted as large: the index
+    assert "lex_firsts" not in store._candidates_sql(asks[0])[0]
+    assert [store.candidates(a).get("bm25", []) for a in asks] == one_pass
+    assert sum(len(found) for found in one_pass) > 10
+    store.close()

@@ -14,7 +14,7 @@ table, n the rows holding the phrase; ``score += idf * f * (k1 + 1) / (f + k1 * 
 b * D / avgdl))`` with f the phrase's hits in the row, D the row's token count, avgdl the
 mean token count of the whole table, k1 = 1.2, b = 0.75. SQLite returns ``-score``.
 PostgreSQL takes N, n and the mean over the namespaces a search may see instead of the whole
-table (the same for a store of one tenant; see ``stores/postgres/migrations.m006``).
+table (the same for a store of one tenant; see ``stores/postgres/migrations.m006_tenant_words``).
 """
 
 from __future__ import annotations

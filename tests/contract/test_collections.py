@@ -178,7 +178,7 @@ def test_m010_from_the_previous_postgres_version_keeps_roots(pg_database: str) -
 
     from recalld.stores.base import Tenancy
     from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres.migrations import migrate
+    from recalld.stores.postgres.schema import migrate
 
     with psycopg.connect(pg_database, autocommit=True) as conn:
         migrate(conn, upto=9)

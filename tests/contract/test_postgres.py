@@ -70,7 +70,7 @@ def test_migrations_from_empty_and_from_the_previous_version(pg_database: str) -
     import psycopg
 
     from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres.migrations import MIGRATIONS, migrate
+    from recalld.stores.postgres.schema import MIGRATIONS, migrate
 
     with psycopg.connect(pg_database, autocommit=True) as conn:
         # From version 3: migration 4 (FTS5's tokens of existing rows) and later apply.

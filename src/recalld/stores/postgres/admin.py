@@ -21,8 +21,8 @@ from recalld.stores import rows as codec
 from recalld.stores.base import IndexBuild, IndexKind, StoreStats, Tenancy, day_counts
 from recalld.stores.postgres import indexes as ix
 from recalld.stores.postgres.failures import raising_store_errors
-from recalld.stores.postgres.migrations import SCHEMA_VERSION
 from recalld.stores.postgres.results import get_meta, unfinished_migration
+from recalld.stores.postgres.schema import SCHEMA_VERSION
 
 
 class Handle(Protocol):

@@ -36,14 +36,9 @@ from recalld.stores.base import (
 from recalld.stores.postgres import indexes as ix, queries as q, reads, results as res, writes as w
 from recalld.stores.postgres.admin import Administration
 from recalld.stores.postgres.failures import pg_errors, raising_store_errors, redacted
-from recalld.stores.postgres.migrations import (
-    APP_ID,
-    KEEP_VECTORS_INLINE,
-    WORDS_GONE,
-    migrate,
-    refuse_foreign,
-)
+from recalld.stores.postgres.migrations import APP_ID, KEEP_VECTORS_INLINE, WORDS_GONE
 from recalld.stores.postgres.probe import check_vectors_once
+from recalld.stores.postgres.schema import migrate, refuse_foreign
 from recalld.stores.postgres.sources import SourceFiles
 
 T = TypeVar("T")

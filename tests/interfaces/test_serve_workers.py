@@ -80,8 +80,10 @@ class Served:
         return seen
 
 
-def start(env: dict[str, str], command: list[str], tmp_path: Path) -> Served:
-    runtime = tmp_path / "runtime"
+def launch(
+    env: dict[str, str], command: list[str], runtime: Path
+) -> tuple[subprocess.Popen[str], int]:
+    """``recalld serve --workers 2`` on a free port, started (not yet serving)."""
     runtime.mkdir(mode=0o700, exist_ok=True)
     port = free_port()
     process = subprocess.Popen(
@@ -91,6 +93,12 @@ def start(env: dict[str, str], command: list[str], tmp_path: Path) -> Served:
         stderr=subprocess.PIPE,
         text=True,
     )
+    return process, port
+
+
+def start(env: dict[str, str], command: list[str], tmp_path: Path) -> Served:
+    runtime = tmp_path / "runtime"
+    process, port = launch(env, command, runtime)
     wait_until_serving(process, port, 120)
     return Served(process, f"http://127.0.0.1:{port}", runtime, {})
 
@@ -293,14 +301,7 @@ def test_a_server_starts_and_stops_at_once_while_another_process_writes(
     holder = sqlite3.connect(env["RECALLD_DB"], isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # readers go on (WAL); a writer waits
     try:
-        port = free_port()
-        process = subprocess.Popen(
-            [*recalld_command, "serve", "--port", str(port), "--workers", "2"],
-            env={**env, "XDG_RUNTIME_DIR": str(tmp_path)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        process, _ = launch(env, recalld_command, tmp_path / "runtime")
         time.sleep(STARTING_S)
         assert process.poll() is None, process.communicate()[1]
         process.send_signal(signal.SIGTERM)

@@ -252,14 +252,21 @@ def _labelled(hits: Sequence[Hit], catalog: Catalog) -> tuple[Hit, ...]:
     return tuple(out)
 
 
-def collection_lines(store: Store, hits: Sequence[Hit]) -> list[str]:
+def hits_catalog(store: Store, hits: Sequence[Hit]) -> Catalog | None:
+    """The catalog the collections of ``hits`` are described from, read once; ``None``
+    when no hit is from a collection (nothing is read then)."""
+    index = _index(store)
+    if index is None or all(h.collection is None for h in hits):
+        return None
+    return Catalog.of(index)
+
+
+def collection_lines(catalog: Catalog, hits: Sequence[Hit]) -> list[str]:
     """The context block's lines about the collections of ``hits``: each context line once,
     after the collection or sub-path it belongs to (``- notes/work: Work notes``)."""
     labels = [h.collection for h in hits if h.collection is not None]
-    index = _index(store)
-    if not labels or index is None:
+    if not labels:
         return []
-    catalog = Catalog.of(index)
     roots = {r.name: r.path for r in catalog.roots if r.name}
     seen: dict[str, None] = {}
     for label in dict.fromkeys(labels):  # each file once

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from recalld.errors import InvalidInputError
-from recalld.operations.collections import collection_lines, label_hits
+from recalld.operations.collections import collection_lines, hits_catalog, label_hits
 from recalld.providers.embedders import Embedder
 from recalld.records import Context, Hit, Memory, SearchResult
 from recalld.requests import MAX_LIMIT, ContextQuery, SearchQuery, as_utc
@@ -119,10 +119,11 @@ def _fit_with_collections(
     tokens = {h.memory.id: estimate_tokens(line[h.memory.id]) for h in hits}
     cost: Callable[[Hit], int] = lambda h: tokens[h.memory.id]  # noqa: E731
     headings = [COLLECTIONS_HEADING, MEMORIES_HEADING]
+    catalog = hits_catalog(store, hits)
     spent = 0
     for _ in range(FIT_ROUNDS):
         chosen = fit_budget(hits, cost, max(budget - spent, 0))
-        header = collection_lines(store, chosen)
+        header = collection_lines(catalog, chosen) if catalog else []
         need = sum(estimate_tokens(x) for x in [*header, *headings]) if header else 0
         if need <= spent:
             return chosen, header

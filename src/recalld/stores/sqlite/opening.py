@@ -147,17 +147,11 @@ def setup(db: sqlite3.Connection, access: Access, path: str) -> str | None:
     if newer is not None:
         log.warning("%s", newer)
         return newer
-    if missing_steps(db) or not _marked(db):
-        migrate(db)  # the write lock, only when there is something to write
+    # The write lock only when there is something to write. A store that passed
+    # _check_foreign is marked as recalld's or empty, and an empty one lacks every step.
+    if missing_steps(db):
+        migrate(db)
     return None
-
-
-def _marked(db: sqlite3.Connection) -> bool:
-    """Whether the store carries recalld's mark (written by :func:`migrate`)."""
-    meta = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-    if db.execute(meta).fetchone() is None:
-        return False
-    return db.execute("SELECT 1 FROM meta WHERE key = 'app'").fetchone() is not None
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:

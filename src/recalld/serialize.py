@@ -23,13 +23,41 @@ if TYPE_CHECKING:
     from recalld.sources.importer import ImportReport
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+"""Types written as they are. Looked up by exact type first: a search's answer holds about
+450 values, and most are of these (subclasses, such as numpy's float64, take the general
+path below, which writes them the same)."""
+
+
 def to_json(value: Any) -> Any:
     """``value`` as plain JSON data (dicts, lists, str, int, float, bool, None)."""
-    if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_json(getattr(value, f.name)) for f in fields(value)}
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
+    names = _field_names(kind)
+    if names is not None:
+        return {name: to_json(getattr(value, name)) for name in names}
+    if kind is list or kind is tuple:
+        return [to_json(v) for v in value]
+    if kind is dict:
+        return {str(k): to_json(v) for k, v in value.items()}
+    return _other_json(value)
+
+
+@functools.cache
+def _field_names(kind: type) -> tuple[str, ...] | None:
+    """The fields instances of ``kind`` are written with, in order, read once per type;
+    None when ``kind`` is not a dataclass (a dataclass *class*, whose type is ``type``,
+    is not written as one)."""
+    if not is_dataclass(kind):
+        return None
+    return tuple(f.name for f in fields(kind))
+
+
+def _other_json(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): to_json(v) for k, v in value.items()}
-    if isinstance(value, str | int | float | bool) or value is None:
+    if isinstance(value, str | int | float | bool):
         return value
     if isinstance(value, datetime | date):
         return value.isoformat()

@@ -36,22 +36,24 @@ def to_json(value: Any) -> Any:
         return value
     names = _field_names(kind)
     if names is not None:
-        return {name: to_json(getattr(value, name)) for name in names}
+        return {n: v if type(v := getattr(value, n)) in _PLAIN else to_json(v) for n in names}
     if kind is list or kind is tuple:
-        return [to_json(v) for v in value]
+        return [v if type(v) in _PLAIN else to_json(v) for v in value]
     if kind is dict:
-        return {str(k): to_json(v) for k, v in value.items()}
+        return {str(k): v if type(v) in _PLAIN else to_json(v) for k, v in value.items()}
     return _other_json(value)
 
 
-@functools.cache
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+"""The fields instances of a type are written with, in order, read once per type; None for
+a type that is not a dataclass (a dataclass *class*, whose type is ``type``, is not written
+as one). Filled as types are met: a handful of record types."""
+
+
 def _field_names(kind: type) -> tuple[str, ...] | None:
-    """The fields instances of ``kind`` are written with, in order, read once per type;
-    None when ``kind`` is not a dataclass (a dataclass *class*, whose type is ``type``,
-    is not written as one)."""
-    if not is_dataclass(kind):
-        return None
-    return tuple(f.name for f in fields(kind))
+    if kind not in _FIELDS:
+        _FIELDS[kind] = tuple(f.name for f in fields(kind)) if is_dataclass(kind) else None
+    return _FIELDS[kind]
 
 
 def _other_json(value: Any) -> Any:

@@ -27,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     doors = [d for d in args.doors.split(",") if d]
+    started, load_before = datetime.now(UTC).isoformat(timespec="seconds"), os.getloadavg()
     with tempfile.TemporaryDirectory() as folder:
         sources = {v: source_of(getattr(args, v), Path(folder)) for v in ("base", "new")}
         runs: list[dict[str, Any]] = []
@@ -189,7 +191,15 @@ def main() -> None:
     for name, figures in summary.items():
         print(name, " ".join(f"{k} {v:.2f}" for k, v in figures.items()))
     if args.out:
-        report = {"base": args.base, "new": args.new, "runs": runs, "mean": summary}
+        report = {
+            "command": " ".join(["scripts/bench_server_cpu.py", *sys.argv[1:]]),
+            "date": started,
+            "load_average": [load_before, os.getloadavg()],
+            "base": args.base,
+            "new": args.new,
+            "runs": runs,
+            "mean": summary,
+        }
         args.out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 

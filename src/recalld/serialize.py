@@ -47,7 +47,7 @@ def to_json(value: Any) -> Any:
 _FIELDS: dict[type, tuple[str, ...] | None] = {}
 """The fields instances of a type are written with, in order, read once per type; None for
 a type that is not a dataclass (a dataclass *class*, whose type is ``type``, is not written
-as one). Filled as types are met: a handful of record types."""
+as one). Filled as types are met: the record types and the few others results hold."""
 
 
 def _field_names(kind: type) -> tuple[str, ...] | None:

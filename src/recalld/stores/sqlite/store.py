@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -258,8 +259,13 @@ class SQLiteStore:
         neighbor_depth: int = 0,
     ) -> SearchRows:
         # In process a call costs no round trip: the candidates only, the rest read later
-        # for the memories the pipeline keeps (the flags ask for what that covers).
-        return compose_search_rows(self, requests)
+        # for the memories the pipeline keeps (the flags ask for what that covers), but for
+        # the vectors the vector channels scored, which cost nothing more to hand on.
+        if not vectors:
+            return compose_search_rows(self, requests)
+        with self.vector_reads.keeping_vectors() as scored:
+            rows = compose_search_rows(self, requests)
+        return replace(rows, vectors=scored) if scored else rows
 
     def session_neighbors(
         self, ids: Sequence[str], radius: int

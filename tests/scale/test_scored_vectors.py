@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 from recalld.stores.asks import ChannelCandidate
-from recalld.stores.base import CandidateRequest, NearestAsk, SearchRows
+from recalld.stores.base import CandidateRequest, NearestAsk, SearchRows, WordsAsk
 from recalld.stores.sqlite import vector_file
 
 pytest.importorskip("onnxruntime")  # see vector_index._usearch_index: load it first
 pytest.importorskip("usearch")
 
 from test_lazy_vectors import opened, saved  # noqa: E402, F401
-from test_vector_mirror import clustered  # noqa: E402
+from test_vector_mirror import clustered, fill  # noqa: E402
 
 
 def truth(path: Path, ids: list[str]) -> dict[str, np.ndarray]:
@@ -90,3 +90,48 @@ def test_a_lookup_of_held_rows_equals_the_general_path(tmp_path: Path) -> None:
     rows = (asked // 3 - 1).tolist()
     assert got.tobytes() == vectors[rows].tobytes() and got_seqs.tolist() == seqs[rows].tolist()
     assert copies.lookup(asked)[2].tobytes() == got.tobytes()
+
+
+def test_the_word_channels_rows_read_their_vectors_without_the_id_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The word index's winners are found by pk: the search notes each one's pk, and vector
+    completion's read of their vectors goes by pk to the vectors file, not through the
+    ``(namespace, id)`` index; the same floats. Outside a search every id is looked up."""
+    pytest.importorskip("tantivy")
+    from recalld.stores.sqlite import word_index
+
+    monkeypatch.setattr(word_index, "WORD_INDEX_MIN_ROWS", 100)
+    path = tmp_path / "w.db"
+    first = opened(path, lazy=False)
+    fill(first, 0, clustered(1200, seed=66))  # past both thresholds: the word index is built
+    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, 1)[0])}))
+    first.close()
+    store = opened(path)
+    query = clustered(1, seed=67)[0]
+    request = CandidateRequest(
+        asks={"semantic": NearestAsk(10, query), "bm25": WordsAsk(30, ("number",))}
+    )
+    rows = store.search_rows([request], vectors=True)
+    assert isinstance(store.vector_reads.word_engines[0], word_index.TantivyWords)
+    words = [c.memory_id for c in rows.channels[0]["bm25"]]
+    others = [i for i in words if i not in rows.vectors]
+    assert len(others) >= 20
+    seen: list[str] = []
+    store._db.set_trace_callback(seen.append)
+    got = store.vectors_for(others)
+    store._db.set_trace_callback(None)
+    assert [sql for sql in seen if "m.pk FROM memories" in sql] == []
+    want = truth(path, others)
+    assert sorted(got) == sorted(others)
+    assert all(got[i].tobytes() == want[i].tobytes() for i in others)
+    # A read by id outside a search's readers (another store handle) looks every id up.
+    plain = opened(path)
+    plain.search_rows([CandidateRequest(asks={"semantic": NearestAsk(3, query)})])
+    plain._db.set_trace_callback(seen.append)
+    again = plain.vectors_for(others)
+    plain._db.set_trace_callback(None)
+    assert [sql for sql in seen if "m.pk FROM memories" in sql]
+    assert all(again[i].tobytes() == want[i].tobytes() for i in others)
+    store.close()
+    plain.close()

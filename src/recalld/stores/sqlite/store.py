@@ -310,7 +310,9 @@ class SQLiteStore:
         with reads.lock:  # the ANN index's vectors file, when it holds them
             lazy = reads.lazy
             if lazy is not None and ids:
-                found, ids = lazy.vectors_for(self._db, ids, wall, wall_params, self.tenancy.tenant)
+                found, ids = lazy.vectors_for(
+                    self._db, ids, wall, wall_params, self.tenancy.tenant, reads.known_pks()
+                )
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
@@ -387,6 +389,7 @@ class SQLiteStore:
             self._visible,
             self._may_spread(),
             q.is_trivial(request.filters),
+            self.vector_reads.noting_pks(),
         )
         return {
             name: self._readers[name](ask, scope)

@@ -85,11 +85,29 @@ class VectorReads:
         :meth:`LazyAnn.vectors_for`). Only where an id names one row: with one namespace
         visible (several may each hold the id, and a read by id prefers the tenant's)."""
         kept: dict[str, Vector] = {}
-        self._kept.into = kept if len(self._visible) == 1 else None
+        one = len(self._visible) == 1
+        self._kept.into = kept if one else None
+        self._kept.pks = {} if one else None
         try:
             yield kept
         finally:
             self._kept.into = None
+
+    def noting_pks(self) -> dict[str, int] | None:
+        """Inside :meth:`keeping_vectors`, the dict where this thread's readers note the
+        pk of each memory id they find (:attr:`.readers.Scope.pks_of`), else None."""
+        if getattr(self._kept, "into", None) is None:
+            return None
+        noted: dict[str, int] | None = self._kept.pks
+        return noted
+
+    def known_pks(self) -> dict[str, int]:
+        """The pks the readers of this thread's last :meth:`keeping_vectors` block noted, by
+        memory id: the rest of that search reads vectors by id through them, not the
+        ``(namespace, id)`` index (kept until the thread's next block; a pk whose row is gone
+        since is not found in the vectors file, and its id is read from the table)."""
+        noted: dict[str, int] | None = getattr(self._kept, "pks", None)
+        return {} if noted is None else noted
 
     def _scored(self) -> dict[str, Vector] | None:
         """A dict for a search's scored vectors inside :meth:`keeping_vectors`, else None."""

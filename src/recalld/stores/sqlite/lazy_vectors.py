@@ -477,12 +477,15 @@ class LazyAnn:
             if unknown:
                 read = _read(db, _IDS, [], np.array(unknown, dtype=np.int64))
                 ids = {**ids, **{int(pk): str(memory_id) for pk, memory_id in read}}
-            for pk, score, at in zip(kept, scores[chosen].tolist(), chosen.tolist(), strict=True):
-                name = ids.get(pk)
-                if name:
-                    out.append((name, score))
-                    if into is not None:
-                        into[name] = vectors[at]
+            names = [ids.get(pk) for pk in kept]
+            scored = scores[chosen].tolist()
+            out += [(name, score) for name, score in zip(names, scored, strict=True) if name]
+            if into is not None:  # views of the pool's rows, no copy
+                into.update(
+                    (name, vectors[at])
+                    for name, at in zip(names, chosen.tolist(), strict=True)
+                    if name
+                )
         return out
 
     def _top(self, rows: list[Any], query: Vector, limit: int) -> list[tuple[str, float]]:

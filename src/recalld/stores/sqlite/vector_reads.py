@@ -62,8 +62,8 @@ class VectorReads:
         """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
         self.lazy_tried = False
         self._kept = threading.local()
-        """A thread's dict of the vectors its vector searches returned, inside
-        :meth:`keeping_vectors`."""
+        """Per thread, inside :meth:`keeping_vectors`: the vectors its vector searches
+        returned (``into``); and the pks its readers noted (``pks``, until its next block)."""
         self.word_engines = word_engines(path)
         """The word channel's engines, asked in order (the word index of a large store when
         tantivy is installed, then FTS5)."""
@@ -104,8 +104,9 @@ class VectorReads:
     def known_pks(self) -> dict[str, int]:
         """The pks the readers of this thread's last :meth:`keeping_vectors` block noted, by
         memory id: the rest of that search reads vectors by id through them, not the
-        ``(namespace, id)`` index (kept until the thread's next block; a pk whose row is gone
-        since is not found in the vectors file, and its id is read from the table)."""
+        ``(namespace, id)`` index (kept until the thread's next block, which every search
+        opens: only its own later reads use them, as of its reads; a pk whose row is gone
+        from the vectors file is not found there, and its id is read from the table)."""
         noted: dict[str, int] | None = getattr(self._kept, "pks", None)
         return {} if noted is None else noted
 

@@ -66,6 +66,8 @@ def test_one_call_equals_the_separate_reads(open_as: Opener, query: str) -> None
     assert rows.vectors.keys() <= want_vectors.keys()
     for memory_id, vector in rows.vectors.items():
         assert np.allclose(want_vectors[memory_id], vector)
+        if not remote:  # the very floats a read by id gives
+            assert np.array_equal(want_vectors[memory_id], vector)
     assert rows.neighbors_of <= rows.candidate_ids
     assert dict(rows.neighbors) == store.session_neighbors(sorted(rows.neighbors_of), 2)
     lent = {i for pairs in rows.neighbors.values() for i, _ in pairs}
@@ -75,7 +77,9 @@ def test_one_call_equals_the_separate_reads(open_as: Opener, query: str) -> None
         if query != "nothing matches zq":
             assert rows.neighbors and lent - rows.candidate_ids  # not a vacuous comparison
     else:
-        assert read == {} and rows.vectors == {} and rows.neighbors == {}
+        # The vectors its vector channels scored cost nothing more to send; nothing else.
+        scored = {c.memory_id for found in rows.channels for c in found.get("semantic", ())}
+        assert read == {} and rows.neighbors == {} and rows.vectors.keys() == scored
 
 
 def test_without_vectors_or_neighbours_only_rows_come_back(open_as: Opener) -> None:

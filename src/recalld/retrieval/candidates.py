@@ -105,7 +105,8 @@ def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) 
     if not others:
         return rows
     vectors = {i: rows.vectors[i] for i in others if i in rows.vectors}
-    vectors.update(store.vectors_for([i for i in others if i not in vectors]))
+    read = store.vectors_for([i for i in others if i not in vectors])
+    vectors.update(read)
     if not vectors:
         return rows
     ids = list(vectors)
@@ -113,7 +114,12 @@ def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) 
     nearest = semantic_channel.completed(
         nearest, dict(zip(ids, scores.tolist(), strict=True)), limit
     )
-    return replace(rows, channels=({**found, "semantic": nearest}, *rows.channels[1:]))
+    # The vectors read stay with the rows: the later stages read them from there.
+    return replace(
+        rows,
+        channels=({**found, "semantic": nearest}, *rows.channels[1:]),
+        vectors={**rows.vectors, **read} if read else rows.vectors,
+    )
 
 
 WORD_THREADS = 4

@@ -20,7 +20,7 @@ import logging
 import math
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -263,20 +263,22 @@ class LazyAnn:
         hidden: Pks | None = None,
         keep: Pks | None = None,
         near_memory: bool = False,
+        into: dict[str, Vector] | None = None,
     ) -> list[tuple[str, float]] | None:
         """Top ``limit`` (memory id, exact cosine), best first, among rows not ``hidden``
         (or only ``keep`` ones); None when the mirror should answer instead.
-        ``near_memory``: the query is a stored vector (a narrower beam does)."""
+        ``near_memory``: the query is a stored vector (a narrower beam does). ``into``:
+        where the vectors of the memories returned are put, by id (see :meth:`_best`)."""
         query = np.asarray(query, dtype=np.float32)
         if limit <= 0:
             return []
         if keep is not None and len(keep) <= self.subset_exact_rows:
-            return self._exact_subset(db, keep, query, limit)
+            return self._exact_subset(db, keep, query, limit, into)
         allowed = self._allowed_count(hidden, keep)
         if allowed == 0:
             return []
         if allowed <= self.subset_exact_rows:
-            return None if keep is None else self._exact_subset(db, keep, query, limit)
+            return None if keep is None else self._exact_subset(db, keep, query, limit, into)
         fetch = math.ceil(limit * RESCORE_FACTOR * self.size / allowed)
         if fetch > MAX_ANN_CANDIDATES:
             return None
@@ -289,7 +291,7 @@ class LazyAnn:
             pool = self._pool(db, pks)
             if len(pool[0]) < min(limit, allowed):
                 return None
-            return self._best(db, pool, query, limit)
+            return self._best(db, pool, query, limit, into)
         rows = _read(db, _ROWS, [], pks)
         if len(rows) < min(limit, allowed):
             return None
@@ -302,16 +304,21 @@ class LazyAnn:
         wall: str,
         params: Sequence[object],
         tenant: str,
+        known: Mapping[str, int] | None = None,
     ) -> tuple[dict[str, Vector], list[str]]:
         """The vectors of the memories ``ids`` (within ``wall``; the ``tenant``'s own memory
         first where a shared namespace holds the same id) the vectors file holds, and the
-        ids it does not (read from the table by the caller). The ids are turned into pks on
-        the ``(namespace, id)`` index alone, no memory row read."""
+        ids it does not (read from the table by the caller). The ids are turned into pks by
+        ``known`` (the pks the search's readers found them at, inside ``wall``), else on
+        the ``(namespace, id)`` index alone, no memory row read (3-4 us an id at 100k)."""
         if self.copies is None:
             return {}, list(ids)
         pk_of: dict[str, int] = {}
-        for start in range(0, len(ids), READ_CHUNK):
-            chunk = list(ids[start : start + READ_CHUNK])
+        if known:
+            pk_of = {i: known[i] for i in ids if i in known}
+        unknown = [i for i in ids if i not in pk_of] if pk_of else list(ids)
+        for start in range(0, len(unknown), READ_CHUNK):
+            chunk = unknown[start : start + READ_CHUNK]
             marks = ",".join("?" * len(chunk))
             pk_of.update(
                 db.execute(
@@ -340,13 +347,14 @@ class LazyAnn:
         limit: int,
         where: str,
         params: list[object],
+        into: dict[str, Vector] | None = None,
     ) -> list[tuple[str, float]] | None:
         """Top ``limit`` (memory id, exact cosine), best first, among the rows that pass
         ``where`` (over ``memories m``), the filter applied to the index's candidates alone,
         as their vectors are read, instead of listing every row it keeps: a time window over
         a year of a 1M store keeps 500k rows, which took a second to list. None when too few
         candidates pass for a wider search to find enough (a narrow filter, whose rows the
-        caller lists)."""
+        caller lists); ``into`` as in :meth:`search`."""
         query = np.asarray(query, dtype=np.float32)
         copies = self.copies
         sql = (_ROWS_PASSING if copies is None else _IDS_PASSING).format(where=where)
@@ -359,7 +367,7 @@ class LazyAnn:
                     return self._top(rows, query, limit)
                 ids = {int(pk): str(memory_id) for pk, memory_id in rows}
                 pks = np.fromiter(ids, dtype=np.int64, count=len(ids))
-                return self._best(db, self._pool(db, pks, ids), query, limit)
+                return self._best(db, self._pool(db, pks, ids), query, limit, into)
             # The share that passed says how many candidates would give enough.
             needed = math.ceil(PASSING_MARGIN * want * fetch / max(len(rows), 1))
             if needed > MAX_ANN_CANDIDATES:
@@ -368,12 +376,17 @@ class LazyAnn:
         return None
 
     def _exact_subset(
-        self, db: sqlite3.Connection, keep: Pks, query: Vector, limit: int
+        self,
+        db: sqlite3.Connection,
+        keep: Pks,
+        query: Vector,
+        limit: int,
+        into: dict[str, Vector] | None = None,
     ) -> list[tuple[str, float]]:
         """Exact search among the ``keep`` rows (the caller knows they are few enough)."""
         pks = self._preselected(keep, query, limit)
         if self.copies is not None:
-            return self._best(db, self._pool(db, pks), query, limit)
+            return self._best(db, self._pool(db, pks), query, limit, into)
         return self._top(_read(db, _ROWS, [], pks), query, limit)
 
     def _preselected(self, keep: Pks, query: Vector, limit: int) -> Pks:
@@ -433,12 +446,18 @@ class LazyAnn:
         )
 
     def _best(
-        self, db: sqlite3.Connection, pool: Pool, query: Vector, limit: int
+        self,
+        db: sqlite3.Connection,
+        pool: Pool,
+        query: Vector,
+        limit: int,
+        into: dict[str, Vector] | None = None,
     ) -> list[tuple[str, float]]:
         """The top ``limit`` of a :meth:`_pool` by exact cosine, best first, equal ones in
         ``seq`` order (as :meth:`_top`); the memory ids of the rows kept are looked up then
         (in the vectors file, else the table), and a row whose memory is gone since (deleted
-        by another process) gives way to the next."""
+        by another process) gives way to the next. ``into``: where the vectors scored of
+        the rows returned are put, by memory id (the pipeline reads them later)."""
         pks, seqs, vectors, ids = pool
         if not len(pks):
             return []
@@ -458,11 +477,15 @@ class LazyAnn:
             if unknown:
                 read = _read(db, _IDS, [], np.array(unknown, dtype=np.int64))
                 ids = {**ids, **{int(pk): str(memory_id) for pk, memory_id in read}}
-            out += [
-                (ids[pk], score)
-                for pk, score in zip(kept, scores[chosen].tolist(), strict=True)
-                if ids.get(pk)
-            ]
+            names = [ids.get(pk) for pk in kept]
+            scored = scores[chosen].tolist()
+            out += [(name, score) for name, score in zip(names, scored, strict=True) if name]
+            if into is not None:  # views of the pool's rows, no copy
+                into.update(
+                    (name, vectors[at])
+                    for name, at in zip(names, chosen.tolist(), strict=True)
+                    if name
+                )
         return out
 
     def _top(self, rows: list[Any], query: Vector, limit: int) -> list[tuple[str, float]]:

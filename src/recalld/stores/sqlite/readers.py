@@ -42,6 +42,10 @@ class Scope:
     spread: bool
     trivial: bool = False
     """The request's filters are the defaults (only the handle's live memories)."""
+    pks_of: dict[str, int] | None = None
+    """Where readers that know them note the row (pk) of each memory id they found, for the
+    search's later reads by id (:meth:`.vector_reads.VectorReads.keeping_vectors`); None:
+    not wanted."""
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -132,6 +136,8 @@ def rescored(
         pks = [pk for pk, _ in found.rows]
         read = db.execute(q.pks_where_sql(scope.where, len(pks)), [*pks, *scope.params])
         passed = {pk: (memory_id, content) for pk, memory_id, content in read}
+        if scope.pks_of is not None:
+            scope.pks_of.update((memory_id, pk) for pk, (memory_id, _) in passed.items())
         kept = [passed[pk] for pk, _ in found.rows if pk in passed]
         if len(kept) >= limit or len(found.rows) < k:
             exact = _fts5_scores(db, [content for _, content in kept], phrases, found.holding)

@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -258,8 +259,13 @@ class SQLiteStore:
         neighbor_depth: int = 0,
     ) -> SearchRows:
         # In process a call costs no round trip: the candidates only, the rest read later
-        # for the memories the pipeline keeps (the flags ask for what that covers).
-        return compose_search_rows(self, requests)
+        # for the memories the pipeline keeps (the flags ask for what that covers), but for
+        # the vectors the vector channels scored, which cost nothing more to hand on.
+        if not vectors:
+            return compose_search_rows(self, requests)
+        with self.vector_reads.keeping_vectors() as scored:
+            rows = compose_search_rows(self, requests)
+        return replace(rows, vectors=scored) if scored else rows
 
     def session_neighbors(
         self, ids: Sequence[str], radius: int
@@ -304,7 +310,9 @@ class SQLiteStore:
         with reads.lock:  # the ANN index's vectors file, when it holds them
             lazy = reads.lazy
             if lazy is not None and ids:
-                found, ids = lazy.vectors_for(self._db, ids, wall, wall_params, self.tenancy.tenant)
+                found, ids = lazy.vectors_for(
+                    self._db, ids, wall, wall_params, self.tenancy.tenant, reads.known_pks()
+                )
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
@@ -381,6 +389,7 @@ class SQLiteStore:
             self._visible,
             self._may_spread(),
             q.is_trivial(request.filters),
+            self.vector_reads.noting_pks(),
         )
         return {
             name: self._readers[name](ask, scope)

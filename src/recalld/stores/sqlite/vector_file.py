@@ -242,6 +242,13 @@ class VectorCopies:
 
     def _find(self, pks: Pks, ids: bool) -> tuple[npt.NDArray[np.bool_], Pks, Matrix, Ids]:
         pks = np.asarray(pks, dtype=np.int64)
+        if not len(self._over_pks) and not len(self._gone) and len(pks):
+            held, rows = _positions(self._pks, pks)
+            if held.all():  # the usual case: one gather from the file, no masks
+                names = [""] * len(pks)
+                if ids:
+                    self._names(names, held, rows)
+                return held, self._seqs[rows], self._vectors[rows], names if ids else []
         found = np.zeros(len(pks), dtype=np.bool_)
         seqs = np.zeros(len(pks), dtype=np.int64)
         vectors = np.zeros((len(pks), self.dimension), dtype=np.float32)

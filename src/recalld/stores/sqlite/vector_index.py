@@ -44,7 +44,10 @@ EXPANSION_PER_CANDIDATE = 2
 """Search beam width per candidate asked for, at :data:`EXPANSION_REFERENCE_ROWS` vectors:
 at 100k (the graph built at :data:`EXPANSION_ADD`), a search's 216 candidates from a beam
 of 432 held 0.999 of 200 questions' exact 10 nearest (1.0 from 864, in twice the time), and
-the default search's top 10s were the same as with 864 (docs/benchmarks-scale.md)."""
+the default search's top 10s were the same as with 864 (docs/benchmarks-scale.md). The default
+search asks for 432 (its 216 x ``RESCORE_FACTOR``), so it walks 864: one slot per candidate
+(432) would save 2.3 ms of its 5.7 ms walk, but changed 5 of 150 top 10s at 100k and left 145
+of them equal to exact search (docs/design/search-cpu.md)."""
 LEGACY_PER_CANDIDATE = 4
 """The same for a graph built with :data:`LEGACY_EXPANSION_ADD`: at 100k, 80 candidates
 with a beam of 320 re-scored to 40 kept recall@40 at 0.98 against exact search (a beam of 80

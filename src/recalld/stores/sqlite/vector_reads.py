@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,9 @@ class VectorReads:
         self.lazy: LazyAnn | None = None
         """Searches the saved ANN index without loading every vector (see lazy_vectors)."""
         self.lazy_tried = False
+        self._kept = threading.local()
+        """Per thread, inside :meth:`keeping_vectors`: the vectors its vector searches
+        returned (``into``); and the pks its readers noted (``pks``, until its next block)."""
         self.word_engines = word_engines(path)
         """The word channel's engines, asked in order (the word index of a large store when
         tantivy is installed, then FTS5)."""
@@ -72,6 +76,54 @@ class VectorReads:
             "window_semantic": self.window_semantic,
             "bm25": self.words,
         }
+
+    @contextmanager
+    def keeping_vectors(self) -> Iterator[dict[str, Vector]]:
+        """Within the block, the vector searches of this thread put the vectors of the
+        memories they return (the exact ones they scored) into the dict yielded, by memory
+        id, so the search need not read them again by id (an id's read costs an index seek,
+        :meth:`LazyAnn.vectors_for`). Only where an id names one row: with one namespace
+        visible (several may each hold the id, and a read by id prefers the tenant's)."""
+        kept: dict[str, Vector] = {}
+        one = len(self._visible) == 1
+        self._kept.into = kept if one else None
+        self._kept.pks = {} if one else None
+        try:
+            yield kept
+        finally:
+            self._kept.into = None
+
+    def noting_pks(self) -> dict[str, int] | None:
+        """Inside :meth:`keeping_vectors`, the dict where this thread's readers note the
+        pk of each memory id they find (:attr:`.readers.Scope.pks_of`), else None."""
+        if getattr(self._kept, "into", None) is None:
+            return None
+        noted: dict[str, int] | None = self._kept.pks
+        return noted
+
+    def known_pks(self) -> dict[str, int]:
+        """The pks the readers of this thread's last :meth:`keeping_vectors` block noted, by
+        memory id: the rest of that search reads vectors by id through them, not the
+        ``(namespace, id)`` index (kept until the thread's next block, which every search
+        opens: only its own later reads use them, as of its reads; a pk whose row is gone
+        from the vectors file is not found there, and its id is read from the table)."""
+        noted: dict[str, int] | None = getattr(self._kept, "pks", None)
+        return {} if noted is None else noted
+
+    def _scored(self) -> dict[str, Vector] | None:
+        """A dict for a search's scored vectors inside :meth:`keeping_vectors`, else None."""
+        return None if getattr(self._kept, "into", None) is None else {}
+
+    def _kept_of(
+        self, found: list[tuple[str, float]], limit: int, scored: dict[str, Vector] | None
+    ) -> list[ChannelCandidate]:
+        """The channel's answer from a search's (id, score) pairs: the ``limit`` best, ties
+        by id; the vectors ``scored`` of those kept go to :meth:`keeping_vectors`'s dict."""
+        kept = _ties_by_id(found, limit)
+        into: dict[str, Vector] | None = getattr(self._kept, "into", None)
+        if into is not None and scored:
+            into.update((i, scored[i]) for i, _ in kept if i in scored)
+        return ranked(kept)
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -118,9 +170,12 @@ class VectorReads:
                 wide = min(lazy.subset_exact_rows, lazy.passing_rows(fetch))
                 if self._window_rows(ask.window, wide + 1) > wide:
                     _check_dimension(query_vector, lazy.dimension)
-                    found = lazy.search_passing(self._db, query_vector, fetch, where, params)
+                    scored = self._scored()
+                    found = lazy.search_passing(
+                        self._db, query_vector, fetch, where, params, scored
+                    )
                     if found is not None:
-                        return ranked(_ties_by_id(found, limit))
+                        return self._kept_of(found, limit, scored)
             return self.nearest(query_vector, limit, None, self.pks_where(where, params))
 
     def nearest(
@@ -137,9 +192,11 @@ class VectorReads:
         lazy = self.lazy_index()
         if lazy is not None:
             _check_dimension(query, lazy.dimension)
-            found = lazy.search(self._db, query, limit + TIE_MARGIN, hidden, keep, near_memory)
+            scored = self._scored()
+            fetch = limit + TIE_MARGIN
+            found = lazy.search(self._db, query, fetch, hidden, keep, near_memory, scored)
             if found is not None:
-                return ranked(_ties_by_id(found, limit))
+                return self._kept_of(found, limit, scored)
             self.lazy = None  # the mirror answers from now on in this process
         mirror = self.mirror
         mirror.refresh(self._db)
@@ -150,8 +207,9 @@ class VectorReads:
             allowed = mirror.rows_with(keep)
         elif hidden is not None and len(hidden):
             allowed = ~mirror.rows_with(hidden)
-        found = mirror.search_ids(query, limit + TIE_MARGIN, allowed, near_memory)
-        return ranked(_ties_by_id(found, limit))
+        scored = self._scored()
+        found = mirror.search_ids(query, limit + TIE_MARGIN, allowed, near_memory, scored)
+        return self._kept_of(found, limit, scored)
 
     def exact(self) -> bool:
         """Whether the vector channels score every vector (no ANN index answers)."""

@@ -356,14 +356,28 @@ class VectorMirror:
             return [(int(self._pks[r]), s) for r, s in zip(rows, scores, strict=True)]
 
     def search_ids(
-        self, query: Vector, limit: int, allowed: Mask | None, near_memory: bool = False
+        self,
+        query: Vector,
+        limit: int,
+        allowed: Mask | None,
+        near_memory: bool = False,
+        into: dict[str, Vector] | None = None,
     ) -> list[tuple[str, float]]:
         """Like :meth:`search`, with each row's memory id instead of its pk (read under the
         same lock as the ranking, so a concurrent refresh cannot move rows in between);
-        ``near_memory``: the query is a stored vector (the ANN index's beam may be narrower)."""
+        ``near_memory``: the query is a stored vector (the ANN index's beam may be narrower);
+        ``into``: where copies of the vectors of the rows returned are put, by memory id."""
         with self._lock:
             rows, scores = self._top(query, limit, allowed, near_memory)
-            return [(str(self._ids[r]), s) for r, s in zip(rows, scores, strict=True)]
+            found = [(str(self._ids[r]), s) for r, s in zip(rows, scores, strict=True)]
+            if into is not None and rows:
+                copies = self.matrix[rows]  # a copy: a refresh overwrites rows in place
+                into.update(
+                    (str(self._ids[r]), copies[at])
+                    for at, r in enumerate(rows)
+                    if self._ids[r] is not None
+                )
+            return found
 
     def _top(
         self, query: Vector, limit: int, allowed: Mask | None, near_memory: bool = False

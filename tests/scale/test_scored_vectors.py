@@ -133,5 +133,14 @@ def test_the_word_channels_rows_read_their_vectors_without_the_id_index(
     plain._db.set_trace_callback(None)
     assert [sql for sql in seen if "m.pk FROM memories" in sql]
     assert all(again[i].tobytes() == want[i].tobytes() for i in others)
+    # A later search on the same handle that keeps no vectors forgets the pks noted: no
+    # read after it goes by another search's pks.
+    store.search_rows([CandidateRequest(asks={"semantic": NearestAsk(3, query)})])
+    seen.clear()
+    store._db.set_trace_callback(seen.append)
+    later = store.vectors_for(others)
+    store._db.set_trace_callback(None)
+    assert [sql for sql in seen if "m.pk FROM memories" in sql]
+    assert all(later[i].tobytes() == want[i].tobytes() for i in others)
     store.close()
     plain.close()

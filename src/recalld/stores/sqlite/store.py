@@ -262,6 +262,7 @@ class SQLiteStore:
         # for the memories the pipeline keeps (the flags ask for what that covers), but for
         # the vectors the vector channels scored, which cost nothing more to hand on.
         if not vectors:
+            self.vector_reads.forget_pks()  # no later read may use another search's pks
             return compose_search_rows(self, requests)
         with self.vector_reads.keeping_vectors() as scored:
             rows = compose_search_rows(self, requests)

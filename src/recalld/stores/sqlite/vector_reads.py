@@ -110,6 +110,11 @@ class VectorReads:
         noted: dict[str, int] | None = getattr(self._kept, "pks", None)
         return {} if noted is None else noted
 
+    def forget_pks(self) -> None:
+        """Drop the pks this thread's last :meth:`keeping_vectors` block noted: a search
+        that opens no block must not read by another search's pks."""
+        self._kept.pks = None
+
     def _scored(self) -> dict[str, Vector] | None:
         """A dict for a search's scored vectors inside :meth:`keeping_vectors`, else None."""
         return None if getattr(self._kept, "into", None) is None else {}

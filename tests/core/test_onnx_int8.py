@@ -367,3 +367,18 @@ def test_a_query_graph_that_cannot_be_built_is_a_clear_error(
     assert embedder.embed_documents(SENTENCES[:1]).vectors.shape == (1, 384)
     with pytest.raises(EmbedderError, match="int8_queries = false"):
         embedder.embed_query(QUERIES[0])
+
+
+def test_a_runtime_that_cannot_run_the_probe_keeps_the_unsigned_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refusing(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("no DynamicQuantizeMatMul in this build")
+
+    signed_products_exact.cache_clear()
+    monkeypatch.setattr(ort, "InferenceSession", refusing)
+    try:
+        assert signed_products_exact() is False
+    finally:
+        monkeypatch.undo()
+        signed_products_exact.cache_clear()

@@ -47,8 +47,7 @@ def machine_busy() -> bool:
     """Whether other processes' load reaches half the cores: the last minute's load average
     less what this process itself kept busy (a search spread over two threads would
     otherwise count itself as the load that stops it). Then work spread over threads waits
-    for cores others hold: a query is embedded on one thread that does not spin
-    (``providers/onnx.py``), and a search stays on one thread."""
+    for cores others hold: a search stays on one thread."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average on this platform

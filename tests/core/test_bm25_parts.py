@@ -99,3 +99,73 @@ def test_the_row_spans_cover_every_row_once() -> None:
                 assert covered == list(range(1, rows_max + 1))
             assert spans[0][0] == 1 and spans[-1][1] == rows_max + 1
             assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))
+
+
+def _scope(store: SQLiteStore, filters: MemoryFilter) -> readers.Scope:
+    where, params = q.filter_sql(filters, ["default"])
+    return readers.Scope(lambda: store._db, where, params, ("default",), spread=False)
+
+
+def _full_join(scope: readers.Scope, terms: tuple[str, ...], limit: int) -> list[Any]:
+    sql = q.bm25_sql("memories_fts", scope.where)
+    rows = scope.db.execute(sql, [q.fts_match(terms), *scope.params, limit]).fetchall()
+    return [(memory_id, float(raw)) for memory_id, raw in rows]
+
+
+def test_a_small_stores_bm25_reads_only_the_best_matches_and_returns_the_full_join(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below the winners-first size, BM25 joins only the best matches with ``memories``
+    (ranked inside FTS5) and gives exactly the full join's ids, order and scores: with
+    filters that hide rows and with ties at the inner set's edge (short texts of a small
+    vocabulary score alike), which take the full join instead."""
+    assert store._db.execute("SELECT max(pk) FROM memories").fetchone()[0] < q.BM25_WINNERS_MIN_ROWS
+    marked = readers._marked
+    paths: list[str] = []
+
+    def watched(*args: Any) -> Any:
+        found = marked(*args)
+        paths.append("full" if joins else "marked")
+        return found
+
+    joins: list[int] = []
+    full = readers._full_join
+    monkeypatch.setattr(readers, "_marked", watched)
+    monkeypatch.setattr(readers, "_full_join", lambda *a: joins.append(1) or full(*a))
+    for terms in (*QUERIES, ("kayak", "tea"), ("meeting",), ("dinner", "deploy", "garden")):
+        for filters in (*FILTERS, MemoryFilter(types=("event",))):
+            scope = _scope(store, filters)
+            for limit in (1, 5, 25, 200, 2000):
+                joins.clear()
+                got = readers.fts5_bm25(scope, "memories_fts", q.fts_match(terms), limit)
+                assert got == _full_join(scope, terms, limit), (terms, filters, limit)
+    assert "marked" in paths and "full" in paths  # both ways were taken
+
+
+def test_a_small_stores_bm25_joins_only_the_best_matches(tmp_path: Path) -> None:
+    """A word held by 600 rows of distinct lengths (no ties), the best 25 asked: the
+    statement run ranks inside FTS5 first and joins only its best rows with ``memories``
+    (no full join of the 600), with the full join's answer."""
+    now = datetime.now(UTC)
+    texts = [" ".join(["harbour", *(f"filler{i}x{j}" for j in range(i))]) for i in range(600)]
+    memories = [
+        Memory(id=f"m{i:04d}", content=text, content_hash=content_hash(text), type="fact",
+               created_at=now, updated_at=now)
+        for i, text in enumerate(texts)
+    ]  # fmt: skip
+    small = SQLiteStore(tmp_path / "s.db")
+    try:
+        small.insert(memories, None)
+        scope = _scope(small, MemoryFilter())
+        expected = _full_join(scope, ("harbour",), 25)
+        statements: list[str] = []
+        small._db.set_trace_callback(statements.append)
+        try:
+            found = readers.fts5_bm25(scope, "memories_fts", q.fts_match(("harbour",)), 25)
+        finally:
+            small._db.set_trace_callback(None)
+        assert found == expected and [i for i, _ in found] == [f"m{i:04d}" for i in range(25)]
+        ranked = [s for s in statements if "memories_fts MATCH" in s]
+        assert len(ranked) == 1 and "ORDER BY score LIMIT" in ranked[0], statements
+    finally:
+        small.close()

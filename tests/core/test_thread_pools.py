@@ -74,8 +74,8 @@ def test_a_pool_runs_work_again_in_a_forked_child() -> None:
 
 
 def test_a_search_counts_itself_in_flight(tmp_path: Path) -> None:
-    """While a search runs, the process knows it is in flight (so that a query embeds on
-    the cores it has alone), and knows when a second one is; after, none is."""
+    """While a search runs, the process knows it is in flight (so that its reads spread over
+    the cores only when it has them alone), and knows when a second one is; after, none is."""
     import recalld
     from recalld.providers.embedders import FakeEmbedder, Vectors
 

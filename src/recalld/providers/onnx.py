@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 
-from recalld import threads
 from recalld.config import DEFAULT_BATCH_TEXTS, DEFAULT_BATCH_TOKENS, DEFAULT_EMBED_THREADS
 from recalld.errors import EmbedderError
 from recalld.providers.embedding import (
@@ -32,11 +31,10 @@ from recalld.providers.embedding import (
     EmbeddingBatch,
     Fingerprint,
     Vectors,
-    cores_shared,
     l2_normalize,
     plan_batches,
 )
-from recalld.providers.onnx_int8 import int8_query_graph
+from recalld.providers.onnx_int8 import int8_query_graph, signed_products_exact
 
 MAX_TOKENS = 256
 """all-MiniLM-L6-v2 was trained on 256-token inputs ([CLS] and [SEP] included)."""
@@ -120,28 +118,19 @@ def _document_options(ort: Any, threads: int) -> Any:
 
 
 QUERY_THREADS = 1
-"""Threads of the query session whenever the cores are not all this search's: another
-search in flight in this process (a server under load), another thread of this search at
-work (:func:`~recalld.providers.embedders.sharing_cores`), or other processes' load
-(:func:`recalld.threads.machine_busy`). A query is one short sequence (about 15 tokens),
-and onnxruntime's default pool (a thread per core) waits for work by spinning: on idle
-cores it embeds faster (3.0 ms against 4.7 ms, load 0.7, 2026-11-24; a default search on
-LongMemEval_S stores 10.2 against 11.2 ms p50, 2026-11-26), but its spinning thread takes
-a core the rest of the search, other searches or other processes need. Whole searches of a
-10k store (50 questions x 4, 2026-11-26, load 1.3): the same wall time either way at half
-the CPU on one thread (17 ms against 32-34 ms per search), which a server's other searches
-get; on a busy machine one thread also embeds in half the time (6.6 ms against 12.5 ms at
-load ~5, docs/ingest.md). Both give bit-identical vectors."""
+"""Threads of the query session, which do not spin. A query is one short sequence (about
+15 tokens): onnxruntime's default pool (a thread per core, spinning while it waits) embeds
+a lone query on idle cores a little faster, but at about twice the CPU, which the rest of
+the search, the server's other searches (``recalld serve --workers N`` runs a process per
+core) and other processes need. Measured on 2 cores, 300 benchmark questions, the signed
+int8 products (load ~4, 2026-11-28): 2.2 ms of CPU and 2.7 ms wall a query on one thread,
+against 4.6 ms of CPU and 2.6 ms wall on the default pool (3.3 and 3.0 ms with two threads
+that do not spin). The vectors are the same to the bit on any number of threads."""
 
 
-def _query_options(ort: Any, spread: bool) -> Any:
-    """Session options for embedding queries: onnxruntime's default pool when the cores
-    are this search's alone, else :data:`QUERY_THREADS` that do not spin."""
-    if not spread:
-        return _document_options(ort, QUERY_THREADS)
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    return options
+def _query_options(ort: Any) -> Any:
+    """Session options for embedding queries: :data:`QUERY_THREADS` that do not spin."""
+    return _document_options(ort, QUERY_THREADS)
 
 
 class OnnxEmbedder(Embedder):
@@ -185,8 +174,7 @@ class OnnxEmbedder(Embedder):
             raise EmbedderError(f"cannot load embedding model {model_path}: {exc}") from exc
         # Built on the first query, so that a process that only stores never pays for it.
         self._float_queries = not int8_queries  # queries run on the document session
-        self._query_sessions: dict[bool, Any] = {}  # by whether the cores are free
-        self._int8_graph: tuple[bytes, int] | None = None
+        self._query_session: Any = None
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
         self._inputs = {i.name for i in self._session.get_inputs()}
@@ -278,37 +266,31 @@ class OnnxEmbedder(Embedder):
         self._query()
         return self._int8_nodes
 
-    def _query(self, spread: bool | None = None) -> Any:
-        """The session a query runs on: the int8 graph's, built on first use (one on the
-        default pool, for cores this search has alone, and one on :data:`QUERY_THREADS`;
-        ``spread`` None: by the state of the process and the machine now), or the document
-        session when the setting is off or the model has no int8 weights."""
-        if spread is None:
-            spread = threads.alone() and not cores_shared() and not threads.machine_busy()
+    def _query(self) -> Any:
+        """The session a query runs on: the int8 graph's, built on first use (its products
+        on the model's signed weights where :func:`signed_products_exact` holds), or the
+        document session when the setting is off or the model has no int8 weights."""
         with self._query_lock:
             if self._float_queries:
                 return self._session
-            session = self._query_sessions.get(spread)
-            if session is None:
+            if self._query_session is None:
                 try:
                     import onnxruntime as ort
 
-                    if self._int8_graph is None:
-                        self._int8_graph = int8_query_graph(self._model_path)
-                        if self._int8_graph is None:  # no int8 weights: float32 queries
-                            self._float_queries = True
-                            return self._session
-                    graph, self._int8_nodes = self._int8_graph
+                    graph = int8_query_graph(self._model_path, signed=signed_products_exact())
+                    if graph is None:  # no int8 weights: float32 queries
+                        self._float_queries = True
+                        return self._session
                     session = ort.InferenceSession(
-                        graph, _query_options(ort, spread), providers=["CPUExecutionProvider"]
+                        graph[0], _query_options(ort), providers=["CPUExecutionProvider"]
                     )
                 except Exception as exc:  # onnx and onnxruntime raise their own plain errors
                     raise EmbedderError(
                         f"cannot build the int8 query graph of {self._model_path}: {exc}; "
                         "set int8_queries = false to embed queries in float32"
                     ) from exc
-                self._query_sessions[spread] = session
-            return session
+                self._query_session, self._int8_nodes = session, graph[1]
+            return self._query_session
 
     def _windows(self, text: str, is_query: bool = False) -> list[list[int]]:
         """The token windows of a text (its prefix first), each between the model's special

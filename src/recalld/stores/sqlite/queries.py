@@ -106,6 +106,17 @@ def bm25_sql(table: str, where: str, ranged: bool = False) -> str:
     )
 
 
+def bm25_marked_sql(table: str, where: str) -> str:
+    """The best rows of an FTS5 table by BM25 alone (ranked inside FTS5, parameters: filter
+    params, match, inner limit), each joined with ``memories`` and marked by whether it
+    passes ``where`` (1, else 0 or NULL), in no order (the caller sorts them by score then
+    id): the rows that fail the filters are read once, not joined for every match."""
+    return (
+        f"SELECT m.id, w.score, {where} FROM (SELECT rowid, bm25({table}) AS score FROM {table}"
+        f" WHERE {table} MATCH ? ORDER BY score LIMIT ?) w JOIN memories m ON m.pk = w.rowid"
+    )
+
+
 BM25_PREFETCH = 4
 """The winners-first BM25 query ranks this many times the limit inside FTS5 before joining
 them with ``memories`` and the filters."""

@@ -200,7 +200,7 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     (read by a namespace index, each tested for the phrases' first tokens), instead of one
     read of the table's GIN index per phrase: for a tenant of few memories, a common word's
     index entries span every tenant's rows, and reading them cost more than testing the
-    tenant's own rows (:data:`SCAN_MAX_ROWS`)."""
+    tenant's own rows (:func:`indexes.scans_rows`)."""
     hits, params = _phrase_hits(query)
     n = len(query)
     columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
@@ -212,13 +212,6 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     )
     counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(n))
     return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {_any_hit(n)}"), _bm25(n)], params
-
-
-SCAN_MAX_ROWS = 2_000
-"""Up to this many memories seen (and a small share of the table: ``indexes.word_engine``),
-the word channel scores them in one pass (:func:`scan_ctes`) instead of reading the GIN
-index once per phrase: 901 rows took 7.3 ms, about 8 us a row, against 21-25 ms for the
-index reads of a question's phrases in a 1M table."""
 
 
 WORD_READ_FACTOR = 1
@@ -414,7 +407,7 @@ class Postings:
 @dataclass(frozen=True)
 class TenantRows:
     """The rows of the namespaces seen, each tested for the phrases (:func:`scan_ctes`); for
-    a handle that sees few memories (:data:`SCAN_MAX_ROWS`)."""
+    a handle that sees few memories (:func:`indexes.scans_rows`)."""
 
     name = "tenant-rows"
 

@@ -95,3 +95,48 @@ def test_a_small_tenant_scores_its_own_rows_in_one_pass(pg_database: str) -> Non
     assert [store.candidates(a).get("bm25", []) for a in asks] == one_pass
     assert sum(len(found) for found in one_pass) > 10
     store.close()
+
+
+def test_a_handle_seeing_several_small_namespaces_scores_their_rows_in_one_pass(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The GIN index is read once per phrase and namespace seen, the one pass costs what the
+    rows seen cost: the rows a handle may test in one pass grow with its namespaces
+    (SCAN_ROWS_PER_NAMESPACE, at most SCAN_MAX_ROWS), with the same rows and scores as the
+    index's."""
+    from recalld.stores.postgres import PostgresStore, indexes
+
+    monkeypatch.setattr(indexes, "SCAN_ROWS_PER_NAMESPACE", 6)
+    monkeypatch.setattr(indexes, "SCAN_TABLE_SHARE", 5)
+    assert indexes.scans_rows(6, 1) and not indexes.scans_rows(7, 1)
+    assert indexes.scans_rows(12, 2) and not indexes.scans_rows(13, 2)
+    monkeypatch.setattr(indexes, "SCAN_MAX_ROWS", 10)
+    assert not indexes.scans_rows(12, 2)
+    monkeypatch.setattr(indexes, "SCAN_MAX_ROWS", 10**6)
+    for tenant, count in (("big", 80), ("left", 5), ("right", 5), ("alone", 10)):
+        settings = Settings(db=pg_database, cache_dir=None, tenant=tenant)
+        with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+            engine.add_many(
+                [
+                    recalld.NewMemory(f"{WORDS[i % 4]} {tenant} note {i} {WORDS[0]}")
+                    for i in range(count)
+                ]  # fmt: skip
+            )
+    asks = [
+        CandidateRequest(asks={"bm25": WordsAsk(limit, terms)})
+        for limit in (2, 40)
+        for terms in (WORDS, ("zephyr",), ("note", "right"), ("absent",))
+    ]
+    pair = PostgresStore(pg_database, Tenancy("left", ("right",)))  # 10 rows, 2 namespaces
+    alone = PostgresStore(pg_database, Tenancy("alone"))  # 10 rows, 1 namespace
+    try:
+        assert "lex_firsts" in pair._candidates_sql(asks[0])[0]
+        assert "lex_firsts" not in alone._candidates_sql(asks[0])[0]
+        one_pass = [pair.candidates(a).get("bm25", []) for a in asks]
+        pair._visible_count = (10**6, 10**6, float("inf"))  # counted as large: the index
+        assert "lex_firsts" not in pair._candidates_sql(asks[0])[0]
+        assert [pair.candidates(a).get("bm25", []) for a in asks] == one_pass
+        assert sum(len(found) for found in one_pass) > 10
+    finally:
+        pair.close()
+        alone.close()

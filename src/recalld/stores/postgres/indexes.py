@@ -123,6 +123,29 @@ def near_memory(conn: Conn, requests: Sequence[CandidateRequest], handle_ef: int
             conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(handle_ef),))
 
 
+SCAN_ROWS_PER_NAMESPACE = 3_000
+"""Up to this many memories seen per namespace seen (and a small share of the table:
+:func:`word_engine`), the word channel scores them in one pass (:func:`queries.scan_ctes`)
+instead of reading the GIN index once per phrase and namespace. Server CPU of the word
+statement in the 1M database of 1,000 tenants, 40 questions: one namespace of 901 rows
+6-8 ms against 19-25 through the index, the 100k tenant 419-506 against 83-86 (20
+questions), so about 3.4 ms + 4.6 us a row against 21 ms + 0.6 us a row, equal near 4,500
+rows; the index reads grow with the namespaces seen (one read per phrase and namespace),
+the pass with the rows: 2, 4, 8 and 16 namespaces (1,802 to 14,416 rows) 14-16 against
+39-46, 22-28 against 70-75, 44-53 against 121-167, 86-93 against 242-281 ms; the same rows
+and scores for every question (docs/design/scale-history.md)."""
+SCAN_MAX_ROWS = 15_000
+"""The one pass is never chosen past this many memories seen (about the most measured,
+16 namespaces of 901)."""
+
+
+def scans_rows(visible_rows: int, namespaces: int) -> bool:
+    """Whether the word channel of a handle seeing ``namespaces`` namespaces holding
+    ``visible_rows`` memories is cheaper as one pass over them than as the GIN index's reads
+    (:data:`SCAN_ROWS_PER_NAMESPACE`, :data:`SCAN_MAX_ROWS`)."""
+    return visible_rows <= min(SCAN_MAX_ROWS, SCAN_ROWS_PER_NAMESPACE * max(namespaces, 1))
+
+
 SCAN_TABLE_SHARE = 10
 """The word channel reads a tenant's own rows (:data:`queries.TENANT_ROWS`) only when the
 table holds at least this many times as many: the GIN index's entries for a common word
@@ -137,11 +160,13 @@ def word_engine(
     """The word channel's engine for a handle that sees ``visible`` (holding
     ``visible_rows`` of the table's ``table_rows`` memories): its word postings when it has
     them and the search's filter admits every live row (``posted``); its own rows, tested
-    one by one, when they are few (:data:`queries.SCAN_MAX_ROWS`) and a small share of the
-    table (:data:`SCAN_TABLE_SHARE`); otherwise the GIN index, once per phrase."""
+    one by one, when they are few for the namespaces seen (:func:`scans_rows`) and
+    a small share of the table (:data:`SCAN_TABLE_SHARE`); otherwise the GIN index, once
+    per phrase and namespace."""
     if posted:
         return q.Postings(visible[0])
-    if visible_rows <= q.SCAN_MAX_ROWS and visible_rows * SCAN_TABLE_SHARE <= table_rows:
+    scan = scans_rows(visible_rows, len(visible))
+    if scan and visible_rows * SCAN_TABLE_SHARE <= table_rows:
         return q.TENANT_ROWS
     return q.EVERY_ROW
 

@@ -52,12 +52,18 @@ def filter_sql(
     ``literal_namespace``: the one namespace written in the statement instead of passed as
     a parameter, for a tenant with a vector index of its own: a plan made without the
     parameters' values (a cached statement's) then still knows which partial index applies
-    and how many rows the namespace holds."""
+    and how many rows the namespace holds. One namespace is compared by ``=``: an index
+    led by it then yields rows in its next column's order, so the temporal channel reads its
+    newest rows and stops; under ``= ANY`` a window of 62k rows of 100k was a parallel scan
+    and a sort (136 ms of a backend's CPU, two workers besides), now ~200 rows of an index."""
+    params: Params = {"namespaces": list(namespaces)}
     if literal_namespace and len(namespaces) == 1:
         clauses = [f"m.namespace = {literal(namespaces[0])}"]
+    elif len(namespaces) == 1:
+        clauses = ["m.namespace = %(namespace)s"]
+        params["namespace"] = namespaces[0]
     else:
         clauses = ["m.namespace = ANY(%(namespaces)s)"]
-    params: Params = {"namespaces": list(namespaces)}
     if not filters.include_forgotten:
         clauses.append("m.forgotten_at IS NULL")
     if not filters.include_superseded:
@@ -200,7 +206,7 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     (read by a namespace index, each tested for the phrases' first tokens), instead of one
     read of the table's GIN index per phrase: for a tenant of few memories, a common word's
     index entries span every tenant's rows, and reading them cost more than testing the
-    tenant's own rows (:data:`SCAN_MAX_ROWS`)."""
+    tenant's own rows (:func:`indexes.scans_rows`)."""
     hits, params = _phrase_hits(query)
     n = len(query)
     columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
@@ -212,13 +218,6 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     )
     counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(n))
     return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {_any_hit(n)}"), _bm25(n)], params
-
-
-SCAN_MAX_ROWS = 2_000
-"""Up to this many memories seen (and a small share of the table: ``indexes.word_engine``),
-the word channel scores them in one pass (:func:`scan_ctes`) instead of reading the GIN
-index once per phrase: 901 rows took 7.3 ms, about 8 us a row, against 21-25 ms for the
-index reads of a question's phrases in a 1M table."""
 
 
 WORD_READ_FACTOR = 1
@@ -414,7 +413,7 @@ class Postings:
 @dataclass(frozen=True)
 class TenantRows:
     """The rows of the namespaces seen, each tested for the phrases (:func:`scan_ctes`); for
-    a handle that sees few memories (:data:`SCAN_MAX_ROWS`)."""
+    a handle that sees few memories (:func:`indexes.scans_rows`)."""
 
     name = "tenant-rows"
 

@@ -1,4 +1,4 @@
-"""The SQLite store serves rows it read before while no write is committed
+"""The SQLite store serves memories it read before while no write is committed
 (stores/sqlite/row_cache.py), and never one a write has changed since: written through
 the same connection, another thread's, another handle's or another process's."""
 

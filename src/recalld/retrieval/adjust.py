@@ -31,6 +31,16 @@ class Scored:
     """What the user's own statements did to it (:mod:`recalld.retrieval.promises`)."""
 
 
+def make_scored(memory: Memory, fused: Fused, score: float, factors: Mapping[str, float]) -> Scored:
+    """A :class:`Scored` made without the frozen dataclass's ``__init__`` (which sets each
+    field through ``object.__setattr__``, twice the cost): the stages remake every candidate
+    several times a search. Every field is given (no promises yet); the instance is as
+    frozen as one made the usual way."""
+    item = object.__new__(Scored)
+    item.__dict__.update(memory=memory, fused=fused, score=score, factors=factors, promises=())
+    return item
+
+
 def decay_factor(memory: Memory, now: datetime, config: RetrievalConfig) -> float:
     """Time decay by age of the memory's reference time; pinned and evergreen are exempt."""
     if config.time.decay == "none" or memory.pinned or memory.evergreen:
@@ -353,7 +363,7 @@ def adjust(
         if memory is None:
             continue
         factors = factors_for(memory, ctx, config)
-        out.append(Scored(memory, item, item.score * math.prod(factors.values()), factors))
+        out.append(make_scored(memory, item, item.score * math.prod(factors.values()), factors))
     return sorted(out, key=lambda s: -s.score)
 
 

@@ -96,7 +96,8 @@ def search(
        and entity hits are never dropped);
     8. assemble: MMR diversity, or session-diverse selection for aggregation queries;
     9. explain: traces are built from the numbers stages 3-7 recorded, and each stage's
-       milliseconds (``details["stage_ms"]``, :mod:`recalld.timing`) are given.
+       milliseconds (``details["stage_ms"]``, :mod:`recalld.timing`) are given (session
+       neighbours, read and weighed, as ``neighbors`` apart from ``adjust``).
     """
     with searching(), clocked() as clock:
         return _search(store, embedder, request, config, now, models, clock)
@@ -216,7 +217,7 @@ def _search(
             config,
             ctx.role if readable else "user",
         )
-        clock.lap("adjust")
+        clock.lap("neighbors")
     if not past:
         vectors.read(scored[: config.updates.kupdate_window])
     scored = knowledge_updates(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from recalld.records import Memory
-from recalld.retrieval.adjust import Scored
+from recalld.retrieval.adjust import Scored, make_scored
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.fusion import Fused
 
@@ -95,7 +95,7 @@ def _lift_sessions(scored: list[Scored], lift: Mapping[str, float], name: str) -
             out.append(item)
             continue
         factors = {**item.factors, name: factor}
-        out.append(Scored(item.memory, item.fused, item.score * factor, factors))
+        out.append(make_scored(item.memory, item.fused, item.score * factor, factors))
     return sorted(out, key=lambda s: -s.score)
 
 
@@ -177,7 +177,7 @@ def neighbor_support(
                 **item.factors,
                 "neighbor_support": (item.score + share) / item.score if item.score else 1.0,
             }
-            item = Scored(item.memory, item.fused, item.score + share, factors)
+            item = make_scored(item.memory, item.fused, item.score + share, factors)
         out.append(item)
     for memory_id, memory in fresh.items():
         share, source = lent[memory_id]

@@ -36,10 +36,10 @@ from recalld.stores.base import (
     Vector,
     already_stored,
     compose_search_rows,
-    neighbors_in_sessions,
 )
 from recalld.stores.sqlite import (
     api_keys,
+    neighbors,
     opening,
     queries as q,
     readers,
@@ -271,38 +271,7 @@ class SQLiteStore:
     def session_neighbors(
         self, ids: Sequence[str], radius: int
     ) -> dict[str, list[tuple[str, int]]]:
-        if not ids or radius < 1:
-            return {}
-        wall, wall_params = q.namespace_sql(self._visible)
-        # Two steps, each served by an index: the sessions of the given memories (the
-        # (namespace, id) key), then each session read whole in storage order (the
-        # (namespace, session_id, position) index). One query with a row-value ``IN``
-        # subquery scanned the table: 9 s per search at 1M memories.
-        sessions: dict[tuple[str, str], None] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
-            marks = ",".join("?" * len(chunk))
-            for namespace, session in self._db.execute(
-                f"SELECT m.namespace, m.session_id FROM memories m WHERE m.id IN ({marks})"
-                f" AND {wall}",
-                [*chunk, *wall_params],
-            ):
-                if session is not None:
-                    sessions[(namespace, session)] = None
-        pairs = sorted(sessions)
-        rows: list[tuple[str, str, str]] = []
-        for start in range(0, len(pairs), 400):
-            chunk_pairs = pairs[start : start + 400]
-            values = ",".join(["(?, ?)"] * len(chunk_pairs))
-            rows += self._db.execute(
-                f"WITH x(namespace, session_id) AS (VALUES {values})"
-                " SELECT m.id, m.namespace, m.session_id FROM x CROSS JOIN memories m"
-                " ON m.namespace = x.namespace AND m.session_id = x.session_id"
-                " WHERE m.forgotten_at IS NULL"
-                " ORDER BY m.namespace, m.session_id, m.position, m.pk",
-                [v for pair in chunk_pairs for v in pair],
-            ).fetchall()
-        return neighbors_in_sessions(rows, ids, radius)
+        return neighbors.session_neighbors(self._db, self._visible, ids, radius)
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         found: dict[str, Vector] = {}

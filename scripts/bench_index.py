@@ -14,7 +14,6 @@ then measures with the packaged model and the embedding cache OFF (every chunk e
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import random
@@ -24,6 +23,7 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import recalld
+from recalld.bench.report import print_json
 from recalld.config import Settings
 
 WORDS = [
@@ -150,10 +150,7 @@ def main() -> None:
         "cpus": os.cpu_count(), "machine": platform.machine(), "python": platform.python_version(),
         "load_average_1min": [round(load_before, 2), round(load_after, 2)],
     }  # fmt: skip
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    print_json(result, args.out, indent=2)
 
 
 if __name__ == "__main__":

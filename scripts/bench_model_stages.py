@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT / "tests" / "models"))
 from model_server import Reply, chat, model_server  # noqa: E402
 
 import recalld  # noqa: E402
+from recalld.bench.report import print_json  # noqa: E402
 from recalld.config import Settings  # noqa: E402
 from recalld.providers.embedders import resolve_embedder  # noqa: E402
 from recalld.providers.llm import ModelCache, OpenAIChat  # noqa: E402
@@ -95,10 +96,7 @@ def main() -> None:
         "p50_ms": {n: round(statistics.median(v), 2) for n, v in times.items()},
         "p50_ratio_to_none": {n: round(statistics.median(v) / base, 2) for n, v in times.items()},
     }
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    print_json(report, args.out)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ command on two versions of the code (``PYTHONPATH``), alternated, to compare the
 from __future__ import annotations
 
 import argparse
-import json
 import threading
 import time
 from collections import Counter, defaultdict
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import recalld
+from recalld.bench.report import print_json
 from recalld.bench.scale_worker import question_sample
 from recalld.config import Settings
 from recalld.providers.embedders import resolve_embedder
@@ -115,10 +115,7 @@ def main() -> None:
     }
     report = {"store": args.store, "searches": searches, "process_cpu_ms": round(cpu, 2),
               "parts": parts}  # fmt: skip
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    print_json(report, args.out)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
 import os
 import shutil
 import sqlite3
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from recalld.bench.report import print_json
 from recalld.bench.scale_corpus import read_sources
 from recalld.retrieval.query import understand
 
@@ -87,10 +87,7 @@ def main() -> None:
             **engine.facts(),
         }  # fmt: skip
     report["machine"]["load_after"] = os.getloadavg()
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    print_json(report, args.out, indent=2)
 
 
 def _overlap(top: list[int], reference: list[int]) -> float:

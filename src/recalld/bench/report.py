@@ -240,6 +240,14 @@ def _group_value(system: Mapping[str, Any], group: str, metric: str) -> float:
     return float(summary.get("metrics", {}).get(metric, 0.0))
 
 
+def print_json(report: Mapping[str, Any], out: Path | None, indent: int = 1) -> None:
+    """A script's report: printed as JSON, and written to ``out`` as well when given."""
+    text = json.dumps(report, indent=indent)
+    print(text)
+    if out:
+        out.write_text(text + "\n", encoding="utf-8")
+
+
 def write_json(report: Mapping[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -121,9 +121,10 @@ BM25_PREFETCH = 4
 """The winners-first BM25 query ranks this many times the limit inside FTS5 before joining
 them with ``memories`` and the filters."""
 BM25_WINNERS_MIN_ROWS = 20_000
-"""Below this many rows (the largest ``pk``), BM25 is one full join: every match is few,
-and the winners-first query would often need a second pass over the index to check that
-the filters hid none (on the LongMemEval_S stores, 1.4 index passes a search)."""
+"""Below this many rows (the largest ``pk``), BM25 ranks its best matches inside FTS5 and
+marks each by the filters (:func:`bm25_marked_sql`), rather than the winners-first query,
+which would often need a second pass over the index to check that the filters hid none (on
+the LongMemEval_S stores, 1.4 index passes a search)."""
 BM25_SPLIT_MIN_ROWS = 200_000
 """From this many rows, while the machine is not busy (:func:`recalld.threads.machine_busy`),
 BM25 runs as one query per core, each over its own range of rows

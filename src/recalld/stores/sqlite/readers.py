@@ -237,9 +237,10 @@ def within(window: TimeRange | None, where: str, params: list[object]) -> tuple[
 
 
 def fts5_bm25(scope: Scope, table: str, match: str, limit: int) -> list[tuple[str, float]]:
-    """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; the
-    full join on a small store; on a large one, one query per core over its own rows,
-    run at the same time and merged (the same result each way)."""
+    """(id, SQLite bm25) best first: the winners ranked inside FTS5, then joined; on a
+    small store the best matches marked by the filters (:func:`_marked`); on a large one,
+    one query per core over its own rows, run at the same time and merged (the same result
+    each way)."""
     largest = scope.rows_max
     if largest < q.BM25_WINNERS_MIN_ROWS:
         return _marked(scope, table, match, limit)

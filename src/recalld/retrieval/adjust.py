@@ -10,7 +10,7 @@ from datetime import datetime
 
 import numpy as np
 
-from recalld.records import Memory, TimeRange
+from recalld.records import Memory, TimeRange, frozen_made
 from recalld.retrieval.calibration import UNCALIBRATED, Calibration
 from recalld.retrieval.config import RetrievalConfig
 from recalld.retrieval.exchanges import confirmed_changes, shared_by_exchange
@@ -32,13 +32,11 @@ class Scored:
 
 
 def make_scored(memory: Memory, fused: Fused, score: float, factors: Mapping[str, float]) -> Scored:
-    """A :class:`Scored` made without the frozen dataclass's ``__init__`` (which sets each
-    field through ``object.__setattr__``, twice the cost): the stages remake every candidate
-    several times a search. Every field is given (no promises yet); the instance is as
-    frozen as one made the usual way."""
-    item = object.__new__(Scored)
-    item.__dict__.update(memory=memory, fused=fused, score=score, factors=factors, promises=())
-    return item
+    """A :class:`Scored` made by :func:`~recalld.records.frozen_made` (no promises yet):
+    the stages remake every candidate several times a search."""
+    return frozen_made(
+        Scored, memory=memory, fused=fused, score=score, factors=factors, promises=()
+    )
 
 
 def decay_factor(memory: Memory, now: datetime, config: RetrievalConfig) -> float:

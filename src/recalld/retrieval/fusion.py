@@ -6,6 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from recalld.records import frozen_made
 from recalld.stores.base import ChannelCandidate
 
 
@@ -96,12 +97,11 @@ def linear(lists: Sequence[RankedList], weights: Mapping[str, float]) -> list[Fu
 
 
 def _fused(memory_id: str, score: float, contributions: dict[str, float]) -> Fused:
-    """A :class:`Fused` made without the frozen dataclass's ``__init__`` (which sets each
-    field through ``object.__setattr__``): fusion makes one per candidate of every search.
-    Every field is given; the instance is as frozen as one made the usual way."""
-    fused = object.__new__(Fused)
-    fused.__dict__.update(memory_id=memory_id, score=score, contributions=contributions, rerank={})
-    return fused
+    """A :class:`Fused` made by :func:`~recalld.records.frozen_made`: fusion makes one per
+    candidate of every search."""
+    return frozen_made(
+        Fused, memory_id=memory_id, score=score, contributions=contributions, rerank={}
+    )
 
 
 def _sorted(fused: list[Fused]) -> list[Fused]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from recalld.records import Memory, Source
+from recalld.records import Memory, Source, frozen_made
 
 if TYPE_CHECKING:
     from recalld.stores.base import SourceFile
@@ -126,12 +126,10 @@ def decode(row: Sequence[Any], values: Values) -> Memory:
         namespace,
         position,
     ) = row
-    # Built without the dataclass ``__init__``: a frozen class sets each of its fields
-    # through ``object.__setattr__``, which was half the cost of decoding a row. Every field
-    # is given here (tests/contract/test_store.py checks the set against
-    # ``dataclasses.fields``); the instance is as frozen as one made the usual way.
-    memory = object.__new__(Memory)
-    memory.__dict__.update(
+    # Built by frozen_made: the dataclass ``__init__`` was half the cost of decoding a row
+    # (tests/contract/test_store.py checks the fields given against ``dataclasses.fields``).
+    memory = frozen_made(
+        Memory,
         id=id_,
         content=content,
         type=type_,

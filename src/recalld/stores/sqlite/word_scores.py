@@ -1,11 +1,11 @@
 """FTS5's BM25 of every match on a small store, summed here instead of by FTS5's ``bm25()``.
 
-Below ``BM25_WINNERS_MIN_ROWS`` the word channel ranks every row matching the query (see
-:func:`.readers.fts5_bm25`). FTS5's ``bm25()`` scores each match before its ``ORDER BY ...
-LIMIT``: for each one it collects the phrases' instances and looks up the row's token count
-with a statement of its own (``SELECT sz FROM memories_fts_docsize WHERE id=?``), about
-1.3 us a match. What the score takes of a row is that count and how often each query token
-occurs in it. Here:
+Without the word index (:mod:`.word_index`), the word channel ranks every row matching the
+query (see :func:`.readers.fts5_bm25`); below :data:`MAX_ROWS` rows it does so here. FTS5's
+``bm25()`` scores each match before its ``ORDER BY ... LIMIT``: for each one it collects the
+phrases' instances and looks up the row's token count with a statement of its own (``SELECT
+sz FROM memories_fts_docsize WHERE id=?``), about 1.3 us a match. What the score takes of a
+row is that count and how often each query token occurs in it. Here:
 
 - each query token's rows, with repeats (one per occurrence), come from one walk of its list
   in FTS5's index, through a connection's own (``temp``) ``fts5vocab`` view (``instance``),
@@ -42,6 +42,11 @@ from recalld.stores.sqlite import queries as q
 INSTANCES_TABLE = "recalld_fts_instances"
 """A connection's own (``temp``) ``fts5vocab`` view of ``memories_fts``: nothing is added
 to the store's schema."""
+MAX_ROWS = 200_000
+"""Stores up to this many rows (the largest pk) take this path: measured at 10k and 100k
+(where ``bm25()`` ranks every match in one statement, see :func:`.readers.fts5_bm25`); from
+``BM25_SPLIT_MIN_ROWS`` FTS5's scoring is split over the cores instead, and each
+connection would keep a count for every one of a million rows."""
 MAX_READ = 4_000
 """Rows read from ``memories`` beyond which FTS5's own join is left to rank them (filters
 that hide most matches): one statement's ``IN`` list stays well under SQLite's limit on
@@ -57,6 +62,7 @@ Python per occurrence cost more than FTS5's own scoring."""
 _SIZES = "SELECT id, sz FROM memories_fts_docsize WHERE id IN (SELECT value FROM json_each(?))"
 
 Ints = npt.NDArray[np.int64]
+Sizes = npt.NDArray[np.int32]
 
 
 class Lengths:
@@ -88,7 +94,7 @@ class _Known:
 
     def __init__(self, fresh: tuple[int, int]) -> None:
         self.fresh = fresh
-        self.sizes: Ints = np.full(0, -1, dtype=np.int64)
+        self.sizes: Sizes = np.full(0, -1, dtype=np.int32)
         """Token count by pk; -1: not read yet."""
 
 
@@ -169,13 +175,13 @@ def _runs(docs: Ints) -> tuple[Ints, Ints]:
     return docs[starts], np.diff(starts, append=len(docs))
 
 
-def _sizes(db: sqlite3.Connection, known: _Known | None, docs: Ints) -> Ints | None:
+def _sizes(db: sqlite3.Connection, known: _Known | None, docs: Ints) -> Sizes | None:
     """Each of ``docs``' token count (None when one has none recorded)."""
     if known is None:
         missing = docs
     else:
         if len(known.sizes) <= docs[-1]:
-            grown = np.full(int(docs[-1]) + 1, -1, dtype=np.int64)
+            grown = np.full(int(docs[-1]) + 1, -1, dtype=np.int32)
             grown[: len(known.sizes)] = known.sizes
             known.sizes = grown
         missing = docs[known.sizes[docs] < 0]
@@ -186,7 +192,7 @@ def _sizes(db: sqlite3.Connection, known: _Known | None, docs: Ints) -> Ints | N
         if len(read) < len(missing):
             return None
     if known is None:
-        return np.array([read[pk] for pk in docs.tolist()], dtype=np.int64)
+        return np.array([read[pk] for pk in docs.tolist()], dtype=np.int32)
     if read:
         known.sizes[np.array(list(read), dtype=np.int64)] = list(read.values())
     return known.sizes[docs]

@@ -59,7 +59,15 @@ _CREATE = (
 _WALK = f"SELECT group_concat(doc) FROM temp.{INSTANCES_TABLE} WHERE term = ?"
 """A token's rows, one per occurrence (``doc`` is the row's pk), as one string: a row of
 Python per occurrence cost more than FTS5's own scoring."""
-_SIZES = "SELECT id, sz FROM memories_fts_docsize WHERE id IN (SELECT value FROM json_each(?))"
+_SIZES = (
+    "SELECT group_concat(d.id), group_concat(CASE WHEN length(d.sz) = 1"
+    " THEN coalesce(unicode(CAST(d.sz AS TEXT)), 0) ELSE -1 END)"
+    " FROM json_each(?) j JOIN memories_fts_docsize d ON d.id = j.value"
+)
+"""Rows' token counts (FTS5's ``docsize``: one varint for the one column) as two strings:
+a count under 128 is the varint's one byte, read as a character inside SQLite (NUL, an
+empty row, reads as NULL: 0); a longer varint is -1, read again by :data:`_LONG_SIZES`."""
+_LONG_SIZES = "SELECT id, sz FROM memories_fts_docsize WHERE id IN (SELECT value FROM json_each(?))"
 
 Ints = npt.NDArray[np.int64]
 Sizes = npt.NDArray[np.int32]
@@ -178,24 +186,38 @@ def _runs(docs: Ints) -> tuple[Ints, Ints]:
 def _sizes(db: sqlite3.Connection, known: _Known | None, docs: Ints) -> Sizes | None:
     """Each of ``docs``' token count (None when one has none recorded)."""
     if known is None:
-        missing = docs
-    else:
-        if len(known.sizes) <= docs[-1]:
-            grown = np.full(int(docs[-1]) + 1, -1, dtype=np.int32)
-            grown[: len(known.sizes)] = known.sizes
-            known.sizes = grown
-        missing = docs[known.sizes[docs] < 0]
-    read: dict[int, int] = {}
-    if len(missing):
-        wanted = json.dumps(missing.tolist())
-        read = {pk: lexical.first_varint(sz) for pk, sz in db.execute(_SIZES, (wanted,))}
-        if len(read) < len(missing):
+        found, counts = _read_sizes(db, docs)
+        if len(found) < len(docs):
             return None
-    if known is None:
-        return np.array([read[pk] for pk in docs.tolist()], dtype=np.int32)
-    if read:
-        known.sizes[np.array(list(read), dtype=np.int64)] = list(read.values())
+        sizes = np.empty(len(docs), dtype=np.int32)
+        sizes[np.searchsorted(docs, found)] = counts
+        return sizes
+    if len(known.sizes) <= docs[-1]:
+        grown = np.full(int(docs[-1]) + 1, -1, dtype=np.int32)
+        grown[: len(known.sizes)] = known.sizes
+        known.sizes = grown
+    missing = docs[known.sizes[docs] < 0]
+    if len(missing):
+        found, counts = _read_sizes(db, missing)
+        if len(found) < len(missing):
+            return None
+        known.sizes[found] = counts
     return known.sizes[docs]
+
+
+def _read_sizes(db: sqlite3.Connection, pks: Ints) -> tuple[Ints, Ints]:
+    """(pk, token count) of those of ``pks`` that have a size recorded, in no order."""
+    (found, counts) = db.execute(_SIZES, (json.dumps(pks.tolist()),)).fetchone()
+    if not found:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    ids = np.fromstring(found, dtype=np.int64, sep=",")
+    sizes = np.fromstring(counts, dtype=np.int64, sep=",")
+    long = sizes < 0
+    if long.any():  # 128 tokens or more: a varint of several bytes
+        wanted = json.dumps(ids[long].tolist())
+        read = {pk: lexical.first_varint(sz) for pk, sz in db.execute(_LONG_SIZES, (wanted,))}
+        sizes[long] = [read[pk] for pk in ids[long].tolist()]
+    return ids, sizes
 
 
 def _read_best(

@@ -21,7 +21,8 @@ from recalld.text import content_hash
 WORDS = ("kayak", "kayaking", "kayaks", "river", "rivers", "trip", "club", "meeting", "meet",
          "lisbon", "sister", "dinner", "deploy", "deployed", "bug", "fix", "tea", "garden",
          "the", "a", "of", "café", "cafe", "naïve", "x")  # fmt: skip
-TERMS = (*WORDS, "absent", "Kayaking", "RIVERS", "!!!", "e-mail", "don't", "kayak river")
+TERMS = (*WORDS, "absent", "Kayaking", "RIVERS", "!!!", "e-mail", "don't", "kayak river",
+         "the the", "river of the", "mail")  # fmt: skip
 
 
 def _memory(i: int, text: str, now: datetime, rng: random.Random) -> Memory:
@@ -88,9 +89,18 @@ def test_random_queries_get_the_full_joins_ids_order_and_scores(store: SQLiteSto
                 found = word_scores.best(store._db, kept, scope.where, scope.params, terms, limit)
                 assert found is None or found == expected
                 taken += found is not None
-    assert taken > 300  # most queries take the summed path (several-token phrases do not)
-    assert word_scores.best(store._db, None, "1", [], ("e-mail",), 5) is None
+    assert taken == 60 * 5 * 2  # every query takes the summed path
+    scope = _scope(store, MemoryFilter())
+    for phrase in (("e-mail",), ("kayak river", "tea"), ("the the",), ("of a the",)):
+        expected = _full_join(scope, phrase, 40)
+        assert word_scores.best(store._db, None, scope.where, scope.params, phrase, 40) == expected
+    assert _full_join(scope, ("e-mail",), 40) and _full_join(scope, ("kayak river",), 40)
     assert word_scores.best(store._db, None, "1", [], ("!!!",), 5) == []
+    long_token = "k" * 2100  # stored as a digest (lexical.MAX_TOKEN_BYTES): not this path
+    assert word_scores.best(store._db, None, "1", [], (long_token,), 5) is None
+    assert readers.FTS5.top(scope, (long_token, "tea"), 5) == _full_join(
+        scope, (long_token, "tea"), 5
+    )
 
 
 def test_a_warm_search_leaves_fts5_scoring_no_row(store: SQLiteStore) -> None:

@@ -20,10 +20,11 @@ row is that count and how often each query token occurs in it. Here:
   score (ties with the cut included), until ``limit`` pass: every row left unread scores
   below every row read, so the answer is the full join's, ties ordered by id.
 
-Not taken (None: the caller runs FTS5's own scoring) for a phrase of several tokens (a
-quoted term FTS5 splits, e.g. ``e-mail``: its rows need positions, not counts), a token kept
-as a digest (:data:`recalld.lexical.MAX_TOKEN_BYTES`), a row without a recorded size, or
-filters that hide so many matches that more than :data:`MAX_READ` rows would be read.
+A phrase of several tokens (a quoted term FTS5 splits, e.g. ``e-mail``) occurs where its
+first token does and each later one follows it: its tokens' walks carry their offsets too.
+Not taken (None: the caller runs FTS5's own scoring) for a token kept as a digest
+(:data:`recalld.lexical.MAX_TOKEN_BYTES`), a row without a recorded size, or filters that
+hide so many matches that more than :data:`MAX_READ` rows would be read.
 """
 
 from __future__ import annotations
@@ -56,9 +57,17 @@ _CREATE = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{INSTANCES_TABLE}"
     " USING fts5vocab(main, memories_fts, instance)"
 )
-_WALK = f"SELECT group_concat(doc) FROM temp.{INSTANCES_TABLE} WHERE term = ?"
+_WALK = f"SELECT group_concat(doc), NULL FROM temp.{INSTANCES_TABLE} WHERE term = ?"
 """A token's rows, one per occurrence (``doc`` is the row's pk), as one string: a row of
 Python per occurrence cost more than FTS5's own scoring."""
+_WALK_AT = (
+    f"SELECT group_concat(doc), group_concat(offset) FROM temp.{INSTANCES_TABLE} WHERE term = ?"
+)
+"""The same walk with each occurrence's offset (its token's place in the row), in the same
+order, for phrases of several tokens."""
+_OFFSET_BITS = 32
+"""A (pk, offset) pair as one integer: pk << 32 | offset."""
+
 _SIZES = (
     "SELECT group_concat(d.id), group_concat(CASE WHEN length(d.sz) = 1"
     " THEN coalesce(unicode(CAST(d.sz AS TEXT)), 0) ELSE -1 END)"
@@ -71,6 +80,8 @@ _LONG_SIZES = "SELECT id, sz FROM memories_fts_docsize WHERE id IN (SELECT value
 
 Ints = npt.NDArray[np.int64]
 Sizes = npt.NDArray[np.int32]
+Runs = tuple[Ints, Ints]
+"""Rows (pks, ascending) and a count for each."""
 
 
 class Lengths:
@@ -119,7 +130,7 @@ def best(
     by id: the full join's answer (:func:`.queries.bm25_sql`); None where this path is not
     exact (see the module)."""
     phrases = lexical.phrases(terms)
-    if any(len(phrase) > 1 or phrase[0].startswith("~") for phrase in phrases):
+    if any(token.startswith("~") for phrase in phrases for token in phrase):
         return None
     if not phrases:
         return []
@@ -147,12 +158,7 @@ def _best(
     averages: bytes,
 ) -> list[tuple[str, float]] | None:
     rows, total = lexical.varints(averages)[:2]
-    holding: dict[str, tuple[Ints, Ints]] = {}
-    """Each token's rows (pks, ascending) and its occurrences in each."""
-    for token in {phrase[0] for phrase in phrases}:
-        (found,) = db.execute(_WALK, (token,)).fetchone()
-        if found:
-            holding[token] = _runs(np.fromstring(found, dtype=np.int64, sep=","))
+    holding = _holding(db, phrases)
     if not holding:
         return []
     docs = np.unique(np.concatenate([pks for pks, _ in holding.values()]))
@@ -163,10 +169,10 @@ def _best(
     avgdl = total / rows
     norm = lexical.K1 * (1 - lexical.B + lexical.B * sizes.astype(np.float64) / avgdl)
     score = np.zeros(len(docs), dtype=np.float64)
-    for (token,) in phrases:
-        if token not in holding:
+    for phrase in phrases:
+        if tuple(phrase) not in holding:
             continue
-        pks, counts = holding[token]
+        pks, counts = holding[tuple(phrase)]
         weight = lexical.idf(rows, len(pks))
         at = np.searchsorted(docs, pks)
         f = counts.astype(np.float64)
@@ -174,7 +180,38 @@ def _best(
     return _read_best(db, where, params, docs, -score, limit)
 
 
-def _runs(docs: Ints) -> tuple[Ints, Ints]:
+def _holding(db: sqlite3.Connection, phrases: list[list[str]]) -> dict[tuple[str, ...], Runs]:
+    """Each phrase's rows (pks, ascending) and its occurrences in each, for the phrases some
+    row holds. A phrase of several tokens occurs where its first token does and each later
+    one follows at the next offset (overlaps count, as in FTS5)."""
+    at = any(len(phrase) > 1 for phrase in phrases)
+    walked: dict[str, tuple[Ints, Ints]] = {}
+    """Each token's (pk, offset) per occurrence, ordered by both."""
+    for token in {token for phrase in phrases for token in phrase}:
+        found, offsets = db.execute(_WALK_AT if at else _WALK, (token,)).fetchone()
+        if found:
+            docs = np.fromstring(found, dtype=np.int64, sep=",")
+            walked[token] = docs, np.fromstring(offsets, dtype=np.int64, sep=",") if at else docs
+    holding: dict[tuple[str, ...], Runs] = {}
+    for phrase in map(tuple, phrases):
+        if phrase in holding or any(token not in walked for token in phrase):
+            continue
+        docs, offsets = walked[phrase[0]]
+        if len(phrase) > 1:
+            starts = (docs << _OFFSET_BITS) | offsets
+            held = np.ones(len(starts), dtype=bool)
+            for i, token in enumerate(phrase[1:], 1):
+                later = np.sort((walked[token][0] << _OFFSET_BITS) | walked[token][1])
+                wanted = starts + i
+                where = np.minimum(np.searchsorted(later, wanted), len(later) - 1)
+                held &= later[where] == wanted
+            docs = docs[held]
+        if len(docs):
+            holding[phrase] = _runs(docs)
+    return holding
+
+
+def _runs(docs: Ints) -> Runs:
     """The distinct values of ``docs`` ascending, and how often each occurs (the walk lists
     a token's rows in order, one per occurrence; sorted here if not)."""
     if len(docs) > 1 and not bool(np.all(docs[1:] >= docs[:-1])):

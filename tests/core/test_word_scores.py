@@ -132,6 +132,14 @@ def _reference(store: SQLiteStore, terms: tuple[str, ...]) -> list[Any]:
     return [(i, -raw) for i, raw in _full_join(_scope(store, MemoryFilter()), terms, 50)]
 
 
+def test_an_empty_store_has_no_match(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "s.db")
+    try:
+        assert _search(store, ("kayak",)) == []
+    finally:
+        store.close()
+
+
 def test_kept_sizes_follow_every_write(tmp_path: Path) -> None:
     """A row's new length is used after a write through the same handle, another handle
     (another connection: ``data_version``) and a rolled-back transaction."""
@@ -175,6 +183,12 @@ def test_kept_sizes_follow_every_write(tmp_path: Path) -> None:
         raw.close()
         store.insert([_memory(999, "kayak kayak river", now, rng)], None)
         assert _search(store, terms) == _reference(store, terms)
+
+        # Every row deleted, then one added back.
+        store._db.execute("DELETE FROM memories")
+        assert _search(store, terms) == [] == _reference(store, terms)
+        store.insert([_memory(1000, "tea tea", now, rng)], None)
+        assert _search(store, terms) == _reference(store, terms) != []
     finally:
         other.close()
         store.close()

@@ -44,7 +44,7 @@ INSTANCES_TABLE = "recalld_fts_instances"
 """A connection's own (``temp``) ``fts5vocab`` view of ``memories_fts``: nothing is added
 to the store's schema."""
 MAX_ROWS = 200_000
-"""Stores up to this many rows (the largest pk) take this path: measured at 10k and 100k
+"""Stores below this many rows (the largest pk) take this path: measured at 10k and 100k
 (where ``bm25()`` ranks every match in one statement, see :func:`.readers.fts5_bm25`); from
 ``BM25_SPLIT_MIN_ROWS`` FTS5's scoring is split over the cores instead, and each
 connection would keep a count for every one of a million rows."""
@@ -139,10 +139,13 @@ def best(
         db.execute("BEGIN")  # one snapshot for the counts, the rows and their filters
     try:
         (averages,) = db.execute(q.FTS_AVERAGES_SQL).fetchone()
+        rows, total = [*lexical.varints(averages), 0, 0][:2]
+        if not rows:  # no row indexed yet (the averages record is empty): FTS5 answers
+            return None
         known = lengths.known(db) if lengths is not None and own else None
         if known is None:
             db.execute(_CREATE)
-        return _best(db, known, where, params, phrases, limit, averages)
+        return _best(db, known, where, params, phrases, limit, (rows, total))
     finally:
         if own:
             db.execute("COMMIT")
@@ -155,9 +158,9 @@ def _best(
     params: Sequence[object],
     phrases: list[list[str]],
     limit: int,
-    averages: bytes,
+    counted: tuple[int, int],
 ) -> list[tuple[str, float]] | None:
-    rows, total = lexical.varints(averages)[:2]
+    rows, total = counted
     holding = _holding(db, phrases)
     if not holding:
         return []

@@ -133,7 +133,7 @@ def bm25_many(
     """Each text's offsets of each query token."""
     with conn:
         conn.executemany("INSERT INTO s(rowid, c) VALUES (?, ?)", enumerate(texts))
-        lengths = {doc: _first_varint(size) for doc, size in conn.execute(_DOC_SIZES)}
+        lengths = {doc: first_varint(size) for doc, size in conn.execute(_DOC_SIZES)}
         # One lookup per token: fts5vocab answers ``term = ?`` from its index, where an
         # ``IN`` list cost a fifth more.
         for wanted in sorted({token for phrase in query for token in phrase}):
@@ -169,7 +169,7 @@ _DOC_SIZES = "SELECT id, sz FROM s_docsize"
 _INSTANCES = "SELECT doc, offset, term FROM sv WHERE term = ?"
 
 
-def _first_varint(blob: bytes) -> int:
+def first_varint(blob: bytes) -> int:
     """The first of SQLite's varints in ``blob`` (a one-column FTS5 row's token count: most
     are under 128, one byte)."""
     return blob[0] if blob[0] < 0x80 else varints(blob)[0]

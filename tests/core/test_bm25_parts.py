@@ -18,7 +18,7 @@ import recalld.threads
 from recalld.records import Memory, MemoryFilter
 from recalld.stores.asks import WordsAsk
 from recalld.stores.base import CandidateRequest, ChannelCandidate
-from recalld.stores.sqlite import SQLiteStore, queries as q, readers
+from recalld.stores.sqlite import SQLiteStore, queries as q, readers, word_scores
 from recalld.text import content_hash
 
 WORDS = ("kayak", "river", "trip", "club", "meeting", "lisbon", "sister", "dinner", "deploy",
@@ -55,6 +55,7 @@ def bm25(store: SQLiteStore, terms: tuple[str, ...], filters: MemoryFilter) -> A
 def test_every_bm25_path_returns_the_full_joins_candidates(
     store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(word_scores, "MAX_ROWS", 0)  # FTS5's bm25() (test_word_scores.py)
     monkeypatch.setattr(q, "BM25_WINNERS_MIN_ROWS", 10**9)
     cases = [(terms, filters) for terms in QUERIES for filters in FILTERS]
     expected = [bm25(store, terms, filters) for terms, filters in cases]

@@ -159,6 +159,15 @@ def pks_where_sql(where: str, count: int) -> str:
     )
 
 
+def pks_passing_sql(where: str, count: int) -> str:
+    """(pk, id) of the rows among ``count`` pks that pass ``where`` (parameters: the pks,
+    then the filter's); read by pk, as :func:`pks_where_sql`."""
+    return (
+        f"SELECT m.pk, m.id FROM memories m NOT INDEXED"
+        f" WHERE m.pk IN ({','.join('?' * count)}) AND ({where})"
+    )
+
+
 def capped_count_sql(where: str) -> str:
     """How many rows of ``memories m`` pass ``where``, counted up to a limit (the last
     parameter)."""

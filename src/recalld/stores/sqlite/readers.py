@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from recalld import lexical, threads
 from recalld.records import TimeRange
 from recalld.stores.asks import ChannelCandidate, EntitiesAsk, RecentAsk, TextAsk, WordsAsk, ranked
-from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite import queries as q, word_scores
 
 log = logging.getLogger("recalld")
 
@@ -46,6 +46,9 @@ class Scope:
     """Where readers that know them note the row (pk) of each memory id they found, for the
     search's later reads by id (:meth:`.vector_reads.VectorReads.keeping_vectors`); None:
     not wanted."""
+    lengths: word_scores.Lengths | None = None
+    """The store's rows' token counts kept between searches (:mod:`.word_scores`); None:
+    read at each search."""
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -84,13 +87,21 @@ class WordEngine(Protocol):
 
 
 class Fts5Words:
-    """The word channel from FTS5 (``memories_fts``): every matching row scored."""
+    """The word channel from FTS5 (``memories_fts``): every matching row scored (below
+    :data:`.word_scores.MAX_ROWS` rows summed from FTS5's index by :mod:`.word_scores`,
+    where that is exact; else by FTS5's ``bm25()``)."""
 
     name = "fts5"
 
     def top(
         self, scope: Scope, terms: tuple[str, ...], limit: int
     ) -> list[tuple[str, float]] | None:
+        if scope.rows_max < word_scores.MAX_ROWS:
+            found = word_scores.best(
+                scope.db, scope.lengths, scope.where, scope.params, terms, limit
+            )
+            if found is not None:
+                return found
         return fts5_bm25(scope, "memories_fts", q.fts_match(terms), limit)
 
     def after_write(self, db: sqlite3.Connection) -> None:

@@ -45,6 +45,7 @@ from recalld.stores.sqlite import (
     readers,
     source_index,
     status,
+    word_scores,
     writes,
 )
 from recalld.stores.sqlite.locking import LOCK_WAIT_S
@@ -111,6 +112,8 @@ class SQLiteStore:
         }
         """One reader per channel (recalld.retrieval.channels): all of them."""
         self.channels = frozenset(self._readers)
+        self._word_lengths = word_scores.Lengths()
+        """Rows' token counts the word channel keeps between searches (small stores)."""
 
     def _connect(self, configure: bool = True) -> sqlite3.Connection:
         try:
@@ -360,6 +363,7 @@ class SQLiteStore:
             self._may_spread(),
             q.is_trivial(request.filters),
             self.vector_reads.noting_pks(),
+            self._word_lengths,
         )
         return {
             name: self._readers[name](ask, scope)

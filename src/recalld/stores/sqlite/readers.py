@@ -87,16 +87,16 @@ class WordEngine(Protocol):
 
 
 class Fts5Words:
-    """The word channel from FTS5 (``memories_fts``): every matching row scored (below
-    :data:`.word_scores.MAX_ROWS` rows summed from FTS5's index by :mod:`.word_scores`,
-    where that is exact; else by FTS5's ``bm25()``)."""
+    """The word channel from FTS5 (``memories_fts``): every matching row scored (from
+    :data:`.word_scores.MIN_ROWS` to :data:`.word_scores.MAX_ROWS` rows summed from FTS5's
+    index by :mod:`.word_scores`, where that is exact; else by FTS5's ``bm25()``)."""
 
     name = "fts5"
 
     def top(
         self, scope: Scope, terms: tuple[str, ...], limit: int
     ) -> list[tuple[str, float]] | None:
-        if scope.rows_max < word_scores.MAX_ROWS:
+        if word_scores.MIN_ROWS <= scope.rows_max < word_scores.MAX_ROWS:
             found = word_scores.best(
                 scope.db, scope.lengths, scope.where, scope.params, terms, limit
             )

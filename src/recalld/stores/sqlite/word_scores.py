@@ -1,10 +1,10 @@
-"""FTS5's BM25 of every match on a small store, summed here instead of by FTS5's ``bm25()``.
+"""FTS5's BM25 of every match on a mid-sized store, summed here instead of by FTS5's ``bm25()``.
 
 Without the word index (:mod:`.word_index`), the word channel ranks every row matching the
-query (see :func:`.readers.fts5_bm25`); below :data:`MAX_ROWS` rows it does so here. FTS5's
-``bm25()`` scores each match before its ``ORDER BY ... LIMIT``: for each one it collects the
-phrases' instances and looks up the row's token count with a statement of its own (``SELECT
-sz FROM memories_fts_docsize WHERE id=?``), about 1.3 us a match. What the score takes of a
+query (see :func:`.readers.fts5_bm25`); from :data:`MIN_ROWS` to :data:`MAX_ROWS` rows it does
+so here. FTS5's ``bm25()`` scores each match before its ``ORDER BY ... LIMIT``: for each one
+it collects the phrases' instances and looks up the row's token count with a statement of its
+own (``SELECT sz FROM memories_fts_docsize WHERE id=?``), about 1.3 us a match. What the score takes of a
 row is that count and how often each query token occurs in it. Here:
 
 - each query token's rows, with repeats (one per occurrence), come from one walk of its list
@@ -43,6 +43,11 @@ from recalld.stores.sqlite import queries as q
 INSTANCES_TABLE = "recalld_fts_instances"
 """A connection's own (``temp``) ``fts5vocab`` view of ``memories_fts``: nothing is added
 to the store's schema."""
+MIN_ROWS = 20_000
+"""Stores from this many rows (the largest pk) take this path. Below it FTS5 ranks its best
+matches marked by the filters (:func:`.readers.fts5_bm25`) at about the same cost: whole
+searches at 10k cost 0.92-1.04x with this path in four runs, and a search right after a
+commit, which reads the rows' lengths again, 1.17x a word read (docs/design/search-cpu.md)."""
 MAX_ROWS = 200_000
 """Stores below this many rows (the largest pk) take this path: measured at 10k and 100k
 (where ``bm25()`` ranks every match in one statement, see :func:`.readers.fts5_bm25`); from

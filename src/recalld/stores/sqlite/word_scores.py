@@ -4,8 +4,8 @@ Without the word index (:mod:`.word_index`), the word channel ranks every row ma
 query (see :func:`.readers.fts5_bm25`); from :data:`MIN_ROWS` to :data:`MAX_ROWS` rows it does
 so here. FTS5's ``bm25()`` scores each match before its ``ORDER BY ... LIMIT``: for each one
 it collects the phrases' instances and looks up the row's token count with a statement of its
-own (``SELECT sz FROM memories_fts_docsize WHERE id=?``), about 1.3 us a match. What the score takes of a
-row is that count and how often each query token occurs in it. Here:
+own (``SELECT sz FROM memories_fts_docsize WHERE id=?``), about 1.3 us a match. What the
+score takes of a row is that count and how often each query token occurs in it. Here:
 
 - each query token's rows, with repeats (one per occurrence), come from one walk of its list
   in FTS5's index, through a connection's own (``temp``) ``fts5vocab`` view (``instance``),

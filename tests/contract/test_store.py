@@ -51,6 +51,9 @@ def test_every_field_round_trips(open_as: Opener) -> None:
         "content", "created_at", "updated_at", "content_hash", "last_accessed_at",
         "access_count", "valid_until", "superseded_by", "embedding_fingerprint",
         "forgotten_at", "tells_event", "namespace", "position"}  # fmt: skip
+    # The decoder sets every field itself (a field it missed would read as its default).
+    assert set(vars(memory)) == {f.name for f in dataclasses.fields(memory)}
+    assert set(vars(memory.source)) == {f.name for f in dataclasses.fields(Source)}
 
 
 def test_filters(open_as: Opener) -> None:

@@ -16,6 +16,7 @@ import recalld
 from recalld.config import Settings
 from recalld.errors import InvalidInputError, NotFoundError
 from recalld.providers.embedders import FakeEmbedder
+from recalld.stores.rows import moment
 from recalld.text import content_hash, normalize_content
 
 # Printable text with some CJK, accents, emoji and control-free whitespace.
@@ -211,3 +212,15 @@ def test_a_memory_read_back_is_whole_and_frozen(
     assert (memory.tags, memory.metadata, memory.pinned) == (("trip",), {"k": 1}, True)
     with pytest.raises(dataclasses.FrozenInstanceError):
         memory.content = "changed"  # type: ignore[misc]
+    assert set(vars(memory.source)) == {f.name for f in dataclasses.fields(recalld.Source)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        memory.source.kind = "file"  # type: ignore[misc]
+
+
+def test_decoded_times_are_utc_moments_shared_by_value() -> None:
+    # The row decoder keeps decoded times by value: equal to fromtimestamp's, aware (UTC),
+    # and one object for one value (datetimes are immutable, so sharing is safe).
+    for value in (0.0, 1735603200.0, 1722886237.122767, -86400.5):
+        assert moment(value) == datetime.fromtimestamp(value, UTC)
+        assert moment(value).tzinfo is UTC
+        assert moment(value) is moment(value)

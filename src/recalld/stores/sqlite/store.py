@@ -228,14 +228,20 @@ class SQLiteStore:
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         found: dict[str, Memory] = {}
         wall, wall_params = q.namespace_sql(self._visible)
+        # The tenant's own namespace last, so that it wins over a shared one's same id. With
+        # one namespace visible an id names one row: no order to keep, and SQLite's sort
+        # copied every wide row through a temporary tree (5-7% of the read's CPU).
+        order, order_params = (
+            ("", [])
+            if len(self._visible) == 1
+            else (" ORDER BY m.namespace = ?", [self.tenancy.tenant])
+        )
         for start in range(0, len(ids), 500):
             chunk = list(ids[start : start + 500])
             marks = ",".join("?" * len(chunk))
-            # The tenant's own namespace last, so that it wins over a shared one's same id.
             for r in self._db.execute(
-                f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {wall}"
-                " ORDER BY m.namespace = ?",
-                [*chunk, *wall_params, self.tenancy.tenant],
+                f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {wall}{order}",
+                [*chunk, *wall_params, *order_params],
             ):
                 memory = _memory(r)
                 found[memory.id] = memory

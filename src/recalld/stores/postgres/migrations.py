@@ -411,7 +411,7 @@ def m008_inline_vectors(cur: Any) -> None:
     rewrites the old ones (it locks the table and rebuilds its indexes, so it is left to
     the operator: docs/postgres.md)."""
     cur.execute(f"ALTER TABLE memories {KEEP_VECTORS_INLINE}")
-    cur.execute("ALTER TABLE memories SET (toast_tuple_target = 8160)")
+    cur.execute(f"ALTER TABLE memories SET (toast_tuple_target = {WHOLE_ROW_BYTES})")
 
 
 def m009_word_postings(cur: Any) -> None:
@@ -524,6 +524,13 @@ WORDS_GONE = "RW001"
 """The SQLSTATE of ``recalld_words_listed(namespace)`` (migration 9): a statement reading a
 namespace's word postings calls it first, and it refuses once they have been dropped, so a
 store handle opened before the drop never reads postings that are not there."""
+WHOLE_ROW_BYTES = 8160
+"""``toast_tuple_target`` of ``memories`` (migration 8) and of the session table that new
+rows pass through (``writes.CREATE_LOAD``): rows up to about a page stay whole, neither
+compressed nor moved to TOAST. A value compressed in the session table stays compressed in
+``memories``: the words of most rows of about 2.6 kB with their vector were, and a search
+testing a small tenant's rows for its words decompressed them (a tenth of the server's
+CPU for that search)."""
 KEEP_VECTORS_INLINE = "ALTER COLUMN embedding SET STORAGE MAIN"
 """Migration 8's setting, which a change of the column's type resets: every ``ALTER
 COLUMN embedding TYPE`` carries it along."""

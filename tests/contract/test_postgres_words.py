@@ -149,8 +149,7 @@ def test_an_ordinary_roles_handle_uses_its_tenants_word_postings(pg_admin_dsn: s
     import psycopg
 
     from recalld.stores.base import Tenancy
-    from recalld.stores.postgres import PostgresStore
-    from recalld.stores.postgres import indexes as ix
+    from recalld.stores.postgres import PostgresStore, indexes as ix
 
     from .test_postgres_load import _memories, owned_database
 

@@ -51,6 +51,17 @@ KILL_WAIT_S = 5.0
 ANSWER_WAIT_S = 10
 """How long a running server may take to accept a connection before start() gives up on it
 (a ready one answers in milliseconds)."""
+SHARED_BUFFERS_SHARE = 4
+"""The server's page cache (``shared_buffers``) is the machine's memory divided by this: a
+quarter, PostgreSQL's own advice for a dedicated server. At initdb's 128 MB the HNSW graph
+of a store of 100k memories (about 200 MB) did not fit, so each search copied its pages
+from the system's cache again and checksummed them: about a quarter of the server's CPU for
+a search of a tenant of 100k (docs/design/scale-history.md, 2026-11-28 night)."""
+SHARED_BUFFERS_MIN_MB = 128
+"""Never less than initdb's own value."""
+SHARED_BUFFERS_MAX_MB = 8192
+"""Never more: the largest graph measured, 1M vectors of 384 dimensions, is 2 GB, and a
+bigger cache here only takes memory from the system's own page cache."""
 READY = "ready"
 """``postmaster.pid``'s status of a server that accepts connections (PostgreSQL's
 PM_STATUS_READY)."""
@@ -106,7 +117,9 @@ def start(folder: Path = DEFAULT_DIR) -> LocalServer:
     database owned by the application role :data:`APP_ROLE`; returns both DSNs. A server
     already running there is reused, unless it runs another package's binaries (an earlier
     recalld's): that one is stopped and the folder started on this package's. A database
-    an earlier version made is handed to the application role."""
+    an earlier version made is handed to the application role. A server whose
+    ``shared_buffers`` nobody set with ``ALTER SYSTEM`` is given :func:`shared_buffers_mb`
+    and started again (once: the value is then its own)."""
     folder = _check_dir(folder)
     _adopt(folder)
     try:
@@ -135,6 +148,12 @@ def _running(folder: Path) -> Any:
         folder.mkdir(exist_ok=True)
         server: Any = embedded.PostgresServer(folder, cleanup_mode=None)
     _answers(str(server.get_uri("postgres")), folder)
+    if _size_shared_buffers(str(server.get_uri("postgres"))):
+        stop(folder)  # shared_buffers takes effect only when the server starts
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server = embedded.PostgresServer(folder, cleanup_mode=None)
+        _answers(str(server.get_uri("postgres")), folder)
     server.psql(
         f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN"
         f" CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;"
@@ -144,6 +163,34 @@ def _running(folder: Path) -> Any:
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE} OWNER {APP_ROLE};")
     return server
+
+
+def shared_buffers_mb() -> int:
+    """The ``shared_buffers`` a server started here gets, in MB (see
+    :data:`SHARED_BUFFERS_SHARE`)."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # a system that does not say
+        return SHARED_BUFFERS_MIN_MB
+    share = memory // SHARED_BUFFERS_SHARE // 2**20
+    return int(min(max(share, SHARED_BUFFERS_MIN_MB), SHARED_BUFFERS_MAX_MB))
+
+
+def _size_shared_buffers(admin_dsn: str) -> bool:
+    """Set :func:`shared_buffers_mb` with ``ALTER SYSTEM`` unless ``shared_buffers`` was
+    already set that way (by an earlier start, or by the operator, whose value stays);
+    True when set now: the server must start again for it."""
+    import psycopg
+
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        chosen = conn.execute(
+            "SELECT 1 FROM pg_file_settings WHERE name = 'shared_buffers'"
+            " AND sourcefile LIKE '%%postgresql.auto.conf'"
+        ).fetchone()
+        if chosen is not None:
+            return False
+        conn.execute(f"ALTER SYSTEM SET shared_buffers = '{shared_buffers_mb()}MB'")
+    return True
 
 
 def _answers(admin_dsn: str, folder: Path) -> None:

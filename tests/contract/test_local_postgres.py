@@ -193,3 +193,42 @@ def test_start_takes_over_a_folder_the_earlier_package_made(tmp_path: Path) -> N
             assert versions[0] == versions[1] != "0.8.2"
     finally:
         local_postgres.stop(folder, fast_s=SHORT_FAST_S, immediate_s=SHORT_IMMEDIATE_S)
+
+
+def _shared_buffers_mb(dsn: str) -> int:
+    with _connect(dsn) as conn:
+        row = conn.execute(
+            "SELECT setting::bigint * 8192 / 2^20 FROM pg_settings WHERE name = 'shared_buffers'"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_started_server_gets_a_page_cache_sized_to_the_machine(
+    server: tuple[Path, local_postgres.LocalServer],
+) -> None:
+    """initdb's 128 MB held no HNSW graph of 100k memories; start() gives a quarter of the
+    machine's memory (bounded), and it holds across a stop and a start."""
+    folder, started = server
+    wanted = local_postgres.shared_buffers_mb()
+    assert wanted == min(
+        max(
+            os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4 // 2**20,
+            local_postgres.SHARED_BUFFERS_MIN_MB,
+        ),
+        local_postgres.SHARED_BUFFERS_MAX_MB,
+    )
+    assert _shared_buffers_mb(started.admin_dsn) == wanted
+    local_postgres.stop(folder)
+    assert _shared_buffers_mb(local_postgres.start(folder).admin_dsn) == wanted
+
+
+def test_an_operators_shared_buffers_is_kept(
+    server: tuple[Path, local_postgres.LocalServer],
+) -> None:
+    """A value the operator set with ALTER SYSTEM is theirs: start() does not replace it."""
+    folder, started = server
+    with _connect(started.admin_dsn) as conn:
+        conn.execute("ALTER SYSTEM SET shared_buffers = '160MB'")
+    local_postgres.stop(folder)
+    assert _shared_buffers_mb(local_postgres.start(folder).admin_dsn) == 160

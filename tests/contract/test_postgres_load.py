@@ -238,3 +238,29 @@ def test_a_role_without_temporary_tables_still_inserts(pg_admin_dsn: str) -> Non
             assert store.stats().with_vectors == 30
         finally:
             store.close()
+
+
+def test_a_row_of_ordinary_length_keeps_its_words_uncompressed(pg_database: str) -> None:
+    """A memory of about 2.6 kB with its 384-d vector is written whole: its words are not
+    compressed on the way through the session table (past its 2 kB they were, and every
+    search that tests a tenant's rows for its words then decompressed them)."""
+    import psycopg
+
+    from recalld.stores.postgres import PostgresStore
+
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    text = " ".join(f"word{i % 40} thing{i}" for i in range(60))  # about 700 bytes of words
+    memory = Memory(id="long-words", content=text, type="fact", content_hash=content_hash(text),
+                    created_at=at, updated_at=at)  # fmt: skip
+    store = PostgresStore(pg_database)
+    try:
+        store.insert([memory], np.random.default_rng(1).standard_normal((1, 384)).astype("f4"))
+    finally:
+        store.close()
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_column_compression(lex_tokens), pg_column_size(m.*) FROM memories m"
+        ).fetchone()
+    assert row is not None
+    compression, size = row
+    assert size > 2048 and compression is None

@@ -140,3 +140,30 @@ def test_a_handle_seeing_several_small_namespaces_scores_their_rows_in_one_pass(
     finally:
         pair.close()
         alone.close()
+
+
+def test_an_ordinary_roles_handle_uses_its_tenants_word_postings(pg_admin_dsn: str) -> None:
+    """Row-Level Security binds the application's role: the handle must read whether its
+    tenant has word postings behind the wall with its namespaces declared, or it never sees
+    the tenant listed and scores every matching row (the tenant of 100k: seconds a search)."""
+    import psycopg
+
+    from recalld.stores.base import Tenancy
+    from recalld.stores.postgres import PostgresStore, indexes as ix
+
+    from .test_postgres_load import _memories, owned_database
+
+    with owned_database(pg_admin_dsn, "recalld_words", temp_tables=True) as dsn:
+        first = PostgresStore(dsn, Tenancy("alice"))
+        try:
+            first.insert(*_memories(0, 30))
+        finally:
+            first.close()
+        with psycopg.connect(dsn) as conn:
+            conn.execute("SELECT set_config('recalld.namespaces', 'alice', false)")
+            assert ix.build_word_postings(conn, "alice") > 0
+        store = PostgresStore(dsn, Tenancy("alice"))
+        try:
+            assert store._word_postings
+        finally:
+            store.close()

@@ -34,6 +34,9 @@ def start(folder: Path) -> None:
     The application's role (recalld_app) is no superuser, so Row-Level Security walls
     tenants off; the superuser's DSN, printed above it, is for maintenance only.
     Use it with: recalld --db "$(recalld postgres start | tail -1)" ...
+
+    The server's shared_buffers is set once to a quarter of this machine's memory
+    (128 MB to 8 GB) unless it was set with ALTER SYSTEM before.
     """
     with errors():
         server = local_postgres.start(folder)

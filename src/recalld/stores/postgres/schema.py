@@ -20,6 +20,7 @@ from recalld.stores.postgres.migrations import (
     m008_inline_vectors,
     m009_word_postings,
     m010_collections,
+    m011_estimable_wall,
 )
 
 Migration = tuple[int, str, Callable[[Any], None]]
@@ -34,6 +35,7 @@ MIGRATIONS: list[Migration] = [
     (8, "m008_inline_vectors", m008_inline_vectors),
     (9, "m009_word_postings", m009_word_postings),
     (10, "m010_collections", m010_collections),
+    (11, "m011_estimable_wall", m011_estimable_wall),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -92,7 +92,11 @@ class PostgresStore(Administration, SourceFiles):
                 # here fails in one sentence instead of dropping every connection.
                 check_vectors_once(dsn, conn, self.path)
                 # Whether the tenant, seen alone, has a vector index of its own and word
-                # postings, for the handle's life (see indexes.Indexes).
+                # postings, for the handle's life (see indexes.Indexes); read behind the
+                # tenant wall like any read (an ordinary role saw no listed namespace).
+                conn.execute(
+                    "SELECT set_config('recalld.namespaces', %s, false)", (",".join(self._visible),)
+                )
                 has = ix.Indexes.read(conn, self._visible)
                 self._own_index, self._word_postings = has.own_vectors, has.word_postings
         except psycopg.Error as exc:

@@ -10,14 +10,17 @@ import psycopg
 
 from recalld.records import Memory
 from recalld.stores import rows as codec
+from recalld.stores.postgres.migrations import WHOLE_ROW_BYTES
 
 Conn = psycopg.Connection[Any]
 
 LOAD_TABLE = "recalld_load"
-"""Each connection's temporary table that new rows are copied into."""
+"""Each connection's temporary table that new rows are copied into; its rows stay whole as
+``memories``' do (``WHOLE_ROW_BYTES``), or their values would arrive there compressed."""
 LOAD_COLUMNS = f"{codec.COLUMNS}, lex_tokens, lex_length, embedding"
 CREATE_LOAD = (
-    f"CREATE TEMP TABLE IF NOT EXISTS {LOAD_TABLE} ON COMMIT DELETE ROWS AS SELECT"
+    f"CREATE TEMP TABLE IF NOT EXISTS {LOAD_TABLE}"
+    f" WITH (toast_tuple_target = {WHOLE_ROW_BYTES}) ON COMMIT DELETE ROWS AS SELECT"
     f" {codec.COLUMNS}, lex_tokens, lex_length, embedding::vector AS embedding,"
     " 0::bigint AS ord FROM memories WITH NO DATA"
 )

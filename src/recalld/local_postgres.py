@@ -165,13 +165,25 @@ def _running(folder: Path) -> Any:
     return server
 
 
-def shared_buffers_mb() -> int:
+MEMORY_LIMIT_FILES = (
+    Path("/sys/fs/cgroup/memory.max"),  # cgroup v2
+    Path("/sys/fs/cgroup/memory/memory.limit_in_bytes"),  # cgroup v1
+)
+"""Where a container's memory limit is read: inside one, the machine's memory is the host's,
+and a page cache sized from it could outgrow the container."""
+
+
+def shared_buffers_mb(limit_files: tuple[Path, ...] = MEMORY_LIMIT_FILES) -> int:
     """The ``shared_buffers`` a server started here gets, in MB (see
-    :data:`SHARED_BUFFERS_SHARE`)."""
+    :data:`SHARED_BUFFERS_SHARE`): a share of the machine's memory, or of the container's
+    limit where that is lower."""
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # a system that does not say
         return SHARED_BUFFERS_MIN_MB
+    for limit_file in limit_files:
+        with contextlib.suppress(OSError, ValueError):  # absent, or "max": no limit
+            memory = min(memory, int(limit_file.read_text().strip()))
     share = memory // SHARED_BUFFERS_SHARE // 2**20
     return int(min(max(share, SHARED_BUFFERS_MIN_MB), SHARED_BUFFERS_MAX_MB))
 

@@ -232,3 +232,14 @@ def test_an_operators_shared_buffers_is_kept(
         conn.execute("ALTER SYSTEM SET shared_buffers = '160MB'")
     local_postgres.stop(folder)
     assert _shared_buffers_mb(local_postgres.start(folder).admin_dsn) == 160
+
+
+def test_the_page_cache_is_a_share_of_a_containers_limit(tmp_path: Path) -> None:
+    """Inside a container the machine's memory is the host's: its own limit counts."""
+    limit = tmp_path / "memory.max"
+    limit.write_text(f"{2 * 2**30}\n")  # 2 GiB: a quarter is 512 MB
+    assert local_postgres.shared_buffers_mb((limit,)) == 512
+    limit.write_text("max\n")  # cgroup v2 without a limit
+    assert local_postgres.shared_buffers_mb((limit,)) == local_postgres.shared_buffers_mb(())
+    limit.write_text(f"{100 * 2**20}\n")  # below initdb's own value: never less
+    assert local_postgres.shared_buffers_mb((limit,)) == local_postgres.SHARED_BUFFERS_MIN_MB

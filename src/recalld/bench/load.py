@@ -15,6 +15,7 @@ run (``scripts/reliability.py``, the fake embedder).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +29,7 @@ from typing import Any
 
 import httpx
 
+from recalld.bench.load_client import Connection, LoadClientError
 from recalld.errors import RecalldError
 from recalld.ports import free_port
 
@@ -172,15 +174,22 @@ def measure(
 
     ready = threading.Barrier(clients, action=go)
 
+    search_bodies = [json.dumps({"query": query, "limit": limit}).encode() for query in queries]
+
     def client(n: int) -> None:
         i = 0
-        with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
-            http.get("/healthz")  # connected before the clock starts
+        with Connection(url, REQUEST_TIMEOUT_S) as http:
+            searches_sent = [http.request("POST", "/v1/search", b) for b in search_bodies]
+            http.send(http.request("GET", "/healthz"))  # connected before the clock starts
             ready.wait()
             while time.monotonic() < window[1]:
                 i += 1
                 add = new_memory is not None and (i + n) % add_every == 0
-                content = new_memory(n, i) if new_memory is not None and add else ""
+                if add and new_memory is not None:
+                    added = json.dumps({"content": new_memory(n, i)}).encode()
+                    sent = http.request("POST", "/v1/memories", added)
+                else:
+                    sent = searches_sent[(n * 31 + i) % len(queries)]
                 started = time.monotonic()
                 if rate is not None:
                     started = window[0] + ((i - 1) * clients + n) / rate
@@ -188,14 +197,9 @@ def measure(
                         break
                     time.sleep(max(0.0, started - time.monotonic()))
                 try:
-                    if add:
-                        answer = http.post("/v1/memories", json={"content": content})
-                    else:
-                        query = queries[(n * 31 + i) % len(queries)]
-                        answer = http.post("/v1/search", json={"query": query, "limit": limit})
-                    ok = answer.status_code in (200, 201)
-                    worker = answer.headers.get("x-recalld-worker", "")
-                except httpx.HTTPError:
+                    answer = http.send(sent)
+                    ok, worker = answer.status in (200, 201), answer.worker
+                except LoadClientError:
                     ok, worker = False, ""
                 took = time.monotonic() - started
                 with lock:
@@ -206,14 +210,16 @@ def measure(
                     else:
                         searches.append(took)
 
-    cpu_before = server_cpu_s(url)
+    cpu_before, own_before = server_cpu_s(url), time.process_time()
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     elapsed = time.monotonic() - window[0]
-    cpu_after = server_cpu_s(url)
-    cpu_ms = None
+    cpu_after, own_after = server_cpu_s(url), time.process_time()
+    cpu_ms = client_ms = None
     if cpu_before is not None and cpu_after is not None and searches and not adds[0]:
         cpu_ms = (cpu_after - cpu_before) * 1000 / len(searches)
+    if searches and not adds[0]:
+        client_ms = (own_after - own_before) * 1000 / len(searches)
     return {
         "clients": clients,
         "seconds": round(elapsed, 2),
@@ -224,6 +230,7 @@ def measure(
         "requests": len(searches) + adds[0],
         **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)},
         "server_cpu_ms_per_search": cpu_ms,
+        "client_cpu_ms_per_search": client_ms,
         "per_worker": sorted(answered.values(), reverse=True),
     }
 

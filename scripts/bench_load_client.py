@@ -62,7 +62,9 @@ def questions(data: Path, count: int = 50, seed: int = 7) -> list[str]:
 def one(module: ModuleType, url: str, args: argparse.Namespace, asked: list[str]) -> dict[str, Any]:
     own = time.process_time()
     row = module.measure(url, args.clients, args.seconds, asked, rate=args.rate)
-    client_ms = (time.process_time() - own) * 1000 / max(1, int(row["searches_per_s"] * row["seconds"]))
+    client_ms = (
+        (time.process_time() - own) * 1000 / max(1, int(row["searches_per_s"] * row["seconds"]))
+    )
     return {
         "searches_per_s": round(row["searches_per_s"], 1),
         "p50_ms": round(row["p50_ms"], 1),

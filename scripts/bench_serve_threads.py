@@ -6,7 +6,7 @@ different number of search turns a worker (an experiment, not a test).
         [--data ../shared/benchmarks] [--out report.json]
 
 One ``recalld serve --workers N`` per value of ``--turns`` (``RECALLD_HTTP_SEARCH_CONCURRENCY``)
-on the store, all up at once, their runs alternated; first one client alone on each, then
+on the store, all up at once, their runs alternated; each run one client alone, then
 ``--clients`` sending freely (:func:`recalld.bench.load.measure`). For every run, from
 ``/proc`` of each worker process: the CPU a search of its event loop's thread (the main
 thread), of all its other threads (the searches, on the thread pool), how many threads
@@ -99,16 +99,13 @@ def main() -> None:
             urls[t] = stack.enter_context(load.served(env, folder / f"s{t}.log", args.workers))
         for url in urls.values():
             load.warm(url, asked, workers=args.workers)
-        for t, url in urls.items():
-            row = {"turns": t, "pair": 0, **one(url, 1, args.alone_seconds, asked)}
-            runs.append(row)
-            print(json.dumps(row), flush=True)
         for pair in range(1, args.pairs + 1):
             order = list(urls.items())
             for t, url in order if pair % 2 else order[::-1]:
-                row = {"turns": t, "pair": pair, **one(url, args.clients, args.seconds, asked)}
-                runs.append(row)
-                print(json.dumps(row), flush=True)
+                for clients, seconds in [(1, args.alone_seconds), (args.clients, args.seconds)]:
+                    row = {"turns": t, "pair": pair, **one(url, clients, seconds, asked)}
+                    runs.append(row)
+                    print(json.dumps(row), flush=True)
     report = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "store": args.store,

@@ -2,10 +2,10 @@
 
 The clients of :func:`recalld.bench.load.measure` run on the machine that serves, so every
 millisecond of CPU a client spends on a request is taken from the server under test. A
-general client (httpx: its models, header objects, transports and pools) spent about 4 ms
-of CPU a request here, a seventh of what the server spends on a search (measured in
+general client (httpx: its models, header objects, transports and pools) spent 5-6 ms of
+CPU a search here, a fifth of what the server spends on one (measured in
 docs/design/server-path.md); this one sends a request it built once per question and reads
-the answer's head and its ``Content-Length`` bytes, for a few hundredths of that.
+the answer's head and its ``Content-Length`` bytes, for 0.2-0.3 ms.
 
 Only what the bench needs: loopback (or any host given as ``http://host:port``), requests
 with a JSON body, answers with a ``Content-Length`` (every answer of ``recalld serve``). An

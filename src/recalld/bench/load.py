@@ -5,10 +5,11 @@ it after; :func:`measure` runs N client threads against it for a fixed time, eac
 searches (``POST /v1/search``, limit 10) with one request in ``add_every`` an add, and
 reports searches/s, the searches' p50/p95/p99, the server's CPU time a search (searches
 only), the clients' own (this process's CPU time a search: they run on the same cores;
-:mod:`recalld.bench.load_client`) and how many requests each of its workers answered. Given a ``rate``, the clients
-send on a schedule instead of as fast as answers come, and :func:`capacity` finds the
-highest rate the server holds within a p99 target. Loopback only, bounded in time: every
-client stops at the deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
+:mod:`recalld.bench.load_client`) and how many requests each of its workers answered.
+Given a ``rate``, the clients send on a schedule instead of as fast as answers come, and
+:func:`capacity` finds the highest rate the server holds within a p99 target. Loopback
+only, bounded in time: every client stops at the deadline, and one request may take at
+most ``REQUEST_TIMEOUT_S``.
 
 Used by ``recalld bench scale`` (the real model, the scale corpus) and by the adversarial
 run (``scripts/reliability.py``, the fake embedder).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -58,6 +59,13 @@ def test_measure_costs_the_clients_little(served: str) -> None:
     assert 0 < row["client_cpu_ms_per_search"] < CLIENT_CPU_CEILING_MS
 
 
+def test_measure_mixes_adds_in(served: str) -> None:
+    row = load.measure(served, 2, 1.0, QUERIES, new_memory=lambda n, i: f"note {n} {i}")
+    assert row["errors"] == 0 and row["adds"] > 0 and row["requests"] > row["adds"]
+    found = httpx.post(f"{served}/v1/search", json={"query": "note", "limit": 50}).json()
+    assert any(hit["memory"]["content"].startswith("note ") for hit in found["hits"])
+
+
 @pytest.fixture
 def raw_server() -> Iterator[tuple[str, list[bytes]]]:
     """A loopback server answering each connection's request with the next canned bytes
@@ -102,6 +110,19 @@ def test_unreadable_answers_raise_and_the_next_request_reconnects(
                 http.send(sent)
         answer = http.send(sent)  # a new connection after each failure
         assert (answer.status, answer.worker, answer.body) == (201, "7", b"{}")
+
+
+def test_a_connection_the_server_closed_while_idle_is_not_used(
+    raw_server: tuple[str, list[bytes]],
+) -> None:
+    """The server closes each connection after its answer, as ``recalld serve`` closes one
+    idle past its keep-alive timeout: the next request goes on a new one, not an error."""
+    url, canned = raw_server
+    canned += [b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"] * 3
+    with Connection(url, timeout=5) as http:
+        for _ in range(3):
+            assert http.send(http.request("GET", "/x")).status == 200
+            time.sleep(0.2)  # idle: the server's close arrives
 
 
 def test_only_http_urls_with_a_port() -> None:

@@ -9,13 +9,16 @@ the answer's head and its ``Content-Length`` bytes, for 0.2-0.3 ms.
 
 Only what the bench needs: loopback (or any host given as ``http://host:port``), requests
 with a JSON body, answers with a ``Content-Length`` (every answer of ``recalld serve``). An
-answer without one, a broken head, a closed connection or a timeout raises
+answer without one, a broken head, a connection closed mid-answer or a timeout raises
 :class:`LoadClientError` (an :class:`OSError`) and drops the connection; the next request
-opens a new one.
+opens a new one. A connection the server closed while it was idle (``recalld serve`` closes
+them after 5 s: clients on a slow schedule wait longer between requests) is seen before it
+is used, and the request goes on a new one.
 """
 
 from __future__ import annotations
 
+import select
 import socket
 from urllib.parse import urlsplit
 
@@ -69,6 +72,8 @@ class Connection:
                 connection is closed, and the next call opens a new one.
         """
         try:
+            if self._socket is not None and self._ended(self._socket):
+                self.close()  # the server closed it while idle (its keep-alive timeout)
             if self._socket is None:
                 self._socket = socket.create_connection(self._address, self._timeout)
                 self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -116,6 +121,14 @@ class Connection:
         if closing:
             self.close()
         return Answer(status, worker, data[start : start + length])
+
+    def _ended(self, sock: socket.socket) -> bool:
+        """Whether an idle connection was closed by the server (or holds bytes nobody asked
+        for): either way it cannot carry the next request. One peek, not waiting."""
+        if self._buffer:
+            return True
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable)
 
     def _more(self, sock: socket.socket) -> bytes:
         chunk = sock.recv(READ_BYTES)

@@ -32,6 +32,10 @@ class LoadClientError(OSError):
     """The server's answer could not be read (or the connection failed)."""
 
 
+class _Unanswered(LoadClientError):
+    """The connection ended before any byte of the answer: the request was not read."""
+
+
 class Answer:
     """An answer's status, the worker that gave it (``x-recalld-worker``) and its body."""
 
@@ -71,9 +75,20 @@ class Connection:
             LoadClientError: the connection failed or the answer could not be read; the
                 connection is closed, and the next call opens a new one.
         """
+        if self._socket is not None and self._ended(self._socket):
+            self.close()  # the server closed it while idle (its keep-alive timeout)
+        reused = self._socket is not None
         try:
-            if self._socket is not None and self._ended(self._socket):
-                self.close()  # the server closed it while idle (its keep-alive timeout)
+            return self._exchange(request)
+        except _Unanswered:
+            if not reused:
+                raise
+        # The server closed the kept connection as the request went out (its keep-alive
+        # timeout fired first), before any byte of an answer: it never read the request.
+        return self._exchange(request)
+
+    def _exchange(self, request: bytes) -> Answer:
+        try:
             if self._socket is None:
                 self._socket = socket.create_connection(self._address, self._timeout)
                 self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -84,10 +99,17 @@ class Connection:
             self.close()
             if isinstance(error, LoadClientError):
                 raise
+            if isinstance(error, ConnectionResetError | BrokenPipeError):
+                raise _Unanswered(str(error) or type(error).__name__) from error
             raise LoadClientError(str(error) or type(error).__name__) from error
 
     def _read(self, sock: socket.socket) -> Answer:
         data = self._buffer
+        if not data:
+            first = sock.recv(READ_BYTES)
+            if not first:
+                raise _Unanswered("the server closed the connection before answering")
+            data = first
         end = data.find(b"\r\n\r\n")
         while end < 0:
             if len(data) > HEAD_MAX_BYTES:

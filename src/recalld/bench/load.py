@@ -4,10 +4,12 @@
 it after; :func:`measure` runs N client threads against it for a fixed time, each sending
 searches (``POST /v1/search``, limit 10) with one request in ``add_every`` an add, and
 reports searches/s, the searches' p50/p95/p99, the server's CPU time a search (searches
-only) and how many requests each of its workers answered. Given a ``rate``, the clients
-send on a schedule instead of as fast as answers come, and :func:`capacity` finds the
-highest rate the server holds within a p99 target. Loopback only, bounded in time: every
-client stops at the deadline, and one request may take at most ``REQUEST_TIMEOUT_S``.
+only), the clients' own (this process's CPU time a search: they run on the same cores;
+:mod:`recalld.bench.load_client`) and how many requests each of its workers answered.
+Given a ``rate``, the clients send on a schedule instead of as fast as answers come, and
+:func:`capacity` finds the highest rate the server holds within a p99 target. Loopback
+only, bounded in time: every client stops at the deadline, and one request may take at
+most ``REQUEST_TIMEOUT_S``.
 
 Used by ``recalld bench scale`` (the real model, the scale corpus) and by the adversarial
 run (``scripts/reliability.py``, the fake embedder).
@@ -15,6 +17,7 @@ run (``scripts/reliability.py``, the fake embedder).
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -28,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from recalld.bench.load_client import Connection, LoadClientError
 from recalld.errors import RecalldError
 from recalld.ports import free_port
 
@@ -172,15 +176,22 @@ def measure(
 
     ready = threading.Barrier(clients, action=go)
 
+    search_bodies = [json.dumps({"query": query, "limit": limit}).encode() for query in queries]
+
     def client(n: int) -> None:
         i = 0
-        with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT_S) as http:
-            http.get("/healthz")  # connected before the clock starts
+        with Connection(url, REQUEST_TIMEOUT_S) as http:
+            searches_sent = [http.request("POST", "/v1/search", b) for b in search_bodies]
+            http.send(http.request("GET", "/healthz"))  # connected before the clock starts
             ready.wait()
             while time.monotonic() < window[1]:
                 i += 1
                 add = new_memory is not None and (i + n) % add_every == 0
-                content = new_memory(n, i) if new_memory is not None and add else ""
+                if add and new_memory is not None:
+                    added = json.dumps({"content": new_memory(n, i)}).encode()
+                    sent = http.request("POST", "/v1/memories", added)
+                else:
+                    sent = searches_sent[(n * 31 + i) % len(queries)]
                 started = time.monotonic()
                 if rate is not None:
                     started = window[0] + ((i - 1) * clients + n) / rate
@@ -188,14 +199,9 @@ def measure(
                         break
                     time.sleep(max(0.0, started - time.monotonic()))
                 try:
-                    if add:
-                        answer = http.post("/v1/memories", json={"content": content})
-                    else:
-                        query = queries[(n * 31 + i) % len(queries)]
-                        answer = http.post("/v1/search", json={"query": query, "limit": limit})
-                    ok = answer.status_code in (200, 201)
-                    worker = answer.headers.get("x-recalld-worker", "")
-                except httpx.HTTPError:
+                    answer = http.send(sent)
+                    ok, worker = answer.status in (200, 201), answer.worker
+                except LoadClientError:
                     ok, worker = False, ""
                 took = time.monotonic() - started
                 with lock:
@@ -206,14 +212,16 @@ def measure(
                     else:
                         searches.append(took)
 
-    cpu_before = server_cpu_s(url)
+    cpu_before, own_before = server_cpu_s(url), time.process_time()
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(client, range(clients)))
     elapsed = time.monotonic() - window[0]
-    cpu_after = server_cpu_s(url)
-    cpu_ms = None
+    cpu_after, own_after = server_cpu_s(url), time.process_time()
+    cpu_ms = client_ms = None
     if cpu_before is not None and cpu_after is not None and searches and not adds[0]:
         cpu_ms = (cpu_after - cpu_before) * 1000 / len(searches)
+    if searches and not adds[0]:
+        client_ms = (own_after - own_before) * 1000 / len(searches)
     return {
         "clients": clients,
         "seconds": round(elapsed, 2),
@@ -224,6 +232,7 @@ def measure(
         "requests": len(searches) + adds[0],
         **{f"p{q}_ms": percentile(searches, q) * 1000 for q in (50, 95, 99)},
         "server_cpu_ms_per_search": cpu_ms,
+        "client_cpu_ms_per_search": client_ms,
         "per_worker": sorted(answered.values(), reverse=True),
     }
 

@@ -99,6 +99,7 @@ class PostgresStore(Administration, SourceFiles):
                 )
                 has = ix.Indexes.read(conn, self._visible)
                 self._own_index, self._word_postings = has.own_vectors, has.word_postings
+                self._walled = ix.walled(conn)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
         self._load_types: list[int] = []
@@ -469,7 +470,7 @@ class PostgresStore(Administration, SourceFiles):
         # live rows most of them would fail it and the rest be read from the table anyway,
         # so such a search scores every matching row there.
         posted = self._word_postings and res.live_rows_only(request.filters)
-        words = ix.word_engine(self._visible, posted, *self._rows_counted())
+        words = ix.word_engine(self._visible, posted, *self._rows_counted(), self._walled)
         asked = res.asked(request, self.channels)
         sql, more = q.candidates_sql(request, where, asked, q.readers(words))
         values: dict[str, Any] = {**params, **more}

@@ -522,7 +522,7 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     from recalld.stores.postgres import (
         PostgresStore,
         indexes as postgres_indexes,
-        queries as postgres_queries,
+        word_sql as postgres_word_sql,
     )
 
     monkeypatch.setattr(postgres_indexes, "WORD_POSTINGS_ADVISED_ROWS", 20)  # status advises it
@@ -565,7 +565,7 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
     # However many rows are read from the table first, the list is the same.
     assert [store.candidates(r).get("bm25", []) for r in small] == exact_small
     for factor in (0, 1):  # none: every row is then read, since nothing proves the list
-        monkeypatch.setattr(postgres_queries, "WORD_READ_FACTOR", factor)
+        monkeypatch.setattr(postgres_word_sql, "WORD_READ_FACTOR", factor)
         assert words(store) == exact
         assert [store.candidates(r).get("bm25", []) for r in small] == exact_small
     monkeypatch.undo()

@@ -28,7 +28,7 @@ def test_word_postings_score_rows_from_the_postings_and_break_ties_by_id(
     over postings returns the rows and scores that scoring every matching row gives (ties
     by id), however many rows it reads from the table first; the rows' tokens are never
     counted on the table for one-word phrases."""
-    from recalld.stores.postgres import PostgresStore, queries
+    from recalld.stores.postgres import PostgresStore, word_sql
 
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
                       embedder=FakeEmbedder()) as engine:  # fmt: skip
@@ -55,8 +55,8 @@ def test_word_postings_score_rows_from_the_postings_and_break_ties_by_id(
     tied = exact[2]  # the five best of 24 equal scores
     assert len(tied) == 5 and len({s for _, s in tied}) == 1
     for factor, extra in ((0, 0), (1, 0), (1, 3), (4, 100)):
-        monkeypatch.setattr(queries, "WORD_READ_FACTOR", factor)
-        monkeypatch.setattr(queries, "WORD_READ_EXTRA", extra)
+        monkeypatch.setattr(word_sql, "WORD_READ_FACTOR", factor)
+        monkeypatch.setattr(word_sql, "WORD_READ_EXTRA", extra)
         assert lists() == exact, (factor, extra)
     store.close()
 

@@ -356,7 +356,7 @@ def _postgres_floors(dsn: str, model: Any, questions: list[str]) -> dict[str, An
 
     from recalld.lexical import phrases
     from recalld.stores.postgres.indexes import EF_SEARCH
-    from recalld.stores.postgres.queries import bm25_ctes
+    from recalld.stores.postgres.word_sql import bm25_ctes
     from recalld.text import keywords
 
     with psycopg.connect(dsn, autocommit=True) as conn:

@@ -20,7 +20,7 @@ import psycopg
 
 from recalld.errors import InvalidInputError
 from recalld.stores.base import CandidateRequest
-from recalld.stores.postgres import queries as q
+from recalld.stores.postgres import word_sql
 from recalld.stores.postgres.migrations import postings_sql
 
 EF_SEARCH = 100
@@ -93,7 +93,7 @@ class Indexes:
     """A valid vector index of the tenant's rows (the handle then states its namespace as a
     literal, and examines the candidates its own rows call for)."""
     word_postings: bool
-    """Word postings that answer its word channel (:func:`queries.top_words_ctes`)."""
+    """Word postings that answer its word channel (:func:`.word_sql.top_words_ctes`)."""
 
     @classmethod
     def read(cls, conn: Conn, visible: Sequence[str]) -> Indexes:
@@ -125,7 +125,7 @@ def near_memory(conn: Conn, requests: Sequence[CandidateRequest], handle_ef: int
 
 SCAN_ROWS_PER_NAMESPACE = 3_000
 """Up to this many memories seen per namespace seen (and a small share of the table:
-:func:`word_engine`), the word channel scores them in one pass (:func:`queries.scan_ctes`)
+:func:`word_engine`), the word channel scores them in one pass (:func:`.word_sql.scan_ctes`)
 instead of reading the GIN index once per phrase and namespace. Server CPU of the word
 statement in the 1M database of 1,000 tenants, 40 questions: one namespace of 901 rows
 6-8 ms against 19-25 through the index, the 100k tenant 419-506 against 83-86 (20
@@ -147,7 +147,7 @@ def scans_rows(visible_rows: int, namespaces: int) -> bool:
 
 
 SCAN_TABLE_SHARE = 10
-"""The word channel reads a tenant's own rows (:data:`queries.TENANT_ROWS`) only when the
+"""The word channel reads a tenant's own rows (:data:`.word_sql.TENANT_ROWS`) only when the
 table holds at least this many times as many: the GIN index's entries for a common word
 then span mostly other tenants' rows. On the 1M database of 1,000 tenants, a tenant of 901
 memories: 7.3 ms a word statement against 21-25 through the index, the same rows and scores
@@ -156,7 +156,7 @@ for 100 of 100 questions (docs/design/scale-history.md)."""
 
 def word_engine(
     visible: Sequence[str], posted: bool, visible_rows: int, table_rows: int, walled: bool = False
-) -> q.WordEngine:
+) -> word_sql.WordEngine:
     """The word channel's engine for a handle that sees ``visible`` (holding
     ``visible_rows`` of the table's ``table_rows`` memories): its word postings when it has
     them and the search's filter admits every live row (``posted``); its own rows, tested
@@ -165,11 +165,11 @@ def word_engine(
     the handle's role (``walled``, :func:`walled`); otherwise the GIN index, once per
     phrase and namespace."""
     if posted:
-        return q.Postings(visible[0])
+        return word_sql.Postings(visible[0])
     scan = scans_rows(visible_rows, len(visible))
     if walled or (scan and visible_rows * SCAN_TABLE_SHARE <= table_rows):
-        return q.TENANT_ROWS
-    return q.EVERY_ROW
+        return word_sql.TENANT_ROWS
+    return word_sql.EVERY_ROW
 
 
 def walled(conn: Conn) -> bool:
@@ -237,7 +237,7 @@ def alone(visible: Sequence[str], what: str) -> str:
 
 def build_word_postings(conn: Conn, namespace: str, drop: bool = False) -> int:
     """Give ``namespace`` word postings (``drop``: remove them) in ``conn``'s transaction,
-    which the word channel then scores on (:func:`queries.top_words_ctes`); returns the
+    which the word channel then scores on (:func:`.word_sql.top_words_ctes`); returns the
     postings written. Handles opened afterwards use them; triggers keep them in step with
     every write. Follow a build with :func:`vacuum_word_postings` (after the commit).
 
@@ -288,7 +288,7 @@ def build_own_vector_index(dsn: str, namespace: str, drop: bool = False) -> str:
                 f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memories USING hnsw"
                 " (embedding vector_cosine_ops)"
                 f" WITH (ef_construction = {int(OWN_INDEX_EF_CONSTRUCTION)})"
-                f" WHERE namespace = {q.literal(namespace)}"
+                f" WHERE namespace = {word_sql.literal(namespace)}"
             )
     return name
 

@@ -422,7 +422,7 @@ def m008_inline_vectors(cur: Any) -> None:
 
 
 def m009_word_postings(cur: Any) -> None:
-    """A tenant's word postings, the word channel's index (see ``queries.top_words_ctes``),
+    """A tenant's word postings, the word channel's index (see ``word_sql.top_words_ctes``),
     kept only for the namespaces listed in ``word_namespaces`` (``recalld postgres
     word-index`` lists one and fills its postings).
 

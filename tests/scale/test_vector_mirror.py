@@ -313,7 +313,7 @@ def test_one_walk_of_the_graph_answers_a_query_asked_again_at_the_same_beam(
     ann._last = None
     assert {c: ann.candidates(query, c).tolist() for c in counts} == fresh
     assert len(walks) == 1 and len(fresh[16]) == 16
-    assert len(ann.candidates(query, 40)) == 40 and len(walks) == 2  # a wider beam
+    assert len(ann.candidates(query, 50)) == 50 and len(walks) == 2  # a wider beam
     assert ann.candidates(query, 16).tolist() != [] and len(walks) == 3  # back to the first
     ann.apply(np.zeros(0, np.int64), np.array([5000], np.int64), query[None, :], 3001)
     assert ann.candidates(query, 5).tolist()[0] == 5000 and len(walks) == 4
@@ -391,3 +391,40 @@ def test_status_advises_rebuilding_an_index_an_older_recalld_built(tmp_path: Pat
     (advice,) = store.stats().advice
     assert f"{path}.ann" in advice and "delete that folder" in advice
     store.close()
+
+
+def test_a_saved_index_walks_one_and_a_half_slots_per_candidate_at_100k(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default search's 432 candidates walk a beam of 648 at 100k vectors, the beam
+    measured against exact search (docs/design/search-cpu.md), and the 1M cap is unchanged;
+    an index file as an earlier recalld saved it (the same graph, the same name) opens and
+    answers with that beam, the exact nearest among its candidates."""
+    from recalld.stores.sqlite import vector_index
+
+    reference = vector_index.EXPANSION_REFERENCE_ROWS
+    assert vector_index.beam_width(432, reference) == 648
+    assert vector_index.beam_width(432, 10 * reference) == vector_index.MAX_EXPANSION
+    folder = tmp_path / "m.db.ann"
+    folder.mkdir()
+    vectors = clustered(300, seed=16)
+    index = vector_index._new_index(DIM)
+    index.add(np.arange(1, 301, dtype=np.int64), vectors)
+    index.save(str(folder / f"300.b{vector_index.EXPANSION_ADD}.usearch"))
+    loaded = vector_index.AnnIndex._load(folder, DIM, 1)
+    assert loaded is not None and loaded.covered_seq == 300
+    beams: list[int] = []
+    searching = type(loaded._index).search
+
+    def recording(index: object, query: object, count: int, **kwargs: object) -> object:
+        beams.append(count)
+        return searching(index, query, count, **kwargs)
+
+    monkeypatch.setattr(type(loaded._index), "search", recording)
+    monkeypatch.setattr(vector_index.AnnIndex, "__len__", lambda _: reference)
+    query = clustered(1, seed=17)[0]
+    found = loaded.candidates(query, 216)
+    assert beams == [324]
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    exact = np.argsort(-(unit @ query), kind="stable")[:10] + 1
+    assert set(exact.tolist()) <= set(found.tolist())  # the exact re-scoring's to choose

@@ -80,6 +80,29 @@ def graph(name: str, pks: np.ndarray, matrix: np.ndarray, graphs: Path) -> tuple
     return index, info
 
 
+def alternated(args: argparse.Namespace, queries: np.ndarray, pks: np.ndarray,
+               matrix: np.ndarray, growth: float) -> dict[str, list[float]]:  # fmt: skip
+    """The walk's thread CPU (ms a walk) of each ``graph:per`` of ``--alternate``, one pass
+    of every pair in turn per round, so the machine's load falls on all of them alike."""
+    pairs = [pair.split(":") for pair in args.alternate.split(",")]
+    graphs = {name: graph(name, pks, matrix, args.graphs)[0] for name, _ in pairs}
+    times: dict[str, list[float]] = {f"{n}:{p}": [] for n, p in pairs}
+    for round_ in range(args.rounds + 1):
+        for name, per in pairs:
+            index, beam = graphs[name], int(float(per) * CANDIDATES * growth)
+            index.expansion_search = beam
+            started = time.thread_time()
+            for q in queries:
+                index.search(q, beam)
+            if round_:  # the first round is untimed
+                times[f"{name}:{per}"].append(
+                    round((time.thread_time() - started) * 1000 / len(queries), 2)
+                )
+    for key, values in times.items():
+        print(key, values, "median", round(float(np.median(values)), 2), flush=True)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--store", required=True, type=Path)
@@ -91,6 +114,8 @@ def main() -> None:
     parser.add_argument("--data", default="../shared/benchmarks", type=Path)
     parser.add_argument("--graphs", default=Path("/tmp/annbeam-graphs"), type=Path)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--alternate", help="graph:per pairs (c16-i8-e384:1.5,...) of graphs"
+                        " already built, timed in turn, round after round")  # fmt: skip
     args = parser.parse_args()
     args.graphs.mkdir(parents=True, exist_ok=True)
     model = resolve_embedder("local")
@@ -103,7 +128,10 @@ def main() -> None:
     growth = max(1.0, len(pks) / vector_index.EXPANSION_REFERENCE_ROWS)
     report: dict[str, Any] = {"rows": len(pks), "questions": len(questions),
                               "load": os.getloadavg()[0], "variants": {}}  # fmt: skip
-    for name in args.variants.split(","):
+    if args.alternate:
+        report["alternated"] = alternated(args, queries, pks, matrix, growth)
+        args.variants = ""
+    for name in filter(None, args.variants.split(",")):
         index, info = graph(name, pks, matrix, args.graphs)
         info["rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3)
         for per in (float(p) for p in args.per.split(",")):

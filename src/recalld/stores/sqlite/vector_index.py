@@ -47,9 +47,9 @@ exactly, so what matters is how often the exact top 216 are among them. At 100k 
 built at :data:`EXPANSION_ADD`, 200 of the scale corpus's questions), a beam of 648 (1.5 a
 candidate) held 0.989 of the exact 216 and 0.999 of the exact 10, and 148 of 150 default
 top 10s were those of exact search (147 at 1.25 a candidate, 145 at 1, 150 at 2); the walk
-costs about a quarter less than at 2 (docs/design/search-cpu.md, "A narrower beam"). A
-denser graph (connectivity 24 or 32) or float16 copies in the index were measured too
-and cost more per walk than they saved in beam."""
+costs about a fifth less than at 2 (docs/design/search-cpu.md, "A narrower beam, again").
+Denser graphs (connectivity 24 or 32) reach that recall with a narrower beam at about the
+same walk's cost and more memory; float16 copies cost more per walk for the same recall."""
 LEGACY_PER_CANDIDATE = 4
 """The same for a graph built with :data:`LEGACY_EXPANSION_ADD`: at 100k, 80 candidates
 with a beam of 320 re-scored to 40 kept recall@40 at 0.98 against exact search (a beam of 80

@@ -401,13 +401,13 @@ def test_a_search_from_a_stored_vector_caps_the_beam(
     not; both find the exact nearest here."""
     from recalld.stores.sqlite import vector_index
 
-    monkeypatch.setattr(vector_index, "NEAR_MEMORY_EXPANSION", 70)
+    monkeypatch.setattr(vector_index, "NEAR_MEMORY_EXPANSION", 80)
     store, exact = opened(saved), opened(saved, lazy=False)
     exact.search_exactly()
     stored = store.vectors_for(["m17"])["m17"]
-    asked = int(vector_index.EXPANSION_PER_CANDIDATE * 2 * (10 + 16))  # small: no growth
-    assert asked > 70
-    for near_memory, beam in ((False, asked), (True, 70)):
+    asked = vector_index.SMALL_PER_CANDIDATE * 2 * (10 + 16)  # a small index: no growth
+    assert asked > 80
+    for near_memory, beam in ((False, asked), (True, 80)):
         request = CandidateRequest(
             asks={"semantic": NearestAsk(10, stored, near_memory=near_memory)}
         )

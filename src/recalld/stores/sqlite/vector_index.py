@@ -50,6 +50,14 @@ top 10s were those of exact search (147 at 1.25 a candidate, 145 at 1, 150 at 2)
 costs about a fifth less than at 2 (docs/design/search-cpu.md, "A narrower beam, again").
 Denser graphs (connectivity 24 or 32) reach that recall with a narrower beam at about the
 same walk's cost and more memory; float16 copies cost more per walk for the same recall."""
+NARROW_FROM = 432
+"""Candidates asked for from which :data:`EXPANSION_PER_CANDIDATE` applies: the default
+search's ask (216 x ``RESCORE_FACTOR``, more with rows hidden), where it was measured. A
+smaller ask keeps :data:`SMALL_PER_CANDIDATE`: with few candidates a beam of 1.5 each
+leaves little room (a 1,200-row test index asked for 53 with a beam of 79 missed one of
+the exact 10 that 106 found)."""
+SMALL_PER_CANDIDATE = 2
+"""Search beam width per candidate below :data:`NARROW_FROM` (the beam before 1.5)."""
 LEGACY_PER_CANDIDATE = 4
 """The same for a graph built with :data:`LEGACY_EXPANSION_ADD`: at 100k, 80 candidates
 with a beam of 320 re-scored to 40 kept recall@40 at 0.98 against exact search (a beam of 80
@@ -361,7 +369,9 @@ def beam_width(count: int, size: int, built_with: int = EXPANSION_ADD) -> int:
     was built with the beam ``built_with`` (an older, narrower build needs a wider one)."""
     older = built_with < EXPANSION_ADD
     growth = max(1.0, size / EXPANSION_REFERENCE_ROWS)
-    per_candidate = LEGACY_PER_CANDIDATE if older else EXPANSION_PER_CANDIDATE
+    per_candidate: float = LEGACY_PER_CANDIDATE if older else EXPANSION_PER_CANDIDATE
+    if not older and count < NARROW_FROM:
+        per_candidate = SMALL_PER_CANDIDATE
     cap = LEGACY_MAX_EXPANSION if older else MAX_EXPANSION
     return max(EXPANSION_SEARCH_MIN, min(cap, int(per_candidate * count * growth)), count)
 

@@ -41,8 +41,8 @@ found 0.9975 of the time at a search beam of 2,048 in 14.7 ms, against 0.9885 at
 EXPANSION_SEARCH_MIN = 64
 """Smallest beam width while searching."""
 EXPANSION_PER_CANDIDATE = 1.5
-"""Search beam width per candidate asked for, at :data:`EXPANSION_REFERENCE_ROWS` vectors.
-The default search asks for 432 candidates (its 216 x ``RESCORE_FACTOR``) and re-scores them
+"""Search beam width per candidate asked for (from :data:`NARROW_FROM` candidates), at
+:data:`EXPANSION_REFERENCE_ROWS` vectors. The default search asks for 432 candidates (its 216 x ``RESCORE_FACTOR``) and re-scores them
 exactly, so what matters is how often the exact top 216 are among them. At 100k (the graph
 built at :data:`EXPANSION_ADD`, 200 of the scale corpus's questions), a beam of 648 (1.5 a
 candidate) held 0.989 of the exact 216 and 0.999 of the exact 10, and 148 of 150 default

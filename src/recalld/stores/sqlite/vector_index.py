@@ -42,14 +42,15 @@ EXPANSION_SEARCH_MIN = 64
 """Smallest beam width while searching."""
 EXPANSION_PER_CANDIDATE = 1.5
 """Search beam width per candidate asked for (from :data:`NARROW_FROM` candidates), at
-:data:`EXPANSION_REFERENCE_ROWS` vectors. The default search asks for 432 candidates (its 216 x ``RESCORE_FACTOR``) and re-scores them
-exactly, so what matters is how often the exact top 216 are among them. At 100k (the graph
-built at :data:`EXPANSION_ADD`, 200 of the scale corpus's questions), a beam of 648 (1.5 a
-candidate) held 0.989 of the exact 216 and 0.999 of the exact 10, and 148 of 150 default
-top 10s were those of exact search (147 at 1.25 a candidate, 145 at 1, 150 at 2); the walk
-costs about a fifth less than at 2 (docs/design/search-cpu.md, "A narrower beam, again").
-Denser graphs (connectivity 24 or 32) reach that recall with a narrower beam at about the
-same walk's cost and more memory; float16 copies cost more per walk for the same recall."""
+:data:`EXPANSION_REFERENCE_ROWS` vectors. The default search asks for 432 candidates
+(its 216 x ``RESCORE_FACTOR``) and re-scores them exactly, so what matters is how often
+the exact top 216 are among them. At 100k (the graph built at :data:`EXPANSION_ADD`, 200
+of the scale corpus's questions), a beam of 648 (1.5 a candidate) held 0.989 of the exact
+216 and 0.999 of the exact 10, and 148 of 150 default top 10s were those of exact search
+(147 at 1.25 a candidate, 145 at 1, 150 at 2); the walk costs about a fifth less than at
+2 (docs/design/search-cpu.md, "A narrower beam, again"). Denser graphs (connectivity 24
+or 32) reach that recall with a narrower beam at about the same walk's cost and more
+memory; float16 copies cost more per walk for the same recall."""
 NARROW_FROM = 432
 """Candidates asked for from which :data:`EXPANSION_PER_CANDIDATE` applies: the default
 search's ask (216 x ``RESCORE_FACTOR``, more with rows hidden), where it was measured. A

@@ -405,7 +405,7 @@ def test_a_search_from_a_stored_vector_caps_the_beam(
     store, exact = opened(saved), opened(saved, lazy=False)
     exact.search_exactly()
     stored = store.vectors_for(["m17"])["m17"]
-    asked = vector_index.EXPANSION_PER_CANDIDATE * 2 * (10 + 16)  # a small index: no growth
+    asked = vector_index.SMALL_PER_CANDIDATE * 2 * (10 + 16)  # a small index: no growth
     assert asked > 80
     for near_memory, beam in ((False, asked), (True, 80)):
         request = CandidateRequest(

@@ -350,7 +350,7 @@ def test_a_saved_index_keeps_its_build_beam_and_an_older_file_keeps_the_older_ca
     reference = vector_index.EXPANSION_REFERENCE_ROWS
     older_beam = vector_index.beam_width(216, reference, legacy)
     assert older_beam == 216 * vector_index.LEGACY_PER_CANDIDATE
-    assert vector_index.beam_width(216, reference) == 216 * vector_index.EXPANSION_PER_CANDIDATE
+    assert vector_index.beam_width(216, reference) == 216 * vector_index.SMALL_PER_CANDIDATE
     beams: list[int] = []
     searching = type(older._index).search
 
@@ -391,3 +391,43 @@ def test_status_advises_rebuilding_an_index_an_older_recalld_built(tmp_path: Pat
     (advice,) = store.stats().advice
     assert f"{path}.ann" in advice and "delete that folder" in advice
     store.close()
+
+
+def test_a_saved_index_walks_one_and_a_half_slots_per_candidate_at_100k(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default search's 432 candidates walk a beam of 648 at 100k vectors, the beam
+    measured against exact search (docs/design/search-cpu.md; smaller asks keep 2 a
+    candidate), and the 1M cap is unchanged;
+    an index file as an earlier recalld saved it (the same graph, the same name) opens and
+    answers with that beam, the exact nearest among its candidates."""
+    from recalld.stores.sqlite import vector_index
+
+    reference = vector_index.EXPANSION_REFERENCE_ROWS
+    assert vector_index.beam_width(432, reference) == 648
+    assert vector_index.beam_width(432, 10 * reference) == vector_index.MAX_EXPANSION
+    folder = tmp_path / "m.db.ann"
+    folder.mkdir()
+    vectors = clustered(300, seed=16)
+    index = vector_index._new_index(DIM)
+    index.add(np.arange(1, 301, dtype=np.int64), vectors)
+    index.save(str(folder / f"300.b{vector_index.EXPANSION_ADD}.usearch"))
+    loaded = vector_index.AnnIndex._load(folder, DIM, 1)
+    assert loaded is not None and loaded.covered_seq == 300
+    beams: list[int] = []
+    searching = type(loaded._index).search
+
+    def recording(index: object, query: object, count: int, **kwargs: object) -> object:
+        beams.append(count)
+        return searching(index, query, count, **kwargs)
+
+    monkeypatch.setattr(type(loaded._index), "search", recording)
+    monkeypatch.setattr(vector_index.AnnIndex, "__len__", lambda _: reference)
+    query = clustered(1, seed=17)[0]
+    found = loaded.candidates(query, 216)
+    wide = loaded.candidates(query, 432)
+    assert beams == [432, 648]  # smaller asks keep 2 a candidate
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    exact = np.argsort(-(unit @ query), kind="stable")[:10] + 1
+    for answer in (found, wide):  # the exact re-scoring's to choose among
+        assert set(exact.tolist()) <= set(answer.tolist())

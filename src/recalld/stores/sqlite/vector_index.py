@@ -40,14 +40,25 @@ found 0.9975 of the time at a search beam of 2,048 in 14.7 ms, against 0.9885 at
 20.9 ms; the build took 1,027 s against 248 on 2 cores (docs/benchmarks-scale.md)."""
 EXPANSION_SEARCH_MIN = 64
 """Smallest beam width while searching."""
-EXPANSION_PER_CANDIDATE = 2
-"""Search beam width per candidate asked for, at :data:`EXPANSION_REFERENCE_ROWS` vectors:
-at 100k (the graph built at :data:`EXPANSION_ADD`), a search's 216 candidates from a beam
-of 432 held 0.999 of 200 questions' exact 10 nearest (1.0 from 864, in twice the time), and
-the default search's top 10s were the same as with 864 (docs/benchmarks-scale.md). The default
-search asks for 432 (its 216 x ``RESCORE_FACTOR``), so it walks 864: one slot per candidate
-(432) would save 2.3 ms of its 5.7 ms walk, but changed 5 of 150 top 10s at 100k and left 145
-of them equal to exact search (docs/design/search-cpu.md)."""
+EXPANSION_PER_CANDIDATE = 1.5
+"""Search beam width per candidate asked for (from :data:`NARROW_FROM` candidates), at
+:data:`EXPANSION_REFERENCE_ROWS` vectors. The default search asks for 432 candidates
+(its 216 x ``RESCORE_FACTOR``) and re-scores them exactly, so what matters is how often
+the exact top 216 are among them. At 100k (the graph built at :data:`EXPANSION_ADD`, 200
+of the scale corpus's questions), a beam of 648 (1.5 a candidate) held 0.989 of the exact
+216 and 0.999 of the exact 10, and 148 of 150 default top 10s were those of exact search
+(147 at 1.25 a candidate, 145 at 1, 150 at 2); the walk costs about a fifth less than at
+2 (docs/design/search-cpu.md, "A narrower beam, again"). Denser graphs (connectivity 24
+or 32) reach that recall with a narrower beam at about the same walk's cost and more
+memory; float16 copies cost more per walk for the same recall."""
+NARROW_FROM = 432
+"""Candidates asked for from which :data:`EXPANSION_PER_CANDIDATE` applies: the default
+search's ask (216 x ``RESCORE_FACTOR``, more with rows hidden), where it was measured. A
+smaller ask keeps :data:`SMALL_PER_CANDIDATE`: with few candidates a beam of 1.5 each
+leaves little room (a 1,200-row test index asked for 53 with a beam of 79 missed one of
+the exact 10 that 106 found)."""
+SMALL_PER_CANDIDATE = 2
+"""Search beam width per candidate below :data:`NARROW_FROM` (the beam before 1.5)."""
 LEGACY_PER_CANDIDATE = 4
 """The same for a graph built with :data:`LEGACY_EXPANSION_ADD`: at 100k, 80 candidates
 with a beam of 320 re-scored to 40 kept recall@40 at 0.98 against exact search (a beam of 80
@@ -359,7 +370,9 @@ def beam_width(count: int, size: int, built_with: int = EXPANSION_ADD) -> int:
     was built with the beam ``built_with`` (an older, narrower build needs a wider one)."""
     older = built_with < EXPANSION_ADD
     growth = max(1.0, size / EXPANSION_REFERENCE_ROWS)
-    per_candidate = LEGACY_PER_CANDIDATE if older else EXPANSION_PER_CANDIDATE
+    per_candidate: float = LEGACY_PER_CANDIDATE if older else EXPANSION_PER_CANDIDATE
+    if not older and count < NARROW_FROM:
+        per_candidate = SMALL_PER_CANDIDATE
     cap = LEGACY_MAX_EXPANSION if older else MAX_EXPANSION
     return max(EXPANSION_SEARCH_MIN, min(cap, int(per_candidate * count * growth)), count)
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from recalld.bench.report import print_json
 from recalld.bench.scale_worker import question_sample
 from recalld.providers.embedders import resolve_embedder
 from recalld.stores.sqlite import vector_file, vector_index
@@ -156,10 +157,7 @@ def main() -> None:
         report["variants"][name] = info
         print(name, {k: v for k, v in info.items() if not k.startswith("x")}, flush=True)
         del index
-    text = json.dumps(report, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
+    print_json(report, args.out)
 
 
 if __name__ == "__main__":

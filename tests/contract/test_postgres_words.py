@@ -6,6 +6,7 @@ included."""
 from __future__ import annotations
 
 from itertools import permutations
+from typing import Any
 
 import pytest
 
@@ -210,15 +211,7 @@ def test_an_ordinary_roles_phrases_are_found_in_the_postings_not_by_a_table_scan
         try:
             assert store._word_postings
             for ask in asks:
-                sql, params = store._candidates_sql(ask)
-                with psycopg.connect(dsn) as conn:  # one transaction: its own scans
-                    conn.execute("SELECT set_config('recalld.namespaces', 'alice', false)")
-                    conn.execute("SET enable_seqscan = off")  # as on a large table
-                    conn.execute(sql, params).fetchall()
-                    scans = conn.execute(
-                        "SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE seq_scan > 0"
-                    ).fetchall()
-                assert scans == [], (ask, scans)
+                assert _tables_scanned(dsn, *store._candidates_sql(ask)) == [], ask
             found = [[(c.memory_id, c.score) for c in store.candidates(a)["bm25"]] for a in asks]
             store._word_postings = False
             assert [[(c.memory_id, c.score) for c in store.candidates(a)["bm25"]]
@@ -237,7 +230,6 @@ def test_an_ordinary_roles_word_channel_tests_its_rows_instead_of_the_gin_index(
     phrase (the 100k tenant of the 1M database: 2.7-14 s a question, one pass 0.45-1.2). A
     handle the wall binds tests the rows it sees in one pass: no table scanned, the same
     rows and scores as the GIN reads."""
-    import psycopg
 
     from recalld.records import MemoryFilter
     from recalld.stores.postgres import PostgresStore
@@ -263,18 +255,24 @@ def test_an_ordinary_roles_word_channel_tests_its_rows_instead_of_the_gin_index(
             assert store._walled
             store._visible_count = (10**6, 10**6, float("inf"))  # counted as large
             for ask in asks:
-                sql, params = store._candidates_sql(ask)
-                with psycopg.connect(dsn) as conn:  # one transaction: its own scans
-                    conn.execute("SELECT set_config('recalld.namespaces', 'alice', false)")
-                    conn.execute("SET enable_seqscan = off")  # as on a large table
-                    conn.execute(sql, params).fetchall()
-                    scans = conn.execute(
-                        "SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE seq_scan > 0"
-                    ).fetchall()
-                assert scans == [], (ask, scans)
+                assert _tables_scanned(dsn, *store._candidates_sql(ask)) == [], ask
             one_pass = [store.candidates(a).get("bm25", []) for a in asks]
             store._walled = False  # the GIN reads: the same rows and scores
             assert [store.candidates(a).get("bm25", []) for a in asks] == one_pass
             assert sum(len(found) for found in one_pass) > 20
         finally:
             store.close()
+
+
+def _tables_scanned(dsn: str, sql: str, params: Any) -> list[Any]:
+    """The tables the statement scanned row by row, run as alice's handle runs it, with
+    sequential scans priced as on a large table (one transaction: its own counts)."""
+    import psycopg
+
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SELECT set_config('recalld.namespaces', 'alice', false)")
+        conn.execute("SET enable_seqscan = off")
+        conn.execute(sql, params).fetchall()
+        return conn.execute(
+            "SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE seq_scan > 0"
+        ).fetchall()

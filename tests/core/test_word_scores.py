@@ -198,3 +198,27 @@ def test_kept_sizes_follow_every_write(tmp_path: Path) -> None:
     finally:
         other.close()
         store.close()
+
+
+def test_counts_of_a_closed_connection_are_not_kept(tmp_path: Path) -> None:
+    """The store closes a thread's connection when the thread ends: the counts read through
+    it go when the next connection's are kept, not when the store closes."""
+    rng = random.Random(5)
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path)
+    try:
+        store.insert([_memory(i, _text(rng), datetime.now(UTC), rng) for i in range(50)], None)
+        lengths = word_scores.Lengths()
+        first, second = sqlite3.connect(path), sqlite3.connect(path)
+        for db in (first, second):
+            db.execute("BEGIN")
+            assert word_scores._best(db, lengths.known(db), "1", [], [["kayak"]], 5, (50, 500))
+            db.execute("COMMIT")
+        first.close()
+        third = sqlite3.connect(path)
+        lengths.known(third)
+        assert set(lengths._by_connection) == {second, third}
+        second.close()
+        third.close()
+    finally:
+        store.close()

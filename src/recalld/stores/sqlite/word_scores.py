@@ -108,9 +108,22 @@ class Lengths:
         with self._lock:
             known = self._by_connection.get(db)
             if known is None or known.fresh != fresh:
+                if known is None:  # a new connection: forget those closed since
+                    self._by_connection = {c: k for c, k in self._by_connection.items() if _open(c)}
                 known = self._by_connection[db] = _Known(fresh)
                 db.execute(_CREATE)
         return known
+
+
+def _open(db: sqlite3.Connection) -> bool:
+    """Whether ``db`` is still open: the store closes a thread's connection when the thread
+    ends (a server's pool retires idle threads), and its counts, up to one per row of the
+    store, would otherwise be kept until the store closes."""
+    try:
+        db.total_changes  # noqa: B018 (raises once the connection is closed)
+    except sqlite3.ProgrammingError:
+        return False
+    return True
 
 
 class _Known:

@@ -149,21 +149,12 @@ def bm25_count_sql(table: str, ranged: bool = False) -> str:
     )
 
 
-def pks_where_sql(where: str, count: int) -> str:
-    """(pk, id, content) of the rows among ``count`` pks that pass ``where`` (parameters:
-    the pks, then the filter's). ``NOT INDEXED``: the rows are read by pk, never by scanning
-    the namespace or forgotten index that the planner would otherwise prefer."""
+def pks_where_sql(where: str, count: int, columns: str = "m.pk, m.id, m.content") -> str:
+    """``columns`` of the rows among ``count`` pks that pass ``where`` (parameters: the pks,
+    then the filter's). ``NOT INDEXED``: the rows are read by pk, never by scanning the
+    namespace or forgotten index that the planner would otherwise prefer."""
     return (
-        f"SELECT m.pk, m.id, m.content FROM memories m NOT INDEXED"
-        f" WHERE m.pk IN ({','.join('?' * count)}) AND {where}"
-    )
-
-
-def pks_passing_sql(where: str, count: int) -> str:
-    """(pk, id) of the rows among ``count`` pks that pass ``where`` (parameters: the pks,
-    then the filter's); read by pk, as :func:`pks_where_sql`."""
-    return (
-        f"SELECT m.pk, m.id FROM memories m NOT INDEXED"
+        f"SELECT {columns} FROM memories m NOT INDEXED"
         f" WHERE m.pk IN ({','.join('?' * count)}) AND ({where})"
     )
 

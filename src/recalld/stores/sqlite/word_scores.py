@@ -301,7 +301,7 @@ def _read_best(
             return None
         pks = order[start:end]
         scores = dict(zip(docs[pks].tolist(), ranked[start:end].tolist(), strict=True))
-        sql = q.pks_passing_sql(where, len(scores))
+        sql = q.pks_where_sql(where, len(scores), "m.pk, m.id")
         passed.extend(
             (scores[pk], memory_id) for pk, memory_id in db.execute(sql, [*scores, *params])
         )

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from recalld.bench import load
+from recalld.bench.report import write_json
 from recalld.bench.scale_corpus import read_sources
 
 
@@ -117,7 +118,7 @@ def main() -> None:
         "runs": runs,
     }
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        write_json(report, Path(args.out))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from typing import Any
 from bench_load_client import questions
 
 from recalld.bench import load
+from recalld.bench.report import write_json
 
 
 def tasks(pid: int) -> dict[tuple[int, int], float]:
@@ -114,7 +115,7 @@ def main() -> None:
         "runs": runs,
     }
     if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
+        write_json(report, Path(args.out))
 
 
 if __name__ == "__main__":

@@ -147,10 +147,9 @@ def test_an_ordinary_roles_handle_uses_its_tenants_word_postings(pg_admin_dsn: s
     """Row-Level Security binds the application's role: the handle must read whether its
     tenant has word postings behind the wall with its namespaces declared, or it never sees
     the tenant listed and scores every matching row (the tenant of 100k: seconds a search)."""
-    import psycopg
 
     from recalld.stores.base import Tenancy
-    from recalld.stores.postgres import PostgresStore, indexes as ix
+    from recalld.stores.postgres import PostgresStore
 
     from .test_postgres_load import _memories, owned_database
 
@@ -160,9 +159,7 @@ def test_an_ordinary_roles_handle_uses_its_tenants_word_postings(pg_admin_dsn: s
             first.insert(*_memories(0, 30))
         finally:
             first.close()
-        with psycopg.connect(dsn) as conn:
-            conn.execute("SELECT set_config('recalld.namespaces', 'alice', false)")
-            assert ix.build_word_postings(conn, "alice") > 0
+        _post_words(dsn, "alice")
         store = PostgresStore(dsn, Tenancy("alice"))
         try:
             assert store._word_postings
@@ -179,9 +176,8 @@ def test_an_ordinary_roles_phrases_are_found_in_the_postings_not_by_a_table_scan
     tenant's rows; 1.4-2.5 s a phrase in the 1M database). A handle over postings finds a
     phrase's rows in them: its word statement scans no table, with the rows and scores of
     scoring every matching row, phrases repeating a token included."""
-    import psycopg
 
-    from recalld.stores.postgres import PostgresStore, indexes as ix
+    from recalld.stores.postgres import PostgresStore
 
     from .test_postgres_load import owned_database
 
@@ -204,9 +200,7 @@ def test_an_ordinary_roles_phrases_are_found_in_the_postings_not_by_a_table_scan
             settings = Settings(db=dsn, cache_dir=None, tenant=tenant)
             with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
                 engine.add_many([recalld.NewMemory(text) for text in written])
-        with psycopg.connect(dsn) as conn:
-            conn.execute("SELECT set_config('recalld.namespaces', 'alice', false)")
-            assert ix.build_word_postings(conn, "alice") > 0
+        _post_words(dsn, "alice")
         store = PostgresStore(dsn, Tenancy("alice"))
         try:
             assert store._word_postings
@@ -276,3 +270,14 @@ def _tables_scanned(dsn: str, sql: str, params: Any) -> list[Any]:
         return conn.execute(
             "SELECT relname, seq_scan FROM pg_stat_xact_user_tables WHERE seq_scan > 0"
         ).fetchall()
+
+
+def _post_words(dsn: str, tenant: str) -> None:
+    """Build ``tenant``'s word postings as the database's owner sees that tenant."""
+    import psycopg
+
+    from recalld.stores.postgres import indexes as ix
+
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SELECT set_config('recalld.namespaces', %s, false)", (tenant,))
+        assert ix.build_word_postings(conn, tenant) > 0

@@ -22,6 +22,7 @@ from recalld.errors import InvalidInputError
 from recalld.stores.base import CandidateRequest
 from recalld.stores.postgres import word_sql
 from recalld.stores.postgres.migrations import postings_sql
+from recalld.stores.postgres.word_filtered import FilteredPostings
 
 EF_SEARCH = 100
 """HNSW candidates examined per vector search (pgvector's default is 40) of an index of up to
@@ -155,17 +156,26 @@ for 100 of 100 questions (docs/design/scale-history.md)."""
 
 
 def word_engine(
-    visible: Sequence[str], posted: bool, visible_rows: int, table_rows: int, walled: bool = False
+    visible: Sequence[str],
+    posted: bool,
+    narrowed: str | None,
+    visible_rows: int,
+    table_rows: int,
+    walled: bool = False,
 ) -> word_sql.WordEngine:
     """The word channel's engine for a handle that sees ``visible`` (holding
     ``visible_rows`` of the table's ``table_rows`` memories): its word postings when it has
-    them and the search's filter admits every live row (``posted``); its own rows, tested
-    one by one, when they are few for the namespaces seen (:func:`scans_rows`) and
-    a small share of the table (:data:`SCAN_TABLE_SHARE`), or whenever the tenant wall binds
-    the handle's role (``walled``, :func:`walled`); otherwise the GIN index, once per
-    phrase and namespace."""
+    them (``posted``), the best rows read first when the search's filter admits every live
+    row (``narrowed`` None), else rows read in score order until enough pass, or the rows
+    the filter's indexed conditions ``narrowed`` admit, when few
+    (:mod:`.word_filtered`); its own rows, tested one by one, when they are few for the
+    namespaces seen (:func:`scans_rows`) and a small share of the table
+    (:data:`SCAN_TABLE_SHARE`), or whenever the tenant wall binds the handle's role
+    (``walled``, :func:`walled`); otherwise the GIN index, once per phrase and namespace."""
     if posted:
-        return word_sql.Postings(visible[0])
+        if narrowed is None:
+            return word_sql.Postings(visible[0])
+        return FilteredPostings(visible[0], narrowed)
     scan = scans_rows(visible_rows, len(visible))
     if walled or (scan and visible_rows * SCAN_TABLE_SHARE <= table_rows):
         return word_sql.TENANT_ROWS

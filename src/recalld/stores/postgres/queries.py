@@ -87,6 +87,16 @@ def filter_sql(
     return " AND ".join(clauses) + time_sql, {**params, **time_params}
 
 
+def narrowing_sql(filters: MemoryFilter) -> str:
+    """The conditions of ``filters`` an index led by the namespace reads (its time window,
+    its session), as ``filter_sql`` writes them (its parameters), each with a leading
+    `` AND``; empty when it has neither."""
+    sql = window_sql(filters.time_range, "f")[0]
+    if filters.session_id is not None:
+        sql += " AND m.session_id = %(f_session_id)s"
+    return sql
+
+
 def window_sql(window: TimeRange | None, prefix: str) -> tuple[str, Params]:
     """`` AND`` conditions on the reference time (empty without a window)."""
     if window is None:

@@ -466,11 +466,13 @@ class PostgresStore(Administration, SourceFiles):
 
     def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
         where, params = q.filter_sql(request.filters, self._visible, self._own_index)
-        # The postings find the namespace's best rows; under a filter narrower than the
-        # live rows most of them would fail it and the rest be read from the table anyway,
-        # so such a search scores every matching row there.
-        posted = self._word_postings and res.live_rows_only(request.filters)
-        words = ix.word_engine(self._visible, posted, *self._rows_counted(), self._walled)
+        # Under a filter narrower than the live rows, the postings' rows are read in score
+        # order until enough pass, or the few rows the filter's indexed part admits first.
+        live = res.live_rows_only(request.filters)
+        narrowed = None if live else q.narrowing_sql(request.filters)
+        words = ix.word_engine(
+            self._visible, self._word_postings, narrowed, *self._rows_counted(), self._walled
+        )
         asked = res.asked(request, self.channels)
         sql, more = q.candidates_sql(request, where, asked, q.readers(words))
         values: dict[str, Any] = {**params, **more}

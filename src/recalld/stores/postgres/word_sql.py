@@ -25,7 +25,7 @@ def _f(value: float) -> str:
     return f"{value!r}::float8"
 
 
-def _phrase_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
+def phrase_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
     """Each phrase's hits in a row ``m`` (its ``lex_tokens``), as FTS5 counts them."""
     params: Params = {}
     hits = []
@@ -79,7 +79,7 @@ def _idf(n: int, counted: str) -> list[str]:
     ]
 
 
-def _bm25(n: int) -> str:
+def bm25_rows(n: int) -> str:
     """CTE ``bm25``: the rows of ``lex_hit`` its filter admits, ranked. Terms are summed
     in phrase order, in float8, as C does."""
     return (
@@ -95,8 +95,8 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     namespaces in ``%(namespaces)s`` holding a phrase's first token, forgotten ones included
     as FTS5 counts them, with each phrase's hits ``f{i}``; read through the namespace-led
     GIN index by ``recalld_lex_rows``, migration 6, one read per phrase), then :func:`_idf`'s
-    and :func:`_bm25`'s."""
-    hits, params = _phrase_hits(query)
+    and :func:`bm25_rows`'s."""
+    hits, params = phrase_hits(query)
     # Each phrase's hits are counted only in the rows holding its first token (one index
     # read per phrase), not in every row holding any: at 100k rows a seven-word question
     # counted 140k times in 20k rows, now 22k times; rows are then gathered per memory.
@@ -117,7 +117,7 @@ def bm25_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
         f" FROM ({parts}) one GROUP BY pk, id, ref_time, lex_length, ok)"
     )
     n = len(query)
-    return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {any_hit}"), _bm25(n)], params
+    return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {any_hit}"), bm25_rows(n)], params
 
 
 def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
@@ -126,7 +126,7 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     read of the table's GIN index per phrase: for a tenant of few memories, a common word's
     index entries span every tenant's rows, and reading them cost more than testing the
     tenant's own rows (:func:`indexes.scans_rows`)."""
-    hits, params = _phrase_hits(query)
+    hits, params = phrase_hits(query)
     n = len(query)
     columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
     params["lex_firsts"] = [phrase[0] for phrase in query]
@@ -136,7 +136,11 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
         " AND m.lex_tokens && %(lex_firsts)s::text[])"
     )
     counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(n))
-    return [lex_hit, *_idf(n, f"{counted} FROM lex_hit h WHERE {_any_hit(n)}"), _bm25(n)], params
+    return [
+        lex_hit,
+        *_idf(n, f"{counted} FROM lex_hit h WHERE {_any_hit(n)}"),
+        bm25_rows(n),
+    ], params
 
 
 WORD_READ_FACTOR = 1
@@ -153,29 +157,24 @@ store, 60 questions, lists of 200: the same 60 lists; 64 / 70 ms p50 / mean agai
 at load 9, docs/design/scale-history.md)."""
 
 
-def top_words_ctes(
-    query: Sequence[Sequence[str]], where: str, namespace: str
-) -> tuple[list[str], Params]:
-    """The word channel over a namespace's postings: :func:`bm25_ctes`'s rows, order and
-    scores, without reading the table for every row holding a query word.
+def posting_scores(query: Sequence[Sequence[str]], namespace: str) -> tuple[list[str], Params]:
+    """Every row of ``namespace`` holding a phrase of ``query``, with its exact score, from
+    the namespace's postings: CTEs ending in ``lex_sum`` (``pk``, the row's length ``dl``,
+    each phrase's hits ``f{i}``, its score ``near``), ``lex_idf`` (each phrase's idf over
+    the namespace, as :func:`bm25_ctes` counts it) among them. The tails that read the best
+    rows from the table follow (:func:`top_words_ctes`, :mod:`.word_filtered`).
 
     The postings are PostgreSQL migration 9's (``recalld postgres word-index``): per word,
     its rows with its count in each (``tf``) and the row's length (``dl``), in an index
     read alone. A phrase of one token takes its hits in a row from them; a phrase of
     several tokens finds the rows holding all of its tokens in them too and counts its hits
-    in those rows. Every row holding a phrase then
-    gets its exact score (``lex_sum``: each phrase's hits and the row's length, the values
-    :func:`bm25_ctes` counts on the row, through the same expression), and only the best
-    :data:`WORD_READ_FACTOR` times the list's length are read from the table (their ids,
-    times and the search's filter; not their tokens); the others too only if one of them
-    might still enter the list, which the filter dropping rows, or equal scores across the
-    cut (ordered by id, not by row number), can make happen."""
-    hits, params = _phrase_hits(query)
+    in those rows. Each row's score is then computed from each phrase's hits and the row's
+    length, the values :func:`bm25_ctes` counts on the row, through the same expression."""
+    hits, params = phrase_hits(query)
     n = len(query)
     ns = literal(namespace)
     single = [i for i, phrase in enumerate(query) if len(phrase) == 1]
     multi = [i for i in range(n) if i not in single]
-    read = f"(%(bm25_limit)s * {int(WORD_READ_FACTOR)} + {int(WORD_READ_EXTRA)})"
     posted = " AND p.token = %(lex_h{i})s::text"
     counts = (
         ", ".join(
@@ -232,11 +231,6 @@ def top_words_ctes(
     pivot = ", ".join(
         f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}" for i in range(n)
     )
-    columns = ", ".join(f"c.f{i}" for i in range(n))
-    row = (
-        f"SELECT m.id, m.ref_time, m.pk, c.dl, ({where}) AS ok, c.near, {columns}"
-        f" FROM {{}} c JOIN memories m ON m.namespace = {ns} AND m.pk = c.pk"
-    )
     ctes += [
         *_idf(n, counted),
         # Each row's hits and length as bm25_ctes counts them on the row, so its score
@@ -244,6 +238,31 @@ def top_words_ctes(
         f"lex_sum AS MATERIALIZED (SELECT h.*, {_score(n)} AS near FROM (SELECT pk,"
         f" max(dl)::float8 AS dl, {pivot} FROM ({' UNION ALL '.join(parts)}) l GROUP BY pk) h,"
         " lex_idf i)",
+    ]
+    return ctes, params
+
+
+def top_words_ctes(
+    query: Sequence[Sequence[str]], where: str, namespace: str
+) -> tuple[list[str], Params]:
+    """The word channel over a namespace's postings: :func:`bm25_ctes`'s rows, order and
+    scores, without reading the table for every row holding a query word.
+
+    Every row holding a phrase gets its exact score on the postings
+    (:func:`posting_scores`), and only the best
+    :data:`WORD_READ_FACTOR` times the list's length are read from the table (their ids,
+    times and the search's filter; not their tokens); the others too only if one of them
+    might still enter the list, which the filter dropping rows, or equal scores across the
+    cut (ordered by id, not by row number), can make happen."""
+    ctes, params = posting_scores(query, namespace)
+    n, ns = len(query), literal(namespace)
+    read = f"(%(bm25_limit)s * {int(WORD_READ_FACTOR)} + {int(WORD_READ_EXTRA)})"
+    columns = ", ".join(f"c.f{i}" for i in range(n))
+    row = (
+        f"SELECT m.id, m.ref_time, m.pk, c.dl, ({where}) AS ok, c.near, {columns}"
+        f" FROM {{}} c JOIN memories m ON m.namespace = {ns} AND m.pk = c.pk"
+    )
+    ctes += [
         # The best rows (one top-N sort), read from the table for their ids, times and
         # the filter ...
         "lex_top AS MATERIALIZED (SELECT c.*, row_number() OVER (ORDER BY near DESC, pk)"
@@ -264,7 +283,7 @@ def top_words_ctes(
         + ")",
         "lex_hit AS (SELECT * FROM lex_hit_b UNION ALL SELECT * FROM lex_hit_c)",
     ]
-    return [*ctes, _bm25(n)], params
+    return [*ctes, bm25_rows(n)], params
 
 
 class WordEngine(Protocol):

@@ -94,9 +94,7 @@ class PostgresStore(Administration, SourceFiles):
                 # Whether the tenant, seen alone, has a vector index of its own and word
                 # postings, for the handle's life (see indexes.Indexes); read behind the
                 # tenant wall like any read (an ordinary role saw no listed namespace).
-                conn.execute(
-                    "SELECT set_config('recalld.namespaces', %s, false)", (",".join(self._visible),)
-                )
+                self._declare(conn, ix.EF_SEARCH)
                 has = ix.Indexes.read(conn, self._visible)
                 self._own_index, self._word_postings = has.own_vectors, has.word_postings
                 self._walled = ix.walled(conn)
@@ -117,17 +115,22 @@ class PostgresStore(Administration, SourceFiles):
             timeout=30.0,
         )
 
-    def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        register_vector(conn)
-        # The second wall: Row-Level Security admits only these namespaces' rows.
+    def _declare(self, conn: psycopg.Connection[Any], ef_search: int) -> None:
+        """The handle's settings for ``conn``'s session, in one statement: the namespaces it
+        sees (the second wall: Row-Level Security admits only their rows), the HNSW
+        candidates ``ef_search``, and no JIT."""
         conn.execute(
             "SELECT set_config('recalld.namespaces', %s, false),"
             " set_config('hnsw.ef_search', %s, false),"
             " set_config('hnsw.iterative_scan', 'strict_order', false),"
             # JIT compiling a search's CTEs costs tens to hundreds of ms, never repaid here.
             " set_config('jit', 'off', false)",
-            (",".join(self._visible), str(self._ef_search(conn))),
+            (",".join(self._visible), str(ef_search)),
         )
+
+    def _configure(self, conn: psycopg.Connection[Any]) -> None:
+        register_vector(conn)
+        self._declare(conn, self._ef_search(conn))
         try:
             with conn.transaction():  # a savepoint: the settings above stay
                 conn.execute(w.CREATE_LOAD)

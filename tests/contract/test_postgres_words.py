@@ -220,7 +220,7 @@ def test_an_ordinary_roles_word_channel_tests_its_rows_instead_of_the_gin_index(
 ) -> None:
     """Beneath the tenant wall the GIN index's containment test is no index condition (not
     leakproof): as the application's role every GIN read of a large tenant without postings
-    (or under a filter narrower than its live rows) scanned the whole table, once per
+    scanned the whole table, once per
     phrase (the 100k tenant of the 1M database: 2.7-14 s a question, one pass 0.45-1.2). A
     handle the wall binds tests the rows it sees in one pass: no table scanned, the same
     rows and scores as the GIN reads."""

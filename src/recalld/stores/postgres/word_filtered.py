@@ -5,10 +5,12 @@ that pass, or, when the filter's indexed part admits few rows, those rows read f
 
 Invariants: every row holding a phrase has its exact score on the postings
 (:func:`.word_sql.posting_scores`), and the idfs are the namespace's whatever the filter
-(as FTS5 counts them); only equalities on ``namespace`` and ``pk`` (leakproof, which
-Row-Level Security lets the planner make index conditions) find a row in the table, so
-the application's role reads no whole table; the list is the exact one, ties at its cut
-ordered by id."""
+(as FTS5 counts them); a row is found in the table only by tests Row-Level Security lets
+the planner make index conditions (leakproof: equalities on ``namespace`` and ``pk``, or
+the filter's time window or session), so the application's role reads no whole table; the
+list is the exact one, ties at its cut ordered by id. Which way the rows were read is named
+in the statement (``lex_walk``, ``lex_admitted``; ``EXPLAIN`` shows the other "never
+executed")."""
 
 from __future__ import annotations
 

@@ -105,7 +105,8 @@ def measure(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[
     from pgvector.psycopg import register_vector
 
     with psycopg.connect(dsn) as conn:
-        register_vector(conn)
+        register_vector(conn)  # the role sees the tenant's rows once it declares them
+        conn.execute("SELECT set_config('recalld.namespaces', %s, false)", (tenant,))
         rows = conn.execute("SELECT id, embedding FROM memories WHERE namespace = %s"
                             " AND embedding IS NOT NULL", (tenant,)).fetchall()  # fmt: skip
     ids = [r[0] for r in rows]

@@ -277,6 +277,9 @@ def test_the_search_dsn_is_a_role_the_tenant_wall_binds(pg_admin_dsn: str) -> No
             conn.execute("SELECT set_config('recalld.namespaces', 'other', false)")
             assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1,)
         assert sp.role_dsn(pg_admin_dsn, name, "") == admin
+        # An admin DSN that may not make the role: one sentence, not a traceback.
+        with pytest.raises(InvalidInputError, match="cannot search as the role recalld_nob"):
+            sp.role_dsn(searcher.replace("/" + name, "/postgres"), name, "recalld_nobody")
         with psycopg.connect(admin) as conn:
             assert conn.execute("SELECT row_security_active('memories')").fetchone() == (False,)
     finally:

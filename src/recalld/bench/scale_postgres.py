@@ -89,6 +89,21 @@ def role_dsn(admin_dsn: str, name: str, role: str) -> str:
         return dsn
     if not role.replace("_", "").isalnum():
         raise InvalidInputError(f"not a role name: {role!r}")
+    try:
+        _grant(admin_dsn, name, role)
+    except _psycopg_error() as exc:
+        raise InvalidInputError(
+            f"cannot search as the role {role}: {exc}; "
+            "--postgres-role '' searches as the admin DSN's own user"
+        ) from exc
+    parts = urlsplit(dsn)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
+def _grant(admin_dsn: str, name: str, role: str) -> None:
+    """``role`` made when missing (as ``recalld postgres start`` makes it) and granted the
+    database ``name`` and its tables."""
     with _admin(admin_dsn) as conn:
         conn.execute(
             f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN"
@@ -96,7 +111,7 @@ def role_dsn(admin_dsn: str, name: str, role: str) -> str:
             " END IF; END $$;"
         )
         conn.execute(f"GRANT CONNECT, TEMPORARY ON DATABASE {name} TO {role}")
-    with _admin(dsn) as conn:
+    with _admin(database_dsn(admin_dsn, name)) as conn:
         # CREATE as a local server gives it: the store opens with CREATE TABLE IF NOT
         # EXISTS, which PostgreSQL checks before it finds the table there.
         conn.execute(f"GRANT USAGE, CREATE ON SCHEMA public TO {role}")
@@ -104,9 +119,12 @@ def role_dsn(admin_dsn: str, name: str, role: str) -> str:
             f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}"
         )
         conn.execute(f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {role}")
-    parts = urlsplit(dsn)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
+def _psycopg_error() -> type[Exception]:
+    import psycopg
+
+    return psycopg.Error
 
 
 def searched_as(store: object) -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ import pytest
 
 import recalld
 from recalld.config import Settings
+from recalld.errors import EmbedderMismatchError
 from recalld.providers.embedders import Embedder, FakeEmbedder
 from recalld.records import Memory, MemoryFilter, NewMemory, TimeRange
 from recalld.retrieval.channels import Need, request as channel_request
@@ -471,6 +472,54 @@ def test_a_search_from_a_stored_vector_examines_fewer_hnsw_candidates(pg_databas
                 assert ef(conn) == handle
         assert (store.search_rows([near]).channels[0]["semantic"]
                 == store.search_rows([plain]).channels[0]["semantic"])  # fmt: skip
+    finally:
+        store.close()
+
+
+def test_a_follow_search_sets_its_hnsw_candidates_in_its_own_round_trip(
+    pg_database: str, tmp_path: Path
+) -> None:
+    """A search from a stored vector sends the setting of fewer HNSW candidates, the search
+    and the handle's setting again in one round trip (one Sync in libpq's trace, three
+    before); after a failed one, the next search has the handle's candidates and works
+    (the failed pipeline skipped the reset)."""
+    from recalld.stores.postgres import PostgresStore
+
+    model = FakeEmbedder()
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="small"),
+                      embedder=model) as engine:  # fmt: skip
+        engine.add_many([NewMemory(f"memory {i} on topic {i % 5}") for i in range(40)])
+    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="large"),
+                      embedder=model) as engine:  # fmt: skip
+        engine.add_many([NewMemory(f"other {i}") for i in range(400)])
+    store = PostgresStore(pg_database, Tenancy("small"))  # ef 1,000: narrowed when following
+    vector = model.embed_query("memory 3 on topic 3")
+    near = CandidateRequest(asks={"semantic": NearestAsk(5, vector, near_memory=True)})
+    trace = tmp_path / "libpq.trace"
+    try:
+        expected = store.search_rows([near]).channels  # the pool's one connection, made
+        with trace.open("w") as out, ExitStack() as held:
+            size = store._pool.get_stats()["pool_size"]
+            pool = [held.enter_context(store._pool.connection()) for _ in range(size)]
+            for conn in pool:  # every connection: the next search is given one of them
+                conn.pgconn.trace(out.fileno())
+            held.close()
+            try:
+                assert store.search_rows([near]).channels == expected
+            finally:
+                for conn in pool:
+                    conn.pgconn.untrace()
+        sent = trace.read_text(encoding="utf-8").splitlines()
+        assert any("Bind" in line for line in sent)  # the search went through it
+        assert sum("\tF\t" in line and "\tSync" in line for line in sent) == 1
+        wrong = CandidateRequest(asks={"semantic": NearestAsk(5, vector[:7], near_memory=True)})
+        for _ in range(6):  # past psycopg's threshold for preparing a statement
+            with pytest.raises(EmbedderMismatchError):
+                store.search_rows([wrong])
+            assert store.search_rows([near]).channels == expected
+        with store._read() as conn:
+            found = conn.execute("SHOW hnsw.ef_search").fetchone()
+            assert found is not None and found[0] == str(store._ef)
     finally:
         store.close()
 

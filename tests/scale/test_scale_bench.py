@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -221,6 +222,9 @@ def test_cli_runs_both_backends_side_by_side(
             assert level["clients"] == 2 and level["searches_per_s"] > 0 and not level["errors"]
         for key in ("vector", "hybrid", "embed", "vector_floor", "text_floor"):
             assert rows["postgres"]["search"][key]["p50_ms"] > 0
+        # Searched as a user's server connects: the application's role, walled in.
+        assert rows["postgres"]["searched_as"] == {"role": "recalld_app", "row_security": True}
+        assert report["options"]["postgres_role"] == "recalld_app"
         assert "numpy" in rows["sqlite"]["search"] and "numpy" not in rows["postgres"]["search"]
         # PostgreSQL loads in bulk: the vector index is built once, after the rows.
         assert rows["postgres"]["build"]["bulk_load"] and not rows["sqlite"]["build"]["bulk_load"]
@@ -231,12 +235,56 @@ def test_cli_runs_both_backends_side_by_side(
         table = (tmp_path / "r" / "scale.md").read_text(encoding="utf-8")
         assert "| 300 | sqlite |" in table and "| 300 | postgres |" in table
         assert "vector index" in table
+        assert "PostgreSQL searched as role recalld_app: Row-Level Security binds it" in table
         again = CliRunner().invoke(scale, args)  # the PostgreSQL store is reused as well
         assert again.exit_code == 0, again.output
         assert "Build figures for 300, 300 come from an earlier run's build" in again.output
     finally:
         with psycopg.connect(pg_admin_dsn, autocommit=True) as admin:
             admin.execute("DROP DATABASE IF EXISTS recalld_scale_300 WITH (FORCE)")
+
+
+@pytest.mark.postgres
+def test_the_search_dsn_is_a_role_the_tenant_wall_binds(pg_admin_dsn: str) -> None:
+    """The DSN the bench's searches use logs in as the application's role: Row-Level
+    Security is active for it, so it sees only the namespaces it declares; the admin's
+    DSN (an empty role) passes through the wall."""
+    import psycopg
+
+    from recalld.bench import scale_postgres as sp
+    from recalld.records import Memory
+    from recalld.stores.base import Tenancy
+    from recalld.stores.postgres import PostgresStore
+    from recalld.text import content_hash
+
+    name = "recalld_scale_role_probe"
+    sp.recreate(pg_admin_dsn, name)
+    try:
+        admin = database_dsn(pg_admin_dsn, name)
+        now = datetime.now(UTC)
+        other = PostgresStore(admin, Tenancy("other"))  # the admin builds, as the bench does
+        walled = Memory(id="m1", content="walled", type="event", created_at=now,
+                        updated_at=now, content_hash=content_hash("walled"))  # fmt: skip
+        other.insert([walled], None)
+        other.close()
+        searcher = sp.role_dsn(pg_admin_dsn, name, "recalld_app")
+        with psycopg.connect(searcher) as conn:
+            user, walled = conn.execute(
+                "SELECT current_user, row_security_active('memories')").fetchone()  # fmt: skip
+            assert (user, walled) == ("recalld_app", True)
+            conn.execute("SELECT set_config('recalld.namespaces', 'default', false)")
+            assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)
+            conn.execute("SELECT set_config('recalld.namespaces', 'other', false)")
+            assert conn.execute("SELECT count(*) FROM memories").fetchone() == (1,)
+        assert sp.role_dsn(pg_admin_dsn, name, "") == admin
+        # An admin DSN that may not make the role: one sentence, not a traceback.
+        with pytest.raises(InvalidInputError, match="cannot search as the role recalld_nob"):
+            sp.role_dsn(searcher.replace("/" + name, "/postgres"), name, "recalld_nobody")
+        with psycopg.connect(admin) as conn:
+            assert conn.execute("SELECT row_security_active('memories')").fetchone() == (False,)
+    finally:
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def test_cli_refuses_postgres_without_a_dsn(data_dir: Path, tmp_path: Path) -> None:

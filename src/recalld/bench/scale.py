@@ -16,7 +16,8 @@ How the corpus is made: :mod:`recalld.bench.scale_corpus`.
 With ``postgres`` (an admin DSN), every size is also built and searched on PostgreSQL, in
 one database per size on that server (``recalld_scale_<size>``), through
 ``PostgresStore.insert`` and the same facade calls: the two backends side by side in one
-run, under the same load.
+run, under the same load. The admin builds; the searches and the load connect as
+``postgres_role`` (the application's role by default), as a user's server does.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy as np
 
 from recalld.bench import scale_corpus as sc
 from recalld.bench.report import embedder_record
+from recalld.bench.scale_postgres import APP_ROLE
 from recalld.errors import InvalidInputError, RecalldError
 from recalld.providers.embedders import resolve_embedder
 from recalld.stores.sqlite.vector_index import ann_available
@@ -87,6 +89,10 @@ class ScaleOptions:
     postgres: str | None = None
     """Admin DSN of the PostgreSQL server that holds one database per size (a role that
     may create databases); needed when ``backends`` names ``postgres``."""
+    postgres_role: str = APP_ROLE
+    """The role PostgreSQL's searches and load connect as: by default the application's,
+    which a user's server connects as and the tenant wall binds (created and granted the
+    tables when missing); empty for the admin DSN's own user. Building stays the admin's."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,9 @@ class SizeResult:
     with every try (:func:`recalld.bench.load.capacity`) and ``workers``."""
     words_bytes: int = 0
     """The word index beside the store (``<db>.words``, SQLite past its threshold)."""
+    searched_as: dict[str, Any] = field(default_factory=dict)
+    """PostgreSQL: the role the searches ran as (``current_user`` seen from the store's
+    connection) and whether Row-Level Security bound it (``row_security``)."""
 
 
 @dataclass(frozen=True)
@@ -289,10 +298,17 @@ def _one_size_postgres(
         )
         _write_marker(marker, {"stamp": stamp, "build": build})
     indexed = _child("index", note, db=dsn, pool_path=str(pool_path))
+    searcher = sp.role_dsn(options.postgres, name, options.postgres_role)
     searched = _child(
-        "search", note, db=dsn, embedder=options.embedder, questions=questions, limit=options.limit
+        "search",
+        note,
+        db=searcher,
+        embedder=options.embedder,
+        questions=questions,
+        limit=options.limit,
+        floor_db=dsn,
     )
-    loaded, capacity = _load(options, dsn, f"postgres-{size}", questions, note)
+    loaded, capacity = _load(options, searcher, f"postgres-{size}", questions, note)
     table, index = sp.sizes(dsn)
     return SizeResult(
         size=size,
@@ -306,6 +322,7 @@ def _one_size_postgres(
         backend="postgres",
         load=loaded,
         capacity=capacity,
+        searched_as=searched.pop("searched_as", {}),
     )
 
 

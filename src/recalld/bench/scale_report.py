@@ -100,6 +100,7 @@ def markdown(report: ScaleReport) -> str:
         f"{report.machine['python']}, load average before {_load(report.machine['load_before'])}"
         f" and after {_load(report.machine.get('load_after'))}; {report.machine['date']}.",
     ]
+    lines += _searched_as(report)
     reused = [f"{r.size:,}" for r in report.results if r.reused_build]
     if reused:
         lines.append(f"Build figures for {', '.join(reused)} come from an earlier run's build.")
@@ -114,6 +115,25 @@ def markdown(report: ScaleReport) -> str:
             "by an earlier run instead of building it."
         )
     return "\n".join(lines) + "\n"
+
+
+def _searched_as(report: ScaleReport) -> list[str]:
+    """Which role PostgreSQL's searches ran as, and whether the tenant wall bound it."""
+    seen = {
+        (r.searched_as.get("role"), r.searched_as.get("row_security"))
+        for r in report.results
+        if r.backend == "postgres" and r.searched_as
+    }
+    return [
+        f"PostgreSQL searched as role {role}: "
+        + (
+            "Row-Level Security binds it, as it binds a user's server."
+            if walled
+            else "Row-Level Security does not bind it (a superuser or BYPASSRLS); a user's "
+            "server connects as an application role that it binds."
+        )
+        for role, walled in sorted(seen, key=str)
+    ]
 
 
 def _agreement(report: ScaleReport) -> list[str]:

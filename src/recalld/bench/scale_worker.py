@@ -161,10 +161,18 @@ def index(report: Report, db: str, pool_path: str) -> dict[str, Any]:
 
 
 def search(
-    report: Report, db: str, embedder: str, questions: list[str], limit: int
+    report: Report,
+    db: str,
+    embedder: str,
+    questions: list[str],
+    limit: int,
+    floor_db: str | None = None,
 ) -> dict[str, Any]:
-    """Time searches of a built store: each mode through the facade, then the two floors."""
+    """Time searches of a built store: each mode through the facade, then the two floors
+    (PostgreSQL's on ``floor_db`` when given: the indexes alone, as the admin). On
+    PostgreSQL ``searched_as`` says which role the searches ran as."""
     import recalld
+    from recalld.bench.scale_postgres import searched_as
     from recalld.config import Settings, is_dsn
     from recalld.providers.embedders import resolve_embedder
 
@@ -173,6 +181,8 @@ def search(
     settings = Settings(db=db if is_dsn(db) else Path(db), cache_dir=None, embedder=embedder)
     out: dict[str, Any] = {}
     with recalld.open(settings=settings, embedder=model) as engine:
+        if is_dsn(db):
+            out["searched_as"] = searched_as(engine.store)
         started = time.perf_counter()
         engine.search(questions[0], limit=limit, mode="vector")
         out["cold_start_s"] = time.perf_counter() - started
@@ -189,7 +199,7 @@ def search(
     report("phase", "searching (floors)")
     del engine  # free the mirror before the floors load their own matrix
     if is_dsn(db):
-        out.update(_postgres_floors(db, model, questions))
+        out.update(_postgres_floors(floor_db or db, model, questions))
         return out
     out["fts5"] = _fts5_floor(db, questions)
     out["numpy"] = _numpy_floor(db, model, questions)

@@ -60,6 +60,14 @@ from recalld.errors import RecalldError
     "one.",
 )
 @click.option(
+    "--postgres-role",
+    default="recalld_app",
+    show_default=True,
+    help="The role PostgreSQL's searches and load connect as: the application's, as a "
+    "user's server does (the tenant wall binds it; made and granted the tables when "
+    "missing); an empty value searches as the --postgres DSN's own user.",
+)
+@click.option(
     "--clients",
     default="8,32",
     show_default=True,
@@ -111,6 +119,7 @@ def scale(
     seed: int,
     backends: str,
     postgres_dsn: str | None,
+    postgres_role: str,
     clients: str,
     workers: str,
     load_rounds: int,
@@ -149,6 +158,7 @@ def scale(
             seed=seed,
             rebuild=rebuild,
             postgres=postgres_dsn,
+            postgres_role=postgres_role,
             clients=parse_clients(clients),
             workers=parse_workers(workers),
             load_rounds=load_rounds,

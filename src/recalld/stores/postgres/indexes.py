@@ -109,18 +109,23 @@ class Indexes:
 
 
 @contextmanager
-def near_memory(conn: Conn, requests: Sequence[CandidateRequest], handle_ef: int) -> Iterator[None]:
+def near_memory(conn: Conn, requests: Sequence[CandidateRequest], handle_ef: int) -> Iterator[bool]:
     """Fewer HNSW candidates (:data:`NEAR_MEMORY_EF_SEARCH`) while ``requests``, all
     searches from a stored memory's vector, run on ``conn``; then the handle's
-    (``handle_ef``) again."""
+    (``handle_ef``) again. Those two statements go in the same round trip as the search
+    (a pipeline), not in two more (0.96 round trips a search of the tenant of 901,
+    2026-11-28). Yields whether it narrowed: a failed pipeline skips the reset, and psycopg
+    counts its statements prepared, so the caller closes such a connection."""
     fewer = NEAR_MEMORY_EF_SEARCH
     narrower = all(r.near_memory for r in requests) and handle_ef > fewer
-    if narrower:
+    if not narrower:
+        yield False
+        return
+    with conn.pipeline():
         conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(fewer),))
-    try:
-        yield
-    finally:
-        if narrower:
+        try:
+            yield True
+        finally:
             conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(handle_ef),))
 
 

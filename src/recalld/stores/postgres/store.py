@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -543,23 +543,17 @@ class PostgresStore(Administration, SourceFiles):
                 rows_depth=ROWS_DEPTH,
             )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
-            # A follow search sets fewer HNSW candidates, then the handle's again: those two
-            # statements go in the same round trip as the search (a pipeline), not in two
-            # more (0.96 round trips a search of the tenant of 901, 2026-11-28).
-            narrowing = all(r.near_memory for r in requests)
             with self._read() as conn:
+                narrowed = False
                 try:
-                    with (
-                        conn.pipeline() if narrowing else nullcontext(),
-                        ix.near_memory(conn, requests, self._ef),
-                    ):
+                    with ix.near_memory(conn, requests, self._ef) as narrowed:
                         # Binary: vectors as 1.5 KB of floats, not 4-6 KB of text to
                         # parse (a third of a 100k search's time); the same bits.
                         cursor = conn.execute(sql, values, binary=True)
                     return [bool(b[0]) for b in blocks], cursor.fetchall()
                 except psycopg.Error as exc:
-                    if narrowing:  # a failed pipeline skipped the reset, and psycopg
-                        conn.close()  # counts its statements prepared: the pool replaces it
+                    if narrowed:  # the pipeline's connection: the pool replaces it
+                        conn.close()
                     if not isinstance(exc, psycopg.errors.DataException) or (
                         "different vector dimensions" not in str(exc)
                     ):

@@ -158,6 +158,12 @@ class BoundedH11(H11Protocol):
         elif self.conn.their_state is h11.IDLE:
             self._await_head()
 
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        # The connection leaves this protocol (a WebSocket one takes it, where a WebSocket
+        # library is installed): its connection_lost is no longer called here.
+        self._uncount()
+        super().handle_websocket_upgrade(event)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._uncount()
         self.waiting.pop(self, None)

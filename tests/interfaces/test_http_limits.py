@@ -185,3 +185,46 @@ def test_a_server_runs_at_most_its_search_turns_at_once(tmp_path: Path, turns: i
     assert [a.status_code for a in answers] == [200] * 6
     assert 1 <= embedder.most <= turns  # never more at once than the turns
     assert embedder.most > 1 or turns == 1  # and more than one when there are more turns
+
+
+IDLE_THREAD_S = 10.0
+"""How long anyio's general thread pool keeps an idle thread (its ``MAX_IDLE_TIME``)."""
+
+
+class ThreadsOfQueries(FakeEmbedder):
+    """Notes the thread that embedded each query (a search's first step): the thread
+    objects themselves, so that a thread that ended is never mistaken for a new one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: list[threading.Thread] = []
+
+    def embed_query(self, text: str) -> Vectors:
+        self.threads.append(threading.current_thread())
+        time.sleep(0.02)  # the searches overlap
+        return super().embed_query(text)
+
+
+def test_searches_run_on_as_many_kept_threads_as_turns(tmp_path: Path) -> None:
+    """Bursts of eight searches and contexts at once, two turns, the last burst after the
+    server was idle longer than a general pool keeps its threads: every search runs on
+    the same two threads, each keeping its store connection (SQLite's page cache and
+    prepared statements) from one search to the next."""
+    embedder = ThreadsOfQueries()
+    settings = Settings(db=tmp_path / "memory.db", cache_dir=None, embedder="fake",
+                        http_search_concurrency=2)  # fmt: skip
+    app = create_app(settings, embedder=embedder)
+    with (
+        uvicorn_thread(app, "127.0.0.1", 0) as port,
+        httpx.Client(base_url=f"{LOCAL}:{port}", timeout=30) as http,
+    ):
+        assert http.post("/v1/memories", json={"content": "a memory"}).status_code == 201
+        for burst in range(3):
+            if burst == 2:
+                time.sleep(IDLE_THREAD_S + 1)
+            calls = [("/v1/search" if n % 2 else "/v1/context", {"query": f"q {burst} {n}"})
+                     for n in range(8)]  # fmt: skip
+            with ThreadPoolExecutor(8) as pool:
+                answers = list(pool.map(lambda c: http.post(c[0], json=c[1]), calls))
+            assert [a.status_code for a in answers] == [200] * 8
+    assert len({id(thread) for thread in embedder.threads}) == 2

@@ -213,8 +213,8 @@ def _load_table(report: ScaleReport) -> list[str]:
             "",
             "The highest rate of searches held with p99 within the target (clients "
             "sending on a schedule, latency counted from each request's moment; each try's "
-            "answers per worker in brackets: a worker keeps the connections the kernel gave "
-            "it, so a schedule shared evenly by the clients falls on the workers unevenly):",
+            "answers per worker in brackets: how evenly the schedule fell on the workers; a "
+            "worker holding more than its share of the connections asks clients to reconnect):",
             "",
             "| memories | backend | workers | clients | p99 target ms | searches/s | p50 ms "
             "| p99 ms | tries |",

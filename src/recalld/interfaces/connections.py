@@ -34,6 +34,8 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from recalld.interfaces.balance import Shares
+
 HEADER_TIMEOUT_S = 5.0
 """A local client sends its request head at once; one that has not within this many seconds
 of connecting (or of its previous answer) is holding a socket for nothing."""
@@ -120,11 +122,17 @@ class BoundedH11(H11Protocol):
 
     cap = MAX_CONNECTIONS
     waiting: dict[BoundedH11, None]
+    shares: Shares | None = None
+    """Where a worker of several counts its open connections (:mod:`.balance`)."""
     _timer: asyncio.TimerHandle | None = None
     _since = 0.0
     _lingering = False
+    _counted = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        if self.shares is not None:
+            self.shares.opened()
+            self._counted = True
         super().connection_made(transport)
         if len(self.connections) > self.cap and not self._evict_oldest():
             transport.abort()
@@ -145,14 +153,28 @@ class BoundedH11(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        if self.transport.is_closing():
+            self._uncount()  # closing after this answer: no longer this worker's to hold
+        elif self.conn.their_state is h11.IDLE:
             self._await_head()
 
+    def handle_websocket_upgrade(self, event: h11.Request) -> None:
+        # The connection leaves this protocol (a WebSocket one takes it, where a WebSocket
+        # library is installed): its connection_lost is no longer called here.
+        self._uncount()
+        super().handle_websocket_upgrade(event)
+
     def connection_lost(self, exc: Exception | None) -> None:
+        self._uncount()
         self.waiting.pop(self, None)
         if self._timer is not None:
             self._timer.cancel()
         super().connection_lost(exc)
+
+    def _uncount(self) -> None:
+        if self._counted and self.shares is not None:
+            self._counted = False
+            self.shares.closed()
 
     def drop(self) -> None:
         self.waiting.pop(self, None)
@@ -228,6 +250,11 @@ REFUSALS = {
 def bounded_protocol(cap: int) -> type[BoundedH11]:
     """A protocol class of one server: at most ``cap`` connections."""
     return type("Bounded", (BoundedH11,), {"cap": cap, "waiting": {}})
+
+
+def balanced_protocol(protocol: type[BoundedH11], shares: Shares) -> type[BoundedH11]:
+    """``protocol`` (of :func:`bounded_protocol`) counting its connections in ``shares``."""
+    return type("Balanced", (protocol,), {"shares": shares})
 
 
 def bounds(say: Callable[[str], None] | None = None) -> dict[str, Any]:

@@ -24,7 +24,9 @@ one PostgreSQL database), and the indexes kept in a worker's memory catch up wit
 store before each search (the vector mirror and the ANN index by the ``vectors`` table's
 ``seq`` and ``vector_generation``, the word index by the store's change log). What is per
 worker: the rate limits' buckets, and the model in memory. Each answer carries the worker's
-process id in :data:`WORKER_HEADER`.
+process id in :data:`~recalld.interfaces.balance.WORKER_HEADER`. The kernel places each new
+connection on a worker; a worker holding more than its share of the kept connections asks
+a client to reconnect (:mod:`recalld.interfaces.balance`).
 
 The parent runs the discovery record's lifetime (written before, removed after), and the
 children leave with ``os._exit`` so that nothing of the parent's (that record, its
@@ -47,17 +49,12 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any, NoReturn
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
 import recalld
 from recalld.config import Settings
 from recalld.errors import RecalldError
+from recalld.interfaces.balance import WORKER_HEADER as WORKER_HEADER, Shares, WorkerHeader
 from recalld.interfaces.server_state import ExtensionFactory
 
-WORKER_HEADER = "X-Recalld-Worker"
-"""The header every answer of a multi-process server carries: the answering worker's pid
-(which process served a request, for logs and for the tests that check the processes share
-one store)."""
 STOP_TIMEOUT_S = 30.0
 """How long workers asked to stop may finish their requests before they are killed."""
 START_TIMEOUT_S = 600.0
@@ -85,6 +82,7 @@ class Plan:
     access_log: bool
     local_secret: str | None
     uvicorn_options: dict[str, Any]
+    shares: Shares | None = None
 
 
 def serve_workers(
@@ -116,7 +114,8 @@ def serve_workers(
     options = bounds(say)
     sockets = listeners(host, port, options["backlog"], workers)
     port = sockets[0].getsockname()[1]
-    plan = Plan(settings, host, extensions, access_log, local_secret, options)
+    shares = Shares(workers) if workers > 1 else None
+    plan = Plan(settings, host, extensions, access_log, local_secret, options, shares)
     # No store connection and no thread is open across the fork.
     with _Workers(workers, sockets, plan) as pool:
         pool.wait_ready()
@@ -306,7 +305,7 @@ def _worker(number: int, listener: socket.socket, plan: Plan, ready: int) -> NoR
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
         _watch_parent(os.getppid())
-        code = _run_worker(listener, plan, ready)
+        code = _run_worker(number, listener, plan, ready)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 0
     except KeyboardInterrupt:
@@ -320,11 +319,15 @@ def _worker(number: int, listener: socket.socket, plan: Plan, ready: int) -> NoR
         os._exit(code)
 
 
-def _run_worker(listener: socket.socket, plan: Plan, ready: int) -> int:
+def _run_worker(number: int, listener: socket.socket, plan: Plan, ready: int) -> int:
     import uvicorn
 
     from recalld import heap
-    from recalld.interfaces.connections import BoundedServer, redact_access_log
+    from recalld.interfaces.connections import (
+        BoundedServer,
+        balanced_protocol,
+        redact_access_log,
+    )
     from recalld.interfaces.http import create_app
 
     app = create_app(
@@ -333,11 +336,15 @@ def _run_worker(listener: socket.socket, plan: Plan, ready: int) -> int:
         extensions=plan.extensions,
         local_secret=plan.local_secret,
     )
+    options = dict(plan.uvicorn_options)
+    if plan.shares is not None:
+        plan.shares.claim(number)
+        options["http"] = balanced_protocol(options["http"], plan.shares)
     config = uvicorn.Config(
-        WorkerHeader(app),
+        WorkerHeader(app, plan.shares),
         log_level="warning",
         access_log=plan.access_log,
-        **plan.uvicorn_options,
+        **options,
     )
     heap.settle()
     if plan.access_log:
@@ -362,27 +369,3 @@ def _watch_parent(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=watch, name="recalld-parent-watch", daemon=True).start()
-
-
-class WorkerHeader:
-    """Adds :data:`WORKER_HEADER` (this process's id) to every HTTP answer of ``app``."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.value = str(os.getpid()).encode("ascii")
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_pid(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [
-                    *message.get("headers", []),
-                    (WORKER_HEADER.lower().encode(), self.value),
-                ]
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, send_with_pid)

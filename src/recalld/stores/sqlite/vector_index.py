@@ -301,29 +301,33 @@ class AnnIndex:
             return list(self._index.get(keys))
         return list(lookup(keys, self._index.dtype))
 
-    def copy_rows(self, pks: Ids) -> tuple[npt.NDArray[np.bool_], npt.NDArray[Any]]:
-        """Whether the index holds each of ``pks``, and the (int8) copies of those it holds,
-        in the order of ``pks``, as one matrix: from the saved copies file where it holds
-        the row as the index has it now, else from the index itself (:meth:`copies`)."""
+    def copy_rows(self, pks: Ids) -> tuple[npt.NDArray[np.bool_], npt.NDArray[Any], Matrix]:
+        """Whether the index holds each of ``pks``; the (int8) copies of those it holds, in
+        the order of ``pks``, as one matrix, and their norms (``copy_file.copy_norms``):
+        from the saved copies file where it holds the row as the index has it now, else
+        from the index itself (:meth:`copies`)."""
         saved = self.copy_file
         if saved is None or not len(saved):
             read = self.copies(pks)
             found = np.array([row is not None for row in read], dtype=np.bool_)
-            return found, _stacked([row for row in read if row is not None])
+            matrix = _stacked([row for row in read if row is not None])
+            return found, matrix, copy_file.copy_norms(matrix)
         held, rows = saved.rows_of(pks)
         if held.all():
-            return held, saved.gather(rows)  # the usual case: one gather
+            return (held, *saved.gather(rows))  # the usual case: one gather
         asked = np.flatnonzero(~held)
         read = self.copies(pks[asked])
         got = np.array([row is not None for row in read], dtype=np.bool_)
         found = held.copy()
         found[asked[got]] = True
         place = np.cumsum(found) - 1
-        matrix = saved.empty(int(np.count_nonzero(found)))
-        matrix[place[held]] = saved.gather(rows[held])
+        matrix, norms = saved.empty(int(np.count_nonzero(found)))
+        matrix[place[held]], norms[place[held]] = saved.gather(rows[held])
         if got.any():
-            matrix[place[asked[got]]] = _stacked([row for row in read if row is not None])
-        return found, matrix
+            fresh = _stacked([row for row in read if row is not None])
+            matrix[place[asked[got]]] = fresh
+            norms[place[asked[got]]] = copy_file.copy_norms(fresh)
+        return found, matrix, norms
 
     def write_copies(self) -> None:
         """Write the copies file of the index as it is (the file saved as ``covered_seq``,
@@ -349,11 +353,11 @@ class AnnIndex:
         found = CopyMatrix.open(self._folder, self.covered_seq)
         if found is None or not len(found):
             return found
-        pks, rows = found.sample(SPOT_CHECKS)
+        pks, rows, norms = found.sample(SPOT_CHECKS)
         mine = self.copies(pks)
-        if any(
-            c is None or c.tobytes() != row.tobytes() for c, row in zip(mine, rows, strict=True)
-        ):
+        pairs = zip(mine, rows, strict=True)
+        same = all(c is not None and c.tobytes() == r.tobytes() for c, r in pairs)
+        if not same or not np.array_equal(copy_file.copy_norms(rows), norms):
             log.warning("the ANN index's copies file disagrees with the index; not used")
             return None
         return found

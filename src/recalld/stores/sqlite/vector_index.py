@@ -335,9 +335,7 @@ class AnnIndex:
         if self._folder is None:
             return
         try:
-            written = copy_file.write(
-                self._folder, self.covered_seq, np.sort(self.keys()), self.copies
-            )
+            written = self._copies_written(self._folder)
         except OSError as exc:
             log.warning("cannot save the ANN index's copies in %s: %s", self._folder, exc)
             return
@@ -346,6 +344,15 @@ class AnnIndex:
             s == self.covered_seq for s, _, _ in _saved(self._folder)
         ):
             written.unlink(missing_ok=True)  # another process saved a newer index meanwhile
+
+    def _copies_written(self, folder: Path) -> Path | None:
+        """The copies file of the index as it is now, written under ``covered_seq``; None
+        when they are not one matrix (nothing written: :meth:`copy_rows` asks the index)."""
+        try:
+            return copy_file.write(folder, self.covered_seq, np.sort(self.keys()), self.copies)
+        except ValueError as exc:
+            log.warning("the ANN index's copies were not saved in %s: %s", folder, exc)
+            return None
 
     def _saved_copies(self) -> CopyMatrix | None:
         """The copies file saved for ``covered_seq``, if it holds this index's copies (rows
@@ -407,8 +414,7 @@ class AnnIndex:
             if self.save_vectors is not None:
                 vectors = vector_file.file_name(self.covered_seq)
                 self.save_vectors(self._folder, self.covered_seq)
-            keys = np.sort(self.keys())
-            copies = copy_file.write(self._folder, self.covered_seq, keys, self.copies)
+            copies = self._copies_written(self._folder)
             temporary = self._folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
             self._index.save(str(temporary))
             os.chmod(temporary, FILE_MODE)  # usearch writes it with the umask's mode

@@ -17,11 +17,14 @@ them) are noted in memory by the index (:meth:`CopyMatrix.note`) and asked of th
 itself, so the copies read are always those of the index in memory. Files are created
 0600: they hold the store's vectors, as private as the store. Being mapped read-only,
 the file's pages are shared by every process that searches the store (the workers of one
-``recalld serve``): 392 MB for 1M rows of 384 dimensions, once.
+``recalld serve``): 396 MB for 1M rows of 384 dimensions, once. A process keeps privately
+only the pks noted since the file (at most ``vector_index.SAVE_FRACTION`` of the rows before
+the index is saved again).
 
 The file holds each copy's norm too (the copies are not unit vectors once quantized), as
 :func:`copy_norms` computes it: scoring a copy then takes one product, not two, and the same
-float32 norm, so the same score to the bit (:func:`copy_cosines`).
+float32 norm, so the same score to the bit (:func:`copy_cosines`; the norm of a row does not
+depend on the rows beside it in its block, checked over the 1M store's rows shuffled).
 
 Layout: a 64-byte header (:data:`MAGIC`, version, bytes per row, row count, the ``seq``
 covered, numpy's name of the copies' type), then the pks (int64, ascending), the norms

@@ -353,7 +353,7 @@ def test_the_index_copies_read_and_scored_by_blocks_are_the_same(
     """The index's copies read through usearch's compiled lookup are those its public
     ``get`` gives (and without that lookup, ``get`` is used); scored a few rows at a time
     they score exactly as all at once."""
-    from recalld.stores.sqlite import lazy_vectors
+    from recalld.stores.sqlite import copy_file
 
     store = SQLiteStore(saved)
     store.vector_reads.mirror = VectorMirror(
@@ -385,11 +385,13 @@ def test_the_index_copies_read_and_scored_by_blocks_are_the_same(
     query = clustered(1, seed=35)[0]
     whole = matrix.astype(np.float32)
     want = (whole @ query) / np.maximum(np.sqrt(np.einsum("ij,ij->i", whole, whole)), 1e-12)
-    monkeypatch.setattr(lazy_vectors, "COPY_BLOCK", 7)
-    got = lazy_vectors._copy_cosines(matrix, query)
+    monkeypatch.setattr(copy_file, "COPY_BLOCK", 7)
+    norms = copy_file.copy_norms(matrix)
+    got = copy_file.copy_cosines(matrix, query, norms)
     assert got.shape == (1200,) and np.allclose(got, want, atol=1e-6)
-    monkeypatch.setattr(lazy_vectors, "COPY_BLOCK", 4096)
-    assert np.array_equal(lazy_vectors._copy_cosines(matrix, query), got)
+    monkeypatch.setattr(copy_file, "COPY_BLOCK", 4096)
+    assert np.array_equal(copy_file.copy_norms(matrix), norms)
+    assert np.array_equal(copy_file.copy_cosines(matrix, query, norms), got)
     store.close()
 
 

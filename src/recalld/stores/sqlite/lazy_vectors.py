@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from recalld.stores.base import Vector
 from recalld.stores.sqlite import vector_file
+from recalld.stores.sqlite.copy_file import copy_cosines
 from recalld.stores.sqlite.vector_file import VectorCopies
 from recalld.stores.sqlite.vector_index import (
     MISMATCH,
@@ -65,9 +66,6 @@ to read whole."""
 PASSING_MARGIN = 1.25
 """Candidates asked for beyond what the share of rows a filter keeps predicts (see
 :meth:`LazyAnn.search_passing`)."""
-COPY_BLOCK = 2048
-"""Copies turned into float32 at a time to score them (3 MB, kept in cache; all 42k of a
-month of the 1M store at once were 64 MB, and took twice as long)."""
 
 
 class LazyAnn:
@@ -115,6 +113,8 @@ class LazyAnn:
         ann = AnnIndex._load(folder, dimension, threads, view=True)
         if ann is None:
             return None
+        if ann.copy_file is None:  # saved by an earlier recalld: once per store
+            ann.write_copies()
         copies = VectorCopies.open(folder, ann.covered_seq, dimension)
         lazy = cls(ann, dimension, subset_exact_rows, copies)
         if not lazy._spot_check(db) or not lazy.catch_up(db):
@@ -396,17 +396,14 @@ class LazyAnn:
         pool = PRESELECT_FACTOR * limit
         if len(keep) <= pool:
             return keep
-        copies = self.ann.copies(keep)
-        found = np.array([row is not None for row in copies], dtype=np.bool_)
+        found, matrix, norms = self.ann.copy_rows(keep)
         present = np.flatnonzero(found)
         if len(present) <= pool:
             return keep
         # A row the index has no copy of (written since it caught up, or without a vector)
         # is read back as it is: the table decides.
         uncopied = keep[~found]
-        # One copy of them all (a bytes join of 42k copies took 14 ms, this 5).
-        matrix = np.concatenate([copies[i] for i in present])
-        scores = _copy_cosines(matrix.reshape(len(present), -1), np.asarray(query, np.float32))
+        scores = copy_cosines(matrix, np.asarray(query, np.float32), norms)
         best = np.argpartition(-scores, pool)[:pool]
         return np.concatenate([keep[present[best]], uncopied])
 
@@ -528,14 +525,3 @@ def _read(db: sqlite3.Connection, sql: str, params: list[object], pks: Pks) -> l
 
 def _vector(blob: bytes) -> npt.NDArray[np.float32]:
     return np.frombuffer(blob, dtype=np.float32)
-
-
-def _copy_cosines(copies: npt.NDArray[Any], query: Vector) -> npt.NDArray[np.float32]:
-    """The query's cosine with each of the index's copies (not unit vectors once quantized),
-    :data:`COPY_BLOCK` rows at a time."""
-    scores = np.empty(len(copies), dtype=np.float32)
-    for start in range(0, len(copies), COPY_BLOCK):
-        block = copies[start : start + COPY_BLOCK].astype(np.float32)
-        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
-        scores[start : start + COPY_BLOCK] = cosines(block, query) / np.maximum(norms, 1e-12)
-    return scores

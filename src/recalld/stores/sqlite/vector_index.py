@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.private_files import FILE_MODE, private_folder
-from recalld.stores.sqlite import vector_file
+from recalld.stores.sqlite import copy_file, vector_file
+from recalld.stores.sqlite.copy_file import CopyMatrix
 
 log = logging.getLogger("recalld")
 
@@ -150,6 +151,9 @@ class AnnIndex:
         """Writes the full-precision vectors of the index's rows beside it as it is saved
         (:mod:`recalld.stores.sqlite.vector_file`), given the folder and the ``seq``; set by
         the owner that holds them."""
+        self.copy_file: CopyMatrix | None = None
+        """Its copies as saved with it, mapped (:mod:`recalld.stores.sqlite.copy_file`):
+        what :meth:`copy_rows` reads; None without the file."""
 
     @classmethod
     def open(
@@ -216,6 +220,7 @@ class AnnIndex:
                     index.expansion_add = EXPANSION_ADD
                 loaded = cls(index, folder, covered, threads, built_with)
                 loaded.is_view = view
+                loaded.copy_file = loaded._saved_copies()
                 return loaded
         return None
 
@@ -254,6 +259,8 @@ class AnnIndex:
         """Remove ``dropped``, (re)insert ``pks`` with ``vectors``; now covers up to ``seq``."""
         self._last = None
         stale = np.union1d(dropped, pks)
+        if self.copy_file is not None:
+            self.copy_file.note(stale)
         if len(stale):
             present = stale[self.contains(stale)]
             self._removed += len(present)
@@ -293,6 +300,74 @@ class AnnIndex:
         if lookup is None:
             return list(self._index.get(keys))
         return list(lookup(keys, self._index.dtype))
+
+    def copy_rows(self, pks: Ids) -> tuple[npt.NDArray[np.bool_], npt.NDArray[Any], Matrix]:
+        """Whether the index holds each of ``pks``; the (int8) copies of those it holds, in
+        the order of ``pks``, as one matrix, and their norms (``copy_file.copy_norms``):
+        from the saved copies file where it holds the row as the index has it now, else
+        from the index itself (:meth:`copies`)."""
+        saved = self.copy_file
+        if saved is None or not len(saved):
+            read = self.copies(pks)
+            found = np.array([row is not None for row in read], dtype=np.bool_)
+            matrix = _stacked([row for row in read if row is not None])
+            return found, matrix, copy_file.copy_norms(matrix)
+        held, rows = saved.rows_of(pks)
+        if held.all():
+            return (held, *saved.gather(rows))  # the usual case: one gather
+        asked = np.flatnonzero(~held)
+        read = self.copies(pks[asked])
+        got = np.array([row is not None for row in read], dtype=np.bool_)
+        found = held.copy()
+        found[asked[got]] = True
+        place = np.cumsum(found) - 1
+        matrix, norms = saved.empty(int(np.count_nonzero(found)))
+        matrix[place[held]], norms[place[held]] = saved.gather(rows[held])
+        if got.any():
+            fresh = _stacked([row for row in read if row is not None])
+            matrix[place[asked[got]]] = fresh
+            norms[place[asked[got]]] = copy_file.copy_norms(fresh)
+        return found, matrix, norms
+
+    def write_copies(self) -> None:
+        """Write the copies file of the index as it is (the file saved as ``covered_seq``,
+        which the caller vouches for) and map it; a read-only folder keeps none."""
+        if self._folder is None:
+            return
+        try:
+            written = self._copies_written(self._folder)
+        except OSError as exc:
+            log.warning("cannot save the ANN index's copies in %s: %s", self._folder, exc)
+            return
+        self.copy_file = self._saved_copies()
+        if written is not None and not any(
+            s == self.covered_seq for s, _, _ in _saved(self._folder)
+        ):
+            written.unlink(missing_ok=True)  # another process saved a newer index meanwhile
+
+    def _copies_written(self, folder: Path) -> Path | None:
+        """The copies file of the index as it is now, written under ``covered_seq``; None
+        when they are not one matrix (nothing written: :meth:`copy_rows` asks the index)."""
+        try:
+            return copy_file.write(folder, self.covered_seq, np.sort(self.keys()), self.copies)
+        except ValueError as exc:
+            log.warning("the ANN index's copies were not saved in %s: %s", folder, exc)
+            return None
+
+    def _saved_copies(self) -> CopyMatrix | None:
+        """The copies file saved for ``covered_seq``, if it holds this index's copies (rows
+        spread over it compared, as the vectors of a saved index are)."""
+        found = CopyMatrix.open(self._folder, self.covered_seq)
+        if found is None or not len(found):
+            return found
+        pks, rows, norms = found.sample(SPOT_CHECKS)
+        mine = self.copies(pks)
+        pairs = zip(mine, rows, strict=True)
+        same = all(c is not None and c.tobytes() == r.tobytes() for c, r in pairs)
+        if not same or not np.array_equal(copy_file.copy_norms(rows), norms):
+            log.warning("the ANN index's copies file disagrees with the index; not used")
+            return None
+        return found
 
     def reloaded(self, dimension: int) -> AnnIndex | None:
         """The saved file this index was loaded from, read into memory (so it can change)."""
@@ -339,6 +414,7 @@ class AnnIndex:
             if self.save_vectors is not None:
                 vectors = vector_file.file_name(self.covered_seq)
                 self.save_vectors(self._folder, self.covered_seq)
+            copies = self._copies_written(self._folder)
             temporary = self._folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}"
             self._index.save(str(temporary))
             os.chmod(temporary, FILE_MODE)  # usearch writes it with the umask's mode
@@ -350,6 +426,10 @@ class AnnIndex:
             for path in vector_file.saved_files(self._folder):
                 if path.name != vectors:
                     path.unlink(missing_ok=True)
+            for path in copy_file.saved_files(self._folder):
+                if copies is None or path.name != copies.name:
+                    path.unlink(missing_ok=True)
+            self.copy_file = None if copies is None else self._saved_copies()
         except OSError as exc:  # a read-only folder: keep working from memory
             log.warning("cannot save the ANN index in %s: %s", self._folder, exc)
             return
@@ -415,6 +495,13 @@ def _saved(folder: Path) -> list[tuple[int, int, Path]]:
             beam = int(name[2]) if name[2] else LEGACY_EXPANSION_ADD
             found.append((int(name[1]), beam, path))
     return found
+
+
+def _stacked(rows: list[Any]) -> npt.NDArray[Any]:
+    """Copies of equal size as the rows of one matrix."""
+    if not rows:
+        return np.zeros((0, 0), np.int8)
+    return np.concatenate(rows).reshape(len(rows), -1)
 
 
 def _cosine(a: Matrix, b: Matrix) -> float:

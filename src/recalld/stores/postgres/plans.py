@@ -68,8 +68,8 @@ class PlanChoice:
         self._told: dict[int, bool] = {}
 
     def configure(self, conn: psycopg.Connection[Any]) -> None:
-        """A new connection of the handle: on the handle's choice from the start (no round
-        trip of its own before its first search)."""
+        """A new connection of the handle: set to the handle's choice as it is made, so
+        that its first search sends nothing more."""
         self._told[conn.info.backend_pid] = False
         self._tell(conn)
 

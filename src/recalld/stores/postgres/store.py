@@ -37,6 +37,7 @@ from recalld.stores.postgres import indexes as ix, queries as q, reads, results 
 from recalld.stores.postgres.admin import Administration
 from recalld.stores.postgres.failures import pg_errors, raising_store_errors, redacted
 from recalld.stores.postgres.migrations import APP_ID, KEEP_VECTORS_INLINE, WORDS_GONE
+from recalld.stores.postgres.plans import PlanChoice
 from recalld.stores.postgres.probe import check_vectors_once
 from recalld.stores.postgres.schema import migrate, refuse_foreign
 from recalld.stores.postgres.sources import SourceFiles
@@ -106,6 +107,7 @@ class PostgresStore(Administration, SourceFiles):
         """The HNSW candidates the handle's connections were given (see _ef_search)."""
         self._visible_count = (0, 0, -math.inf)
         """(memories seen, in the table, when counted): see :meth:`_rows_counted`."""
+        self._plans = PlanChoice()
         self._pool = ConnectionPool(
             dsn,
             min_size=1,
@@ -130,6 +132,7 @@ class PostgresStore(Administration, SourceFiles):
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
         register_vector(conn)
+        self._plans.configure(conn)
         self._declare(conn, self._ef_search(conn))
         try:
             with conn.transaction():  # a savepoint: the settings above stay
@@ -544,6 +547,7 @@ class PostgresStore(Administration, SourceFiles):
             )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
             with self._read() as conn:
+                self._plans.apply(conn, self._visible, self._visible_count[0], self._own_index)
                 narrowed = False
                 try:
                     with ix.near_memory(conn, requests, self._ef) as narrowed:

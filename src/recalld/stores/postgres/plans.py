@@ -1,0 +1,96 @@
+"""Generic plans for a small tenant's search statements.
+
+A search statement's text repeats (29 texts over 100 searches of the tenant of 901 in the
+1M-memory, 1,000-tenant database), so psycopg prepares the common ones; PostgreSQL's default
+``plan_cache_mode`` still plans each execution for its parameters, 2-3 ms of server CPU.
+A generic plan is made once per prepared statement. It may answer differently only where a
+plan may be approximate: the vector channel read through an HNSW index instead of scanning
+the tenant's vectors exactly. So a handle's connections get ``force_generic_plan`` only
+while (a) it sees one namespace of at most :data:`GENERIC_PLANS_MAX_ROWS` memories, whose
+own (custom) plans scan its vectors exactly, and (b) the planner's generic plan for the
+vector channel scans exactly too (it estimates a namespace from the table's average, not
+from this tenant): asked with ``EXPLAIN (GENERIC_PLAN)``, again every
+:data:`CHECK_TTL_S`. Measured (docs/design/scale-history.md, "the small tenant's round
+trips and plans"): the tenant of 901, 12.5-13.8 -> 10.2-12.8 ms of server CPU a search, the
+same top 10s (ids and scores).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+GENERIC_PLANS_MAX_ROWS = 2_000
+"""Memories (forgotten ones too) a handle's one namespace holds at most for its searches to
+run on generic plans: measured at 901 (the 1M database's small tenant, whose custom plans
+scan its vectors exactly); a tenant of 100k is read through the HNSW index, where a generic
+plan could choose otherwise than the tenant's own plan."""
+CHECK_TTL_S = 60.0
+"""How long a handle trusts its answer (the statistics, hence the generic plan, change as
+tenants grow)."""
+GENERIC_PROBE = (
+    "EXPLAIN (GENERIC_PLAN) SELECT m.id FROM memories m WHERE m.namespace = $1"
+    " AND m.forgotten_at IS NULL AND m.embedding IS NOT NULL"
+    " ORDER BY m.embedding <=> $2::vector LIMIT 200"
+)
+"""The vector channel's shape (one namespace, the live rows, nearest first) as a generic
+plan."""
+HNSW_INDEXES = (
+    "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+    " JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid = c.relam"
+    " WHERE t.relname = 'memories' AND a.amname = 'hnsw'"
+)
+
+
+def generic_scans_exactly(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the planner's generic plan for the vector channel reads no HNSW index (False
+    where the server cannot say: before PostgreSQL 16, or on any error)."""
+    try:
+        with conn.transaction():
+            hnsw = {r[0] for r in conn.execute(HNSW_INDEXES).fetchall()}
+            plan = "\n".join(r[0] for r in conn.execute(GENERIC_PROBE).fetchall())
+    except psycopg.Error:
+        return False
+    return not any(f" {name} " in f" {plan} " or f" {name}\n" in plan for name in hnsw)
+
+
+class PlanChoice:
+    """Whether a handle's search statements run on generic plans, and which of its
+    connections have been told, by backend pid."""
+
+    def __init__(self) -> None:
+        self._generic = False
+        self._at = -math.inf
+        self._told: dict[int, bool] = {}
+
+    def configure(self, conn: psycopg.Connection[Any]) -> None:
+        """A new connection of the handle: set to the handle's choice as it is made, so
+        that its first search sends nothing more."""
+        self._told[conn.info.backend_pid] = False
+        self._tell(conn)
+
+    def apply(
+        self,
+        conn: psycopg.Connection[Any],
+        visible: Sequence[str],
+        rows: int,
+        own_index: bool,
+    ) -> None:
+        """Before a search statement on ``conn`` (``rows``: the memories of ``visible``,
+        counted): set its plan mode when it differs from the handle's choice."""
+        if time.monotonic() - self._at >= CHECK_TTL_S:
+            small = len(visible) == 1 and rows <= GENERIC_PLANS_MAX_ROWS and not own_index
+            self._generic = small and generic_scans_exactly(conn)
+            self._at = time.monotonic()
+        self._tell(conn)
+
+    def _tell(self, conn: psycopg.Connection[Any]) -> None:
+        pid = conn.info.backend_pid
+        if self._told.get(pid, False) != self._generic:
+            mode = "force_generic_plan" if self._generic else "auto"
+            conn.execute("SELECT set_config('plan_cache_mode', %s, false)", (mode,))
+            self._told[pid] = self._generic

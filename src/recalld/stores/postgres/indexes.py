@@ -215,6 +215,17 @@ def ef_search(visible_rows: int, all_rows: int, own_index: bool = False) -> int:
     return min(EF_SEARCH_MAX, math.ceil(wanted))
 
 
+def handle_ef_search(conn: Conn, visible: Sequence[str], own_index: bool) -> int:
+    """:func:`ef_search` for the share of the table the namespaces ``visible`` hold
+    (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated)."""
+    try:
+        with conn.transaction():
+            visible_rows, table = word_rows(conn, visible)
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
+        return EF_SEARCH
+    return ef_search(visible_rows, table, own_index)
+
+
 def word_rows(conn: Conn, visible: Sequence[str]) -> tuple[int, int]:
     """The memories (forgotten ones too) of the namespaces ``visible``, and of the whole
     table, from the word statistics (counts, behind no tenant wall)."""

@@ -144,15 +144,9 @@ class PostgresStore(Administration, SourceFiles):
         conn.commit()
 
     def _ef_search(self, conn: psycopg.Connection[Any]) -> int:
-        """:func:`ef_search` for this tenant's share of the table when the connection is
-        made (:data:`indexes.EF_SEARCH` before the statistics exist: a store not yet migrated);
-        kept as the handle's, for :func:`indexes.near_memory`."""
-        try:
-            with conn.transaction():
-                visible, table = ix.word_rows(conn, self._visible)
-        except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
-            return ix.EF_SEARCH
-        self._ef = ix.ef_search(visible, table, self._own_index)
+        """:func:`indexes.handle_ef_search` when the connection is made, kept as the
+        handle's for :func:`indexes.near_memory`."""
+        self._ef = ix.handle_ef_search(conn, self._visible, self._own_index)
         return self._ef
 
     @contextmanager

@@ -410,7 +410,9 @@ def test_a_saved_index_walks_one_and_a_half_slots_per_candidate_at_100k(
     folder.mkdir()
     vectors = clustered(300, seed=16)
     index = vector_index._new_index(DIM)
-    index.add(np.arange(1, 301, dtype=np.int64), vectors)
+    # One thread: the same graph every run (added on several, the graph varied, and about 1
+    # in 50 left a row of the exact top 10 out of a 216-row answer over these near-ties).
+    index.add(np.arange(1, 301, dtype=np.int64), vectors, threads=1)
     index.save(str(folder / f"300.b{vector_index.EXPANSION_ADD}.usearch"))
     loaded = vector_index.AnnIndex._load(folder, DIM, 1)
     assert loaded is not None and loaded.covered_seq == 300

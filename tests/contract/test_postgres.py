@@ -24,6 +24,7 @@ from recalld.stores.base import CandidateRequest, Tenancy
 from recalld.text import content_hash
 
 from ..retrieval.golden import load_corpus
+from .tenants import small_and_large
 
 pytestmark = pytest.mark.postgres
 
@@ -446,12 +447,7 @@ def test_a_search_from_a_stored_vector_examines_fewer_hnsw_candidates(pg_databas
     from recalld.stores.postgres.indexes import NEAR_MEMORY_EF_SEARCH, near_memory
 
     model = FakeEmbedder()
-    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="small"),
-                      embedder=model) as engine:  # fmt: skip
-        engine.add_many([NewMemory(f"memory {i} on topic {i % 5}") for i in range(40)])
-    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="large"),
-                      embedder=model) as engine:  # fmt: skip
-        engine.add_many([NewMemory(f"other {i}") for i in range(400)])
+    small_and_large(pg_database, model, [f"other {i}" for i in range(400)])
     store = PostgresStore(pg_database, Tenancy("small"))  # a tenth of the table: ef 1,000
     try:
         vector = model.embed_query("memory 3 on topic 3")
@@ -486,12 +482,7 @@ def test_a_follow_search_sets_its_hnsw_candidates_in_its_own_round_trip(
     from recalld.stores.postgres import PostgresStore
 
     model = FakeEmbedder()
-    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="small"),
-                      embedder=model) as engine:  # fmt: skip
-        engine.add_many([NewMemory(f"memory {i} on topic {i % 5}") for i in range(40)])
-    with recalld.open(settings=Settings(db=pg_database, cache_dir=None, tenant="large"),
-                      embedder=model) as engine:  # fmt: skip
-        engine.add_many([NewMemory(f"other {i}") for i in range(400)])
+    small_and_large(pg_database, model, [f"other {i}" for i in range(400)])
     store = PostgresStore(pg_database, Tenancy("small"))  # ef 1,000: narrowed when following
     vector = model.embed_query("memory 3 on topic 3")
     near = CandidateRequest(asks={"semantic": NearestAsk(5, vector, near_memory=True)})

@@ -10,8 +10,9 @@ import pytest
 import recalld
 from recalld.config import Settings
 from recalld.providers.embedders import FakeEmbedder
-from recalld.records import NewMemory
 from recalld.stores.postgres import plans
+
+from .tenants import small_and_large
 
 pytestmark = pytest.mark.postgres
 
@@ -21,12 +22,7 @@ ROUNDS = 7
 
 
 def _fill(dsn: str, model: FakeEmbedder) -> None:
-    with recalld.open(settings=Settings(db=dsn, cache_dir=None, tenant="small"),
-                      embedder=model) as engine:  # fmt: skip
-        engine.add_many([NewMemory(f"memory {i} on topic {i % 5}") for i in range(40)])
-    with recalld.open(settings=Settings(db=dsn, cache_dir=None, tenant="large"),
-                      embedder=model) as engine:  # fmt: skip
-        engine.add_many([NewMemory(f"other {i} about topic {i % 7}") for i in range(300)])
+    small_and_large(dsn, model, [f"other {i} about topic {i % 7}" for i in range(300)])
 
 
 def _searched(dsn: str, tenant: str, model: FakeEmbedder) -> tuple[list[Any], set[str], Any]:

@@ -60,22 +60,29 @@ def questions(data: Path, count: int = 50, seed: int = 7) -> list[str]:
     return [source.questions[i] for i in sorted(picked)]
 
 
+def row_of(measured: dict[str, Any], client_ms: float | None = None) -> dict[str, Any]:
+    """A row of the report: ``measured``'s figures (of ``load.measure``) rounded, the
+    clients' CPU a search ``client_ms`` when given (else ``measured``'s own)."""
+    client = measured["client_cpu_ms_per_search"] if client_ms is None else client_ms
+    return {
+        "searches_per_s": round(measured["searches_per_s"], 1),
+        "p50_ms": round(measured["p50_ms"], 1),
+        "p99_ms": round(measured["p99_ms"], 1),
+        "errors": measured["errors"],
+        "server_cpu_ms_per_search": round(measured["server_cpu_ms_per_search"] or 0, 2),
+        "client_cpu_ms_per_search": round(client or 0, 2),
+        "per_worker": measured["per_worker"],
+        "load_avg": round(os.getloadavg()[0], 2),
+    }
+
+
 def one(module: ModuleType, url: str, args: argparse.Namespace, asked: list[str]) -> dict[str, Any]:
     own = time.process_time()
     row = module.measure(url, args.clients, args.seconds, asked, rate=args.rate)
     client_ms = (
         (time.process_time() - own) * 1000 / max(1, int(row["searches_per_s"] * row["seconds"]))
     )
-    return {
-        "searches_per_s": round(row["searches_per_s"], 1),
-        "p50_ms": round(row["p50_ms"], 1),
-        "p99_ms": round(row["p99_ms"], 1),
-        "errors": row["errors"],
-        "server_cpu_ms_per_search": round(row["server_cpu_ms_per_search"] or 0, 2),
-        "client_cpu_ms_per_search": round(client_ms, 2),
-        "per_worker": row["per_worker"],
-        "load_avg": round(os.getloadavg()[0], 2),
-    }
+    return row_of(row, client_ms)
 
 
 def main() -> None:

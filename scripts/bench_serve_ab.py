@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from collections import Counter
@@ -31,23 +30,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench_load_client import questions
+from bench_load_client import questions, row_of
 
 from recalld.bench import load
 from recalld.bench.report import write_json
-
-
-def row_of(measured: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "searches_per_s": round(measured["searches_per_s"], 1),
-        "p50_ms": round(measured["p50_ms"], 1),
-        "p99_ms": round(measured["p99_ms"], 1),
-        "errors": measured["errors"],
-        "server_cpu_ms_per_search": round(measured["server_cpu_ms_per_search"] or 0, 2),
-        "client_cpu_ms_per_search": round(measured["client_cpu_ms_per_search"] or 0, 2),
-        "per_worker": measured["per_worker"],
-        "load_avg": round(os.getloadavg()[0], 2),
-    }
 
 
 def split(url: str, clients: int, requests: int) -> list[int]:

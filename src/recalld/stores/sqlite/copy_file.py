@@ -48,6 +48,7 @@ import numpy.typing as npt
 
 from recalld.private_files import FILE_MODE
 from recalld.stores.base import Vector
+from recalld.stores.sqlite.vector_file import positions
 
 log = logging.getLogger("recalld")
 
@@ -197,15 +198,11 @@ class CopyMatrix:
     def rows_of(self, pks: Pks) -> tuple[npt.NDArray[np.bool_], Pks]:
         """For each of ``pks``: whether the file holds its copy as the index has it now,
         and at which row."""
-        if not len(self._pks) or not len(pks):
-            return np.zeros(len(pks), dtype=np.bool_), np.zeros(len(pks), dtype=np.int64)
         # Looked up in ascending order: neighbouring pks share the search's first steps in
         # cache (a month of the 1M store, 42k pks in time order: 2.8 ms against 5.4).
         order = np.argsort(pks, kind="stable")
-        at = np.empty(len(pks), dtype=np.int64)
-        at[order] = np.searchsorted(self._pks, pks[order])
-        at = np.minimum(at, len(self._pks) - 1)
-        held = np.asarray(self._pks[at] == pks)
+        held, at = np.empty(len(pks), dtype=np.bool_), np.empty(len(pks), dtype=np.int64)
+        held[order], at[order] = positions(self._pks, pks[order])
         if len(self._changed):
             held &= ~np.isin(pks, self._changed)
         return held, at

@@ -221,13 +221,13 @@ class VectorCopies:
         """Each pk's memory id ('' if not held)."""
         pks = np.asarray(pks, dtype=np.int64)
         names = [""] * len(pks)
-        over, over_rows = _positions(self._over_pks, pks)
+        over, over_rows = positions(self._over_pks, pks)
         for at in np.flatnonzero(over).tolist():
             names[at] = self._over_ids[int(over_rows[at])]
-        in_file, rows = _positions(self._pks, pks)
+        in_file, rows = positions(self._pks, pks)
         in_file &= ~over
         if len(self._gone) and in_file.any():
-            in_file &= ~_positions(self._gone, pks)[0]
+            in_file &= ~positions(self._gone, pks)[0]
         self._names(names, in_file, rows[in_file])
         return names
 
@@ -243,7 +243,7 @@ class VectorCopies:
     def _find(self, pks: Pks, ids: bool) -> tuple[npt.NDArray[np.bool_], Pks, Matrix, Ids]:
         pks = np.asarray(pks, dtype=np.int64)
         if not len(self._over_pks) and not len(self._gone) and len(pks):
-            held, rows = _positions(self._pks, pks)
+            held, rows = positions(self._pks, pks)
             if held.all():  # the usual case: one gather from the file, no masks
                 names = [""] * len(pks)
                 if ids:
@@ -255,17 +255,17 @@ class VectorCopies:
         names = [""] * len(pks) if ids else []
         if not len(pks):
             return found, seqs, vectors, names
-        over, over_rows = _positions(self._over_pks, pks)
+        over, over_rows = positions(self._over_pks, pks)
         if over.any():
             found[over] = True
             seqs[over] = self._over_seqs[over_rows[over]]
             vectors[over] = self._over_vectors[over_rows[over]]
             for at in np.flatnonzero(over).tolist() if ids else ():
                 names[at] = self._over_ids[int(over_rows[at])]
-        in_file, rows = _positions(self._pks, pks)
+        in_file, rows = positions(self._pks, pks)
         in_file &= ~over
         if len(self._gone) and in_file.any():
-            in_file &= ~_positions(self._gone, pks)[0]
+            in_file &= ~positions(self._gone, pks)[0]
         if in_file.any():
             found[in_file] = True
             picked = rows[in_file]
@@ -309,10 +309,10 @@ class VectorCopies:
         return len(every), chunks()
 
     def _in_file(self, pks: Pks) -> npt.NDArray[np.bool_]:
-        return _positions(self._pks, pks)[0]
+        return positions(self._pks, pks)[0]
 
 
-def _positions(sorted_pks: Pks, pks: Pks) -> tuple[npt.NDArray[np.bool_], Pks]:
+def positions(sorted_pks: Pks, pks: Pks) -> tuple[npt.NDArray[np.bool_], Pks]:
     """For each of ``pks``: whether ``sorted_pks`` holds it, and where."""
     if not len(sorted_pks) or not len(pks):
         return np.zeros(len(pks), dtype=np.bool_), np.zeros(len(pks), dtype=np.int64)

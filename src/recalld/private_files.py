@@ -13,7 +13,9 @@ import contextlib
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 FILE_MODE = 0o600
 """Read and write for the owner alone."""
@@ -52,10 +54,20 @@ def private_file(path: Path) -> bool:
 
 def write_private_text(path: Path, text: str) -> None:
     """Write ``path`` atomically (a temporary file renamed in place) as ``0600``."""
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-    private_file(temporary)
+    with replaced_privately(path, path.with_name(f".{path.name}.{secrets.token_hex(4)}")) as out:
+        out.write(text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def replaced_privately(path: Path, temporary: Path) -> Iterator[BinaryIO]:
+    """A new file ``temporary`` (``0600``) to write in the block, renamed to ``path`` when
+    the block ends (atomically: a reader sees the old file or the whole new one), removed
+    if the block fails."""
+    if not private_file(temporary):
+        raise FileExistsError(f"{temporary} exists")
     try:
-        temporary.write_text(text, encoding="utf-8")
+        with temporary.open("r+b") as out:
+            yield out
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)

@@ -33,7 +33,6 @@ covered, numpy's name of the copies' type), then the pks (int64, ascending), the
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import mmap
 import os
@@ -46,7 +45,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from recalld.private_files import FILE_MODE
+from recalld.private_files import replaced_privately
 from recalld.stores.base import Vector
 from recalld.stores.sqlite.vector_file import positions
 
@@ -88,27 +87,20 @@ def write(folder: Path, seq: int, pks: Pks, copies: Copies) -> Path | None:
     width = sample[0].nbytes if sample else 0
     temporary = folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}.copies"
     at = _offsets(len(pks), width)
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        with os.fdopen(descriptor, "wb") as out:
-            name = kind.str.encode("ascii")
-            out.write(HEADER.pack(MAGIC, VERSION, width, len(pks), seq, name).ljust(HEADER_BYTES))
-            out.write(np.ascontiguousarray(pks, dtype="<i8").tobytes())
-            for start in range(0, len(pks), WRITE_CHUNK):
-                chunk = list(copies(pks[start : start + WRITE_CHUNK]))
-                if any(c is None or c.dtype != kind or c.nbytes != width for c in chunk):
-                    raise ValueError("the index lacks a row it listed, or its copies differ")
-                matrix = np.concatenate(chunk).reshape(len(chunk), -1)
-                out.seek(at["norms"] + 4 * start)
-                out.write(copy_norms(matrix).astype("<f4").tobytes())
-                out.seek(at["rows"] + width * start)
-                out.write(matrix.tobytes())
-        target = folder / file_name(seq)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
+    target = folder / file_name(seq)
+    with replaced_privately(target, temporary) as out:
+        name = kind.str.encode("ascii")
+        out.write(HEADER.pack(MAGIC, VERSION, width, len(pks), seq, name).ljust(HEADER_BYTES))
+        out.write(np.ascontiguousarray(pks, dtype="<i8").tobytes())
+        for start in range(0, len(pks), WRITE_CHUNK):
+            chunk = list(copies(pks[start : start + WRITE_CHUNK]))
+            if any(c is None or c.dtype != kind or c.nbytes != width for c in chunk):
+                raise ValueError("the index lacks a row it listed, or its copies differ")
+            matrix = np.concatenate(chunk).reshape(len(chunk), -1)
+            out.seek(at["norms"] + 4 * start)
+            out.write(copy_norms(matrix).astype("<f4").tobytes())
+            out.seek(at["rows"] + width * start)
+            out.write(matrix.tobytes())
     return target
 
 

@@ -26,7 +26,6 @@ per pk), and the ids (UTF-8, one after the other); numbers little-endian.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import mmap
 import os
@@ -37,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
+
+from recalld.private_files import replaced_privately
 
 log = logging.getLogger("recalld")
 
@@ -49,8 +50,6 @@ HEADER_BYTES = 64
 WRITE_CHUNK = 65_536
 """Rows written at a time (100 MB of float32 at 384 dimensions), so saving never copies every
 vector at once."""
-PRIVATE = 0o600
-"""The mode of every file written here: the store's vectors are as private as its rows."""
 
 Pks = npt.NDArray[np.int64]
 Matrix = npt.NDArray[np.float32]
@@ -74,40 +73,33 @@ def write(folder: Path, seq: int, dimension: int, source: RowSource) -> Path:
     count, chunks = source()
     temporary = folder / f".tmp-{os.getpid()}-{secrets.token_hex(4)}.vectors"
     at = _offsets(count, dimension)
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE)
-    try:
-        with os.fdopen(descriptor, "wb") as out:
-            done = written = 0
-            for pks, seqs, vectors, ids in chunks:
-                rows = len(pks)
-                if done + rows > count or vectors.shape[1:] != (dimension,) or len(ids) != rows:
-                    raise ValueError("the rows do not match the count or dimension given")
-                encoded = [i.encode("utf-8") for i in ids]
-                starts = written + np.concatenate([[0], np.cumsum([len(e) for e in encoded])])
-                out.seek(at["pks"] + 8 * done)
-                out.write(np.ascontiguousarray(pks, dtype="<i8").tobytes())
-                out.seek(at["seqs"] + 8 * done)
-                out.write(np.ascontiguousarray(seqs, dtype="<i8").tobytes())
-                out.seek(at["starts"] + 8 * done)
-                out.write(starts.astype("<i8").tobytes())
-                out.seek(at["vectors"] + 4 * dimension * done)
-                out.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
-                out.seek(at["ids"] + written)
-                out.write(b"".join(encoded))
-                done, written = done + rows, int(starts[-1])
-            if done != count:
-                raise ValueError(f"{done} rows written where {count} were announced")
-            out.seek(at["starts"] + 8 * count)
-            out.write(np.array([written], dtype="<i8").tobytes())
-            out.seek(0)
-            header = HEADER.pack(MAGIC, VERSION, dimension, count, seq, written)
-            out.write(header.ljust(HEADER_BYTES, b"\0"))
-        target = folder / file_name(seq)
-        os.replace(temporary, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise
+    target = folder / file_name(seq)
+    with replaced_privately(target, temporary) as out:
+        done = written = 0
+        for pks, seqs, vectors, ids in chunks:
+            rows = len(pks)
+            if done + rows > count or vectors.shape[1:] != (dimension,) or len(ids) != rows:
+                raise ValueError("the rows do not match the count or dimension given")
+            encoded = [i.encode("utf-8") for i in ids]
+            starts = written + np.concatenate([[0], np.cumsum([len(e) for e in encoded])])
+            out.seek(at["pks"] + 8 * done)
+            out.write(np.ascontiguousarray(pks, dtype="<i8").tobytes())
+            out.seek(at["seqs"] + 8 * done)
+            out.write(np.ascontiguousarray(seqs, dtype="<i8").tobytes())
+            out.seek(at["starts"] + 8 * done)
+            out.write(starts.astype("<i8").tobytes())
+            out.seek(at["vectors"] + 4 * dimension * done)
+            out.write(np.ascontiguousarray(vectors, dtype="<f4").tobytes())
+            out.seek(at["ids"] + written)
+            out.write(b"".join(encoded))
+            done, written = done + rows, int(starts[-1])
+        if done != count:
+            raise ValueError(f"{done} rows written where {count} were announced")
+        out.seek(at["starts"] + 8 * count)
+        out.write(np.array([written], dtype="<i8").tobytes())
+        out.seek(0)
+        header = HEADER.pack(MAGIC, VERSION, dimension, count, seq, written)
+        out.write(header.ljust(HEADER_BYTES, b"\0"))
     return target
 
 

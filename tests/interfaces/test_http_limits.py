@@ -20,6 +20,7 @@ from serve_helpers import free_port, uvicorn_thread, wait_until_serving
 
 from recalld.config import Settings
 from recalld.interfaces.http import create_app, json_depth
+from recalld.interfaces.http_routes import SEARCH_THREAD_PREFIX
 from recalld.interfaces.mcp import mcp_extension
 from recalld.providers.embedders import FakeEmbedder, Vectors
 from recalld.requests import MAX_QUERY_CHARS
@@ -228,3 +229,26 @@ def test_searches_run_on_as_many_kept_threads_as_turns(tmp_path: Path) -> None:
                 answers = list(pool.map(lambda c: http.post(c[0], json=c[1]), calls))
             assert [a.status_code for a in answers] == [200] * 8
     assert len({id(thread) for thread in embedder.threads}) == 2
+
+
+def test_the_search_threads_end_with_the_server(tmp_path: Path) -> None:
+    """A server that searched and stopped leaves none of its search threads behind (each
+    held a store connection); one made again afterwards searches on new ones."""
+    settings = Settings(db=tmp_path / "memory.db", cache_dir=None, embedder="fake",
+                        http_search_concurrency=2)  # fmt: skip
+
+    def search_threads() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith(SEARCH_THREAD_PREFIX)]
+
+    before = set(search_threads())
+    for _ in range(2):  # the second app: the first's threads are not what it runs on
+        app = create_app(settings, embedder=FakeEmbedder())
+        with (
+            uvicorn_thread(app, "127.0.0.1", 0) as port,
+            httpx.Client(base_url=f"{LOCAL}:{port}", timeout=30) as http,
+        ):
+            assert http.post("/v1/memories", json={"content": "a memory"}).status_code == 201
+            answer = http.post("/v1/search", json={"query": "memory"})
+            assert answer.status_code == 200 and answer.json()["hits"]
+            assert set(search_threads()) - before  # it searched on threads of its own
+        assert set(search_threads()) <= before

@@ -92,6 +92,7 @@ def create_app(
             try:
                 yield
             finally:
+                await run_in_threadpool(doors.close)
                 await run_in_threadpool(state.close)
 
     app = FastAPI(
@@ -115,7 +116,7 @@ def create_app(
 
         app.add_middleware(LocalProof, secret=local_secret)
     install_error_handlers(app)
-    install_routes(app, state, lambda: MAX_RESPONSE_BYTES)  # read at each answer
+    doors = install_routes(app, state, lambda: MAX_RESPONSE_BYTES)  # read at each answer
     install_inspector(app)
     for extension in mounted:
         app.mount(extension.path, extension.app)

@@ -82,6 +82,10 @@ async def _object(request: Request, what: str) -> dict[str, Any]:
     return data
 
 
+SEARCH_THREAD_PREFIX = "recalld-search"
+"""The names of the threads searches run on (``recalld-search_0`` ...)."""
+
+
 class Doors:
     """What every route needs of the server: its caller, and worker threads to run on."""
 
@@ -93,7 +97,17 @@ class Doors:
         # One thread a turn, kept: each keeps its store connection (SQLite's page cache and
         # prepared statements) warm from one search to the next. On the general pool a
         # search took whichever of a dozen threads was idle, and idle ones end after 10 s.
-        self._search_threads = ThreadPoolExecutor(turns, thread_name_prefix="recalld-search")
+        self._turns = turns
+        self._search_threads = self._threads()
+
+    def close(self) -> None:
+        """End the search threads once the searches on them are done (the app's shutdown,
+        before its engines close). A later search starts new ones."""
+        threads, self._search_threads = self._search_threads, self._threads()
+        threads.shutdown(wait=True)
+
+    def _threads(self) -> ThreadPoolExecutor:
+        return ThreadPoolExecutor(self._turns, thread_name_prefix=SEARCH_THREAD_PREFIX)
 
     def answer(self, value: Any, status: int = 200) -> Any:
         """``value`` as a JSON answer, or 422 when it is larger than the answers' cap."""
@@ -131,8 +145,9 @@ class Doors:
             running.exception()  # seen here too: its request may have been cancelled
 
 
-def install_routes(app: FastAPI, state: ServerState, answer_cap: Callable[[], int]) -> None:
-    """Every route of the API on ``app``, answering at most ``answer_cap()`` bytes."""
+def install_routes(app: FastAPI, state: ServerState, answer_cap: Callable[[], int]) -> Doors:
+    """Every route of the API on ``app``, answering at most ``answer_cap()`` bytes; the
+    routes' :class:`Doors`, for the app to close at its shutdown."""
     doors = Doors(state, answer_cap)
     _server_routes(app, doors)
     _memory_routes(app, doors)
@@ -140,6 +155,7 @@ def install_routes(app: FastAPI, state: ServerState, answer_cap: Callable[[], in
     _retrieval_routes(app, doors)
     _bulk_routes(app, doors)
     install_file_routes(app, doors, _object)
+    return doors
 
 
 def _server_routes(app: FastAPI, doors: Doors) -> None:

@@ -84,3 +84,25 @@ def test_no_generic_plans_where_the_generic_plan_would_walk_the_vector_index(
         conn.execute("SET enable_sort = off")
         conn.execute("SET enable_seqscan = off")
         assert not plans.generic_scans_exactly(conn)
+
+
+def test_the_choice_is_forgotten_with_each_connection(pg_database: str) -> None:
+    """What each connection was told is kept as long as the connection: a long-running
+    server whose pool replaces its connections holds no entry for the ones gone (and a new
+    connection given a gone one's backend pid is told again)."""
+    import gc
+
+    import psycopg
+
+    choice = plans.PlanChoice()
+    for _ in range(3):
+        conns = [psycopg.connect(pg_database, autocommit=True) for _ in range(4)]
+        for conn in conns:
+            choice.configure(conn)
+            choice.apply(conn, ["small"], 10, own_index=False)
+        assert choice.told() == 4
+        for conn in conns:
+            conn.close()
+        del conns, conn
+        gc.collect()
+        assert choice.told() == 0

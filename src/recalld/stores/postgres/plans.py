@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -59,18 +60,20 @@ def generic_scans_exactly(conn: psycopg.Connection[Any]) -> bool:
 
 
 class PlanChoice:
-    """Whether a handle's search statements run on generic plans, and which of its
-    connections have been told, by backend pid."""
+    """Whether a handle's search statements run on generic plans, and what each of its
+    connections has been told (forgotten with the connection: a pool replaces them)."""
 
     def __init__(self) -> None:
         self._generic = False
         self._at = -math.inf
-        self._told: dict[int, bool] = {}
+        self._told: weakref.WeakKeyDictionary[psycopg.Connection[Any], bool] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def configure(self, conn: psycopg.Connection[Any]) -> None:
         """A new connection of the handle: set to the handle's choice as it is made, so
         that its first search sends nothing more."""
-        self._told[conn.info.backend_pid] = False
+        self._told[conn] = False
         self._tell(conn)
 
     def apply(
@@ -88,9 +91,12 @@ class PlanChoice:
             self._at = time.monotonic()
         self._tell(conn)
 
+    def told(self) -> int:
+        """How many connections the handle holds a choice for."""
+        return len(self._told)
+
     def _tell(self, conn: psycopg.Connection[Any]) -> None:
-        pid = conn.info.backend_pid
-        if self._told.get(pid, False) != self._generic:
+        if self._told.get(conn, False) != self._generic:
             mode = "force_generic_plan" if self._generic else "auto"
             conn.execute("SELECT set_config('plan_cache_mode', %s, false)", (mode,))
-            self._told[pid] = self._generic
+            self._told[conn] = self._generic

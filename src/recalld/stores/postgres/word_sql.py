@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from recalld.lexical import IDF_FLOOR, K1, B
+from recalld.stores.postgres.migrations_words import LEXEME_BYTES_MAX
 
 Params = dict[str, Any]
 """A statement's named (``%(name)s``) parameters."""
@@ -41,6 +42,29 @@ def phrase_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
                 f" %(lex_p{i})s::text[])::float8"
             )
     return hits, params
+
+
+def words_query(tokens: Sequence[str]) -> str | None:
+    """The ``tsquery`` (as text) that a row's ``lex_set`` (migration 12) matches when it holds
+    any of ``tokens``: each a quoted word, taken as it is (a quote doubled, a backslash
+    escaped; the operators and spaces inside quotes are the word's). None when no token can
+    be a set's word (only the rows without a set can hold those: :func:`holds_any`)."""
+    words = [t for t in dict.fromkeys(tokens) if t and len(t.encode()) <= LEXEME_BYTES_MAX]
+    quoted = ("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in words)
+    return " | ".join(quoted) or None
+
+
+def holds_any(tokens: Sequence[str], params: Params) -> str:
+    """A row ``m`` holding any of ``tokens``, tested on its set of distinct tokens (a binary
+    search a token; ``&&`` on its tokens compared every pair, five times as long), or on its
+    tokens when it has no set (more than a set holds: ``migrations_words``); sets
+    ``params`` ``lex_words`` and ``lex_firsts``."""
+    params["lex_firsts"] = list(tokens)
+    params["lex_words"] = words_query(tokens)
+    return (
+        "(m.lex_set @@ %(lex_words)s::tsquery"
+        " OR (m.lex_set IS NULL AND m.lex_tokens && %(lex_firsts)s::text[]))"
+    )
 
 
 def _term(k: int, hits: str, length: str) -> str:
@@ -129,11 +153,11 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     hits, params = phrase_hits(query)
     n = len(query)
     columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
-    params["lex_firsts"] = [phrase[0] for phrase in query]
+    holds = holds_any([phrase[0] for phrase in query], params)
     lex_hit = (
         "lex_hit AS MATERIALIZED (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl,"
         f" ({where}) AS ok, {columns} FROM memories m WHERE m.namespace = ANY(%(namespaces)s)"
-        " AND m.lex_tokens && %(lex_firsts)s::text[])"
+        f" AND {holds})"
     )
     counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(n))
     return [

@@ -148,6 +148,10 @@ def test_an_existing_database_migrates_to_word_sets_and_answers_the_same(
         try:
             sql, _ = store._candidates_sql(ASKS[0])
             assert "lex_set @@" in sql and "lex_words" in sql  # the one pass, on the sets
+            # One text for one to four phrases, of one token or several: prepared once.
+            assert all(
+                store._candidates_sql(a)[0] == sql for a in ASKS if a.filters == ASKS[0].filters
+            )
             assert _lists(store) == expected
             zephyr = store.candidates(ASKS[0])["bm25"]
             with psycopg.connect(dsn) as conn:  # a row whose tokens a set cannot hold
@@ -206,3 +210,17 @@ def test_every_write_keeps_the_set_of_its_tokens(pg_admin_dsn: str, pg_database:
                           embedder=FakeEmbedder()) as engine:  # fmt: skip
             engine.add_many([recalld.NewMemory(f"row {i} by row") for i in range(5)])
         check(dsn, 5)
+
+
+def test_the_one_pass_has_one_statement_text_per_number_of_slots() -> None:
+    """The phrases fill 4, 8, 16 ... slots, the rest empty phrases; the text depends on the
+    number of slots only, not on the phrases' tokens or lengths."""
+    from recalld.stores.postgres.word_sql import padded, scan_ctes
+
+    def text(query: list[list[str]]) -> str:
+        return ", ".join(scan_ctes(query, "true")[0])
+
+    assert text([["zephyr"]]) == text([["a", "b", "c"], ["d"], ["e", "f"], ["g"]])
+    assert text([[w] for w in "abcde"]) == text([[w] for w in "abcdefgh"]) != text([["a"]])
+    assert padded([["a", "b"]]) == [["a", "b"], [""], [""], [""]]
+    assert len(padded([[w] for w in "abcdefghi"])) == 16

@@ -150,10 +150,13 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     read of the table's GIN index per phrase: for a tenant of few memories, a common word's
     index entries span every tenant's rows, and reading them cost more than testing the
     tenant's own rows (:func:`indexes.scans_rows`)."""
-    hits, params = phrase_hits(query)
+    holds_params: Params = {}
+    holds = holds_any([phrase[0] for phrase in query], holds_params)
+    query = padded(query)
+    hits, params = uniform_hits(query)
+    params.update(holds_params)
     n = len(query)
     columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
-    holds = holds_any([phrase[0] for phrase in query], params)
     lex_hit = (
         "lex_hit AS MATERIALIZED (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl,"
         f" ({where}) AS ok, {columns} FROM memories m WHERE m.namespace = ANY(%(namespaces)s)"
@@ -165,6 +168,43 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
         *_idf(n, f"{counted} FROM lex_hit h WHERE {_any_hit(n)}"),
         bm25_rows(n),
     ], params
+
+
+PHRASES_PADDED_MIN = 4
+"""The one pass's statement (:func:`scan_ctes`) names its phrases in a number of slots
+that is this or a power of two times it, the question's phrases then phrases that match
+nothing, so that its text is one of few (one per number of slots, whatever the phrases):
+psycopg prepares a text after a few uses, and a small tenant's prepared statements run on
+a plan made once (:mod:`.plans`), where a text per number of phrases was parsed and
+planned at every search."""
+
+
+def padded(query: Sequence[Sequence[str]]) -> list[list[str]]:
+    """``query``'s phrases, then empty phrases (``[""]``: no token is empty, so none
+    matches, and its part of a row's score is ``+ 0.0``, which changes no sum) up to
+    :data:`PHRASES_PADDED_MIN` times a power of two."""
+    slots = PHRASES_PADDED_MIN
+    while slots < len(query):
+        slots *= 2
+    return [list(p) for p in query] + [[""]] * (slots - len(query))
+
+
+def uniform_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
+    """:func:`phrase_hits`'s counts in a text that depends only on the number of phrases
+    (a phrase's tokens are a parameter, not its shape): an empty phrase counts 0 without
+    reading the row, a phrase of one token its positions, a longer one its occurrences."""
+    params: Params = {}
+    hits = []
+    for i, phrase in enumerate(query):
+        params[f"lex_h{i}"], params[f"lex_p{i}"] = phrase[0], list(phrase)
+        head, tokens = f"%(lex_h{i})s::text", f"%(lex_p{i})s::text[]"
+        hits.append(
+            f"CASE WHEN {head} = '' THEN 0::float8 WHEN cardinality({tokens}) = 1 THEN"
+            f" cardinality(array_positions(m.lex_tokens, {head}))::float8 ELSE (SELECT count(*)"
+            f" FROM unnest(array_positions(m.lex_tokens, {head})) AS a(at) WHERE"
+            f" m.lex_tokens[a.at:a.at + cardinality({tokens}) - 1] = {tokens})::float8 END"
+        )
+    return hits, params
 
 
 WORD_READ_FACTOR = 1

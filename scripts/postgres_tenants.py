@@ -223,7 +223,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/scale"))
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--database",
-                        help="the database (default recalld_scale_tenants_<size>_<tenants>)")  # fmt: skip
+                        help="default: recalld_scale_tenants_<size>_<tenants>")  # fmt: skip
     parser.add_argument("--role", default=sp.APP_ROLE,
                         help="the role the searches connect as ('' for the admin's)")  # fmt: skip
     parser.add_argument("--word-check", action="store_true",

@@ -77,8 +77,14 @@ def _term(k: int, hits: str, length: str) -> str:
 
 
 def _score(n: int) -> str:
-    """A row's BM25 from its hits ``h.f{k}`` and length ``h.dl`` and the idfs ``i``."""
-    return "0::float8" + "".join(f" + {_term(k, f'h.f{k}', 'h.dl')}" for k in range(n))
+    """A row's BM25 from its hits ``h.f{k}`` and length ``h.dl`` and the idfs ``i``. A
+    phrase the row does not hold adds ``0.0`` without computing its term (which is ``0.0``:
+    a positive idf times 0 over a positive weight), so the sum is the same, and a phrase
+    slot left empty (:func:`padded`) costs a test."""
+    return "0::float8" + "".join(
+        f" + CASE WHEN h.f{k} > 0 THEN {_term(k, f'h.f{k}', 'h.dl')} ELSE 0::float8 END"
+        for k in range(n)
+    )
 
 
 def _any_hit(n: int) -> str:

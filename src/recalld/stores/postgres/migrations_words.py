@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-LEXEME_BYTES_MAX = 2046
-"""The longest word a ``tsvector`` holds (PostgreSQL's limit; :mod:`recalld.lexical` stores
-longer tokens as a 65-byte digest, so a token of the store never exceeds it)."""
+from recalld.stores.postgres.indexes import index_memory
+from recalld.stores.postgres.word_sql import LEXEME_BYTES_MAX
+
 LEX_SET_BYTES_MAX = 1_000_000
 """A ``tsvector``'s words hold at most 1 MiB of text together: a row whose tokens add up to
 more (counted with repeats, so a little early) gets no set (``NULL``) and is tested on its
@@ -45,8 +45,6 @@ def m012_lex_sets(cur: Any) -> None:
     exclusive lock, the HNSW index among them: ``maintenance_work_mem`` is raised for the
     transaction to hold its graph, as a bulk load's build does (the time a table of 1M rows
     took is in docs/postgres.md). Rows written meanwhile wait for it."""
-    from recalld.stores.postgres.indexes import index_memory  # indexes imports word_sql
-
     cur.execute(LEX_SET_FUNCTION)
     cur.execute(
         "SELECT greatest(0, (SELECT reltuples::bigint FROM pg_class"

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from recalld.lexical import IDF_FLOOR, K1, B
-from recalld.stores.postgres.migrations_words import LEXEME_BYTES_MAX
 
 Params = dict[str, Any]
 """A statement's named (``%(name)s``) parameters."""
+LEXEME_BYTES_MAX = 2046
+"""The longest word a ``tsvector`` holds (PostgreSQL's limit; :mod:`recalld.lexical` stores
+longer tokens as a 65-byte digest, so a token of the store never exceeds it): a longer one
+gives a row no word set (migration 12) and is never a word of :func:`words_query`."""
 
 
 def literal(text: str) -> str:

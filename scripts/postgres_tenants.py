@@ -3,7 +3,8 @@ channel's recall under the tenant filter (not a test).
 
     PYTHONPATH=src .venv/bin/python scripts/postgres_tenants.py --admin DSN \\
         [--size 1000000] [--tenants 1000] [--big 100000] [--queries 50] \\
-        [--data ../shared/benchmarks] [--workdir /tmp/scale] [--rebuild] [--json OUT.json]
+        [--data ../shared/benchmarks] [--workdir /tmp/scale] [--rebuild] [--json OUT.json] \\
+        [--database NAME]
 
 It builds, in the database ``recalld_scale_tenants_<size>_<tenants>`` of the admin DSN's
 server (kept for the next run unless ``--rebuild``), the scale corpus of ``recalld bench
@@ -221,6 +222,8 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path("../shared/benchmarks"))
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/scale"))
     parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--database",
+                        help="default: recalld_scale_tenants_<size>_<tenants>")  # fmt: skip
     parser.add_argument("--role", default=sp.APP_ROLE,
                         help="the role the searches connect as ('' for the admin's)")  # fmt: skip
     parser.add_argument("--word-check", action="store_true",
@@ -241,7 +244,7 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     picked = rng.choice(len(source.questions), args.queries, replace=False)
     questions = [source.questions[i] for i in sorted(picked)]
-    name = f"recalld_scale_tenants_{args.size}_{args.tenants}"
+    name = args.database or f"recalld_scale_tenants_{args.size}_{args.tenants}"
     dsn = sp.database_dsn(args.admin, name)
     load_before = os.getloadavg()
     built = None

@@ -22,6 +22,7 @@ from recalld.stores.postgres.migrations import (
     m010_collections,
     m011_estimable_wall,
 )
+from recalld.stores.postgres.migrations_words import m012_lex_sets
 
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
@@ -36,6 +37,7 @@ MIGRATIONS: list[Migration] = [
     (9, "m009_word_postings", m009_word_postings),
     (10, "m010_collections", m010_collections),
     (11, "m011_estimable_wall", m011_estimable_wall),
+    (12, "m012_lex_sets", m012_lex_sets),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

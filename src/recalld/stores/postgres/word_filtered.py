@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from recalld.stores.postgres.word_sql import (
     Params,
     bm25_rows,
+    holds_any,
     literal,
     phrase_hits,
     posting_scores,
@@ -67,7 +68,8 @@ def filtered_words_ctes(
     hit_columns = f"id, ref_time, pk, dl, true AS ok, {', '.join(f'f{i}' for i in range(n))}"
     if narrowed:
         hits, more = phrase_hits(query)
-        params.update(more, lex_firsts=[phrase[0] for phrase in query])
+        params.update(more)
+        holds = holds_any([phrase[0] for phrase in query], params)
         few = int(ADMITTED_FIRST_ROWS)
         ctes += [
             f"lex_few AS MATERIALIZED (SELECT count(*) <= {few} AS few FROM (SELECT FROM"
@@ -75,7 +77,7 @@ def filtered_words_ctes(
             "lex_admitted AS MATERIALIZED (SELECT m.id, m.ref_time, m.pk,"
             " m.lex_length::float8 AS dl, "
             + ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
-            + f" FROM memories m WHERE {where} AND m.lex_tokens && %(lex_firsts)s::text[])",
+            + f" FROM memories m WHERE {where} AND {holds})",
         ]
         # Each branch runs only if chosen (a CTE is computed when first read).
         union = " UNION ALL ".join(

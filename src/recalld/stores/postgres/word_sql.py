@@ -14,6 +14,10 @@ from recalld.lexical import IDF_FLOOR, K1, B
 
 Params = dict[str, Any]
 """A statement's named (``%(name)s``) parameters."""
+LEXEME_BYTES_MAX = 2046
+"""The longest word a ``tsvector`` holds (PostgreSQL's limit; :mod:`recalld.lexical` stores
+longer tokens as a 65-byte digest, so a token of the store never exceeds it): a longer one
+gives a row no word set (migration 12) and is never a word of :func:`words_query`."""
 
 
 def literal(text: str) -> str:
@@ -43,6 +47,29 @@ def phrase_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
     return hits, params
 
 
+def words_query(tokens: Sequence[str]) -> str | None:
+    """The ``tsquery`` (as text) that a row's ``lex_set`` (migration 12) matches when it holds
+    any of ``tokens``: each a quoted word, taken as it is (a quote doubled, a backslash
+    escaped; the operators and spaces inside quotes are the word's). None when no token can
+    be a set's word (only the rows without a set can hold those: :func:`holds_any`)."""
+    words = [t for t in dict.fromkeys(tokens) if t and len(t.encode()) <= LEXEME_BYTES_MAX]
+    quoted = ("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in words)
+    return " | ".join(quoted) or None
+
+
+def holds_any(tokens: Sequence[str], params: Params) -> str:
+    """A row ``m`` holding any of ``tokens``, tested on its set of distinct tokens (a binary
+    search a token; ``&&`` on its tokens compared every pair, five times as long), or on its
+    tokens when it has no set (more than a set holds: ``migrations_words``); sets
+    ``params`` ``lex_words`` and ``lex_firsts``."""
+    params["lex_firsts"] = list(tokens)
+    params["lex_words"] = words_query(tokens)
+    return (
+        "(m.lex_set @@ %(lex_words)s::tsquery"
+        " OR (m.lex_set IS NULL AND m.lex_tokens && %(lex_firsts)s::text[]))"
+    )
+
+
 def _term(k: int, hits: str, length: str) -> str:
     """Phrase ``k``'s part of a row's BM25: its idf ``i.idf{k}`` times the weight of its
     ``hits`` in a row of ``length`` (float8 expressions)."""
@@ -53,8 +80,14 @@ def _term(k: int, hits: str, length: str) -> str:
 
 
 def _score(n: int) -> str:
-    """A row's BM25 from its hits ``h.f{k}`` and length ``h.dl`` and the idfs ``i``."""
-    return "0::float8" + "".join(f" + {_term(k, f'h.f{k}', 'h.dl')}" for k in range(n))
+    """A row's BM25 from its hits ``h.f{k}`` and length ``h.dl`` and the idfs ``i``. A
+    phrase the row does not hold adds ``0.0`` without computing its term (which is ``0.0``:
+    a positive idf times 0 over a positive weight), so the sum is the same, and a phrase
+    slot left empty (:func:`padded`) costs a test."""
+    return "0::float8" + "".join(
+        f" + CASE WHEN h.f{k} > 0 THEN {_term(k, f'h.f{k}', 'h.dl')} ELSE 0::float8 END"
+        for k in range(n)
+    )
 
 
 def _any_hit(n: int) -> str:
@@ -126,14 +159,17 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
     read of the table's GIN index per phrase: for a tenant of few memories, a common word's
     index entries span every tenant's rows, and reading them cost more than testing the
     tenant's own rows (:func:`indexes.scans_rows`)."""
-    hits, params = phrase_hits(query)
+    holds_params: Params = {}
+    holds = holds_any([phrase[0] for phrase in query], holds_params)
+    query = padded(query)
+    hits, params = uniform_hits(query)
+    params.update(holds_params)
     n = len(query)
     columns = ", ".join(f"{hit} AS f{i}" for i, hit in enumerate(hits))
-    params["lex_firsts"] = [phrase[0] for phrase in query]
     lex_hit = (
         "lex_hit AS MATERIALIZED (SELECT m.id, m.ref_time, m.pk, m.lex_length::float8 AS dl,"
         f" ({where}) AS ok, {columns} FROM memories m WHERE m.namespace = ANY(%(namespaces)s)"
-        " AND m.lex_tokens && %(lex_firsts)s::text[])"
+        f" AND {holds})"
     )
     counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(n))
     return [
@@ -141,6 +177,43 @@ def scan_ctes(query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Pa
         *_idf(n, f"{counted} FROM lex_hit h WHERE {_any_hit(n)}"),
         bm25_rows(n),
     ], params
+
+
+PHRASES_PADDED_MIN = 4
+"""The one pass's statement (:func:`scan_ctes`) names its phrases in a number of slots
+that is this or a power of two times it, the question's phrases then phrases that match
+nothing, so that its text is one of few (one per number of slots, whatever the phrases):
+psycopg prepares a text after a few uses, and a small tenant's prepared statements run on
+a plan made once (:mod:`.plans`), where a text per number of phrases was parsed and
+planned at every search."""
+
+
+def padded(query: Sequence[Sequence[str]]) -> list[list[str]]:
+    """``query``'s phrases, then empty phrases (``[""]``: no token is empty, so none
+    matches, and its part of a row's score is ``+ 0.0``, which changes no sum) up to
+    :data:`PHRASES_PADDED_MIN` times a power of two."""
+    slots = PHRASES_PADDED_MIN
+    while slots < len(query):
+        slots *= 2
+    return [list(p) for p in query] + [[""]] * (slots - len(query))
+
+
+def uniform_hits(query: Sequence[Sequence[str]]) -> tuple[list[str], Params]:
+    """:func:`phrase_hits`'s counts in a text that depends only on the number of phrases
+    (a phrase's tokens are a parameter, not its shape): an empty phrase counts 0 without
+    reading the row, a phrase of one token its positions, a longer one its occurrences."""
+    params: Params = {}
+    hits = []
+    for i, phrase in enumerate(query):
+        params[f"lex_h{i}"], params[f"lex_p{i}"] = phrase[0], list(phrase)
+        head, tokens = f"%(lex_h{i})s::text", f"%(lex_p{i})s::text[]"
+        hits.append(
+            f"CASE WHEN {head} = '' THEN 0::float8 WHEN cardinality({tokens}) = 1 THEN"
+            f" cardinality(array_positions(m.lex_tokens, {head}))::float8 ELSE (SELECT count(*)"
+            f" FROM unnest(array_positions(m.lex_tokens, {head})) AS a(at) WHERE"
+            f" m.lex_tokens[a.at:a.at + cardinality({tokens}) - 1] = {tokens})::float8 END"
+        )
+    return hits, params
 
 
 WORD_READ_FACTOR = 1

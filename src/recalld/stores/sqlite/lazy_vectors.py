@@ -29,7 +29,6 @@ import numpy.typing as npt
 
 from recalld.stores.base import Vector
 from recalld.stores.sqlite import vector_file
-from recalld.stores.sqlite.copy_file import copy_cosines
 from recalld.stores.sqlite.vector_file import VectorCopies
 from recalld.stores.sqlite.vector_index import (
     MISMATCH,
@@ -396,14 +395,13 @@ class LazyAnn:
         pool = PRESELECT_FACTOR * limit
         if len(keep) <= pool:
             return keep
-        found, matrix, norms = self.ann.copy_rows(keep)
+        found, scores = self.ann.copy_scores(keep, np.asarray(query, np.float32))
         present = np.flatnonzero(found)
         if len(present) <= pool:
             return keep
         # A row the index has no copy of (written since it caught up, or without a vector)
         # is read back as it is: the table decides.
         uncopied = keep[~found]
-        scores = copy_cosines(matrix, np.asarray(query, np.float32), norms)
         best = np.argpartition(-scores, pool)[:pool]
         return np.concatenate([keep[present[best]], uncopied])
 

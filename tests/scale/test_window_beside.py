@@ -20,6 +20,7 @@ from recalld.records import MemoryFilter, TimeRange
 from recalld.stores.asks import ChannelCandidate
 from recalld.stores.base import CandidateRequest, NearestAsk
 from recalld.stores.sqlite import SQLiteStore, queries as q, readers
+from recalld.stores.sqlite.lazy_vectors import LazyAnn, Preranked
 from recalld.stores.sqlite.vector_reads import VectorReads
 
 pytest.importorskip("onnxruntime")  # see vector_index._usearch_index: load it first
@@ -155,3 +156,52 @@ def _write_elsewhere(path: str, query: np.ndarray, gone: list[str]) -> None:
             "UPDATE memories SET ref_time = ? WHERE id = 'm1300'",
             (datetime(2025, 1, 20, tzinfo=UTC).timestamp(),),
         )
+
+
+def test_a_large_window_is_ranked_beside_by_its_copies_while_that_stands(
+    saved: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A window of rows too many to score exactly, listed beside, is ranked there by the
+    copies file too: the same rows chosen as under the lock, and the same answer, exact;
+    a ranking made before a change the index noted, or for other rows, is made again."""
+    dated(saved)
+    store = subsets(saved)
+    lazy = lazy_of(store)
+    monkeypatch.setattr(LazyAnn, "passing_rows", lambda self, limit: 1000)  # 300 listed
+    made: list[tuple[str, Preranked | None]] = []
+    ranking = LazyAnn.preranked
+
+    def noted(self: LazyAnn, *args: Any) -> Preranked | None:
+        found = ranking(self, *args)
+        made.append((threading.current_thread().name, found))
+        return found
+
+    monkeypatch.setattr(LazyAnn, "preranked", noted)
+    queries = clustered(3, seed=83)
+    monkeypatch.setattr(threads, "machine_busy", lambda: True)
+    alone = [both(store, query, YEAR) for query in queries]
+    assert made == []
+    monkeypatch.setattr(threads, "machine_busy", lambda: False)
+    for query, want in zip(queries, alone, strict=True):
+        assert both(store, query, YEAR) == want
+        same(want, exactly(saved, query, YEAR_ROWS))
+    assert len(made) == len(queries)
+    assert all(name.startswith("recalld-window") and found for name, found in made)
+
+    keep = np.arange(4, 1201, 4, dtype=np.int64)[::-1].copy()
+    query = queries[0]
+    ranked = lazy.preranked(keep, query, 26)
+    assert ranked is not None
+    assert lazy._preselected(keep, query, 26, ranked) is ranked.chosen  # it stands
+    assert np.array_equal(ranked.chosen, lazy._preselected(keep, query, 26))
+    assert lazy._preselected(keep.copy(), query, 26, ranked) is not ranked.chosen
+    assert lazy._preselected(keep, queries[1], 26, ranked) is not ranked.chosen
+    file = lazy.ann.copy_file
+    assert file is not None
+    file.note(np.array([999_999], dtype=np.int64))  # a change noted since: made again
+    again = lazy._preselected(keep, query, 26, ranked)
+    assert again is not ranked.chosen and np.array_equal(again, ranked.chosen)
+    file.note(keep[:1])  # a row of the window changed: not ranked from the file alone
+    assert lazy.preranked(keep, query, 26) is None
+    store.close()

@@ -193,6 +193,11 @@ class CopyMatrix:
     def __len__(self) -> int:
         return len(self._pks)
 
+    @property
+    def changed(self) -> Pks:
+        """The pks noted since the file was written: a new array at each change."""
+        return self._changed
+
     def note(self, pks: Pks) -> None:
         """Rows of ``pks`` changed in the index since the file was written: asked of it."""
         if len(pks):
@@ -214,8 +219,9 @@ class CopyMatrix:
             order = np.argsort(pks, kind="stable")
             held, at = np.empty(len(pks), dtype=np.bool_), np.empty(len(pks), dtype=np.int64)
             held[order], at[order] = positions(self._pks, pks[order])
-        if len(self._changed):
-            held &= ~np.isin(pks, self._changed)
+        changed = self._changed  # read once: another thread may note rows meanwhile
+        if len(changed):
+            held &= ~np.isin(pks, changed)
         return held, at
 
     def _row_table(self) -> npt.NDArray[np.int32] | None:

@@ -17,7 +17,9 @@ fetches :data:`TIE_MARGIN` more neighbours than it keeps.
 A search that asks for both vector channels may have the time window's rows counted and
 listed on another thread (:meth:`VectorReads.window_rows_beside`) while this one walks the
 ANN graph for the nearest memories: that part of ``window_semantic`` is SQL alone, on the
-other thread's own connection, and needs no vector held under :attr:`VectorReads.lock`.
+other thread's own connection, and needs no vector held under :attr:`VectorReads.lock`;
+so is the ranking of a large window's rows by the index's copies where the mapped copies
+file holds them all (:class:`.lazy_vectors.Preranked`, used only while it stands).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from recalld.records import TimeRange
 from recalld.stores.asks import ChannelCandidate, NearestAsk, WordsAsk, ranked
 from recalld.stores.base import Vector
 from recalld.stores.sqlite import queries as q, readers
-from recalld.stores.sqlite.lazy_vectors import LazyAnn
+from recalld.stores.sqlite.lazy_vectors import LazyAnn, Preranked
 from recalld.stores.sqlite.vectors import VectorMirror, listed_pks
 from recalld.stores.sqlite.word_engines import word_engines
 from recalld.threads import LazyPool
@@ -61,6 +63,8 @@ class WindowRows:
     wide: int
     count: int
     pks: npt.NDArray[np.int64] | None
+    preranked: Preranked | None = None
+    """The rows listed ranked by their copies (see :meth:`LazyAnn.preranked`)."""
 
 
 class VectorReads:
@@ -199,13 +203,20 @@ class VectorReads:
         if wide is None:
             return None
         where, params = readers.within(ask.window, scope.where, scope.params)
-        return _window_threads.submit(self._window_listing, ask.window, where, params, wide)
+        return _window_threads.submit(self._window_listing, ask, where, params, wide)
 
     def _window_listing(
-        self, window: TimeRange | None, where: str, params: list[object], wide: int
+        self, ask: NearestAsk, where: str, params: list[object], wide: int
     ) -> WindowRows:
-        count = self._window_rows(window, wide + 1)
-        return WindowRows(wide, count, None if count > wide else self.pks_where(where, params))
+        count = self._window_rows(ask.window, wide + 1)
+        if count > wide:
+            return WindowRows(wide, count, None)
+        pks = self.pks_where(where, params)
+        lazy = self.lazy  # read without the lock: what it ranks is checked before use
+        ranked = None
+        if lazy is not None and ask.vector is not None and len(pks) <= lazy.subset_exact_rows:
+            ranked = lazy.preranked(pks, ask.vector, ask.limit + TIE_MARGIN)
+        return WindowRows(wide, count, pks, ranked)
 
     def window_semantic(
         self, ask: NearestAsk, scope: readers.Scope, listed: Future[WindowRows] | None = None
@@ -217,6 +228,7 @@ class VectorReads:
         where, params = readers.within(ask.window, scope.where, scope.params)
         beside = None if listed is None else listed.result()  # before the lock: SQL alone
         keep: npt.NDArray[np.int64] | None = None
+        ranked: Preranked | None = None
         with self.lock:
             lazy = self.lazy_index()
             # A window too large to list, or holding a share of the rows large enough for
@@ -226,7 +238,7 @@ class VectorReads:
                 fetch = limit + TIE_MARGIN
                 wide = self._wide(lazy, limit)
                 if beside is not None and beside.wide == wide:
-                    count, keep = beside.count, beside.pks
+                    count, keep, ranked = beside.count, beside.pks, beside.preranked
                 else:
                     count = self._window_rows(ask.window, wide + 1)
                 if count > wide:
@@ -239,7 +251,7 @@ class VectorReads:
                         return self._kept_of(found, limit, scored)
             if keep is None:
                 keep = self.pks_where(where, params)
-            return self.nearest(query_vector, limit, None, keep)
+            return self.nearest(query_vector, limit, None, keep, preranked=ranked)
 
     @staticmethod
     def _wide(lazy: LazyAnn, limit: int) -> int:
@@ -253,16 +265,20 @@ class VectorReads:
         hidden: npt.NDArray[np.int64] | None,
         keep: npt.NDArray[np.int64] | None,
         near_memory: bool = False,
+        preranked: Preranked | None = None,
     ) -> list[ChannelCandidate]:
         """The ``limit`` nearest vectors among rows not ``hidden`` (or only ``keep`` ones):
         from the saved ANN index alone while it can answer, else from the mirror
-        (``near_memory``: :attr:`NearestAsk.near_memory`)."""
+        (``near_memory``: :attr:`NearestAsk.near_memory`; ``preranked``: ``keep`` ranked by
+        the index's copies already, :meth:`LazyAnn.preranked`)."""
         lazy = self.lazy_index()
         if lazy is not None:
             _check_dimension(query, lazy.dimension)
             scored = self._scored()
             fetch = limit + TIE_MARGIN
-            found = lazy.search(self._db, query, fetch, hidden, keep, near_memory, scored)
+            found = lazy.search(
+                self._db, query, fetch, hidden, keep, near_memory, scored, preranked
+            )
             if found is not None:
                 return self._kept_of(found, limit, scored)
             self.lazy = None  # the mirror answers from now on in this process

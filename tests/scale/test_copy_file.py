@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from recalld.stores.base import CandidateRequest, NearestAsk
-from recalld.stores.sqlite import SQLiteStore, copy_file, vector_index
+from recalld.stores.sqlite import SQLiteStore, copy_file, vector_file, vector_index
 from recalld.stores.sqlite.lazy_vectors import PRESELECT_FACTOR, LazyAnn
 from recalld.stores.sqlite.vector_index import AnnIndex
 from recalld.stores.sqlite.vectors import VectorMirror
@@ -167,6 +167,10 @@ def test_the_copies_follow_another_process_writes_and_saves(
     assert not held[[9 - 1, 10 - 1]].any()  # m8, m9 (pks 9, 10) gone; pk 8 is m7
     assert matrix.tobytes() == np.stack([row for row in now if row is not None]).tobytes()
     assert np.array_equal(norms, copy_file.copy_norms(matrix))
+    scored, scores = ann.copy_scores(every[::-1].copy(), query)  # file and index mixed
+    assert np.array_equal(scored, held[::-1])
+    want = copy_file.copy_cosines(matrix[::-1].copy(), query, norms[::-1].copy())
+    assert np.array_equal(scores, want)
     for probe in clustered(4, seed=66):
         same(in_subset(store, probe), exact_where(saved, probe, 10))
     monkeypatch.setattr(vector_index, "SAVE_FRACTION", 0.001)
@@ -228,3 +232,52 @@ def test_an_index_without_its_copies_gets_them_once(
     same(in_subset(again, query), exact_where(saved, query, 10))
     assert max(asked, default=0) <= vector_index.SPOT_CHECKS  # the spot check alone
     again.close()
+
+
+def a_file(pks: np.ndarray, dtype: Any = np.int8, seed: int = 71) -> copy_file.CopyMatrix:
+    """A copies file's matrix over ``pks`` (ascending) of random copies, as opened."""
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "i":
+        rows = rng.integers(-127, 128, (len(pks), 48), dtype=dtype)
+    else:
+        rows = rng.standard_normal((len(pks), 48)).astype(dtype)
+    return copy_file.CopyMatrix(7, pks, copy_file.copy_norms(rows), rows)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32])
+def test_copies_scored_as_gathered_equal_the_gathered_matrix_scored(
+    monkeypatch: pytest.MonkeyPatch, dtype: Any
+) -> None:
+    """Scoring the file's rows block by block as they are gathered, the copies cast inside
+    the product, gives the scores of the gathered matrix cast whole, to the bit: the
+    ranking of a large subset is unchanged whatever the block sizes."""
+    saved = a_file(np.arange(1, 5001, dtype=np.int64) * 3, dtype)
+    rows = np.random.default_rng(72).permutation(5000)[:3001]
+    for query in clustered(3, seed=73):
+        query = np.resize(query, 48).astype(np.float32)
+        matrix, norms = saved.gather(rows)
+        want = copy_file.copy_cosines(matrix, query, norms)
+        for block in (1, 7, 1024, 5000):
+            monkeypatch.setattr(copy_file, "SCORE_BLOCK", block)
+            assert np.array_equal(saved.cosines(rows, query), want)
+    assert saved.cosines(rows[:0], query).shape == (0,)
+
+
+@pytest.mark.parametrize("spread", [1, 3, 5])
+def test_a_pk_row_is_found_by_table_or_binary_search_alike(spread: int) -> None:
+    """A file whose pks are dense enough finds rows by a table over their span, a sparser
+    one by a binary search: for every pk asked (inside the span or not, held or not,
+    changed since the file or not), whether the file holds it and at which row are what a
+    binary search over the file's pks gives."""
+    rng = np.random.default_rng(74)
+    pks = np.sort(rng.choice(np.arange(100, 100 + 2000 * spread), 2000, replace=False))
+    saved = a_file(pks.astype(np.int64))
+    asked = np.concatenate([rng.integers(0, 100 + 2000 * spread + 50, 3000), pks[[0, -1]]])
+    asked = asked.astype(np.int64)
+    saved.note(pks[5:40:3])
+    held, rows = saved.rows_of(asked)
+    in_file, at = vector_file.positions(pks, asked)
+    want = in_file & ~np.isin(asked, pks[5:40:3])
+    assert np.array_equal(held, want) and held.any() and not held.all()
+    assert np.array_equal(rows[held], at[held]) and np.array_equal(pks[rows[held]], asked[held])
+    assert (saved._table is not None) == (spread <= copy_file.DENSE_SPAN)

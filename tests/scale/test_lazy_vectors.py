@@ -228,9 +228,9 @@ def test_a_wide_time_window_filters_the_index_candidates_not_every_row(
     listed: list[str] = []
     nearest = VectorReads.nearest
 
-    def spying(self: VectorReads, *args: object) -> object:
+    def spying(self: VectorReads, *args: object, **kwargs: object) -> object:
         listed.append("rows listed")
-        return nearest(self, *args)  # type: ignore[arg-type]
+        return nearest(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(VectorReads, "nearest", spying)
     wide = TimeRange(NOW - timedelta(days=1), NOW + timedelta(days=1))
@@ -278,9 +278,9 @@ def test_a_window_holding_a_large_share_of_the_rows_is_checked_on_the_index_cand
     listed: list[str] = []
     nearest = VectorReads.nearest
 
-    def spying(self: VectorReads, *args: object) -> object:
+    def spying(self: VectorReads, *args: object, **kwargs: object) -> object:
         listed.append(self is store.vector_reads)
-        return nearest(self, *args)  # type: ignore[arg-type]
+        return nearest(self, *args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(VectorReads, "nearest", spying)
     half = TimeRange(NOW - timedelta(hours=599, minutes=30), NOW + timedelta(minutes=1))

@@ -21,6 +21,7 @@ import math
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ import numpy.typing as npt
 
 from recalld.stores.base import Vector
 from recalld.stores.sqlite import vector_file
-from recalld.stores.sqlite.copy_file import copy_cosines
+from recalld.stores.sqlite.copy_file import CopyMatrix
 from recalld.stores.sqlite.vector_file import VectorCopies
 from recalld.stores.sqlite.vector_index import (
     MISMATCH,
@@ -66,6 +67,22 @@ to read whole."""
 PASSING_MARGIN = 1.25
 """Candidates asked for beyond what the share of rows a filter keeps predicts (see
 :meth:`LazyAnn.search_passing`)."""
+
+
+@dataclass(frozen=True)
+class Preranked:
+    """:meth:`LazyAnn._preselected`'s answer for ``keep``, ``query`` and ``limit``, made
+    from the copies file alone without holding the store's vector lock
+    (:meth:`LazyAnn.preranked`, on another thread): it stands while the index still reads
+    that ``file`` with the same rows ``changed`` since it was written (each change noted
+    makes a new array), else the ranking is made again."""
+
+    keep: Pks
+    query: npt.NDArray[np.float32]
+    limit: int
+    file: CopyMatrix
+    changed: Pks
+    chosen: Pks
 
 
 class LazyAnn:
@@ -264,21 +281,25 @@ class LazyAnn:
         keep: Pks | None = None,
         near_memory: bool = False,
         into: dict[str, Vector] | None = None,
+        preranked: Preranked | None = None,
     ) -> list[tuple[str, float]] | None:
         """Top ``limit`` (memory id, exact cosine), best first, among rows not ``hidden``
         (or only ``keep`` ones); None when the mirror should answer instead.
         ``near_memory``: the query is a stored vector (a narrower beam does). ``into``:
-        where the vectors of the memories returned are put, by id (see :meth:`_best`)."""
+        where the vectors of the memories returned are put, by id (see :meth:`_best`).
+        ``preranked``: ``keep`` ranked by its copies already (:meth:`preranked`)."""
         query = np.asarray(query, dtype=np.float32)
         if limit <= 0:
             return []
         if keep is not None and len(keep) <= self.subset_exact_rows:
-            return self._exact_subset(db, keep, query, limit, into)
+            return self._exact_subset(db, keep, query, limit, into, preranked)
         allowed = self._allowed_count(hidden, keep)
         if allowed == 0:
             return []
         if allowed <= self.subset_exact_rows:
-            return None if keep is None else self._exact_subset(db, keep, query, limit, into)
+            if keep is None:
+                return None
+            return self._exact_subset(db, keep, query, limit, into, preranked)
         fetch = math.ceil(limit * RESCORE_FACTOR * self.size / allowed)
         if fetch > MAX_ANN_CANDIDATES:
             return None
@@ -382,28 +403,59 @@ class LazyAnn:
         query: Vector,
         limit: int,
         into: dict[str, Vector] | None = None,
+        preranked: Preranked | None = None,
     ) -> list[tuple[str, float]]:
         """Exact search among the ``keep`` rows (the caller knows they are few enough)."""
-        pks = self._preselected(keep, query, limit)
+        pks = self._preselected(keep, query, limit, preranked)
         if self.copies is not None:
             return self._best(db, self._pool(db, pks), query, limit, into)
         return self._top(_read(db, _ROWS, [], pks), query, limit)
 
-    def _preselected(self, keep: Pks, query: Vector, limit: int) -> Pks:
+    def preranked(self, keep: Pks, query: Vector, limit: int) -> Preranked | None:
+        """:meth:`_preselected`'s answer made from the copies file alone, without the
+        store's vector lock (the file is mapped read-only; the rows changed since it are
+        read once): when ``keep`` is large enough to be ranked and the file holds every
+        row of it as the index has it; else None. Used only while it stands
+        (:class:`Preranked`)."""
+        pool = PRESELECT_FACTOR * limit
+        file = self.ann.copy_file
+        if file is None or len(keep) <= pool or not len(file):
+            return None
+        changed = file.changed
+        held, rows = file.rows_of(keep)
+        if not held.all():
+            return None
+        query = np.asarray(query, dtype=np.float32)
+        scores = file.cosines(rows, query)
+        chosen = keep[np.argpartition(-scores, pool)[:pool]]
+        return Preranked(keep, query, limit, file, changed, chosen)
+
+    def _preselected(
+        self, keep: Pks, query: Vector, limit: int, preranked: Preranked | None = None
+    ) -> Pks:
         """The rows of ``keep`` worth scoring exactly for the top ``limit``: all of a small
         set; of a large one, the :data:`PRESELECT_FACTOR` x ``limit`` nearest by the
-        index's copies (the same copies its graph search ranks by)."""
+        index's copies (the same copies its graph search ranks by); ``preranked`` where it
+        stands (the same answer, made earlier)."""
         pool = PRESELECT_FACTOR * limit
         if len(keep) <= pool:
             return keep
-        found, matrix, norms = self.ann.copy_rows(keep)
+        if (
+            preranked is not None
+            and preranked.keep is keep
+            and preranked.limit == limit
+            and preranked.file is self.ann.copy_file
+            and preranked.changed is preranked.file.changed
+            and np.array_equal(preranked.query, query)
+        ):
+            return preranked.chosen
+        found, scores = self.ann.copy_scores(keep, np.asarray(query, np.float32))
         present = np.flatnonzero(found)
         if len(present) <= pool:
             return keep
         # A row the index has no copy of (written since it caught up, or without a vector)
         # is read back as it is: the table decides.
         uncopied = keep[~found]
-        scores = copy_cosines(matrix, np.asarray(query, np.float32), norms)
         best = np.argpartition(-scores, pool)[:pool]
         return np.concatenate([keep[present[best]], uncopied])
 

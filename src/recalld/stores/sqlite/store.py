@@ -9,10 +9,12 @@ below.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import threading
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent import futures
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from datetime import datetime
@@ -391,11 +393,21 @@ class SQLiteStore:
             self.vector_reads.noting_pks(),
             self._word_lengths,
         )
-        return {
-            name: self._readers[name](ask, scope)
-            for name, ask in request.asks.items()
-            if name in self._readers
-        }
+        reads = self.vector_reads
+        listed = reads.window_rows_beside(request.asks, scope)
+        channel_readers = self._readers
+        if listed is not None:
+            window = functools.partial(reads.window_semantic, listed=listed)
+            channel_readers = {**channel_readers, "window_semantic": window}
+        try:
+            return {
+                name: channel_readers[name](ask, scope)
+                for name, ask in request.asks.items()
+                if name in channel_readers
+            }
+        finally:
+            if listed is not None:
+                futures.wait([listed])  # never left listing after the call
 
     def exact_vectors(self) -> bool:
         return self.vector_reads.exact()

@@ -315,19 +315,48 @@ class AnnIndex:
         held, rows = saved.rows_of(pks)
         if held.all():
             return (held, *saved.gather(rows))  # the usual case: one gather
+        found, fresh_at, fresh = self._changed_copies(pks, held)
+        place = np.cumsum(found) - 1
+        matrix, norms = saved.empty(int(np.count_nonzero(found)))
+        matrix[place[held]], norms[place[held]] = saved.gather(rows[held])
+        if len(fresh_at):
+            matrix[place[fresh_at]] = fresh
+            norms[place[fresh_at]] = copy_file.copy_norms(fresh)
+        return found, matrix, norms
+
+    def copy_scores(self, pks: Ids, query: Matrix) -> tuple[npt.NDArray[np.bool_], Matrix]:
+        """Whether the index holds each of ``pks``, and the float32 ``query``'s cosine with
+        the copies of those it holds, in the order of ``pks``: the scores
+        ``copy_file.copy_cosines`` gives :meth:`copy_rows`' matrix, to the bit, the file's
+        rows scored as they are gathered (``CopyMatrix.cosines``), never all in one matrix
+        (a month of the 1M store, 42k rows: 7 against 13 ms)."""
+        saved = self.copy_file
+        if saved is None or not len(saved):
+            found, matrix, norms = self.copy_rows(pks)
+            return found, copy_file.copy_cosines(matrix, query, norms)
+        held, rows = saved.rows_of(pks)
+        if held.all():
+            return held, saved.cosines(rows, query)  # the usual case
+        found, fresh_at, fresh = self._changed_copies(pks, held)
+        scores = np.empty(len(pks), dtype=np.float32)
+        scores[held] = saved.cosines(rows[held], query)
+        if len(fresh_at):
+            norms = copy_file.copy_norms(fresh)
+            scores[fresh_at] = copy_file.copy_cosines(fresh, query, norms)
+        return found, scores[found]
+
+    def _changed_copies(
+        self, pks: Ids, held: npt.NDArray[np.bool_]
+    ) -> tuple[npt.NDArray[np.bool_], Ids, npt.NDArray[Any]]:
+        """For rows of ``pks`` the copies file does not hold as the index has them now (not
+        ``held``): whether the index holds each of ``pks``, where among them those it
+        holds and the file does not are, and their copies (asked of the index)."""
         asked = np.flatnonzero(~held)
         read = self.copies(pks[asked])
         got = np.array([row is not None for row in read], dtype=np.bool_)
         found = held.copy()
         found[asked[got]] = True
-        place = np.cumsum(found) - 1
-        matrix, norms = saved.empty(int(np.count_nonzero(found)))
-        matrix[place[held]], norms[place[held]] = saved.gather(rows[held])
-        if got.any():
-            fresh = _stacked([row for row in read if row is not None])
-            matrix[place[asked[got]]] = fresh
-            norms[place[asked[got]]] = copy_file.copy_norms(fresh)
-        return found, matrix, norms
+        return found, asked[got], _stacked([row for row in read if row is not None])
 
     def write_copies(self) -> None:
         """Write the copies file of the index as it is (the file saved as ``covered_seq``,

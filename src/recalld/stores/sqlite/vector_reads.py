@@ -13,14 +13,23 @@ for the store handle's lifetime:
 
 Equal scores at the cut are ordered by the memory's id, as on PostgreSQL: each search
 fetches :data:`TIE_MARGIN` more neighbours than it keeps.
+
+A search that asks for both vector channels may have the time window's rows counted and
+listed on another thread (:meth:`VectorReads.window_rows_beside`) while this one walks the
+ANN graph for the nearest memories: that part of ``window_semantic`` is SQL alone, on the
+other thread's own connection, and needs no vector held under :attr:`VectorReads.lock`;
+so is the ranking of a large window's rows by the index's copies where the mapped copies
+file holds them all (:class:`.lazy_vectors.Preranked`, used only while it stands).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +41,30 @@ from recalld.records import TimeRange
 from recalld.stores.asks import ChannelCandidate, NearestAsk, WordsAsk, ranked
 from recalld.stores.base import Vector
 from recalld.stores.sqlite import queries as q, readers
-from recalld.stores.sqlite.lazy_vectors import LazyAnn
+from recalld.stores.sqlite.lazy_vectors import LazyAnn, Preranked
 from recalld.stores.sqlite.vectors import VectorMirror, listed_pks
 from recalld.stores.sqlite.word_engines import word_engines
+from recalld.threads import LazyPool
 
 TIE_MARGIN = 16
 """Extra nearest neighbours fetched so that equal cosines at the cut are ordered by id."""
+WINDOW_THREADS = 4
+"""Threads that list time windows' rows while searches walk the ANN graph (one per search
+in flight; more searches at once wait for one)."""
+_window_threads = LazyPool(WINDOW_THREADS, "recalld-window")
+
+
+@dataclass(frozen=True)
+class WindowRows:
+    """A time window's rows as ``window_semantic`` decides on them: counted up to ``wide``
+    + 1 (:meth:`VectorReads._window_rows`), and listed (``pks``, those passing the filters)
+    when no more than ``wide``."""
+
+    wide: int
+    count: int
+    pks: npt.NDArray[np.int64] | None
+    preranked: Preranked | None = None
+    """The rows listed ranked by their copies (see :meth:`LazyAnn.preranked`)."""
 
 
 class VectorReads:
@@ -160,11 +187,48 @@ class VectorReads:
             keep = self.pks_where(scope.where, scope.params)
         return self.nearest(ask.vector, ask.limit, hidden, keep, ask.near_memory)
 
-    def window_semantic(self, ask: NearestAsk, scope: readers.Scope) -> list[ChannelCandidate]:
-        """The nearest vectors inside the ask's time window."""
+    def window_rows_beside(
+        self, asks: Mapping[str, object], scope: readers.Scope
+    ) -> Future[WindowRows] | None:
+        """When ``asks`` want both vector channels from the saved ANN index and reads may
+        spread (``scope.spread``): the window's rows counted, and listed if few enough, on
+        another thread (its own connection) while this one searches the nearest vectors;
+        hand the future to :meth:`window_semantic`. Else None."""
+        ask = asks.get("window_semantic")
+        if not isinstance(ask, NearestAsk) or "semantic" not in asks or not scope.spread:
+            return None
+        with self.lock:  # the index as it is (window_semantic counts again if it moved)
+            lazy = self.lazy
+            wide = None if lazy is None else self._wide(lazy, ask.limit)
+        if wide is None:
+            return None
+        where, params = readers.within(ask.window, scope.where, scope.params)
+        return _window_threads.submit(self._window_listing, ask, where, params, wide)
+
+    def _window_listing(
+        self, ask: NearestAsk, where: str, params: list[object], wide: int
+    ) -> WindowRows:
+        count = self._window_rows(ask.window, wide + 1)
+        if count > wide:
+            return WindowRows(wide, count, None)
+        pks = self.pks_where(where, params)
+        lazy = self.lazy  # read without the lock: what it ranks is checked before use
+        ranked = None
+        if lazy is not None and ask.vector is not None and len(pks) <= lazy.subset_exact_rows:
+            ranked = lazy.preranked(pks, ask.vector, ask.limit + TIE_MARGIN)
+        return WindowRows(wide, count, pks, ranked)
+
+    def window_semantic(
+        self, ask: NearestAsk, scope: readers.Scope, listed: Future[WindowRows] | None = None
+    ) -> list[ChannelCandidate]:
+        """The nearest vectors inside the ask's time window (``listed``: its rows, from
+        :meth:`window_rows_beside`)."""
         assert ask.vector is not None
         query_vector, limit = ask.vector, ask.limit
         where, params = readers.within(ask.window, scope.where, scope.params)
+        beside = None if listed is None else listed.result()  # before the lock: SQL alone
+        keep: npt.NDArray[np.int64] | None = None
+        ranked: Preranked | None = None
         with self.lock:
             lazy = self.lazy_index()
             # A window too large to list, or holding a share of the rows large enough for
@@ -172,8 +236,12 @@ class VectorReads:
             # half the candidates pass), is checked on the index's candidates alone.
             if lazy is not None:
                 fetch = limit + TIE_MARGIN
-                wide = min(lazy.subset_exact_rows, lazy.passing_rows(fetch))
-                if self._window_rows(ask.window, wide + 1) > wide:
+                wide = self._wide(lazy, limit)
+                if beside is not None and beside.wide == wide:
+                    count, keep, ranked = beside.count, beside.pks, beside.preranked
+                else:
+                    count = self._window_rows(ask.window, wide + 1)
+                if count > wide:
                     _check_dimension(query_vector, lazy.dimension)
                     scored = self._scored()
                     found = lazy.search_passing(
@@ -181,7 +249,14 @@ class VectorReads:
                     )
                     if found is not None:
                         return self._kept_of(found, limit, scored)
-            return self.nearest(query_vector, limit, None, self.pks_where(where, params))
+            if keep is None:
+                keep = self.pks_where(where, params)
+            return self.nearest(query_vector, limit, None, keep, preranked=ranked)
+
+    @staticmethod
+    def _wide(lazy: LazyAnn, limit: int) -> int:
+        """The most rows of a window listed and searched exactly (see window_semantic)."""
+        return min(lazy.subset_exact_rows, lazy.passing_rows(limit + TIE_MARGIN))
 
     def nearest(
         self,
@@ -190,16 +265,20 @@ class VectorReads:
         hidden: npt.NDArray[np.int64] | None,
         keep: npt.NDArray[np.int64] | None,
         near_memory: bool = False,
+        preranked: Preranked | None = None,
     ) -> list[ChannelCandidate]:
         """The ``limit`` nearest vectors among rows not ``hidden`` (or only ``keep`` ones):
         from the saved ANN index alone while it can answer, else from the mirror
-        (``near_memory``: :attr:`NearestAsk.near_memory`)."""
+        (``near_memory``: :attr:`NearestAsk.near_memory`; ``preranked``: ``keep`` ranked by
+        the index's copies already, :meth:`LazyAnn.preranked`)."""
         lazy = self.lazy_index()
         if lazy is not None:
             _check_dimension(query, lazy.dimension)
             scored = self._scored()
             fetch = limit + TIE_MARGIN
-            found = lazy.search(self._db, query, fetch, hidden, keep, near_memory, scored)
+            found = lazy.search(
+                self._db, query, fetch, hidden, keep, near_memory, scored, preranked
+            )
             if found is not None:
                 return self._kept_of(found, limit, scored)
             self.lazy = None  # the mirror answers from now on in this process

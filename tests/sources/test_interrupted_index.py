@@ -12,6 +12,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from index_slowly import INTERRUPTED_AFTER  # the helper slows down from there on
+
 import recalld
 from recalld.config import Settings
 from recalld.providers.cache import CACHE_COMMIT_TEXTS
@@ -53,7 +55,7 @@ def test_an_interrupted_index_keeps_what_it_embedded(tmp_path: Path) -> None:
     try:
         assert process.stdout is not None
         embedded, deadline = 0, time.monotonic() + 120
-        while embedded < 2 * CACHE_COMMIT_TEXTS and time.monotonic() < deadline:
+        while embedded < INTERRUPTED_AFTER and time.monotonic() < deadline:
             line = process.stdout.readline()
             assert line, (
                 f"the indexer ended early: {process.stderr.read() if process.stderr else ''}"

@@ -8,7 +8,6 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
@@ -100,7 +99,7 @@ def search_rows(
         else:
             memories[memory_id] = memory(rest[:-1])
             if vectors and rest[-1] is not None:
-                found[memory_id] = np.asarray(rest[-1].to_numpy(), dtype=np.float32)
+                found[memory_id] = rest[-1]  # a float32 array (loaders)
     near = near_ids(found_channels[0], depth) if found_channels and radius > 0 else []
     for memory_id in near:  # in a session with no other live member: no neighbours
         kept = memories.get(memory_id)

@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from recalld import threads
@@ -36,6 +35,7 @@ from recalld.stores.base import (
 from recalld.stores.postgres import indexes as ix, queries as q, reads, results as res, writes as w
 from recalld.stores.postgres.admin import Administration
 from recalld.stores.postgres.failures import pg_errors, raising_store_errors, redacted
+from recalld.stores.postgres.loaders import register as register_adapters
 from recalld.stores.postgres.migrations import APP_ID, KEEP_VECTORS_INLINE, WORDS_GONE
 from recalld.stores.postgres.plans import PlanChoice
 from recalld.stores.postgres.probe import check_vectors_once
@@ -131,7 +131,7 @@ class PostgresStore(Administration, SourceFiles):
         )
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        register_vector(conn)
+        register_adapters(conn)
         self._plans.configure(conn)
         self._declare(conn, self._ef_search(conn))
         try:
@@ -450,7 +450,7 @@ class PostgresStore(Administration, SourceFiles):
                 (list(ids), self._visible, self.tenancy.tenant),
                 binary=True,  # as search_rows: floats, not text to parse
             ).fetchall()
-        return {i: np.asarray(v.to_numpy(), dtype=np.float32) for i, v in rows}
+        return dict(rows)  # float32 arrays (loaders.VectorArrayBinaryLoader)
 
     def exact_vectors(self) -> bool:
         return False  # the planner may answer from the HNSW index, whichever the table's size

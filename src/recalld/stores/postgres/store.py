@@ -41,6 +41,7 @@ from recalld.stores.postgres.plans import PlanChoice
 from recalld.stores.postgres.probe import check_vectors_once
 from recalld.stores.postgres.schema import migrate, refuse_foreign
 from recalld.stores.postgres.sources import SourceFiles
+from recalld.stores.postgres.statements import execute as execute_named
 
 T = TypeVar("T")
 
@@ -547,7 +548,7 @@ class PostgresStore(Administration, SourceFiles):
                     with ix.near_memory(conn, requests, self._ef) as narrowed:
                         # Binary: vectors as 1.5 KB of floats, not 4-6 KB of text to
                         # parse (a third of a 100k search's time); the same bits.
-                        cursor = conn.execute(sql, values, binary=True)
+                        cursor = execute_named(conn, sql, values, binary=True)
                     return [bool(b[0]) for b in blocks], cursor.fetchall()
                 except psycopg.Error as exc:
                     if narrowed:  # the pipeline's connection: the pool replaces it

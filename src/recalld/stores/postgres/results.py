@@ -89,17 +89,20 @@ def search_rows(
     memories: dict[str, Memory] = {}
     found: dict[str, Vector] = {}
     neighbors: dict[str, list[tuple[str, int]]] = {}
-    for kind, req, channel, n, memory_id, score, *rest in rows:
+    # Rows by index, not unpacked: ``*rest`` made a list of 34 values of each of ~170
+    # ``hit`` rows a search, whose columns past the score are all NULL.
+    for r in rows:
+        kind = r[0]  # kind, req, channel, n, id, score, then the memory's row and vector
         if kind == "hit":
-            found_channels[sent[req]].setdefault(channel, []).append(
-                ChannelCandidate(memory_id, n, float(score))
+            found_channels[sent[r[1]]].setdefault(r[2], []).append(
+                ChannelCandidate(r[4], r[3], float(r[5]))
             )
         elif kind == "near":
-            neighbors.setdefault(channel, []).append((memory_id, int(n)))
+            neighbors.setdefault(r[2], []).append((r[4], int(r[3])))
         else:
-            memories[memory_id] = memory(rest[:-1])
-            if vectors and rest[-1] is not None:
-                found[memory_id] = rest[-1]  # a float32 array (loaders)
+            memories[r[4]] = memory(r[6:-1])
+            if vectors and r[-1] is not None:
+                found[r[4]] = r[-1]  # a float32 array (loaders)
     near = near_ids(found_channels[0], depth) if found_channels and radius > 0 else []
     for memory_id in near:  # in a session with no other live member: no neighbours
         kept = memories.get(memory_id)

@@ -261,7 +261,8 @@ def search_rows_sql(
     first request's candidates ranked within ``depth`` as ``near`` rows (``channel`` = whose
     neighbour, ``n`` = offset), and as ``row`` rows the memory row of every neighbour and of
     every candidate ranked within ``rows_depth`` in some channel (with its vector when
-    asked). Needs ``%(namespaces)s``.
+    asked), and when vectors are asked the other candidates' vectors as ``vec`` rows (the
+    tenant's own row last, as in ``row`` rows). Needs ``%(namespaces)s``.
 
     Columns: kind, req, channel, n, id, score, then :data:`SELECT_COLUMNS` and the vector.
     """
@@ -284,6 +285,18 @@ def search_rows_sql(
         "CASE WHEN m.id IN (SELECT id FROM hits) THEN m.embedding END"
         if vectors
         else "NULL::vector"
+    )
+    # With vectors: the other candidates' vectors too, without their rows (``vec`` rows):
+    # the vector channel's completion and the stages that compare memories read them, each
+    # lookup a statement and a round trip of its own.
+    vector_rows = (
+        f"""UNION ALL
+SELECT 'vec', NULL, NULL, (m.namespace = %(tenant)s)::int, m.id, NULL, {nulls}, m.embedding
+    FROM memories m WHERE m.id IN (SELECT id FROM hits EXCEPT SELECT id FROM wanted)
+    AND m.namespace = ANY(%(namespaces)s) AND m.embedding IS NOT NULL
+"""
+        if vectors
+        else ""
     )
     params.update(radius=radius, depth=depth, rows_depth=rows_depth)
     # ``centers``: the candidates whose neighbours are wanted, set apart before the join, so
@@ -308,7 +321,7 @@ wanted AS (SELECT id FROM hits WHERE n <= %(rows_depth)s UNION SELECT other FROM
 SELECT 'row' AS kind, NULL::int AS req, NULL::text AS channel, (m.namespace = %(tenant)s)::int
     AS n, m.id, NULL::float8 AS score, {SELECT_COLUMNS}, {embedding}
     FROM memories m WHERE m.id IN (SELECT id FROM wanted) AND m.namespace = ANY(%(namespaces)s)
-UNION ALL
+{vector_rows}UNION ALL
 SELECT 'hit', req, channel, n, id, score, {nulls}, NULL FROM hits
 UNION ALL
 SELECT 'near', NULL, of_id, off, other, NULL, {nulls}, NULL FROM pairs

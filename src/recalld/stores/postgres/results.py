@@ -83,7 +83,8 @@ def search_rows(
     radius: int,
     depth: int,
 ) -> SearchRows:
-    """Sort the statement's ``hit`` / ``near`` / ``row`` rows into :class:`SearchRows`."""
+    """Sort the statement's ``hit`` / ``near`` / ``row`` / ``vec`` rows into
+    :class:`SearchRows`."""
     sent = [i for i, r in enumerate(ran) if r]  # the statement numbers only requests with SQL
     found_channels = [channels(r) for r in requests]
     memories: dict[str, Memory] = {}
@@ -99,6 +100,8 @@ def search_rows(
             )
         elif kind == "near":
             neighbors.setdefault(r[2], []).append((r[4], int(r[3])))
+        elif kind == "vec":  # a candidate's vector without its row
+            found[r[4]] = r[-1]
         else:
             memories[r[4]] = memory(r[6:-1])
             if vectors and r[-1] is not None:

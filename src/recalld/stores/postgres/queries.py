@@ -255,14 +255,17 @@ def search_rows_sql(
     radius: int,
     depth: int,
     rows_depth: int,
+    complete: bool = False,
 ) -> tuple[str, Params]:
     """ONE statement for :meth:`Store.search_rows`: each request's :func:`candidates_sql`
     (``blocks``, parameters renamed apart) as ``hit`` rows, the session neighbours of the
     first request's candidates ranked within ``depth`` as ``near`` rows (``channel`` = whose
     neighbour, ``n`` = offset), and as ``row`` rows the memory row of every neighbour and of
     every candidate ranked within ``rows_depth`` in some channel (with its vector when
-    asked), and when vectors are asked the other candidates' vectors as ``vec`` rows (the
-    tenant's own row last, as in ``row`` rows). Needs ``%(namespaces)s``.
+    asked); with vectors and ``complete`` (the first request asks the vector channel),
+    as ``vec`` rows the vectors of its other channels' candidates the vector channel missed
+    (:func:`recalld.retrieval.candidates.complete_vectors`; the tenant's own row last, as
+    in ``row`` rows). Needs ``%(namespaces)s``.
 
     Columns: kind, req, channel, n, id, score, then :data:`SELECT_COLUMNS` and the vector.
     """
@@ -286,16 +289,18 @@ def search_rows_sql(
         if vectors
         else "NULL::vector"
     )
-    # With vectors: the other candidates' vectors too, without their rows (``vec`` rows):
-    # the vector channel's completion and the stages that compare memories read them, each
-    # lookup a statement and a round trip of its own.
+    # ``complete``: the vectors the vector channel's completion reads (the first request's
+    # candidates of other channels that it missed), without their rows (``vec`` rows), so
+    # that no lookup by id follows the statement (a statement and a round trip).
     vector_rows = (
         f"""UNION ALL
 SELECT 'vec', NULL, NULL, (m.namespace = %(tenant)s)::int, m.id, NULL, {nulls}, m.embedding
-    FROM memories m WHERE m.id IN (SELECT id FROM hits EXCEPT SELECT id FROM wanted)
+    FROM memories m WHERE m.id IN (SELECT id FROM hits WHERE req = 0 AND channel <> 'semantic'
+        EXCEPT SELECT id FROM hits WHERE req = 0 AND channel = 'semantic'
+        EXCEPT SELECT id FROM wanted)
     AND m.namespace = ANY(%(namespaces)s) AND m.embedding IS NOT NULL
 """
-        if vectors
+        if vectors and complete
         else ""
     )
     params.update(radius=radius, depth=depth, rows_depth=rows_depth)

@@ -539,6 +539,7 @@ class PostgresStore(Administration, SourceFiles):
                 radius=max(neighbor_radius, 0),
                 depth=neighbor_depth,
                 rows_depth=ROWS_DEPTH,
+                complete=bool(requests) and "semantic" in requests[0].asks,
             )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
             with self._read() as conn:

@@ -255,13 +255,17 @@ def search_rows_sql(
     radius: int,
     depth: int,
     rows_depth: int,
+    complete: bool = False,
 ) -> tuple[str, Params]:
     """ONE statement for :meth:`Store.search_rows`: each request's :func:`candidates_sql`
     (``blocks``, parameters renamed apart) as ``hit`` rows, the session neighbours of the
     first request's candidates ranked within ``depth`` as ``near`` rows (``channel`` = whose
     neighbour, ``n`` = offset), and as ``row`` rows the memory row of every neighbour and of
     every candidate ranked within ``rows_depth`` in some channel (with its vector when
-    asked). Needs ``%(namespaces)s``.
+    asked); with vectors and ``complete`` (the first request asks the vector channel),
+    as ``vec`` rows the vectors of its other channels' candidates the vector channel missed
+    (:func:`recalld.retrieval.candidates.complete_vectors`; the tenant's own row last, as
+    in ``row`` rows). Needs ``%(namespaces)s``.
 
     Columns: kind, req, channel, n, id, score, then :data:`SELECT_COLUMNS` and the vector.
     """
@@ -284,6 +288,20 @@ def search_rows_sql(
         "CASE WHEN m.id IN (SELECT id FROM hits) THEN m.embedding END"
         if vectors
         else "NULL::vector"
+    )
+    # ``complete``: the vectors the vector channel's completion reads (the first request's
+    # candidates of other channels that it missed), without their rows (``vec`` rows), so
+    # that no lookup by id follows the statement (a statement and a round trip).
+    vector_rows = (
+        f"""UNION ALL
+SELECT 'vec', NULL, NULL, (m.namespace = %(tenant)s)::int, m.id, NULL, {nulls}, m.embedding
+    FROM memories m WHERE m.id IN (SELECT id FROM hits WHERE req = 0 AND channel <> 'semantic'
+        EXCEPT SELECT id FROM hits WHERE req = 0 AND channel = 'semantic'
+        EXCEPT SELECT id FROM wanted)
+    AND m.namespace = ANY(%(namespaces)s) AND m.embedding IS NOT NULL
+"""
+        if vectors and complete
+        else ""
     )
     params.update(radius=radius, depth=depth, rows_depth=rows_depth)
     # ``centers``: the candidates whose neighbours are wanted, set apart before the join, so
@@ -308,7 +326,7 @@ wanted AS (SELECT id FROM hits WHERE n <= %(rows_depth)s UNION SELECT other FROM
 SELECT 'row' AS kind, NULL::int AS req, NULL::text AS channel, (m.namespace = %(tenant)s)::int
     AS n, m.id, NULL::float8 AS score, {SELECT_COLUMNS}, {embedding}
     FROM memories m WHERE m.id IN (SELECT id FROM wanted) AND m.namespace = ANY(%(namespaces)s)
-UNION ALL
+{vector_rows}UNION ALL
 SELECT 'hit', req, channel, n, id, score, {nulls}, NULL FROM hits
 UNION ALL
 SELECT 'near', NULL, of_id, off, other, NULL, {nulls}, NULL FROM pairs

@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
-import numpy as np
 import psycopg
 
 from recalld.records import Memory
@@ -55,7 +54,7 @@ def exported(
         yield [
             (
                 res.memory(r[1:-1]),
-                None if r[-1] is None else np.asarray(r[-1].to_numpy(), np.float32),
+                r[-1],  # None or a float32 array (loaders)
             )
             for r in rows
         ]

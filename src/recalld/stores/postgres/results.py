@@ -8,7 +8,6 @@ from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
@@ -84,23 +83,29 @@ def search_rows(
     radius: int,
     depth: int,
 ) -> SearchRows:
-    """Sort the statement's ``hit`` / ``near`` / ``row`` rows into :class:`SearchRows`."""
+    """Sort the statement's ``hit`` / ``near`` / ``row`` / ``vec`` rows into
+    :class:`SearchRows`."""
     sent = [i for i, r in enumerate(ran) if r]  # the statement numbers only requests with SQL
     found_channels = [channels(r) for r in requests]
     memories: dict[str, Memory] = {}
     found: dict[str, Vector] = {}
     neighbors: dict[str, list[tuple[str, int]]] = {}
-    for kind, req, channel, n, memory_id, score, *rest in rows:
+    # Rows by index, not unpacked: ``*rest`` made a list of 34 values of each of ~170
+    # ``hit`` rows a search, whose columns past the score are all NULL.
+    for r in rows:
+        kind = r[0]  # kind, req, channel, n, id, score, then the memory's row and vector
         if kind == "hit":
-            found_channels[sent[req]].setdefault(channel, []).append(
-                ChannelCandidate(memory_id, n, float(score))
+            found_channels[sent[r[1]]].setdefault(r[2], []).append(
+                ChannelCandidate(r[4], r[3], float(r[5]))
             )
         elif kind == "near":
-            neighbors.setdefault(channel, []).append((memory_id, int(n)))
+            neighbors.setdefault(r[2], []).append((r[4], int(r[3])))
+        elif kind == "vec":  # a candidate's vector without its row
+            found[r[4]] = r[-1]
         else:
-            memories[memory_id] = memory(rest[:-1])
-            if vectors and rest[-1] is not None:
-                found[memory_id] = np.asarray(rest[-1].to_numpy(), dtype=np.float32)
+            memories[r[4]] = memory(r[6:-1])
+            if vectors and r[-1] is not None:
+                found[r[4]] = r[-1]  # a float32 array (loaders)
     near = near_ids(found_channels[0], depth) if found_channels and radius > 0 else []
     for memory_id in near:  # in a session with no other live member: no neighbours
         kept = memories.get(memory_id)

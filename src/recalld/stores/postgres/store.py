@@ -14,7 +14,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 from recalld import threads
@@ -36,11 +35,13 @@ from recalld.stores.base import (
 from recalld.stores.postgres import indexes as ix, queries as q, reads, results as res, writes as w
 from recalld.stores.postgres.admin import Administration
 from recalld.stores.postgres.failures import pg_errors, raising_store_errors, redacted
+from recalld.stores.postgres.loaders import register as register_adapters
 from recalld.stores.postgres.migrations import APP_ID, KEEP_VECTORS_INLINE, WORDS_GONE
 from recalld.stores.postgres.plans import PlanChoice
 from recalld.stores.postgres.probe import check_vectors_once
 from recalld.stores.postgres.schema import migrate, refuse_foreign
 from recalld.stores.postgres.sources import SourceFiles
+from recalld.stores.postgres.statements import execute as execute_named
 
 T = TypeVar("T")
 
@@ -131,7 +132,7 @@ class PostgresStore(Administration, SourceFiles):
         )
 
     def _configure(self, conn: psycopg.Connection[Any]) -> None:
-        register_vector(conn)
+        register_adapters(conn)
         self._plans.configure(conn)
         self._declare(conn, self._ef_search(conn))
         try:
@@ -450,7 +451,7 @@ class PostgresStore(Administration, SourceFiles):
                 (list(ids), self._visible, self.tenancy.tenant),
                 binary=True,  # as search_rows: floats, not text to parse
             ).fetchall()
-        return {i: np.asarray(v.to_numpy(), dtype=np.float32) for i, v in rows}
+        return dict(rows)  # float32 arrays (loaders.VectorArrayBinaryLoader)
 
     def exact_vectors(self) -> bool:
         return False  # the planner may answer from the HNSW index, whichever the table's size
@@ -538,6 +539,7 @@ class PostgresStore(Administration, SourceFiles):
                 radius=max(neighbor_radius, 0),
                 depth=neighbor_depth,
                 rows_depth=ROWS_DEPTH,
+                complete=bool(requests) and "semantic" in requests[0].asks,
             )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
             with self._read() as conn:
@@ -547,7 +549,7 @@ class PostgresStore(Administration, SourceFiles):
                     with ix.near_memory(conn, requests, self._ef) as narrowed:
                         # Binary: vectors as 1.5 KB of floats, not 4-6 KB of text to
                         # parse (a third of a 100k search's time); the same bits.
-                        cursor = conn.execute(sql, values, binary=True)
+                        cursor = execute_named(conn, sql, values, binary=True)
                     return [bool(b[0]) for b in blocks], cursor.fetchall()
                 except psycopg.Error as exc:
                     if narrowed:  # the pipeline's connection: the pool replaces it

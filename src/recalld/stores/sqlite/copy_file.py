@@ -33,6 +33,7 @@ covered, numpy's name of the copies' type), then the pks (int64, ascending), the
 
 from __future__ import annotations
 
+import functools
 import logging
 import mmap
 import os
@@ -136,10 +137,20 @@ def copy_cosines(
     scores = np.empty(len(copies), dtype=np.float32)
     for start in range(0, len(copies), COPY_BLOCK):
         block = copies[start : start + COPY_BLOCK].astype(np.float32)
-        lengths = np.maximum(norms[start : start + COPY_BLOCK], 1e-12)
-        # numpy's own loop, as ``vectors.cosines`` (which imports this module's importer)
-        products = np.einsum("ij,j->i", block, query)
-        scores[start : start + COPY_BLOCK] = products / lengths
+        scores[start : start + COPY_BLOCK] = _cosines(
+            block, query, norms[start : start + COPY_BLOCK]
+        )
+    return scores
+
+
+def _cosines(
+    block: npt.NDArray[Any], query: Vector, norms: npt.NDArray[np.float32]
+) -> npt.NDArray[np.float32]:
+    """``block``'s products with the float32 ``query`` over their ``norms``: numpy's own
+    loop, as ``vectors.cosines`` (which imports this module's importer), in float32 with
+    the copies cast as they are read (the same floats as cast first)."""
+    products = np.einsum("ij,j->i", block, query, dtype=np.float32, casting="unsafe")
+    scores: npt.NDArray[np.float32] = products / np.maximum(norms, 1e-12)
     return scores
 
 
@@ -156,9 +167,6 @@ class CopyMatrix:
         self._rows = rows
         self._changed: Pks = np.zeros(0, dtype=np.int64)
         """Pks changed in the index since the file was written (sorted)."""
-        self._table: npt.NDArray[np.int32] | None = None
-        """The row of each pk from the first, -1 where none (see :data:`DENSE_SPAN`)."""
-        self._table_tried = False
 
     @classmethod
     def open(cls, folder: Path | None, seq: int) -> CopyMatrix | None:
@@ -206,7 +214,7 @@ class CopyMatrix:
     def rows_of(self, pks: Pks) -> tuple[npt.NDArray[np.bool_], Pks]:
         """For each of ``pks``: whether the file holds its copy as the index has it now,
         and at which row (0 where it does not)."""
-        table = self._row_table()
+        table = self._table
         if table is not None:
             offset = np.asarray(pks, dtype=np.int64) - int(self._pks[0])
             inside = (offset >= 0) & (offset < len(table))
@@ -224,18 +232,17 @@ class CopyMatrix:
             held &= ~np.isin(pks, changed)
         return held, at
 
-    def _row_table(self) -> npt.NDArray[np.int32] | None:
-        """The table of rows by pk, built on the first call, when the pks are dense enough
-        (:data:`DENSE_SPAN`); else None."""
-        if not self._table_tried:
-            pks = self._pks
-            span = int(pks[-1]) - int(pks[0]) + 1 if len(pks) else 0
-            if 0 < span <= DENSE_SPAN * len(pks) and len(pks) < 2**31:
-                table = np.full(span, -1, dtype=np.int32)
-                table[pks - pks[0]] = np.arange(len(pks), dtype=np.int32)
-                self._table = table
-            self._table_tried = True
-        return self._table
+    @functools.cached_property
+    def _table(self) -> npt.NDArray[np.int32] | None:
+        """The row of each pk from the first, -1 where none, built on the first read, when
+        the pks are dense enough (:data:`DENSE_SPAN`); else None."""
+        pks = self._pks
+        span = int(pks[-1]) - int(pks[0]) + 1 if len(pks) else 0
+        if not 0 < span <= DENSE_SPAN * len(pks) or len(pks) >= 2**31:
+            return None
+        table = np.full(span, -1, dtype=np.int32)
+        table[pks - pks[0]] = np.arange(len(pks), dtype=np.int32)
+        return table
 
     def cosines(self, rows: Pks, query: Vector) -> npt.NDArray[np.float32]:
         """The float32 ``query``'s cosine with the copies at ``rows`` (of :meth:`rows_of`):
@@ -249,8 +256,7 @@ class CopyMatrix:
         for start in range(0, len(rows), SCORE_BLOCK):
             at = rows[start : start + SCORE_BLOCK]
             block = np.take(self._rows, at, axis=0, out=buffer[: len(at)], mode="clip")
-            products = np.einsum("ij,j->i", block, query, dtype=np.float32, casting="unsafe")
-            scores[start : start + len(at)] = products / np.maximum(self._norms[at], 1e-12)
+            scores[start : start + len(at)] = _cosines(block, query, self._norms[at])
         return scores
 
     def empty(self, count: int) -> tuple[npt.NDArray[Any], npt.NDArray[np.float32]]:

@@ -217,7 +217,7 @@ def test_counts_of_a_closed_connection_are_not_kept(tmp_path: Path) -> None:
         first.close()
         third = sqlite3.connect(path)
         lengths.known(third)
-        assert set(lengths._by_connection) == {second, third}
+        assert set(lengths._kept._by_connection) == {second, third}
         second.close()
         third.close()
     finally:

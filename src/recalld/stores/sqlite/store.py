@@ -51,6 +51,7 @@ from recalld.stores.sqlite import (
     word_scores,
     writes,
 )
+from recalld.stores.sqlite.kept_rows import KeptRows
 from recalld.stores.sqlite.locking import LOCK_WAIT_S
 from recalld.stores.sqlite.row_values import COLUMNS as _COLUMNS, memory as _memory
 from recalld.stores.sqlite.transactions import Transaction, guarded
@@ -133,6 +134,8 @@ class SQLiteStore:
         self.channels = frozenset(self._readers)
         self._word_lengths = word_scores.Lengths()
         """Rows' token counts the word channel keeps between searches (small stores)."""
+        self._kept_rows = KeptRows()
+        """Memories read by id, kept between searches while the file is unchanged."""
 
     def _connect(self, configure: bool = True) -> sqlite3.Connection:
         try:
@@ -248,7 +251,11 @@ class SQLiteStore:
     # -- reads -----------------------------------------------------------------------------
 
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
-        found: dict[str, Memory] = {}
+        db = self._db
+        # Rows read since the last change are kept (kept_rows.py), under the one namespace
+        # a handle sees; a handle that sees shared namespaces too reads every time.
+        kept = self._kept_rows.rows(db) if len(self._visible) == 1 else None
+        found = {} if kept is None else kept.take(self._visible[0], ids)
         wall, wall_params = q.namespace_sql(self._visible)
         # The tenant's own namespace last, so that it wins over a shared one's same id. With
         # one namespace visible an id names one row: no order to keep, and SQLite's sort
@@ -258,15 +265,20 @@ class SQLiteStore:
             if len(self._visible) == 1
             else (" ORDER BY m.namespace = ?", [self.tenancy.tenant])
         )
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start : start + 500])
+        missing = [i for i in ids if i not in found]
+        read: list[Memory] = []
+        for start in range(0, len(missing), 500):
+            chunk = missing[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for r in self._db.execute(
+            for r in db.execute(
                 f"SELECT {_COLUMNS} FROM memories m WHERE m.id IN ({marks}) AND {wall}{order}",
                 [*chunk, *wall_params, *order_params],
             ):
                 memory = _memory(r)
                 found[memory.id] = memory
+                read.append(memory)
+        if kept is not None and read:
+            kept.keep(read)
         return [found[i] for i in ids if i in found]
 
     def parallel_reads(self) -> bool:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Sequence
 
 import numpy as np
@@ -39,6 +38,7 @@ import numpy.typing as npt
 
 from recalld import lexical
 from recalld.stores.sqlite import queries as q
+from recalld.stores.sqlite.unchanged import Unchanged
 
 INSTANCES_TABLE = "recalld_fts_instances"
 """A connection's own (``temp``) ``fts5vocab`` view of ``memories_fts``: nothing is added
@@ -91,46 +91,28 @@ Runs = tuple[Ints, Ints]
 
 class Lengths:
     """Each row's token count, per connection, as read in a snapshot the connection has
-    seen no commit since (by any connection: ``data_version``; by itself: ``total_changes``,
-    which counts its own writes). One per store; a connection's entry is used only while
-    the search holds its own read transaction, so a caller's transaction (whose writes a
-    rollback could undo) never fills it."""
+    seen no commit since (:mod:`.unchanged`). One per store; a connection's entry is used
+    only while the search holds its own read transaction, so a caller's transaction (whose
+    writes a rollback could undo) never fills it."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_connection: dict[sqlite3.Connection, _Known] = {}
+        self._kept = Unchanged(_known)
 
     def known(self, db: sqlite3.Connection) -> _Known:
         """The connection's counts, emptied if it saw a commit since they were read (call
         inside the read transaction the counts are used in)."""
-        (version,) = db.execute("PRAGMA data_version").fetchone()
-        fresh = (int(version), db.total_changes)
-        with self._lock:
-            known = self._by_connection.get(db)
-            if known is None or known.fresh != fresh:
-                if known is None:  # a new connection: forget those closed since
-                    self._by_connection = {c: k for c, k in self._by_connection.items() if _open(c)}
-                known = self._by_connection[db] = _Known(fresh)
-                db.execute(_CREATE)
-        return known
+        return self._kept.state(db)
 
 
-def _open(db: sqlite3.Connection) -> bool:
-    """Whether ``db`` is still open: the store closes a thread's connection when the thread
-    ends (a server's pool retires idle threads), and its counts, up to one per row of the
-    store, would otherwise be kept until the store closes."""
-    try:
-        db.total_changes  # noqa: B018 (raises once the connection is closed)
-    except sqlite3.ProgrammingError:
-        return False
-    return True
+def _known(db: sqlite3.Connection) -> _Known:
+    db.execute(_CREATE)
+    return _Known()
 
 
 class _Known:
-    __slots__ = ("fresh", "sizes")
+    __slots__ = ("sizes",)
 
-    def __init__(self, fresh: tuple[int, int]) -> None:
-        self.fresh = fresh
+    def __init__(self) -> None:
         self.sizes: Sizes = np.full(0, -1, dtype=np.int32)
         """Token count by pk; -1: not read yet."""
 

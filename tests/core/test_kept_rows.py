@@ -143,6 +143,6 @@ def test_the_least_recently_used_rows_go_first_at_capacity(path: Path) -> None:
     opened.insert([_memory(f"c{i}", f"row {i}") for i in range(5)], None)
     rows = kept.rows(opened._db)
     assert rows is not None
-    rows.keep(opened.get_many([f"c{i}" for i in range(5)]))
+    rows.keep(DEFAULT_TENANT, opened.get_many([f"c{i}" for i in range(5)]))
     assert sorted(rows.take(DEFAULT_TENANT, [f"c{i}" for i in range(5)])) == ["c2", "c3", "c4"]
     opened.close()

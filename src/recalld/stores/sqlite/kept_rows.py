@@ -62,12 +62,13 @@ class _Rows:
                     found[memory_id] = _copy(memory)
         return found
 
-    def keep(self, memories: Iterable[Memory]) -> None:
-        """Keep copies of ``memories`` (just read), dropping the least recently used."""
+    def keep(self, namespace: str, memories: Iterable[Memory]) -> None:
+        """Keep copies of ``memories`` (just read from ``namespace``), dropping the least
+        recently used."""
         items = self._items
         with self._lock:
             for memory in memories:
-                items[(memory.namespace, memory.id)] = _copy(memory)
+                items[(namespace, memory.id)] = _copy(memory)
             while len(items) > self._capacity:
                 items.popitem(last=False)
 

@@ -278,7 +278,7 @@ class SQLiteStore:
                 found[memory.id] = memory
                 read.append(memory)
         if kept is not None and read:
-            kept.keep(read)
+            kept.keep(self._visible[0], read)
         return [found[i] for i in ids if i in found]
 
     def parallel_reads(self) -> bool:

@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-from recalld.records import Memory, frozen_made
+from recalld.records import Memory
 from recalld.stores.sqlite.unchanged import Unchanged
 
 ROWS_KEPT = 4096
@@ -75,5 +75,15 @@ class _Rows:
 
 def _copy(memory: Memory) -> Memory:
     """The same memory with a ``metadata`` dict of its own (every other field is
-    immutable)."""
-    return frozen_made(Memory, **{**memory.__dict__, "metadata": dict(memory.metadata)})
+    immutable), made as :func:`~recalld.records.frozen_made` makes a record: a copy of the
+    instance's ``__dict__`` becomes the copy's (a third of the cost of passing it as keyword
+    arguments, once per row of a search)."""
+    values = memory.__dict__.copy()
+    values["metadata"] = values["metadata"].copy()
+    item = _new(Memory)
+    _set_attr(item, "__dict__", values)
+    return item
+
+
+_new = object.__new__
+_set_attr = object.__setattr__

@@ -5,8 +5,10 @@ caller's transaction; never shared between tenants; each copy handed out its own
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -141,8 +143,51 @@ def test_the_least_recently_used_rows_go_first_at_capacity(path: Path) -> None:
     kept = kept_rows.KeptRows(capacity=3)
     opened = SQLiteStore(path)
     opened.insert([_memory(f"c{i}", f"row {i}") for i in range(5)], None)
-    rows = kept.rows(opened._db)
-    assert rows is not None
-    rows.keep(DEFAULT_TENANT, opened.get_many([f"c{i}" for i in range(5)]))
-    assert sorted(rows.take(DEFAULT_TENANT, [f"c{i}" for i in range(5)])) == ["c2", "c3", "c4"]
+    generation = kept.look(opened._db)
+    assert generation is not None
+    kept.keep(generation, DEFAULT_TENANT, opened.get_many([f"c{i}" for i in range(5)]))
+    assert sorted(kept.take(generation, DEFAULT_TENANT, [f"c{i}" for i in range(5)])) == [
+        "c2", "c3", "c4"
+    ]  # fmt: skip
     opened.close()
+
+
+def test_a_read_older_than_a_drop_is_not_kept(store: SQLiteStore, path: Path) -> None:
+    """A read whose look came before another connection noticed a commit (its snapshot may
+    predate the commit) is not kept: the commit was already noticed, and nothing would
+    drop it later."""
+    kept = kept_rows.KeptRows()
+    reader, noticer = store._db, sqlite3.connect(path)
+    kept.look(noticer)
+    before = kept.look(reader)
+    assert before is not None
+    stale = store.get_many(["m9"])
+    writer = SQLiteStore(path)
+    writer.replace(_memory("m9", "row 9 rewritten"), None)
+    writer.close()
+    after = kept.look(noticer)  # notices the commit and drops what was kept
+    kept.keep(before, DEFAULT_TENANT, stale)  # the read from before the commit arrives late
+    assert after is not None
+    assert kept.take(after, DEFAULT_TENANT, ["m9"]) == {}
+    assert kept.take(before, DEFAULT_TENANT, ["m9"]) == {}
+    noticer.close()
+
+
+def test_threads_of_one_handle_share_what_was_kept(store: SQLiteStore) -> None:
+    store.get_many(["m10", "m11"])
+    reads: list[list[str]] = []
+
+    def read_on_another_thread() -> None:
+        reads.append(_row_reads(store))  # this thread's own connection
+        assert _contents(store, ["m10", "m11"]) == ["row 10 about kayaks", "row 11 about kayaks"]
+        assert _contents(store, ["m10", "m11"]) == ["row 10 about kayaks", "row 11 about kayaks"]
+
+    worker = threading.Thread(target=read_on_another_thread)
+    worker.start()
+    worker.join()
+    # a connection not seen before drops what was kept (it cannot tell what changed since):
+    # its first read reads, its second finds
+    assert len(reads[0]) == 1
+    reads_here = _row_reads(store)
+    assert _contents(store, ["m10", "m11"]) == ["row 10 about kayaks", "row 11 about kayaks"]
+    assert reads_here == []

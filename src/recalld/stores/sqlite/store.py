@@ -254,8 +254,10 @@ class SQLiteStore:
         db = self._db
         # Rows read since the last change are kept (kept_rows.py), under the one namespace
         # a handle sees; a handle that sees shared namespaces too reads every time.
-        kept = self._kept_rows.rows(db) if len(self._visible) == 1 else None
-        found = {} if kept is None else kept.take(self._visible[0], ids)
+        generation = self._kept_rows.look(db) if len(self._visible) == 1 else None
+        found = (
+            {} if generation is None else self._kept_rows.take(generation, self._visible[0], ids)
+        )
         wall, wall_params = q.namespace_sql(self._visible)
         # The tenant's own namespace last, so that it wins over a shared one's same id. With
         # one namespace visible an id names one row: no order to keep, and SQLite's sort
@@ -277,8 +279,8 @@ class SQLiteStore:
                 memory = _memory(r)
                 found[memory.id] = memory
                 read.append(memory)
-        if kept is not None and read:
-            kept.keep(self._visible[0], read)
+        if generation is not None and read:
+            self._kept_rows.keep(generation, self._visible[0], read)
         return [found[i] for i in ids if i in found]
 
     def parallel_reads(self) -> bool:

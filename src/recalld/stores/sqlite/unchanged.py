@@ -46,12 +46,14 @@ class Unchanged(Generic[_State]):
             kept = self._by_connection.get(db)
             if kept is None or kept[0] != seen:
                 if kept is None:  # a new connection: forget those closed since
-                    self._by_connection = {c: k for c, k in self._by_connection.items() if _open(c)}
+                    self._by_connection = {
+                        c: k for c, k in self._by_connection.items() if is_open(c)
+                    }
                 kept = self._by_connection[db] = (seen, self._make(db))
         return kept[1]
 
 
-def _open(db: sqlite3.Connection) -> bool:
+def is_open(db: sqlite3.Connection) -> bool:
     """Whether ``db`` is still open: the store closes a thread's connection when the thread
     ends (a server's pool retires idle threads), and what was kept for it would otherwise
     stay until the store closes."""

@@ -122,51 +122,60 @@ def bm25_many(
     hits: Sequence[int],
 ) -> list[float]:
     """:func:`bm25` of each of ``texts``, tokenized by FTS5 in one batch: only the query's
-    tokens are read back (with their offsets, for phrases), and each text's length comes
-    from FTS5's own count. The SQLite store re-scores its word index's best rows with it
-    (every search: each phrase's idf is computed once, and the sum is :func:`bm25`'s, term
-    for term, so the scores are the same floats)."""
+    tokens are read back, and each text's length comes from FTS5's own count. The SQLite
+    store re-scores its word index's best rows with it (every search: each phrase's idf is
+    computed once, and each row's sum is :func:`bm25`'s, phrase by phrase in the query's
+    order, so the scores are the same floats).
+
+    A phrase of one token (most are) needs only how often each row holds it: FTS5 counts
+    that itself (:data:`_COUNTS`, one row back per row holding it, where listing every
+    occurrence cost a row of Python each). A phrase of several tokens reads its tokens'
+    occurrences with their offsets: it occurs where its first token does and the rest
+    follow in order."""
     conn = _scorer()
-    at: list[dict[int, str]] = [{} for _ in texts]
-    """Each text's query tokens by offset."""
-    starts: list[dict[str, list[int]]] = [{} for _ in texts]
-    """Each text's offsets of each query token."""
+    held: dict[tuple[str, ...], dict[int, int]] = {}
+    """Each phrase's rows (batch positions) and how often each holds it."""
     with conn:
         conn.executemany("INSERT INTO s(rowid, c) VALUES (?, ?)", enumerate(texts))
         lengths = {doc: first_varint(size) for doc, size in conn.execute(_DOC_SIZES)}
-        # One lookup per token: fts5vocab answers ``term = ?`` from its index, where an
-        # ``IN`` list cost a fifth more.
-        for wanted in sorted({token for phrase in query for token in phrase}):
-            for doc, offset, term in conn.execute(_INSTANCES, (wanted,)):
-                token = stored(term)
-                at[doc][offset] = token
-                starts[doc].setdefault(token, []).append(offset)
+        at: dict[str, set[tuple[int, int]]] = {}
+        """Each token of a longer phrase: its (row, offset) occurrences."""
+        for phrase, n in zip(query, hits, strict=True):
+            key = tuple(phrase)
+            if not n or key in held:
+                continue
+            if len(key) == 1:
+                held[key] = dict(conn.execute(_COUNTS, key).fetchall())
+                continue
+            for token in key:
+                if token not in at:
+                    at[token] = {(doc, o) for doc, o in conn.execute(_INSTANCES, (token,))}
+            counts: dict[int, int] = {}
+            for doc, o in at[key[0]]:
+                if all((doc, o + i) in at[t] for i, t in enumerate(key) if i):
+                    counts[doc] = counts.get(doc, 0) + 1
+            held[key] = counts
         conn.execute("INSERT INTO s(s) VALUES ('delete-all')")
     avgdl = total / rows
-    weighed = [(phrase, idf(rows, n)) for phrase, n in zip(query, hits, strict=True) if n]
-    scores = []
-    for doc in range(len(texts)):
-        score = 0.0
-        norm = K1 * (1 - B + B * lengths.get(doc, 0) / avgdl)
-        offsets, tokens = starts[doc], at[doc]
-        for phrase, weight in weighed:
-            first = offsets.get(phrase[0], ())
-            # A phrase occurs where its first token does and the rest follow it in order.
-            f = (
-                len(first)
-                if len(phrase) == 1
-                else sum(
-                    all(tokens.get(o + i) == t for i, t in enumerate(phrase) if i) for o in first
-                )
-            )
-            if f:
-                score += weight * (f * (K1 + 1.0) / (f + norm))
-        scores.append(score)
+    scores = [0.0] * len(texts)
+    norms: dict[int, float] = {}
+    for phrase, n in zip(query, hits, strict=True):
+        if not n:
+            continue
+        weight = idf(rows, n)
+        for doc, f in held[tuple(phrase)].items():
+            norm = norms.get(doc)
+            if norm is None:
+                norm = norms[doc] = K1 * (1 - B + B * lengths.get(doc, 0) / avgdl)
+            scores[doc] += weight * (f * (K1 + 1.0) / (f + norm))
     return scores
 
 
 _DOC_SIZES = "SELECT id, sz FROM s_docsize"
-_INSTANCES = "SELECT doc, offset, term FROM sv WHERE term = ?"
+_INSTANCES = "SELECT doc, offset FROM sv WHERE term = ?"
+_COUNTS = "SELECT doc, count(*) FROM sv WHERE term = ? GROUP BY doc"
+"""How often each row holds one token. ``term = ?`` is answered from fts5vocab's index: an
+``IN`` list of the query's tokens cost a fifth more."""
 
 
 def first_varint(blob: bytes) -> int:

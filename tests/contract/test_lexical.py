@@ -3,6 +3,7 @@ channel built on them: the same tokens as the SQLite store indexes, the same sco
 
 from __future__ import annotations
 
+import random
 import sqlite3
 from pathlib import Path
 
@@ -98,6 +99,49 @@ def test_a_batch_of_rows_scores_as_each_row_alone() -> None:
     assert batch == alone  # the same floats: each phrase's share summed in the same order
     assert sum(score > 0 for score in batch) >= 7 and 0.0 in batch
     assert len(tokens[-1]) > 127  # a length FTS5 writes in two bytes
+
+
+def test_a_batch_scores_as_each_row_alone_over_many_random_rows() -> None:
+    """The same, to the bit, over 600 rows of a small vocabulary (a batch past
+    :data:`lexical.BATCH`, many repeats, phrases that overlap) and queries that repeat a
+    phrase or hold one no row has."""
+    rng = random.Random(45)
+    vocabulary = ["new", "york", "run", "running", "tea", "two", "for", "city", "2023", "x"]
+    docs = [
+        " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 160))) for _ in range(600)
+    ]
+    tokens = lexical.tokenize_many(docs)
+    for terms in (["new york", "run", "tea", "new york"], ["2023"], ["for two", "absent", "x"],
+                  ["new new", "york york york", "city"]):  # fmt: skip
+        query = lexical.phrases(terms)
+        hits = [sum(1 for t in tokens if lexical.phrase_hits(t, p)) for p in query]
+        rows, total = len(docs) + 1000, sum(len(t) for t in tokens) + 9000
+        batch = lexical.bm25_many(docs, query, rows, total, hits)
+        assert batch == [lexical.bm25(t, query, rows, total, hits) for t in tokens]
+        assert sum(score > 0 for score in batch) >= 50
+
+
+def test_a_batch_reads_each_rows_count_of_a_one_token_phrase_not_every_occurrence() -> None:
+    """For a phrase of one token FTS5 counts each row's occurrences itself (one row back per
+    row holding it, not one per occurrence), and a phrase no row of the table holds is not
+    read at all: the word index's winners are scored with less Python at every search."""
+    docs = ["run " * 500, "run tea " * 300, "tea time", "new york run"]
+    query = lexical.phrases(["run", "tea", "new york", "absent"])
+    tokens = lexical.tokenize_many(docs)
+    hits = [sum(1 for t in tokens if lexical.phrase_hits(t, p)) for p in query]
+    assert hits == [3, 2, 1, 0]
+    statements: list[str] = []
+    scorer = lexical._scorer()
+    scorer.set_trace_callback(statements.append)
+    try:
+        batch = lexical.bm25_many(docs, query, 100, 4000, hits)
+    finally:
+        scorer.set_trace_callback(None)
+    assert batch == [lexical.bm25(t, query, 100, 4000, hits) for t in tokens]
+    reads = [s for s in statements if "FROM sv" in s]
+    assert sum("count(*)" in s for s in reads) == 2  # "run" and "tea": counted by FTS5
+    assert sum("offset" in s for s in reads) == 2  # "new" and "york": their occurrences
+    assert not any("absent" in s for s in reads)  # held by no row: not read
 
 
 @pytest.mark.postgres

@@ -268,26 +268,16 @@ def posting_scores(query: Sequence[Sequence[str]], namespace: str) -> tuple[list
     ns = literal(namespace)
     single = [i for i, phrase in enumerate(query) if len(phrase) == 1]
     multi = [i for i in range(n) if i not in single]
-    posted = " AND p.token = %(lex_h{i})s::text"
-    counts = (
-        ", ".join(
-            f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns}"
-            + posted.format(i=i)
-            + f")::float8 AS n{i}"
-            for i in single
-        )
-        or "0 AS none"
-    )
     # Refuses (migration 9's WORDS_GONE) if the postings were dropped since the handle
-    # opened; the store then asks again without them.
-    counts += f", recalld_words_listed({ns}) AS listed"
+    # opened; the store then asks again without them. Read once, before any posting (a
+    # condition on no row: the planner tests it before the scan).
+    ctes = [f"lex_n AS MATERIALIZED (SELECT recalld_words_listed({ns}) AS listed)"]
     # Each phrase's hits in each row holding it: (row, its length, phrase, hits).
     parts = [
         f"SELECT p.pk, p.dl, {i} AS i, p.tf::float8 AS f FROM word_postings p"
-        f" WHERE p.namespace = {ns}" + posted.format(i=i)
+        f" WHERE p.namespace = {ns} AND p.token = %(lex_h{i})s::text"
         for i in single
     ]
-    ctes = [f"lex_n AS MATERIALIZED (SELECT {counts})"]
     if multi:
         # The rows holding each of a phrase's tokens, from the postings: B-tree reads by
         # leakproof equalities, which Row-Level Security lets the planner use. The GIN
@@ -303,28 +293,20 @@ def posting_scores(query: Sequence[Sequence[str]], namespace: str) -> tuple[list
             f"SELECT x.pk, x.dl, {i} AS i, x.f{i} AS f FROM lex_multi x WHERE x.f{i} > 0"
             for i in multi
         ]
-    counted = (
-        ", ".join(
-            (
-                f"n.n{i}"
-                if i in single
-                else f"(SELECT count(*) FROM lex_multi x WHERE x.f{i} > 0)::float8"
-            )
-            + f" AS n{i}"
-            for i in range(n)
-        )
-        + " FROM lex_n n"
-    )
     pivot = ", ".join(
         f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}" for i in range(n)
     )
+    # Each phrase's rows (its idf's count) are counted on the rows as gathered, in the
+    # pass that sums their hits: a phrase of one token has a posting per row holding it,
+    # so its rows holding it are its postings, which a count of their own read again.
+    counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(n))
     ctes += [
-        *_idf(n, counted),
         # Each row's hits and length as bm25_ctes counts them on the row, so its score
         # (the same expression, in the same order) is the exact one.
-        f"lex_sum AS MATERIALIZED (SELECT h.*, {_score(n)} AS near FROM (SELECT pk,"
-        f" max(dl)::float8 AS dl, {pivot} FROM ({' UNION ALL '.join(parts)}) l GROUP BY pk) h,"
-        " lex_idf i)",
+        f"lex_rows AS MATERIALIZED (SELECT pk, max(dl)::float8 AS dl, {pivot} FROM"
+        f" ({' UNION ALL '.join(parts)}) l WHERE (SELECT listed FROM lex_n) GROUP BY pk)",
+        *_idf(n, f"{counted} FROM lex_rows h"),
+        f"lex_sum AS MATERIALIZED (SELECT h.*, {_score(n)} AS near FROM lex_rows h, lex_idf i)",
     ]
     return ctes, params
 

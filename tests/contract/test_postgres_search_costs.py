@@ -1,6 +1,6 @@
 """The PostgreSQL search statement's own costs: the session neighbours found without
-comparing every pair of members, and the word postings read once per word, with the same
-neighbours, rows and scores as the separate reads (and the exact word channel) give."""
+comparing every pair of members, with the neighbours the store's own read gives; and the
+word channel over postings equal to every matching row's for awkward questions."""
 
 from __future__ import annotations
 
@@ -49,12 +49,6 @@ def _member_joins(node: dict[str, Any]) -> list[str]:
     found = node.get("Join Filter", "")
     own = [f"{found}: {node.get('Rows Removed by Join Filter')}"] if MEMBERS.search(found) else []
     return own + [j for child in node.get("Plans", []) for j in _member_joins(child)]
-
-
-def _rows_of(node: dict[str, Any], table: str) -> float:
-    """The rows the plan ``node`` and those below it read from ``table``."""
-    own = node["Actual Rows"] * node["Actual Loops"] if node.get("Relation Name") == table else 0
-    return own + sum(_rows_of(child, table) for child in node.get("Plans", []))
 
 
 def _chats(engine: recalld.MemoryEngine) -> list[list[str]]:
@@ -112,15 +106,13 @@ def test_a_searchs_session_neighbours_come_from_its_sessions_in_order_not_from_p
         assert compared and not any(compared), compared
 
 
-def test_a_word_statement_reads_each_words_postings_once(pg_database: str) -> None:
-    """Over a tenant's word postings, a phrase's idf counts the rows holding it as its
-    rows' hits are gathered: each word's postings are read once, in one scan for all the
-    one-word phrases (a count of their own read them twice, a word repeated as two phrases
-    twice more), with the rows and scores of scoring every matching row, for repeated
-    words, absent ones, forgotten rows and phrases of several tokens."""
-    import psycopg
-
-    from recalld.lexical import phrases
+def test_a_word_statement_over_postings_equals_every_rows_for_awkward_questions(
+    pg_database: str,
+) -> None:
+    """Over a tenant's word postings, the rows and scores of scoring every matching row, for
+    repeated words, absent ones, forgotten rows, phrases of several tokens and lists longer
+    than the matches (the cases a change to how postings are gathered and counted must
+    keep)."""
     from recalld.stores.postgres import PostgresStore
 
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
@@ -137,6 +129,7 @@ def test_a_word_statement_reads_each_words_postings_once(pg_database: str) -> No
     store = PostgresStore(pg_database)
     try:
         assert store._word_postings
+        lists = []
         for terms in questions:
             for limit in (3, 40, 200):
                 ask = CandidateRequest(asks={"bm25": WordsAsk(limit, terms)})
@@ -144,19 +137,7 @@ def test_a_word_statement_reads_each_words_postings_once(pg_database: str) -> No
                 store._word_postings = False
                 assert store.candidates(ask).get("bm25", []) == found, (terms, limit)
                 store._word_postings = True
-            query = phrases(terms)
-            if any(len(phrase) > 1 for phrase in query):
-                continue  # a phrase of several tokens: its reads are the planner's choice
-            ask = CandidateRequest(asks={"bm25": WordsAsk(40, terms)})
-            plan = _plan(pg_database, *store._candidates_sql(ask), "default")
-            words = list(dict.fromkeys(phrase[0] for phrase in query))
-            with psycopg.connect(pg_database) as conn:
-                row = conn.execute(
-                    "SELECT count(*) FROM word_postings WHERE namespace = 'default'"
-                    " AND token = ANY(%s)",
-                    (words,),
-                ).fetchone()
-            assert row is not None
-            assert _rows_of(plan, "word_postings") == row[0], terms
+                lists.append(found)
+        assert sum(len(found) for found in lists) > 300
     finally:
         store.close()

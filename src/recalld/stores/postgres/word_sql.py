@@ -70,28 +70,22 @@ def holds_any(tokens: Sequence[str], params: Params) -> str:
     )
 
 
-def _saturation(length: str) -> str:
-    """The part of each phrase's BM25 weight that depends on the row's ``length`` alone:
-    ``k1 * (1 - b + b * length / avgdl)`` (the idfs ``i``)."""
-    return f"{_f(K1)} * (1.0::float8 - {_f(B)} + {_f(B)} * {length} / i.avgdl)"
-
-
-def _term(k: int, hits: str, saturation: str) -> str:
+def _term(k: int, hits: str, length: str) -> str:
     """Phrase ``k``'s part of a row's BM25: its idf ``i.idf{k}`` times the weight of its
-    ``hits`` given the row's :func:`_saturation` (float8 expressions)."""
-    return f"i.idf{k} * (({hits} * ({_f(K1)} + 1.0::float8)) / ({hits} + {saturation}))"
+    ``hits`` in a row of ``length`` (float8 expressions)."""
+    return (
+        f"i.idf{k} * (({hits} * ({_f(K1)} + 1.0::float8)) / ({hits} + {_f(K1)} *"
+        f" (1.0::float8 - {_f(B)} + {_f(B)} * {length} / i.avgdl)))"
+    )
 
 
-def _score(n: int, saturation: str = "") -> str:
+def _score(n: int) -> str:
     """A row's BM25 from its hits ``h.f{k}`` and length ``h.dl`` and the idfs ``i``. A
     phrase the row does not hold adds ``0.0`` without computing its term (which is ``0.0``:
     a positive idf times 0 over a positive weight), so the sum is the same, and a phrase
-    slot left empty (:func:`padded`) costs a test. ``saturation``: the row's
-    :func:`_saturation` as a column computed once (the same operations on the same values,
-    so the same float), instead of once per phrase held."""
-    saturation = saturation or f"({_saturation('h.dl')})"
+    slot left empty (:func:`padded`) costs a test."""
     return "0::float8" + "".join(
-        f" + CASE WHEN h.f{k} > 0 THEN {_term(k, f'h.f{k}', saturation)} ELSE 0::float8 END"
+        f" + CASE WHEN h.f{k} > 0 THEN {_term(k, f'h.f{k}', 'h.dl')} ELSE 0::float8 END"
         for k in range(n)
     )
 
@@ -274,22 +268,26 @@ def posting_scores(query: Sequence[Sequence[str]], namespace: str) -> tuple[list
     ns = literal(namespace)
     single = [i for i, phrase in enumerate(query) if len(phrase) == 1]
     multi = [i for i in range(n) if i not in single]
-    # Refuses (migration 9's WORDS_GONE) if the postings were dropped since the handle
-    # opened; the store then asks again without them. Read once, before any posting (a
-    # condition on no row: the planner tests it before the scan).
-    ctes = [f"lex_n AS MATERIALIZED (SELECT recalld_words_listed({ns}) AS listed)"]
-    # Each phrase's hits in each row holding it: (row, its length, the word of a one-word
-    # phrase or the number of a longer one, hits). The one-word phrases' postings in one
-    # index scan (its keys the words): a scan per word, appended, cost half again as much
-    # (46k postings of eight words: 19 ms against 10.5, and 32 against 24 gathered by row).
-    parts = []
-    if single:
-        params["lex_singles"] = [query[i][0] for i in single]
-        parts.append(
-            "SELECT p.pk, p.dl, p.token AS word, NULL::int AS i, p.tf::float8 AS f"
-            f" FROM word_postings p WHERE p.namespace = {ns}"
-            " AND p.token = ANY(%(lex_singles)s::text[])"
+    posted = " AND p.token = %(lex_h{i})s::text"
+    counts = (
+        ", ".join(
+            f"(SELECT count(*) FROM word_postings p WHERE p.namespace = {ns}"
+            + posted.format(i=i)
+            + f")::float8 AS n{i}"
+            for i in single
         )
+        or "0 AS none"
+    )
+    # Refuses (migration 9's WORDS_GONE) if the postings were dropped since the handle
+    # opened; the store then asks again without them.
+    counts += f", recalld_words_listed({ns}) AS listed"
+    # Each phrase's hits in each row holding it: (row, its length, phrase, hits).
+    parts = [
+        f"SELECT p.pk, p.dl, {i} AS i, p.tf::float8 AS f FROM word_postings p"
+        f" WHERE p.namespace = {ns}" + posted.format(i=i)
+        for i in single
+    ]
+    ctes = [f"lex_n AS MATERIALIZED (SELECT {counts})"]
     if multi:
         # The rows holding each of a phrase's tokens, from the postings: B-tree reads by
         # leakproof equalities, which Row-Level Security lets the planner use. The GIN
@@ -302,34 +300,31 @@ def posting_scores(query: Sequence[Sequence[str]], namespace: str) -> tuple[list
             + f" FROM memories m WHERE m.namespace = {ns} AND m.pk IN ({phrase_rows}))"
         )
         parts += [
-            f"SELECT x.pk, x.dl, NULL::text AS word, {i} AS i, x.f{i} AS f FROM lex_multi x"
-            f" WHERE x.f{i} > 0"
+            f"SELECT x.pk, x.dl, {i} AS i, x.f{i} AS f FROM lex_multi x WHERE x.f{i} > 0"
             for i in multi
         ]
-    # A word's posting counts for every one-word phrase of that word (a question may repeat
-    # one), as a row's tokens count for each.
-    pivot = ", ".join(
-        f"coalesce(sum(f) FILTER (WHERE word = %(lex_h{i})s::text), 0::float8) AS f{i}"
-        if i in single
-        else f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}"
-        for i in range(n)
+    counted = (
+        ", ".join(
+            (
+                f"n.n{i}"
+                if i in single
+                else f"(SELECT count(*) FROM lex_multi x WHERE x.f{i} > 0)::float8"
+            )
+            + f" AS n{i}"
+            for i in range(n)
+        )
+        + " FROM lex_n n"
     )
-    # Each phrase's rows (its idf's count) are counted on the rows as gathered, in the
-    # pass that sums their hits: a phrase of one token has a posting per row holding it,
-    # so its rows holding it are its postings, which a count of their own read again.
-    counted = ", ".join(f"count(*) FILTER (WHERE h.f{i} > 0)::float8 AS n{i}" for i in range(n))
-    columns = ", ".join(f"h.f{i}" for i in range(n))
+    pivot = ", ".join(
+        f"coalesce(sum(f) FILTER (WHERE i = {i}), 0::float8) AS f{i}" for i in range(n)
+    )
     ctes += [
+        *_idf(n, counted),
         # Each row's hits and length as bm25_ctes counts them on the row, so its score
         # (the same expression, in the same order) is the exact one.
-        f"lex_rows AS MATERIALIZED (SELECT pk, max(dl)::float8 AS dl, {pivot} FROM"
-        f" ({' UNION ALL '.join(parts)}) l WHERE (SELECT listed FROM lex_n) GROUP BY pk)",
-        *_idf(n, f"{counted} FROM lex_rows h"),
-        # The length's part computed once a row (OFFSET 0: not folded back into each term);
-        # of a question of eight words over 36k rows, a third of this CTE's time.
-        f"lex_sum AS MATERIALIZED (SELECT h.pk, h.dl, {columns}, {_score(n, 'h.saturation')}"
-        f" AS near FROM (SELECT h.*, {_saturation('h.dl')} AS saturation FROM lex_rows h,"
-        " lex_idf i OFFSET 0) h, lex_idf i)",
+        f"lex_sum AS MATERIALIZED (SELECT h.*, {_score(n)} AS near FROM (SELECT pk,"
+        f" max(dl)::float8 AS dl, {pivot} FROM ({' UNION ALL '.join(parts)}) l GROUP BY pk) h,"
+        " lex_idf i)",
     ]
     return ctes, params
 

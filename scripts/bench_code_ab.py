@@ -5,15 +5,14 @@
         [--out report.json]
 
 ``--base`` and ``--new`` are git revisions (extracted with ``git archive``) or folders holding
-a ``src/``. Each round starts a fresh process per version, one after the other (base first in even
-rounds, new first in odd ones), on the same
-store (one ``recalld bench scale`` built): an untimed pass over other questions (a sample
-of another seed, the timed ones left out: it loads the model, the indexes and the pages
-most searches touch, and leaves nothing a repeated question would find kept), a timed pass
-(default hybrid search, limit 10: wall time and the process's CPU time per search, each
-question searched for the first time; its top 10s are compared), then an explained pass
-over the same questions for each stage's mean milliseconds (``details["stage_ms"]``: those
-are repeats). Prints p50 / p95 / mean / CPU per version and their
+a ``src/``. Each round starts a fresh process per version, one after the other (base first
+in even rounds, new first in odd ones), on the same store (one ``recalld bench scale``
+built): an untimed pass over other questions (a sample of another seed, the timed ones left
+out: it loads the model, the indexes and the pages most searches touch, and leaves nothing
+a repeated question would find kept), a timed pass (default hybrid search, limit 10: wall
+time and the process's CPU time per search, each question searched for the first time; its
+top 10s are compared), then an explained pass over the same questions for each stage's
+mean milliseconds (``details["stage_ms"]``: those are repeats). Prints p50 / p95 / mean / CPU per version and their
 ratios, each stage's mean, the load average of each round, and how many questions' top 10s
 (ids and scores) differ between the versions. On a shared machine the ratios of one run
 mean more than the absolute figures.

@@ -14,8 +14,8 @@ time and the process's CPU time per search, each question searched for the first
 top 10s are compared), then an explained pass over the same questions for each stage's
 mean milliseconds (``details["stage_ms"]``: those are repeats). Prints p50 / p95 / mean /
 CPU per version and their ratios, each stage's mean, the load average of each round, and
-how many questions' top 10s (ids and scores) differ between the versions. On a shared machine the ratios of one run
-mean more than the absolute figures.
+how many questions' top 10s (ids and scores) differ between the versions. On a shared
+machine the ratios of one run mean more than the absolute figures.
 """
 
 from __future__ import annotations

@@ -147,8 +147,8 @@ def _cosines(
     block: npt.NDArray[Any], query: Vector, norms: npt.NDArray[np.float32]
 ) -> npt.NDArray[np.float32]:
     """``block``'s products with the float32 ``query`` over their ``norms``: numpy's own
-    loop, as ``vectors.cosines`` (which imports this module's importer), in float32 with
-    the copies cast as they are read (the same floats as cast first)."""
+    loop, as ``exact_scan.cosines``, in float32 with the copies cast as they are read
+    (the same floats as cast first)."""
     products = np.einsum("ij,j->i", block, query, dtype=np.float32, casting="unsafe")
     scores: npt.NDArray[np.float32] = products / np.maximum(norms, 1e-12)
     return scores

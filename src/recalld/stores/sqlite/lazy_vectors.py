@@ -31,6 +31,7 @@ import numpy.typing as npt
 from recalld.stores.base import Vector
 from recalld.stores.sqlite import vector_file
 from recalld.stores.sqlite.copy_file import CopyMatrix
+from recalld.stores.sqlite.exact_scan import cosines
 from recalld.stores.sqlite.vector_file import VectorCopies
 from recalld.stores.sqlite.vector_index import (
     MISMATCH,
@@ -45,7 +46,6 @@ from recalld.stores.sqlite.vector_index import (
 from recalld.stores.sqlite.vectors import (
     MAX_ANN_CANDIDATES,
     RESCORE_FACTOR,
-    cosines,
     listed_pks,
 )
 

@@ -30,7 +30,8 @@ import numpy.typing as npt
 
 from recalld.errors import install_hint
 from recalld.stores.base import Vector
-from recalld.stores.sqlite import vector_file
+from recalld.stores.sqlite import exact_scan, vector_file
+from recalld.stores.sqlite.exact_scan import cosines
 from recalld.stores.sqlite.vector_index import AnnIndex, MirrorRows, ann_available
 
 log = logging.getLogger("recalld")
@@ -56,20 +57,6 @@ COMPACT_FRACTION = 0.125
 
 Mask = npt.NDArray[np.bool_]
 _Item = TypeVar("_Item", bound=np.generic)
-
-
-def cosines(matrix: npt.NDArray[np.float32], query: Vector) -> npt.NDArray[np.float32]:
-    """``matrix @ query`` for unit rows, computed by numpy's own loops rather than BLAS.
-
-    OpenBLAS spreads a product this size over a thread per core, and its threads then spin
-    waiting for more work (on the 2-core machine, 50 searches of a 10k store: 57 ms of CPU
-    and 29 ms wall per search through BLAS, 33 and 16.5 with it held to one thread). The
-    spinning thread takes the core the query's embedding and the word channels need, and a
-    server pays it on every search. ``einsum`` on one thread is as fast as BLAS on two here
-    (0.8 ms at 10k x 384, 6.7 against 8.2 ms at 100k) and leaves the other core alone.
-    """
-    scores: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, query)
-    return scores
 
 
 @dataclass(frozen=True)
@@ -119,6 +106,8 @@ class VectorMirror:
         self._seq = 0
         self._generation = -1
         self._ann: AnnIndex | None = None
+        self._norm_max = 0.0
+        """At least the largest norm of a row (:func:`exact_scan.best_rows`)."""
         self._warned = False
         self._lock = threading.RLock()
 
@@ -268,6 +257,7 @@ class VectorMirror:
         if known.any():
             rows = self._row_of[changes.pks[known]]
             self._vectors[rows] = changes.vectors[known]
+            self._norm_max = max(self._norm_max, _norm_max(changes.vectors[known]))
             self._seqs[rows] = changes.seqs[known]
             self._ids[rows] = changes.ids[known]
         fresh = ~known
@@ -284,6 +274,7 @@ class VectorMirror:
         self._live = np.zeros(0, dtype=np.bool_)
         self._row_of = np.full(1, -1, dtype=np.int64)
         self._count = self._dead = 0
+        self._norm_max = 0.0
         self._ann = None
 
     def _adopt(
@@ -299,6 +290,7 @@ class VectorMirror:
         self._row_of = np.full(int(pks.max(initial=0)) + 1, -1, dtype=np.int64)
         self._row_of[pks] = np.arange(len(pks))
         self._count = len(pks)
+        self._norm_max = _norm_max(vectors)
 
     def _append(
         self,
@@ -329,6 +321,7 @@ class VectorMirror:
         self._live[rows] = True
         self._row_of[pks] = rows
         self._count = need
+        self._norm_max = max(self._norm_max, _norm_max(vectors))
 
     def _kill(self, pks: npt.NDArray[np.int64]) -> None:
         rows = self._row_of[pks]
@@ -405,13 +398,9 @@ class VectorMirror:
         """Rows of the exact top ``limit`` among ``mask``."""
         if allowed_count < self._count // 4:
             candidates = np.flatnonzero(mask)
-            scores = cosines(self.matrix[candidates], query)
-        else:
-            candidates = np.arange(self._count)
-            scores = np.where(mask, cosines(self.matrix, query), -np.inf)
-        count = min(limit, allowed_count)
-        top = np.argpartition(-scores, count - 1)[:count]
-        return candidates[top]
+            best = exact_scan.best_rows(self.matrix[candidates], query, None, limit, self._norm_max)
+            return candidates[best]
+        return exact_scan.best_rows(self.matrix, query, mask, limit, self._norm_max)
 
     def _ann_rows(
         self, query: Vector, limit: int, mask: Mask, allowed_count: int, near_memory: bool
@@ -467,6 +456,13 @@ class VectorMirror:
                 yield self.pks[rows], self._seqs[rows], self.matrix[rows], ids
 
         vector_file.write(folder, seq, self.dimension, lambda: (len(order), chunks()))
+
+
+def _norm_max(vectors: Vector) -> float:
+    """The largest norm of the rows of ``vectors`` (0 for none)."""
+    if not len(vectors):
+        return 0.0
+    return float(np.sqrt(np.einsum("ij,ij->i", vectors, vectors).max()))
 
 
 def _fit(mask: Mask, count: int) -> Mask:

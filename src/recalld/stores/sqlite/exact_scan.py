@@ -4,8 +4,11 @@ score the one :func:`cosines` gives, read at BLAS's speed.
 Why: a store below the ANN index's size (and a filter's subset of any store) is searched
 by scoring every row. ``cosines`` (numpy's own loop, chosen so no BLAS thread spins on the
 other core) reads the matrix at about half the rate of OpenBLAS's product on one thread
-once the matrix outgrows the caches: 15.0 against 6.5 ms for 50k x 384 float32, 3.5
-against 1.7 ms for 20k, about even at 10k (docs/design/search-cpu.md, "The exact scan").
+once the matrix is not in the caches: 15.0 against 6.5 ms for 50k x 384 float32, 3.5
+against 1.7 ms for 20k, 2.3 against 2.0 for 10k after other work (0.7 against 0.6 when
+the same product runs again at once). Whole searches: 0.60x the p50 of a 40k store, 0.85x
+of a 10k one (docs/design/search-cpu.md, "The exact scan through BLAS").
+
 The two sum each row's products in a different order, so their floats may differ in the
 last bits, and a search's scores must not depend on the path: BLAS only preselects. A dot
 product of ``d`` float32 terms summed in any order errs by at most ``d * 2**-24 * |q| *
@@ -32,10 +35,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-BLAS_MIN_ROWS = 16_384
-"""Rows from which the preselection through BLAS runs. Below it the matrix stays in the
-caches between searches and numpy's own loop is about as fast (10k x 384: 0.71 against
-0.58 ms in a quiet run, 1.19 against 1.21 in a busy one), without the second pass."""
+BLAS_MIN_ROWS = 8_192
+"""Rows from which the preselection through BLAS runs. Whole searches of a 10k store
+(``scripts/bench_code_ab.py``, 200 questions, 3 pairs, load 3.5-4.4, where the searches'
+other work keeps the matrix out of the caches): CPU 0.88x, p50 0.85x, the same top 10s.
+Smaller matrices stay in the caches; the preselection's second pass is not worth it there."""
 ROUNDING = 2.0**-24
 """float32's unit roundoff."""
 SAFETY = 2.0

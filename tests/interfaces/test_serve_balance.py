@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,9 @@ KEPT = 12
 OPENED = 64
 """Connections opened to find :data:`KEPT` on one worker (each lands on either at random:
 fewer than 12 of 64 on both is about one in 10^7)."""
+SETTLE_SECONDS = 1.0
+"""Time the workers get to see the connections the test closed (their loops notice a
+closed socket at their next turn, milliseconds on an idle machine)."""
 ROUNDS = 40
 """Requests on every kept connection at most: each round asks every excess connection to
 leave, and half of those reconnecting land on the other worker."""
@@ -116,6 +120,11 @@ def test_connections_kept_on_one_worker_are_spread_over_both(port: int, opened: 
     for connection in opened:
         if connection not in kept:
             connection.close()
+    # A worker counts a connection until its event loop sees it closed. Counted still, the
+    # closed ones inflate a worker's count and the share: under the full suite's load one
+    # worker asked more than its excess to leave (19 reconnections in 3 rounds, where the
+    # kept connections alone allow at most 12).
+    time.sleep(SETTLE_SECONDS)
 
     rounds = 0
     while rounds < ROUNDS:

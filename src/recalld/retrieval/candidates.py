@@ -4,7 +4,6 @@ session neighbours the later stages read."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from recalld.providers.embedders import Embedder, sharing_cores
-from recalld.records import Memory
 from recalld.retrieval.channels import (
     LISTS,
     Need,
@@ -124,13 +122,6 @@ def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) 
     )
 
 
-READ_AHEAD_ROWS = 60
-"""Candidates of each word list whose rows the word thread reads while the vectors are still
-searched: at 100k the best 60 of the word list held 49% of the rows the later stages read
-(93.5 a search; the best 30 held 31%, the best 100 53%), a part of the rows stage taken off
-the search's path on a core otherwise idle."""
-READ_AHEAD_STEP = 20
-"""Rows read at a time ahead, the vector search's end checked between steps."""
 WORD_THREADS = 4
 """Threads that read word channels while searches embed their queries (one per search in
 flight; more searches at once wait for one)."""
@@ -158,20 +149,15 @@ def read_candidates(
         return store.search_rows([first, *requests[1:]], **flags)
     words_requests = [words_part, *requests[1:]] if words_part else list(requests[1:])
 
-    vector_done = threading.Event()
-
     def by_vector_here() -> SearchRows:
-        try:
-            with sharing_cores():
-                vector = embed()
-            return store.search_rows([vector_part.with_vector(vector)], **flags)
-        finally:
-            vector_done.set()
+        with sharing_cores():
+            vector = embed()
+        return store.search_rows([vector_part.with_vector(vector)], **flags)
 
     def by_words_beside() -> SearchRows:
         found = store.search_rows(words_requests, **flags)
         if words_part is None or store.exact_vectors():
-            return _rows_read_ahead(store, found, vector_done)
+            return found
         # Vector completion will want their vectors: read them here, while the other
         # thread searches the vectors (the index's answer is not known yet, so all of them).
         ids = list(
@@ -182,8 +168,7 @@ def read_candidates(
                 if c.memory_id not in found.vectors
             )
         )
-        found = replace(found, vectors={**found.vectors, **store.vectors_for(ids)})
-        return _rows_read_ahead(store, found, vector_done)
+        return replace(found, vectors={**found.vectors, **store.vectors_for(ids)})
 
     by_vector, (by_words,) = _word_threads.run_beside(by_vector_here, [by_words_beside])
     word_channels = list(by_words.channels)
@@ -195,27 +180,6 @@ def read_candidates(
         {**by_words.neighbors, **by_vector.neighbors},
         by_words.neighbors_of | by_vector.neighbors_of,
     )
-
-
-def _rows_read_ahead(store: Store, found: SearchRows, vector_done: threading.Event) -> SearchRows:
-    """``found`` with the rows of its word lists' best candidates, read while the other
-    thread still searches the vectors (:data:`READ_AHEAD_ROWS` a list, in steps of
-    :data:`READ_AHEAD_STEP`, none once the vectors are done: the later stages read them then)."""
-    wanted = list(
-        dict.fromkeys(
-            c.memory_id
-            for listed in found.channels
-            for candidates in listed.values()
-            for c in candidates[:READ_AHEAD_ROWS]
-            if c.memory_id not in found.memories
-        )
-    )
-    read: dict[str, Memory] = {}
-    for start in range(0, len(wanted), READ_AHEAD_STEP):
-        if vector_done.is_set():
-            break
-        read.update((m.id, m) for m in store.get_many(wanted[start : start + READ_AHEAD_STEP]))
-    return replace(found, memories={**found.memories, **read}) if read else found
 
 
 def needs_vectors(config: RetrievalConfig, updates: bool = True) -> bool:

@@ -7,7 +7,7 @@ other core) reads the matrix at about half the rate of OpenBLAS's product on one
 once the matrix is not in the caches: 15.0 against 6.5 ms for 50k x 384 float32, 3.5
 against 1.7 ms for 20k, 2.3 against 2.0 for 10k after other work (0.7 against 0.6 when
 the same product runs again at once). Whole searches: 0.60x the p50 of a 40k store, 0.85x
-of a 10k one (docs/design/search-cpu-scan.md).
+of a 10k one (docs/design/search-cpu.md, "The exact scan through BLAS").
 
 The two sum each row's products in a different order, so their floats may differ in the
 last bits, and a search's scores must not depend on the path: BLAS only preselects. A dot

@@ -99,6 +99,7 @@ class PostgresStore(Administration, SourceFiles):
                 self._declare(conn, ix.EF_SEARCH)
                 has = ix.Indexes.read(conn, self._visible)
                 self._own_index, self._word_postings = has.own_vectors, has.word_postings
+                self._own_beam = has.own_beam
                 self._walled = ix.walled(conn)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
@@ -147,7 +148,7 @@ class PostgresStore(Administration, SourceFiles):
     def _ef_search(self, conn: psycopg.Connection[Any]) -> int:
         """:func:`indexes.handle_ef_search` when the connection is made, kept as the
         handle's for :func:`indexes.near_memory`."""
-        self._ef = ix.handle_ef_search(conn, self._visible, self._own_index)
+        self._ef = ix.handle_ef_search(conn, self._visible, self._own_beam)
         return self._ef
 
     @contextmanager

@@ -35,6 +35,7 @@ from recalld.stores.base import (
 from recalld.stores.postgres import indexes as ix, queries as q, reads, results as res, writes as w
 from recalld.stores.postgres.admin import Administration
 from recalld.stores.postgres.failures import pg_errors, raising_store_errors, redacted
+from recalld.stores.postgres.fingerprint import KEY as FINGERPRINT, KnownFingerprint
 from recalld.stores.postgres.loaders import register as register_adapters
 from recalld.stores.postgres.migrations import APP_ID, KEEP_VECTORS_INLINE, WORDS_GONE
 from recalld.stores.postgres.plans import PlanChoice
@@ -110,6 +111,7 @@ class PostgresStore(Administration, SourceFiles):
         self._visible_count = (0, 0, -math.inf)
         """(memories seen, in the table, when counted): see :meth:`_rows_counted`."""
         self._plans = PlanChoice()
+        self._fingerprint = KnownFingerprint()
         self._pool = ConnectionPool(
             dsn,
             min_size=1,
@@ -218,6 +220,7 @@ class PostgresStore(Administration, SourceFiles):
         namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]
         positions = w.positions(conn, memories, namespaces)
         if vectors is not None:
+            self._fingerprint.verify_in(conn)
             self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
         tokens = tokenize_many([m.content for m in memories])
         rows = (
@@ -301,6 +304,7 @@ class PostgresStore(Administration, SourceFiles):
                 (*row[1:], tokens, len(tokens), pk),
             )
             if vector is not None:
+                self._fingerprint.verify_in(conn)
                 self._ensure_dimension(conn, int(np.asarray(vector).shape[-1]))
                 conn.execute(
                     "UPDATE memories SET embedding = %s WHERE pk = %s",
@@ -342,7 +346,8 @@ class PostgresStore(Administration, SourceFiles):
 
     def set_fingerprint(self, fingerprint: str) -> None:
         with self._conn() as conn:
-            res.set_meta(conn, "embedding_fingerprint", fingerprint)
+            res.set_meta(conn, FINGERPRINT, fingerprint)
+        self._fingerprint.wrote(fingerprint)
 
     def any_vectors(self) -> bool:
         # Asked of the store's facts, not the rows: Row-Level Security hides other
@@ -391,8 +396,9 @@ class PostgresStore(Administration, SourceFiles):
                         if i in pks
                     ],
                 )
-            res.set_meta(conn, "embedding_fingerprint", fingerprint)
+            res.set_meta(conn, FINGERPRINT, fingerprint)
             self._mark_vectors(conn, set(self._visible))
+        self._fingerprint.wrote(fingerprint)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -409,8 +415,8 @@ class PostgresStore(Administration, SourceFiles):
             return res.unfinished_migration(conn, self._visible)
 
     def get_fingerprint(self) -> str | None:
-        with self._read() as conn:  # checked before every search: one round trip
-            return res.get_meta(conn, "embedding_fingerprint")
+        """Checked before every search: once confirmed, no round trip (:mod:`.fingerprint`)."""
+        return self._fingerprint.get(partial(reads.meta, self._read, FINGERPRINT))
 
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         if not ids:
@@ -433,26 +439,14 @@ class PostgresStore(Administration, SourceFiles):
         if not ids or radius < 1:
             return {}
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT m.id, m.namespace, m.session_id FROM memories m"
-                " WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id"
-                " FROM memories s WHERE s.id = ANY(%s) AND s.namespace = ANY(%s))"
-                " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.position, m.pk",
-                (list(ids), self._visible),
-            ).fetchall()
+            rows = reads.session_members(conn, self._visible, ids)
         return neighbors_in_sessions(rows, ids, radius)
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         if not ids:
             return {}
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND namespace = ANY(%s)"
-                " AND embedding IS NOT NULL ORDER BY namespace = %s",
-                (list(ids), self._visible, self.tenancy.tenant),
-                binary=True,  # as search_rows: floats, not text to parse
-            ).fetchall()
-        return dict(rows)  # float32 arrays (loaders.VectorArrayBinaryLoader)
+            return reads.vectors(conn, self._visible, self.tenancy.tenant, ids)
 
     def exact_vectors(self) -> bool:
         return False  # the planner may answer from the HNSW index, whichever the table's size
@@ -564,6 +558,9 @@ class PostgresStore(Administration, SourceFiles):
                     ) from exc
 
         asked, rows = self._postings_guard(run)
+        if rows and rows[0][0] == "fp":  # first in the statement's order
+            self._fingerprint.verify(rows[0][4])
+            rows = rows[1:]
         return res.search_rows(requests, asked, rows, vectors, neighbor_radius, neighbor_depth)
 
     def _postings_guard(self, run: Callable[[], T]) -> T:

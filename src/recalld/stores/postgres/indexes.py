@@ -60,10 +60,12 @@ candidates, so they grow in proportion only past this many rows. The 100k tenant
 index in the 1M database (built at 200), recall@10 of the search statement against exact
 cosine on two samples of 100 questions (seeds 7 and 11; 2026-11-29): 0.954 / 0.958 at 100
 candidates, 0.987 / 0.987 at 200, **0.995 / 0.993 at 250** (recall@40 0.987 / 0.990), 0.995
-/ 0.996 at 300, 0.997 / 0.997 at 400 (the reference of 25k rows asked 400), with
-the statement's execution 4.3-6.7 ms at 250 against 10.7-11.6 at 400
-(docs/design/postgres-statements.md). An index built with pgvector's default beam keeps
-the 25k rows: the same graph built at 64 found 0.935 at 100 and 0.992 at 400."""
+/ 0.996 at 300, 0.997 / 0.997 at 400 (the reference of 25k rows asked 400), the same
+whichever the LIMIT asked (26, 56, 216); a default hybrid search's (LIMIT 216, 200 kept:
+0.938 of the exact 200 at 250, 0.975 at 400) ran 9.6 ms against 15.7 (execution, the
+two alternated question by question; docs/design/postgres-statements.md). An index built
+with pgvector's default beam keeps the 25k rows: the same graph built at 64 found 0.935 at
+100 and 0.992 at 400."""
 PGVECTOR_EF_CONSTRUCTION = 64
 """pgvector's build beam when an index states none (its ``ef_construction`` default)."""
 OWN_INDEX_BUILD_MEMORY = "512MB"

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.postgres
 def test_the_candidates_follow_the_beam_the_graph_was_built_with() -> None:
     """The 100k tenant of the 1M database: 400 candidates for an index built at 64 (or the
     table's), 250 for its own built at OWN_INDEX_EF_CONSTRUCTION (0.993-0.995 of the exact
-    10 nearest against 0.997 at 400, in half the statement's time)."""
+    10 nearest against 0.997 at 400; the vector search 3.4 ms against 5.5)."""
     from recalld.stores.postgres.indexes import (
         EF_SEARCH,
         OWN_INDEX_EF_CONSTRUCTION,

@@ -142,10 +142,10 @@ def test_a_postgres_search_reads_in_one_statement_and_a_few_lookups(
     """The pipeline's candidates are one statement, plus one when the top hit's fact is
     followed forward (``kupdate_follow``); the engine's fingerprint check sends none after
     the handle's first search (the search statement brings the stored fingerprint back:
-    ``test_postgres_fingerprint.py``); when asked, the access-count write follows. The statement brings the rows of
-    the best-ranked candidates and the top ones' neighbours; the few others the pipeline
-    keeps are at most two single-statement lookups (rows, neighbours), and no read is
-    wrapped in BEGIN / COMMIT."""
+    ``test_postgres_fingerprint.py``); when asked, the access-count write follows. The
+    statement brings the rows of the best-ranked candidates and the top ones' neighbours;
+    the few others the pipeline keeps are at most two single-statement lookups (rows,
+    neighbours), and no read is wrapped in BEGIN / COMMIT."""
     from recalld.config import Settings
     from recalld.providers.embedders import FakeEmbedder
     from recalld.retrieval.config import BALANCED

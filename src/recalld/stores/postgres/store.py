@@ -484,7 +484,7 @@ class PostgresStore(Administration, SourceFiles):
 
         def run() -> list[Any]:
             sql, values = self._candidates_sql(request)
-            with self._conn() as conn:
+            with self._conn() as conn, self._plans.mode(conn, False):
                 if request.query_vector is not None:
                     have = self._dimension(conn)
                     if have is not None and have != request.query_vector.shape[-1]:
@@ -537,14 +537,18 @@ class PostgresStore(Administration, SourceFiles):
                 complete=bool(requests) and "semantic" in requests[0].asks,
             )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
+            exact = self._word_postings and res.words_only(requests)  # plans.GENERIC_WORDS
             with self._read() as conn:
                 self._plans.apply(conn, self._visible, self._visible_count[0], self._own_index)
                 narrowed = False
                 try:
-                    with ix.near_memory(conn, requests, self._ef) as narrowed:
+                    with (
+                        self._plans.mode(conn, exact),
+                        ix.near_memory(conn, requests, self._ef) as narrowed,
+                    ):
                         # Binary: vectors as 1.5 KB of floats, not 4-6 KB of text to
                         # parse (a third of a 100k search's time); the same bits.
-                        cursor = execute_named(conn, sql, values, binary=True)
+                        cursor = execute_named(conn, sql, values, binary=True, prepare=exact)
                     return [bool(b[0]) for b in blocks], cursor.fetchall()
                 except psycopg.Error as exc:
                     if narrowed:  # the pipeline's connection: the pool replaces it

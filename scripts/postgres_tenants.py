@@ -13,7 +13,8 @@ memories are tenant ``t0000``'s, the rest dealt in turn to ``t0001`` ...; one st
 loads them all in bulk (the vector index built once at the end). Then, for the big tenant
 and for a small one: the default hybrid search and a vector search through the facade (the
 tenant's own handle, the query embedded by the real model inside each timed call), p50 /
-p95 ms, and each stage's milliseconds of the hybrid search (``--explain``'s); and
+p95 ms, each stage's milliseconds of the hybrid search (``--explain``'s) and each
+question's hybrid top 10 (ids); and
 recall@10 of the vector channel (HNSW under the tenant filter) against exact cosine over
 the tenant's own vectors. ``--own-index``: then the big tenant once more, with a
 vector index of its own rows (``recalld postgres tenant-index``). ``--word-index``: then the
@@ -99,8 +100,9 @@ def measure(dsn: str, tenant: str, questions: list[str], embedder: Any) -> dict[
             heap.settle()  # as `recalld serve` does once started
             out[mode] = timed([lambda q=q, m=mode: engine.search(q, limit=10, mode=m)
                                for q in questions])  # fmt: skip
-        # Each stage's milliseconds (p50 / p95 / mean), from the same searches explained.
-        out["hybrid_stage_ms"] = explained_tops(engine, questions, 10)[1]
+        # Each stage's milliseconds (p50 / p95 / mean), from the same searches explained,
+        # and each question's hybrid top 10 (ids), to compare two runs question by question.
+        out["hybrid_top10"], out["hybrid_stage_ms"] = explained_tops(engine, questions, 10)
     store = open_store(dsn, Tenancy(tenant))
     import psycopg
     from pgvector.psycopg import register_vector

@@ -106,3 +106,69 @@ def test_the_choice_is_forgotten_with_each_connection(pg_database: str) -> None:
         del conns, conn
         gc.collect()
         assert choice.told() == 0
+
+
+def test_word_statements_of_a_tenant_with_postings_run_prepared_on_generic_plans(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GENERIC_WORDS: a handle with word postings, not small (its statements otherwise on the
+    server's default), sends a statement that asks only word channels prepared at its first
+    use and planned generically, with the rows its own plans give; a statement that reads a
+    vector channel afterwards, on the same connection, is back on the default (the change
+    sent in its round trip), through ``search_rows`` and ``candidates`` alike."""
+    from datetime import UTC, datetime
+
+    from recalld.lexical import phrases
+    from recalld.retrieval.channels import Need, request as channel_request
+    from recalld.retrieval.query import understand
+    from recalld.stores.asks import NearestAsk
+    from recalld.stores.base import CandidateRequest, Tenancy
+    from recalld.stores.postgres import PostgresStore, results
+
+    model = FakeEmbedder()
+    _fill(pg_database, model)
+    monkeypatch.setattr(plans, "GENERIC_PLANS_MAX_ROWS", 0)
+    builder = PostgresStore(pg_database, Tenancy("large"))
+    builder.build_index("words")
+    store = PostgresStore(pg_database, Tenancy("large"))
+    store._pool.wait()  # its first connection made: searches do not race it to a second
+    now = datetime.now(UTC)
+    words = [channel_request(Need({"bm25": 20}, understand(q, "hybrid", now).terms, q))
+             for q in QUESTIONS]  # fmt: skip
+    vector = CandidateRequest(asks={"semantic": NearestAsk(5, model.embed_query("topic 3"))})
+
+    def state() -> tuple[str, list[tuple[int, int]]]:
+        assert store._pool.get_stats()["pool_size"] == 1  # the one connection searched on
+        with store._read() as conn:
+            mode = conn.execute("SHOW plan_cache_mode").fetchone()
+            plans_made = conn.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
+                " WHERE statement LIKE '%%lex_%%' ORDER BY prepare_time"
+            ).fetchall()
+        assert mode is not None
+        return str(mode[0]), [(int(g), int(c)) for g, c in plans_made]
+
+    try:
+        assert store._word_postings and state() == ("auto", [])
+        with monkeypatch.context() as m:  # the reference: the handle's own plans
+            m.setattr(results, "words_only", lambda requests: False, raising=False)
+            expected = [store.search_rows([w]).channels for w in words]
+            assert state() == ("auto", [])  # each text used once: none prepared
+        assert [store.search_rows([w]).channels for w in words] == expected
+        mode, made = state()
+        assert mode == "force_generic_plan" and made and all(c == 0 for _, c in made)
+        posted = [w for w in words if "bm25" in w.asks and phrases(w.asks["bm25"].terms)]
+        assert sum(g for g, _ in made) == len(posted)  # each prepared at its first use
+        nearest = store.search_rows([vector]).channels
+        assert state()[0] == "auto"
+        store.search_rows([words[0]])
+        assert store.candidates(vector)["semantic"] == nearest[0]["semantic"]
+        assert state()[0] == "auto"
+        # Postings dropped by another handle: the word statement fails in the pipeline that
+        # changes the mode; that connection is closed and the search answers without them.
+        builder.build_index("words", drop=True)
+        assert store.search_rows([words[0]]).channels == expected[0]
+        assert not store._word_postings
+    finally:
+        store.close()
+        builder.close()

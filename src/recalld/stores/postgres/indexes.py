@@ -53,6 +53,22 @@ OWN_INDEX_EF_CONSTRUCTION = 200
 the 100k tenant in the 1M database then found 0.978 of 60 questions' exact 10 nearest at
 ``hnsw.ef_search`` 100 and 1.0 at 400, against 0.935 and 0.992 built at 64; the build took
 78 s against 28-31 (docs/benchmarks-scale.md)."""
+WIDE_BEAM_REFERENCE_ROWS = 40_000
+""":data:`EF_REFERENCE_ROWS` for a tenant's own index built with a beam of at least
+:data:`OWN_INDEX_EF_CONSTRUCTION`: its graph finds the same share of the nearest with fewer
+candidates, so they grow in proportion only past this many rows. The 100k tenant's own
+index in the 1M database (built at 200), recall@10 of the search statement against exact
+cosine on two samples of 100 questions (seeds 7 and 11; 2026-11-29): 0.954 / 0.958 at 100
+candidates, 0.987 / 0.987 at 200, **0.995 / 0.993 at 250** (recall@40 0.987 / 0.990), 0.995
+/ 0.996 at 300, 0.997 / 0.997 at 400 (the reference of 25k rows asked 400), the same
+whichever the LIMIT asked (26, 56, 216). A default hybrid search's (LIMIT 216, 200 kept:
+0.938 of the exact 200 at 250, 0.975 at 400) ran 3.4 ms against 5.5 (execution, the two
+alternated question by question, both samples), its whole search statement 2.4 ms less a
+search; the hybrid top 10 the same ids for 99 of 100 questions
+(docs/design/postgres-statements.md). An index built with pgvector's default beam keeps
+the 25k rows: the same graph built at 64 found 0.935 at 100 and 0.992 at 400."""
+PGVECTOR_EF_CONSTRUCTION = 64
+"""pgvector's build beam when an index states none (its ``ef_construction`` default)."""
 OWN_INDEX_BUILD_MEMORY = "512MB"
 """``maintenance_work_mem`` while building one: the graph of 100k vectors (about 200 MB)
 then fits in memory, which makes the build several times faster."""
@@ -95,6 +111,8 @@ class Indexes:
     literal, and examines the candidates its own rows call for)."""
     word_postings: bool
     """Word postings that answer its word channel (:func:`.word_sql.top_words_ctes`)."""
+    own_beam: int = 0
+    """The build beam (``ef_construction``) of its own vector index (0: it has none)."""
 
     @classmethod
     def read(cls, conn: Conn, visible: Sequence[str]) -> Indexes:
@@ -105,7 +123,8 @@ class Indexes:
         posted = conn.execute(
             "SELECT 1 FROM word_namespaces WHERE namespace = %s", (visible[0],)
         ).fetchone()
-        return cls(bool(index_valid(conn, own_index_name(visible[0]))), posted is not None)
+        beam = own_index_beam(conn, own_index_name(visible[0]))
+        return cls(beam > 0, posted is not None, beam)
 
 
 @contextmanager
@@ -205,25 +224,29 @@ def own_index_name(namespace: str) -> str:
     return OWN_INDEX_PREFIX + hashlib.sha256(namespace.encode()).hexdigest()[:20]
 
 
-def ef_search(visible_rows: int, all_rows: int, own_index: bool = False) -> int:
+def ef_search(visible_rows: int, all_rows: int, own_index: bool = False, beam: int = 0) -> int:
     """HNSW candidates for a tenant whose namespaces hold ``visible_rows`` of the table's
-    ``all_rows``, searching the table's index or (``own_index``) one of its own rows."""
+    ``all_rows``, searching the table's index or (``own_index``) one of its own rows, built
+    with the beam ``beam`` (:data:`WIDE_BEAM_REFERENCE_ROWS`)."""
     indexed = visible_rows if own_index else all_rows
-    wanted = EF_SEARCH * max(1.0, indexed / EF_REFERENCE_ROWS)
+    wide = own_index and beam >= OWN_INDEX_EF_CONSTRUCTION
+    reference = WIDE_BEAM_REFERENCE_ROWS if wide else EF_REFERENCE_ROWS
+    wanted = EF_SEARCH * max(1.0, indexed / reference)
     if not own_index and 0 < visible_rows < all_rows:
         wanted *= all_rows / visible_rows
     return min(EF_SEARCH_MAX, math.ceil(wanted))
 
 
-def handle_ef_search(conn: Conn, visible: Sequence[str], own_index: bool) -> int:
-    """:func:`ef_search` for the share of the table the namespaces ``visible`` hold
-    (:data:`EF_SEARCH` before the statistics exist: a store not yet migrated)."""
+def handle_ef_search(conn: Conn, visible: Sequence[str], own_beam: int) -> int:
+    """:func:`ef_search` for the share of the table the namespaces ``visible`` hold, on
+    their own index built with the beam ``own_beam`` (0: the table's index;
+    :data:`EF_SEARCH` before the statistics exist: a store not yet migrated)."""
     try:
         with conn.transaction():
             visible_rows, table = word_rows(conn, visible)
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
         return EF_SEARCH
-    return ef_search(visible_rows, table, own_index)
+    return ef_search(visible_rows, table, own_beam > 0, own_beam)
 
 
 def word_rows(conn: Conn, visible: Sequence[str]) -> tuple[int, int]:
@@ -246,6 +269,20 @@ def index_valid(conn: Conn, name: str) -> bool | None:
         (name,),
     ).fetchone()
     return None if found is None else bool(found[0])
+
+
+def own_index_beam(conn: Conn, name: str) -> int:
+    """The build beam (``ef_construction``) of the valid index ``name``: as its options
+    state it, else pgvector's default; 0 when there is no valid index of that name."""
+    found = conn.execute(
+        "SELECT i.indisvalid, (SELECT o.option_value FROM pg_options_to_table(c.reloptions) o"
+        " WHERE o.option_name = 'ef_construction') FROM pg_class c"
+        " JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = %s",
+        (name,),
+    ).fetchone()
+    if found is None or not found[0]:
+        return 0
+    return int(found[1]) if found[1] is not None else PGVECTOR_EF_CONSTRUCTION
 
 
 def alone(visible: Sequence[str], what: str) -> str:

@@ -17,6 +17,7 @@ from recalld.stores.base import (
     TextAsk,
     WordsAsk,
 )
+from recalld.stores.postgres.fingerprint import STORED_SQL
 from recalld.stores.postgres.word_sql import (
     EVERY_ROW,
     Params,
@@ -298,7 +299,8 @@ def search_rows_sql(
     asked); with vectors and ``complete`` (the first request asks the vector channel),
     as ``vec`` rows the vectors of its other channels' candidates the vector channel missed
     (:func:`recalld.retrieval.candidates.complete_vectors`; the tenant's own row last, as
-    in ``row`` rows). Needs ``%(namespaces)s``.
+    in ``row`` rows). Needs ``%(namespaces)s``. First, one ``fp`` row: the stored embedder
+    fingerprint (as ``id``), read in the statement's snapshot (:mod:`.fingerprint`).
 
     Columns: kind, req, channel, n, id, score, then :data:`SELECT_COLUMNS` and the vector.
     """
@@ -345,6 +347,8 @@ SELECT 'row' AS kind, NULL::int AS req, NULL::text AS channel, (m.namespace = %(
     AS n, m.id, NULL::float8 AS score, {SELECT_COLUMNS}, {embedding}
     FROM memories m WHERE m.id IN (SELECT id FROM wanted) AND m.namespace = ANY(%(namespaces)s)
 {vector_rows}UNION ALL
+SELECT 'fp', NULL, NULL, NULL, {STORED_SQL}, NULL, {nulls}, NULL
+UNION ALL
 SELECT 'hit', req, channel, n, id, score, {nulls}, NULL FROM hits
 UNION ALL
 SELECT 'near', NULL, of_id, off, other, NULL, {nulls}, NULL FROM pairs

@@ -1,5 +1,6 @@
-"""Reads of a PostgreSQL store that walk a tenant's rows apart from search: duplicates of
-new memories, and every memory in batches (``recalld migrate``, ``reindex``)."""
+"""Reads of a PostgreSQL store apart from the search statement: the follow reads of a
+search (session members, vectors), duplicates of new memories, and every memory in batches
+(``recalld migrate``, ``reindex``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,38 @@ from recalld.stores.postgres import queries as q, results as res
 
 Connect = Callable[[], AbstractContextManager[psycopg.Connection[Any]]]
 """A store handle's connection, for one statement."""
+
+
+def meta(connect: Connect, key: str) -> str | None:
+    """The store's fact ``key`` (``recalld_meta``), read in a statement of its own."""
+    with connect() as conn:
+        return res.get_meta(conn, key)
+
+
+def session_members(
+    conn: psycopg.Connection[Any], visible: list[str], ids: Sequence[str]
+) -> list[Any]:
+    """(id, namespace, session) of the live members of the sessions of ``ids``, in order."""
+    return conn.execute(
+        "SELECT m.id, m.namespace, m.session_id FROM memories m"
+        " WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id"
+        " FROM memories s WHERE s.id = ANY(%s) AND s.namespace = ANY(%s))"
+        " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.position, m.pk",
+        (list(ids), visible),
+    ).fetchall()
+
+
+def vectors(
+    conn: psycopg.Connection[Any], visible: list[str], tenant: str, ids: Sequence[str]
+) -> dict[str, Vector]:
+    """The vectors of the memories ``ids`` (the tenant's own wins)."""
+    rows = conn.execute(
+        "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND namespace = ANY(%s)"
+        " AND embedding IS NOT NULL ORDER BY namespace = %s",
+        (list(ids), visible, tenant),
+        binary=True,  # as search_rows: floats, not text to parse
+    ).fetchall()
+    return dict(rows)  # float32 arrays (loaders.VectorArrayBinaryLoader)
 
 
 def find_duplicates(

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from recalld.records import Memory, MemoryFilter
 from recalld.stores import rows as codec
+from recalld.stores.asks import NearestAsk
 from recalld.stores.base import (
     CandidateRequest,
     ChannelCandidate,
@@ -68,6 +69,11 @@ def live_rows_only(filters: MemoryFilter) -> bool:
 def asked(request: CandidateRequest, answered: Collection[str] = q.READERS) -> list[str]:
     """The channels of ``request``'s asks that the store answers, in the request's order."""
     return [name for name in request.asks if name in answered]
+
+
+def words_only(requests: Sequence[CandidateRequest]) -> bool:
+    """Whether ``requests`` ask no vector channel (none answered by an approximate index)."""
+    return not any(isinstance(ask, NearestAsk) for r in requests for ask in r.asks.values())
 
 
 def channels(request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:

@@ -41,10 +41,18 @@ def positional(sql: str) -> tuple[str, tuple[str, ...]]:
 
 
 def execute(
-    conn: psycopg.Connection[Any], sql: str, values: Mapping[str, Any], *, binary: bool
+    conn: psycopg.Connection[Any],
+    sql: str,
+    values: Mapping[str, Any],
+    *,
+    binary: bool,
+    prepare: bool = False,
 ) -> psycopg.RawCursor[Any]:
     """``sql`` run on ``conn`` with the named ``values`` (missing ones: ``KeyError``, as
-    psycopg refuses them); the cursor, to fetch from."""
+    psycopg refuses them); the cursor, to fetch from. ``prepare``: prepared at its first
+    use (else as psycopg decides: at its sixth on the connection)."""
     raw, names = positional(sql)
     cursor = psycopg.RawCursor(conn)
-    return cursor.execute(raw, [values[name] for name in names], binary=binary)
+    return cursor.execute(
+        raw, [values[name] for name in names], binary=binary, prepare=True if prepare else None
+    )

@@ -35,6 +35,7 @@ from recalld.stores.base import (
 from recalld.stores.postgres import indexes as ix, queries as q, reads, results as res, writes as w
 from recalld.stores.postgres.admin import Administration
 from recalld.stores.postgres.failures import pg_errors, raising_store_errors, redacted
+from recalld.stores.postgres.fingerprint import KEY as FINGERPRINT, KnownFingerprint
 from recalld.stores.postgres.loaders import register as register_adapters
 from recalld.stores.postgres.migrations import APP_ID, KEEP_VECTORS_INLINE, WORDS_GONE
 from recalld.stores.postgres.plans import PlanChoice
@@ -99,6 +100,7 @@ class PostgresStore(Administration, SourceFiles):
                 self._declare(conn, ix.EF_SEARCH)
                 has = ix.Indexes.read(conn, self._visible)
                 self._own_index, self._word_postings = has.own_vectors, has.word_postings
+                self._own_beam = has.own_beam
                 self._walled = ix.walled(conn)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
@@ -109,6 +111,7 @@ class PostgresStore(Administration, SourceFiles):
         self._visible_count = (0, 0, -math.inf)
         """(memories seen, in the table, when counted): see :meth:`_rows_counted`."""
         self._plans = PlanChoice()
+        self._fingerprint = KnownFingerprint()
         self._pool = ConnectionPool(
             dsn,
             min_size=1,
@@ -147,7 +150,7 @@ class PostgresStore(Administration, SourceFiles):
     def _ef_search(self, conn: psycopg.Connection[Any]) -> int:
         """:func:`indexes.handle_ef_search` when the connection is made, kept as the
         handle's for :func:`indexes.near_memory`."""
-        self._ef = ix.handle_ef_search(conn, self._visible, self._own_index)
+        self._ef = ix.handle_ef_search(conn, self._visible, self._own_beam)
         return self._ef
 
     @contextmanager
@@ -217,6 +220,7 @@ class PostgresStore(Administration, SourceFiles):
         namespaces = [self.tenancy.namespace_for(m.namespace) for m in memories]
         positions = w.positions(conn, memories, namespaces)
         if vectors is not None:
+            self._fingerprint.verify_in(conn)
             self._ensure_dimension(conn, int(np.asarray(vectors).shape[-1]))
         tokens = tokenize_many([m.content for m in memories])
         rows = (
@@ -300,6 +304,7 @@ class PostgresStore(Administration, SourceFiles):
                 (*row[1:], tokens, len(tokens), pk),
             )
             if vector is not None:
+                self._fingerprint.verify_in(conn)
                 self._ensure_dimension(conn, int(np.asarray(vector).shape[-1]))
                 conn.execute(
                     "UPDATE memories SET embedding = %s WHERE pk = %s",
@@ -341,7 +346,8 @@ class PostgresStore(Administration, SourceFiles):
 
     def set_fingerprint(self, fingerprint: str) -> None:
         with self._conn() as conn:
-            res.set_meta(conn, "embedding_fingerprint", fingerprint)
+            res.set_meta(conn, FINGERPRINT, fingerprint)
+        self._fingerprint.wrote(fingerprint)
 
     def any_vectors(self) -> bool:
         # Asked of the store's facts, not the rows: Row-Level Security hides other
@@ -390,8 +396,9 @@ class PostgresStore(Administration, SourceFiles):
                         if i in pks
                     ],
                 )
-            res.set_meta(conn, "embedding_fingerprint", fingerprint)
+            res.set_meta(conn, FINGERPRINT, fingerprint)
             self._mark_vectors(conn, set(self._visible))
+        self._fingerprint.wrote(fingerprint)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -408,8 +415,8 @@ class PostgresStore(Administration, SourceFiles):
             return res.unfinished_migration(conn, self._visible)
 
     def get_fingerprint(self) -> str | None:
-        with self._read() as conn:  # checked before every search: one round trip
-            return res.get_meta(conn, "embedding_fingerprint")
+        """Checked before every search: once confirmed, no round trip (:mod:`.fingerprint`)."""
+        return self._fingerprint.get(partial(reads.meta, self._read, FINGERPRINT))
 
     def get_many(self, ids: Sequence[str]) -> list[Memory]:
         if not ids:
@@ -432,26 +439,14 @@ class PostgresStore(Administration, SourceFiles):
         if not ids or radius < 1:
             return {}
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT m.id, m.namespace, m.session_id FROM memories m"
-                " WHERE (m.namespace, m.session_id) IN (SELECT s.namespace, s.session_id"
-                " FROM memories s WHERE s.id = ANY(%s) AND s.namespace = ANY(%s))"
-                " AND m.forgotten_at IS NULL ORDER BY m.namespace, m.session_id, m.position, m.pk",
-                (list(ids), self._visible),
-            ).fetchall()
+            rows = reads.session_members(conn, self._visible, ids)
         return neighbors_in_sessions(rows, ids, radius)
 
     def vectors_for(self, ids: Sequence[str]) -> dict[str, Vector]:
         if not ids:
             return {}
         with self._read() as conn:
-            rows = conn.execute(
-                "SELECT id, embedding FROM memories WHERE id = ANY(%s) AND namespace = ANY(%s)"
-                " AND embedding IS NOT NULL ORDER BY namespace = %s",
-                (list(ids), self._visible, self.tenancy.tenant),
-                binary=True,  # as search_rows: floats, not text to parse
-            ).fetchall()
-        return dict(rows)  # float32 arrays (loaders.VectorArrayBinaryLoader)
+            return reads.vectors(conn, self._visible, self.tenancy.tenant, ids)
 
     def exact_vectors(self) -> bool:
         return False  # the planner may answer from the HNSW index, whichever the table's size
@@ -489,7 +484,7 @@ class PostgresStore(Administration, SourceFiles):
 
         def run() -> list[Any]:
             sql, values = self._candidates_sql(request)
-            with self._conn() as conn:
+            with self._conn() as conn, self._plans.mode(conn, False):
                 if request.query_vector is not None:
                     have = self._dimension(conn)
                     if have is not None and have != request.query_vector.shape[-1]:
@@ -542,14 +537,18 @@ class PostgresStore(Administration, SourceFiles):
                 complete=bool(requests) and "semantic" in requests[0].asks,
             )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
+            exact = self._word_postings and res.words_only(requests)  # plans.GENERIC_WORDS
             with self._read() as conn:
                 self._plans.apply(conn, self._visible, self._visible_count[0], self._own_index)
                 narrowed = False
                 try:
-                    with ix.near_memory(conn, requests, self._ef) as narrowed:
+                    with (
+                        self._plans.mode(conn, exact),
+                        ix.near_memory(conn, requests, self._ef) as narrowed,
+                    ):
                         # Binary: vectors as 1.5 KB of floats, not 4-6 KB of text to
                         # parse (a third of a 100k search's time); the same bits.
-                        cursor = execute_named(conn, sql, values, binary=True)
+                        cursor = execute_named(conn, sql, values, binary=True, prepare=exact)
                     return [bool(b[0]) for b in blocks], cursor.fetchall()
                 except psycopg.Error as exc:
                     if narrowed:  # the pipeline's connection: the pool replaces it
@@ -563,6 +562,9 @@ class PostgresStore(Administration, SourceFiles):
                     ) from exc
 
         asked, rows = self._postings_guard(run)
+        if rows and rows[0][0] == "fp":  # first in the statement's order
+            self._fingerprint.verify(rows[0][4])
+            rows = rows[1:]
         return res.search_rows(requests, asked, rows, vectors, neighbor_radius, neighbor_depth)
 
     def _postings_guard(self, run: Callable[[], T]) -> T:

@@ -176,3 +176,27 @@ def test_a_postgres_search_reads_in_one_statement_and_a_few_lookups(
         statements.clear()
         engine.search("kayak in the rain", limit=5, record_access=True)
         assert len(statements) > 2  # the optional access-count write
+
+
+def test_asked_for_candidate_vectors_a_remote_backend_sends_every_candidates(
+    open_as: Opener,
+) -> None:
+    """A word-channel call made beside the vector search (``read_candidates``): the vector
+    channel's completion reads every word candidate's vector, so a remote backend sends them
+    with the candidates, not in a second round trip; the vectors are those a read by id
+    gives."""
+    engine = filled(open_as)
+    engine.add_many([NewMemory(f"more talk {i} about the {WORDS[i % 8]}") for i in range(30)])
+    store = engine.store
+    words = [CandidateRequest(asks={"bm25": WordsAsk(70, ("talk", "the"))})]
+    plain = store.search_rows(words, vectors=True)
+    rows = store.search_rows(words, candidate_vectors=True)
+    assert [dict(c) for c in rows.channels] == [dict(c) for c in plain.channels]
+    ids = sorted(rows.candidate_ids)
+    assert len(ids) > 50  # more than a statement sends rows of (ROWS_DEPTH)
+    want = store.vectors_for(ids)
+    for memory_id, vector in rows.vectors.items():
+        assert np.allclose(want[memory_id], vector)
+    if type(store).__name__ == "PostgresStore":
+        assert rows.vectors.keys() == want.keys()
+        assert plain.vectors.keys() < want.keys()  # without it, the ranks past 50 lack them

@@ -155,8 +155,9 @@ def read_candidates(
         return store.search_rows([vector_part.with_vector(vector)], **flags)
 
     def by_words_beside() -> SearchRows:
-        found = store.search_rows(words_requests, **flags)
-        if words_part is None or store.exact_vectors():
+        completing = words_part is not None and not store.exact_vectors()
+        found = store.search_rows(words_requests, **flags, candidate_vectors=completing)
+        if not completing:
             return found
         # Vector completion will want their vectors: read them here, while the other
         # thread searches the vectors (the index's answer is not known yet, so all of them).

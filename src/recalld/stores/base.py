@@ -328,12 +328,15 @@ class Store(Protocol):
         vectors: bool = False,
         neighbor_radius: int = 0,
         neighbor_depth: int = 0,
+        candidate_vectors: bool = False,
     ) -> SearchRows:
         """Every request's candidates, and what a remote backend sends with them so that a
         search needs no second round trip: their memory rows, when asked their vectors, and
         the session neighbours (radius ``neighbor_radius``) of the first request's
         candidates ranked within ``neighbor_depth``, with the neighbours' rows. A backend in
-        the same process may send the candidates only (:class:`SearchRows`)."""
+        the same process may send the candidates only (:class:`SearchRows`).
+        ``candidate_vectors``: the vector of every candidate of the first request too (a
+        vector channel answered by another call is completed from them)."""
 
     def parallel_reads(self) -> bool:
         """Whether a search should read its word channels on a second thread while it

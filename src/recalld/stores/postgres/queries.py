@@ -296,7 +296,9 @@ def search_rows_sql(
     first request's candidates ranked within ``depth`` as ``near`` rows (``channel`` = whose
     neighbour, ``n`` = offset), and as ``row`` rows the memory row of every neighbour and of
     every candidate ranked within ``rows_depth`` in some channel (with its vector when
-    asked); with vectors and ``complete`` (the first request asks the vector channel),
+    asked); with vectors and ``complete`` (the first request asks the vector channel, or
+    another call answers it and is completed from these candidates: ``candidate_vectors``
+    of :meth:`~recalld.stores.base.Store.search_rows`),
     as ``vec`` rows the vectors of its other channels' candidates the vector channel missed
     (:func:`recalld.retrieval.candidates.complete_vectors`; the tenant's own row last, as
     in ``row`` rows). Needs ``%(namespaces)s``. First, one ``fp`` row: the stored embedder

@@ -523,8 +523,12 @@ class PostgresStore(Administration, SourceFiles):
         vectors: bool = False,
         neighbor_radius: int = 0,
         neighbor_depth: int = 0,
+        candidate_vectors: bool = False,
     ) -> SearchRows:
-        """One statement, sent in one round trip (autocommit: no BEGIN / COMMIT)."""
+        """One statement, sent in one round trip (autocommit: no BEGIN / COMMIT); with
+        ``candidate_vectors``, every candidate's vector of the first request in it too (as
+        the vector channel's completion reads them, :func:`queries.search_rows_sql`)."""
+        vectors = vectors or candidate_vectors
 
         def run() -> tuple[list[bool], list[Any]]:
             blocks = [self._candidates_sql(r) for r in requests]
@@ -534,7 +538,7 @@ class PostgresStore(Administration, SourceFiles):
                 radius=max(neighbor_radius, 0),
                 depth=neighbor_depth,
                 rows_depth=ROWS_DEPTH,
-                complete=bool(requests) and "semantic" in requests[0].asks,
+                complete=candidate_vectors or (bool(requests) and "semantic" in requests[0].asks),
             )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
             exact = self._word_postings and res.words_only(requests)  # plans.GENERIC_WORDS

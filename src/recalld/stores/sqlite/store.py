@@ -302,6 +302,7 @@ class SQLiteStore:
         vectors: bool = False,
         neighbor_radius: int = 0,
         neighbor_depth: int = 0,
+        candidate_vectors: bool = False,
     ) -> SearchRows:
         # In process a call costs no round trip: the candidates only, the rest read later
         # for the memories the pipeline keeps (the flags ask for what that covers), but for

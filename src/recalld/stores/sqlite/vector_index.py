@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.private_files import FILE_MODE, private_folder
-from recalld.stores.sqlite import copy_file, vector_file
+from recalld.stores.sqlite import ann_memory, copy_file, vector_file
 from recalld.stores.sqlite.copy_file import CopyMatrix
 
 log = logging.getLogger("recalld")
@@ -145,6 +146,15 @@ class AnnIndex:
         self._unsaved = 0
         self.is_view = False
         """A memory-mapped saved file: it answers searches but cannot be changed."""
+        self.view_path: Path | None = None
+        """The saved file a view maps."""
+        self.huge_copy: ann_memory.HugeCopy | None = None
+        """The saved file's bytes a view reads once they are copied into memory backed by
+        huge pages (:mod:`recalld.stores.sqlite.ann_memory`); None while it maps the file."""
+        self.copying: threading.Thread | None = None
+        """The thread making :attr:`huge_copy`, once the view has walked
+        ``ann_memory.WALKS_BEFORE_COPY`` times."""
+        self._walks = 0
         self._last: tuple[bytes, int, Ids] | None = None
         """The last search's query, beam and whole answer (see :meth:`candidates`)."""
         self.save_vectors: SaveVectors | None = None
@@ -203,7 +213,8 @@ class AnnIndex:
         seq: int | None = None,
     ) -> AnnIndex | None:
         """The newest saved index (or the one covering ``seq``); ``view`` maps the file
-        instead of reading it (instant at 1M, read-only: :attr:`is_view`)."""
+        instead of reading it (instant at 1M, read-only: :attr:`is_view`; copied into huge
+        pages later, see :meth:`candidates`)."""
         if folder is None or not folder.is_dir():
             return None
         Index = _usearch_index()
@@ -220,6 +231,7 @@ class AnnIndex:
                     index.expansion_add = EXPANSION_ADD
                 loaded = cls(index, folder, covered, threads, built_with)
                 loaded.is_view = view
+                loaded.view_path = path if view else None
                 loaded.copy_file = loaded._saved_copies()
                 return loaded
         return None
@@ -415,7 +427,11 @@ class AnnIndex:
         the answer, so one walk answers every count up to the beam's width: the whole beam
         is kept, and the same query asked again with the same beam (a search's nearest
         memories, then those inside its time window, both at the widest beam in a large
-        index) takes its first ``count`` instead of walking the graph again."""
+        index) takes its first ``count`` instead of walking the graph again.
+
+        A view that has walked ``ann_memory.WALKS_BEFORE_COPY`` times starts copying its
+        file into huge pages in the background (:meth:`_use_copy`), so a process that
+        searches once never reads the whole file."""
         beam = beam_width(count, len(self), self.built_with)
         if near_memory:
             beam = max(count, min(beam, NEAR_MEMORY_EXPANSION))
@@ -423,10 +439,23 @@ class AnnIndex:
         last = self._last
         if last is not None and last[0] == asked and last[1] == beam and len(last[2]) >= count:
             return last[2][:count]
-        self._index.expansion_search = beam
-        keys = np.asarray(self._index.search(query, beam).keys, dtype=np.int64)
+        index = self._index  # one graph for the whole walk, should :meth:`_use_copy` swap it
+        index.expansion_search = beam
+        keys = np.asarray(index.search(query, beam).keys, dtype=np.int64)
         self._last = (asked, beam, keys)
+        self._walks += 1
+        if self._walks == ann_memory.WALKS_BEFORE_COPY and self.view_path is not None:
+            self.copying = ann_memory.copy_in_background(self.view_path, self._use_copy)
         return keys[:count]
+
+    def _use_copy(self, copy: ann_memory.HugeCopy) -> None:
+        """View ``copy`` (the saved file's bytes in huge pages) instead of the file: the same
+        graph, so the same answers, from fewer address-cache misses per step."""
+        restored = _usearch_index().restore(copy.view, view=True)
+        if restored is None or len(restored) != len(self._index):
+            return
+        self.huge_copy = copy  # kept first: the new view reads it
+        self._index = restored
 
     def _save_if_due(self) -> None:
         if self._unsaved > SAVE_FRACTION * max(len(self), 1):

@@ -1,0 +1,97 @@
+"""A mapped ANN index moves its graph into huge pages once the process keeps searching
+(ann_memory), with the same answers; a process that searches once leaves the file mapped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from recalld.stores.asks import NearestAsk
+from recalld.stores.base import CandidateRequest
+from recalld.stores.sqlite import ann_memory
+
+pytest.importorskip("onnxruntime")  # see vector_index._usearch_index: load it first
+pytest.importorskip("usearch")
+
+from test_lazy_vectors import opened, semantic  # noqa: E402
+from test_vector_mirror import clustered, fill  # noqa: E402
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    """1,200 memories and their saved index (built by a first process's search)."""
+    path = tmp_path / "m.db"
+    first = opened(path, lazy=False)
+    fill(first, 0, clustered(1200, seed=21))
+    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, 1)[0])}))
+    first.close()
+    return path
+
+
+def huge_pages_here() -> bool:
+    return ann_memory._huge_pages_advisable()
+
+
+def test_a_searching_process_views_the_graph_from_huge_pages_with_the_same_answers(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann_memory, "MIN_BYTES", 0)  # the test's index is small
+    store, exact = opened(saved), opened(saved, lazy=False)
+    exact.search_exactly()
+    queries = clustered(ann_memory.WALKS_BEFORE_COPY + 6, seed=31)
+    before = [semantic(store, q) for q in queries]
+    lazy = store.vector_reads.lazy
+    assert lazy is not None
+    ann = lazy.ann
+    assert ann.is_view and ann.copying is not None
+    ann.copying.join(timeout=60)
+    if not huge_pages_here():
+        pytest.skip("no transparent huge pages on this system")
+    assert ann.huge_copy is not None and ann.huge_copy.advised()
+    mapped_file = ann.view_path
+    assert mapped_file is not None
+    assert bytes(ann.huge_copy.view) == mapped_file.read_bytes()
+    ann._last = None
+    after = [semantic(store, q) for q in queries]
+    assert after == before  # the same graph: the same candidates, the same exact scores
+    for query, got in zip(queries, after, strict=True):
+        assert [i for i, _ in got] == [i for i, _ in semantic(exact, query)]
+    store.close()
+    exact.close()
+
+
+def test_a_process_that_searches_once_reads_no_copy(
+    saved: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann_memory, "MIN_BYTES", 0)
+    store = opened(saved)
+    semantic(store, clustered(1, seed=32)[0])
+    lazy = store.vector_reads.lazy
+    assert lazy is not None and lazy.ann.is_view
+    assert lazy.ann.copying is None and lazy.ann.huge_copy is None
+    store.close()
+
+
+def test_a_small_file_stays_mapped(saved: Path) -> None:
+    index_file = next(Path(f"{saved}.ann").glob("*.usearch"))
+    assert index_file.stat().st_size < ann_memory.MIN_BYTES
+    assert ann_memory.huge_copy(index_file) is None
+
+
+def test_a_copy_holds_the_file_and_is_advised_for_huge_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ann_memory, "MIN_BYTES", 0)
+    path = tmp_path / "bytes"
+    data = np.random.default_rng(3).integers(0, 255, 3 << 20, dtype=np.uint8).tobytes()
+    path.write_bytes(data)
+    copy = ann_memory.huge_copy(path)
+    if not huge_pages_here():
+        assert copy is None
+        return
+    assert copy is not None and len(copy) == len(data)
+    assert bytes(copy.view) == data and copy.advised()
+    monkeypatch.setattr(ann_memory, "SPARE_FACTOR", 10**9)  # more than any machine has
+    assert ann_memory.huge_copy(path) is None

@@ -68,8 +68,13 @@ gave 0.86)."""
 EXPANSION_REFERENCE_ROWS = 100_000
 """Beyond this many vectors the beam grows in proportion: at 1M the same recall needed 8x
 the beam (recall@40 0.87 with 640, 0.95 with 2560; docs/benchmarks.md)."""
-MAX_EXPANSION = 2048
-"""Cap on the beam (about 15 ms per query at 1M on 2 busy cores, see :data:`EXPANSION_ADD`)."""
+MAX_EXPANSION = 3072
+"""Cap on the beam, reached from about 470k vectors (the default search's 432 candidates).
+At 1M (200 of the scale corpus's questions, the graph walked from huge pages, see
+:mod:`recalld.stores.sqlite.ann_memory`): 196 default top 10s are those of exact search at
+3,072 (walks of 15-17 ms a search), 195 at 2,560, 193 at 2,048 (10-13 ms), 191 at 1,536
+and 187 at 1,024; with the exact nearest as candidates 199 (docs/design/search-cpu.md,
+"The graph walk at 1M")."""
 LEGACY_EXPANSION_ADD = 128
 """The build beam of a saved index whose file name does not say it (``<seq>.usearch``, saved
 before the build beam grew to :data:`EXPANSION_ADD`)."""

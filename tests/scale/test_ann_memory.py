@@ -95,3 +95,41 @@ def test_a_copy_holds_the_file_and_is_advised_for_huge_pages(
     assert bytes(copy.view) == data and copy.advised()
     monkeypatch.setattr(ann_memory, "SPARE_FACTOR", 10**9)  # more than any machine has
     assert ann_memory.huge_copy(path) is None
+
+
+def test_a_view_of_unit_vectors_walks_by_inner_product_with_the_exact_answers(
+    saved: Path,
+) -> None:
+    store, exact = opened(saved), opened(saved, lazy=False)
+    exact.search_exactly()
+    queries = clustered(12, seed=33)
+    for query in queries:
+        got, want = semantic(store, query), semantic(exact, query)
+        assert [i for i, _ in got] == [i for i, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-6)
+    lazy = store.vector_reads.lazy
+    assert lazy is not None and lazy.ann.is_view and lazy.ann.by_product
+    store.close()
+    exact.close()
+
+
+def test_a_view_saved_without_its_copies_file_keeps_the_cosine_walk(saved: Path) -> None:
+    """An index saved by an earlier recalld (no copies file beside it: no norms to check)
+    walks by cosine; its copies file is written for the next process."""
+    folder = Path(f"{saved}.ann")
+    for copies in folder.glob("*.copies"):
+        copies.unlink()
+    store, exact = opened(saved), opened(saved, lazy=False)
+    exact.search_exactly()
+    for query in clustered(8, seed=36):
+        got, want = semantic(store, query), semantic(exact, query)
+        assert [i for i, _ in got] == [i for i, _ in want]
+    lazy = store.vector_reads.lazy
+    assert lazy is not None and lazy.ann.is_view and not lazy.ann.by_product
+    assert list(folder.glob("*.copies"))
+    store.close()
+    exact.close()
+    again = opened(saved)
+    semantic(again, clustered(1, seed=37)[0])
+    assert again.vector_reads.lazy is not None and again.vector_reads.lazy.ann.by_product
+    again.close()

@@ -50,9 +50,8 @@ def test_a_searching_process_views_the_graph_from_huge_pages_with_the_same_answe
     if not huge_pages_here():
         pytest.skip("no transparent huge pages on this system")
     assert ann.huge_copy is not None and ann.huge_copy.advised()
-    mapped_file = ann.view_path
-    assert mapped_file is not None
-    assert bytes(ann.huge_copy.view) == mapped_file.read_bytes()
+    assert ann.view_of is not None
+    assert bytes(ann.huge_copy.view) == ann.view_of.path.read_bytes()
     ann._last = None
     after = [semantic(store, q) for q in queries]
     assert after == before  # the same graph: the same candidates, the same exact scores
@@ -75,9 +74,30 @@ def test_a_process_that_searches_once_reads_no_copy(
 
 
 def test_a_small_file_stays_mapped(saved: Path) -> None:
-    index_file = next(Path(f"{saved}.ann").glob("*.usearch"))
-    assert index_file.stat().st_size < ann_memory.MIN_BYTES
+    index_file = ann_memory.SavedFile.of(next(Path(f"{saved}.ann").glob("*.usearch")))
+    assert index_file is not None and index_file.stamp[2] < ann_memory.MIN_BYTES
     assert ann_memory.huge_copy(index_file) is None
+
+
+def test_a_file_saved_again_under_the_same_name_is_not_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's save replaces the file the view maps: the copy would be another
+    graph than the one mapped, so none is made."""
+    monkeypatch.setattr(ann_memory, "MIN_BYTES", 0)
+    path = tmp_path / "1.b384.usearch"
+    path.write_bytes(b"a" * (3 << 20))
+    mapped = ann_memory.SavedFile.of(path)
+    assert mapped is not None
+    replacement = tmp_path / "new"
+    replacement.write_bytes(b"b" * (3 << 20))
+    replacement.replace(path)
+    assert ann_memory.huge_copy(mapped) is None
+    again = ann_memory.SavedFile.of(path)
+    assert again is not None
+    if ann_memory._huge_pages_advisable():
+        copy = ann_memory.huge_copy(again)
+        assert copy is not None and bytes(copy.view) == b"b" * (3 << 20)
 
 
 def test_a_copy_holds_the_file_and_is_advised_for_huge_pages(
@@ -87,14 +107,16 @@ def test_a_copy_holds_the_file_and_is_advised_for_huge_pages(
     path = tmp_path / "bytes"
     data = np.random.default_rng(3).integers(0, 255, 3 << 20, dtype=np.uint8).tobytes()
     path.write_bytes(data)
-    copy = ann_memory.huge_copy(path)
+    saved_file = ann_memory.SavedFile.of(path)
+    assert saved_file is not None
+    copy = ann_memory.huge_copy(saved_file)
     if not huge_pages_here():
         assert copy is None
         return
     assert copy is not None and len(copy) == len(data)
     assert bytes(copy.view) == data and copy.advised()
     monkeypatch.setattr(ann_memory, "SPARE_FACTOR", 10**9)  # more than any machine has
-    assert ann_memory.huge_copy(path) is None
+    assert ann_memory.huge_copy(saved_file) is None
 
 
 def test_a_view_of_unit_vectors_walks_by_inner_product_with_the_exact_answers(

@@ -25,8 +25,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import mmap
+import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger("recalld")
@@ -47,6 +49,27 @@ HUGE_PAGE = 2 << 20
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
+@dataclass(frozen=True)
+class SavedFile:
+    """A saved index file as it was when it was mapped: a copy is made only of that file
+    (not of one saved under the same name since by another process)."""
+
+    path: Path
+    stamp: tuple[int, int, int, int]
+    """Its device, inode, size and modification time (ns)."""
+
+    @classmethod
+    def of(cls, path: Path) -> SavedFile | None:
+        try:
+            return cls(path, _stamp(os.stat(path)))
+        except OSError:
+            return None
+
+
+def _stamp(stat: os.stat_result) -> tuple[int, int, int, int]:
+    return stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns
+
+
 class HugeCopy:
     """A file's bytes in anonymous memory advised for huge pages; :attr:`view` is what an
     index views. Keep this object as long as anything views it."""
@@ -64,13 +87,10 @@ class HugeCopy:
         return advised_huge(address)
 
 
-def huge_copy(path: Path) -> HugeCopy | None:
-    """The file at ``path`` read into memory advised for huge pages, or None when it should
-    stay mapped (see the module's docstring) or cannot be read."""
-    try:
-        size = path.stat().st_size
-    except OSError:
-        return None
+def huge_copy(saved: SavedFile) -> HugeCopy | None:
+    """The ``saved`` file read into memory advised for huge pages, or None when it should
+    stay mapped (see the module's docstring), cannot be read or is not that file any more."""
+    path, size = saved.path, saved.stamp[2]
     if not MIN_BYTES <= size <= MAX_BYTES or not _huge_pages_advisable():
         return None
     if _available_bytes() < SPARE_FACTOR * size:
@@ -84,6 +104,8 @@ def huge_copy(path: Path) -> HugeCopy | None:
         memory.madvise(mmap.MADV_HUGEPAGE)  # before the pages are touched
         copy = HugeCopy(memory, size)
         with path.open("rb") as file:
+            if _stamp(os.fstat(file.fileno())) != saved.stamp:
+                raise OSError(f"{path} was saved again since it was mapped")
             if file.readinto(copy.view) != size:
                 raise OSError(f"{path} changed while it was read")
     except (OSError, ValueError) as exc:
@@ -92,13 +114,13 @@ def huge_copy(path: Path) -> HugeCopy | None:
     return copy
 
 
-def copy_in_background(path: Path, use: Callable[[HugeCopy], None]) -> threading.Thread:
-    """Start a daemon thread that makes :func:`huge_copy` of ``path`` and hands it to ``use``
-    (not called when no copy is made)."""
+def copy_in_background(saved: SavedFile, use: Callable[[HugeCopy], None]) -> threading.Thread:
+    """Start a daemon thread that makes :func:`huge_copy` of ``saved`` and hands it to
+    ``use`` (not called when no copy is made)."""
 
     def run() -> None:
         try:
-            copy = huge_copy(path)
+            copy = huge_copy(saved)
             if copy is not None:
                 use(copy)
         except Exception as exc:  # a failed copy only leaves the mapped file in use

@@ -161,8 +161,8 @@ class AnnIndex:
         self._unsaved = 0
         self.is_view = False
         """A memory-mapped saved file: it answers searches but cannot be changed."""
-        self.view_path: Path | None = None
-        """The saved file a view maps."""
+        self.view_of: ann_memory.SavedFile | None = None
+        """The saved file a view maps, as it was then."""
         self.huge_copy: ann_memory.HugeCopy | None = None
         """The saved file's bytes a view reads once they are copied into memory backed by
         huge pages (:mod:`recalld.stores.sqlite.ann_memory`); None while it maps the file."""
@@ -240,6 +240,7 @@ class AnnIndex:
         for covered, built_with, path in sorted(_saved(folder), reverse=True):
             if seq is not None and covered != seq:
                 continue
+            mapped = ann_memory.SavedFile.of(path) if view else None
             try:
                 index = Index.restore(str(path), view=view)
             except (OSError, RuntimeError, ValueError):
@@ -249,7 +250,7 @@ class AnnIndex:
                     index.expansion_add = EXPANSION_ADD
                 loaded = cls(index, folder, covered, threads, built_with)
                 loaded.is_view = view
-                loaded.view_path = path if view else None
+                loaded.view_of = mapped if mapped == ann_memory.SavedFile.of(path) else None
                 loaded.copy_file = loaded._saved_copies()
                 if view and loaded._norms_even():
                     index.metric = "ip"
@@ -476,8 +477,8 @@ class AnnIndex:
         keys = np.asarray(index.search(query, beam).keys, dtype=np.int64)
         self._last = (asked, beam, keys)
         self._walks += 1
-        if self._walks == ann_memory.WALKS_BEFORE_COPY and self.view_path is not None:
-            self.copying = ann_memory.copy_in_background(self.view_path, self._use_copy)
+        if self._walks == ann_memory.WALKS_BEFORE_COPY and self.view_of is not None:
+            self.copying = ann_memory.copy_in_background(self.view_of, self._use_copy)
         return keys[:count]
 
     def _use_copy(self, copy: ann_memory.HugeCopy) -> None:

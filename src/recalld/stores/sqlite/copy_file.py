@@ -201,6 +201,12 @@ class CopyMatrix:
     def __len__(self) -> int:
         return len(self._pks)
 
+    def norm_range(self) -> tuple[float, float]:
+        """The smallest and the largest norm of the copies in the file ((0, 0) if none)."""
+        if not len(self._norms):
+            return 0.0, 0.0
+        return float(self._norms.min()), float(self._norms.max())
+
     @property
     def changed(self) -> Pks:
         """The pks noted since the file was written: a new array at each change."""

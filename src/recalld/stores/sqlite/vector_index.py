@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from recalld.private_files import FILE_MODE, private_folder
-from recalld.stores.sqlite import copy_file, vector_file
+from recalld.stores.sqlite import ann_memory, copy_file, vector_file
 from recalld.stores.sqlite.copy_file import CopyMatrix
 
 log = logging.getLogger("recalld")
@@ -67,8 +68,13 @@ gave 0.86)."""
 EXPANSION_REFERENCE_ROWS = 100_000
 """Beyond this many vectors the beam grows in proportion: at 1M the same recall needed 8x
 the beam (recall@40 0.87 with 640, 0.95 with 2560; docs/benchmarks.md)."""
-MAX_EXPANSION = 2048
-"""Cap on the beam (about 15 ms per query at 1M on 2 busy cores, see :data:`EXPANSION_ADD`)."""
+MAX_EXPANSION = 3072
+"""Cap on the beam, reached from about 470k vectors (the default search's 432 candidates).
+At 1M (200 of the scale corpus's questions, the graph walked from huge pages, see
+:mod:`recalld.stores.sqlite.ann_memory`): 196 default top 10s are those of exact search at
+3,072 (walks of 15-17 ms a search), 195 at 2,560, 193 at 2,048 (10-13 ms), 191 at 1,536
+and 187 at 1,024; with the exact nearest as candidates 199 (docs/design/search-cpu.md,
+"The graph walk at 1M")."""
 LEGACY_EXPANSION_ADD = 128
 """The build beam of a saved index whose file name does not say it (``<seq>.usearch``, saved
 before the build beam grew to :data:`EXPANSION_ADD`)."""
@@ -81,6 +87,16 @@ memory, :mod:`recalld.retrieval.updates`): the search ends on the vector's own n
 links are its nearest, so a larger index needs no wider beam. At 1M, the 10 nearest of
 stored vectors: 0.95 of the exact ones found with 512 (3.3 ms), 0.99 with the 2,080 the size
 would call for (16.5 ms; ties in the scale corpus's near-duplicates count as misses)."""
+PRODUCT_NORM_SPREAD = 1.05
+"""A view whose int8 copies all have norms within this ratio of each other walks its graph
+by their inner product with the unit query instead of their cosine (:meth:`AnnIndex.
+candidates`): the order is the cosine's within that spread, and the exact re-scoring gives
+the final order either way, while usearch's int8 cosine computes three products a step,
+the inner product one. At 1M (norms 118.1-120.9, spread 1.024; 200 questions, huge
+pages): walks of 7.5 against 9.5 ms a search at a beam of 2,048, 10.4 against 13.8 at
+3,072, the same default top 10s (docs/design/search-cpu.md, "The graph walk at 1M").
+usearch normalizes a vector before its int8 copy in a cosine index (norms of 118-126,
+whatever the vector's), so this holds for such an index; the check guards the others."""
 QUANTIZATION = "i8"
 """Vectors inside the index are int8 (a quarter of float32); exact re-scoring makes up for
 the lost precision (docs/benchmarks.md)."""
@@ -145,6 +161,18 @@ class AnnIndex:
         self._unsaved = 0
         self.is_view = False
         """A memory-mapped saved file: it answers searches but cannot be changed."""
+        self.view_of: ann_memory.SavedFile | None = None
+        """The saved file a view maps, as it was then."""
+        self.huge_copy: ann_memory.HugeCopy | None = None
+        """The saved file's bytes a view reads once they are copied into memory backed by
+        huge pages (:mod:`recalld.stores.sqlite.ann_memory`); None while it maps the file."""
+        self.copying: threading.Thread | None = None
+        """The thread making :attr:`huge_copy`, once the view has walked
+        ``ann_memory.WALKS_BEFORE_COPY`` times."""
+        self._walks = 0
+        self.by_product = False
+        """The walk ranks by inner product (see :data:`PRODUCT_NORM_SPREAD`), set for a
+        view whose copies' norms allow it."""
         self._last: tuple[bytes, int, Ids] | None = None
         """The last search's query, beam and whole answer (see :meth:`candidates`)."""
         self.save_vectors: SaveVectors | None = None
@@ -203,7 +231,8 @@ class AnnIndex:
         seq: int | None = None,
     ) -> AnnIndex | None:
         """The newest saved index (or the one covering ``seq``); ``view`` maps the file
-        instead of reading it (instant at 1M, read-only: :attr:`is_view`)."""
+        instead of reading it (instant at 1M, read-only: :attr:`is_view`; copied into huge
+        pages later, see :meth:`candidates`)."""
         if folder is None or not folder.is_dir():
             return None
         Index = _usearch_index()
@@ -211,6 +240,7 @@ class AnnIndex:
         for covered, built_with, path in sorted(_saved(folder), reverse=True):
             if seq is not None and covered != seq:
                 continue
+            mapped = ann_memory.SavedFile.of(path) if view else None
             try:
                 index = Index.restore(str(path), view=view)
             except (OSError, RuntimeError, ValueError):
@@ -220,9 +250,22 @@ class AnnIndex:
                     index.expansion_add = EXPANSION_ADD
                 loaded = cls(index, folder, covered, threads, built_with)
                 loaded.is_view = view
+                loaded.view_of = mapped if mapped == ann_memory.SavedFile.of(path) else None
                 loaded.copy_file = loaded._saved_copies()
+                if view and loaded._norms_even():
+                    index.metric = "ip"
+                    loaded.by_product = True
                 return loaded
         return None
+
+    def _norms_even(self) -> bool:
+        """Whether the copies file holds every row the index does, with norms within
+        :data:`PRODUCT_NORM_SPREAD` of each other."""
+        saved = self.copy_file
+        if saved is None or not len(saved) or len(saved) != len(self._index):
+            return False
+        low, high = saved.norm_range()
+        return low > 0 and high <= PRODUCT_NORM_SPREAD * low
 
     def _reconcile(self, rows: MirrorRows) -> bool:
         """Bring a loaded index in step with the rows; False if it belongs elsewhere.
@@ -415,7 +458,11 @@ class AnnIndex:
         the answer, so one walk answers every count up to the beam's width: the whole beam
         is kept, and the same query asked again with the same beam (a search's nearest
         memories, then those inside its time window, both at the widest beam in a large
-        index) takes its first ``count`` instead of walking the graph again."""
+        index) takes its first ``count`` instead of walking the graph again.
+
+        A view that has walked ``ann_memory.WALKS_BEFORE_COPY`` times starts copying its
+        file into huge pages in the background (:meth:`_use_copy`), so a process that
+        searches once never reads the whole file."""
         beam = beam_width(count, len(self), self.built_with)
         if near_memory:
             beam = max(count, min(beam, NEAR_MEMORY_EXPANSION))
@@ -423,10 +470,27 @@ class AnnIndex:
         last = self._last
         if last is not None and last[0] == asked and last[1] == beam and len(last[2]) >= count:
             return last[2][:count]
-        self._index.expansion_search = beam
-        keys = np.asarray(self._index.search(query, beam).keys, dtype=np.int64)
+        index = self._index  # one graph for the whole walk, should :meth:`_use_copy` swap it
+        index.expansion_search = beam
+        if self.by_product:  # a unit query: the products are the copies' cosines, scaled
+            query = query / max(float(np.linalg.norm(query)), 1e-12)
+        keys = np.asarray(index.search(query, beam).keys, dtype=np.int64)
         self._last = (asked, beam, keys)
+        self._walks += 1
+        if self._walks == ann_memory.WALKS_BEFORE_COPY and self.view_of is not None:
+            self.copying = ann_memory.copy_in_background(self.view_of, self._use_copy)
         return keys[:count]
+
+    def _use_copy(self, copy: ann_memory.HugeCopy) -> None:
+        """View ``copy`` (the saved file's bytes in huge pages) instead of the file: the same
+        graph, so the same answers, from fewer address-cache misses per step."""
+        restored = _usearch_index().restore(copy.view, view=True)
+        if restored is None or len(restored) != len(self._index):
+            return
+        if self.by_product:
+            restored.metric = "ip"
+        self.huge_copy = copy  # kept first: the new view reads it
+        self._index = restored
 
     def _save_if_due(self) -> None:
         if self._unsaved > SAVE_FRACTION * max(len(self), 1):

@@ -51,14 +51,13 @@ Matrix = npt.NDArray[np.float32]
 
 
 def cosines(matrix: Matrix, query: npt.NDArray[np.float32]) -> Matrix:
-    """``matrix @ query`` for unit rows, computed by numpy's own loops rather than BLAS.
+    """``matrix @ query`` for unit rows by numpy's own loop: the scores every search returns.
 
-    OpenBLAS spreads a product this size over a thread per core, and its threads then spin
-    waiting for more work (on the 2-core machine, 50 searches of a 10k store: 57 ms of CPU
-    and 29 ms wall per search through BLAS, 33 and 16.5 with it held to one thread). The
-    spinning thread takes the core the query's embedding and the word channels need, and a
-    server pays it on every search. ``einsum`` on one thread is as fast as BLAS on two here
-    (0.8 ms at 10k x 384, 6.7 against 8.2 ms at 100k) and leaves the other core alone.
+    Not BLAS's product as such: OpenBLAS spreads a product this size over a thread per core,
+    and its threads then spin waiting for more work (on the 2-core machine, 50 searches of a
+    10k store: 57 ms of CPU and 29 ms wall per search through BLAS, 33 and 16.5 with it held
+    to one thread), taking the core the query's embedding and the word channels need.
+    :func:`best_rows` holds BLAS to one thread to preselect, and ranks by these scores.
     """
     scores: Matrix = np.einsum("ij,j->i", matrix, query)
     return scores

@@ -48,9 +48,13 @@ def test_an_interrupted_index_keeps_what_it_embedded(tmp_path: Path) -> None:
     workspace = big_workspace(tmp_path / "workspace")
     db, cache = tmp_path / "memory.db", tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": str(Path(recalld.__file__).parents[1])}
+    # A suite started in the background (``nohup ... &``) runs with SIGINT ignored, which
+    # the helper would inherit, and Python then installs no handler: the index would finish
+    # and exit 0. The default restored, Python's own handler raises KeyboardInterrupt.
     process = subprocess.Popen(
         [sys.executable, str(HELPER), str(db), str(cache), str(workspace)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     try:
         assert process.stdout is not None

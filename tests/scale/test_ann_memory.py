@@ -8,26 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recalld.stores.asks import NearestAsk
-from recalld.stores.base import CandidateRequest
 from recalld.stores.sqlite import ann_memory
 
 pytest.importorskip("onnxruntime")  # see vector_index._usearch_index: load it first
 pytest.importorskip("usearch")
 
-from test_lazy_vectors import opened, semantic  # noqa: E402
-from test_vector_mirror import clustered, fill  # noqa: E402
+from test_lazy_vectors import opened, save_index, semantic  # noqa: E402
+from test_vector_mirror import clustered  # noqa: E402
 
 
 @pytest.fixture
 def saved(tmp_path: Path) -> Path:
-    """1,200 memories and their saved index (built by a first process's search)."""
-    path = tmp_path / "m.db"
-    first = opened(path, lazy=False)
-    fill(first, 0, clustered(1200, seed=21))
-    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, 1)[0])}))
-    first.close()
-    return path
+    return save_index(tmp_path / "m.db")
 
 
 def huge_pages_here() -> bool:

@@ -35,16 +35,20 @@ def opened(path: Path, lazy: bool = True) -> SQLiteStore:
     return store
 
 
-@pytest.fixture
-def saved(tmp_path: Path) -> Path:
-    """1,200 memories and their saved index (built by a first process's search)."""
-    path = tmp_path / "m.db"
+def save_index(path: Path) -> Path:
+    """1,200 memories at ``path`` and their saved index (built by a first process's search)."""
     first = opened(path, lazy=False)
     fill(first, 0, clustered(1200, seed=21))
     first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, 1)[0])}))
     first.close()
     assert list(Path(f"{path}.ann").glob("*.usearch"))
     return path
+
+
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    """:func:`save_index` in the test's folder."""
+    return save_index(tmp_path / "m.db")
 
 
 def semantic(store: SQLiteStore, query: np.ndarray, **filters: object) -> list[tuple[str, float]]:

@@ -32,7 +32,7 @@ class Handle(Protocol):
     path: str
     _dsn: str
     _visible: list[str]
-    _own_index: bool
+    _own_beam: int
     _word_postings: bool
 
     def _conn(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
@@ -63,7 +63,7 @@ class Administration:
     def advised_indexes(self: Handle) -> frozenset[IndexKind]:
         with self._read() as conn:
             memories, _ = ix.word_rows(conn, self._visible)
-        has = ix.Indexes(self._own_index, self._word_postings)
+        has = ix.Indexes(self._own_beam, self._word_postings)
         advised: frozenset[IndexKind] = frozenset()
         if ix.advises_word_postings(self._visible, has, memories):
             advised |= {"words"}
@@ -99,7 +99,7 @@ class Administration:
             fingerprint = get_meta(conn, "embedding_fingerprint")
             unfinished = unfinished_migration(conn, self._visible)
             _, table_rows = ix.word_rows(conn, self._visible)
-        has = ix.Indexes(self._own_index, self._word_postings)
+        has = ix.Indexes(self._own_beam, self._word_postings)
         return StoreStats(
             path=self.path,
             memories=one[0] - one[1],
@@ -115,7 +115,7 @@ class Administration:
             unfinished_migration=unfinished,
             by_source={str(k): int(n) for k, n in sources},
             added_by_day=day_counts(days),
-            vector_index="own" if self._own_index else "table",
+            vector_index="own" if self._own_beam else "table",
             advice=ix.advice(self._visible, has, one[0], table_rows),
         )
 

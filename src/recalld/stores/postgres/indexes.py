@@ -106,25 +106,27 @@ Conn = psycopg.Connection[Any]
 class Indexes:
     """Which of its own indexes a handle's tenant has, read once when the handle opens."""
 
-    own_vectors: bool
-    """A valid vector index of the tenant's rows (the handle then states its namespace as a
-    literal, and examines the candidates its own rows call for)."""
+    own_beam: int
+    """The build beam (``ef_construction``) of its own vector index (0: it has none)."""
     word_postings: bool
     """Word postings that answer its word channel (:func:`.word_sql.top_words_ctes`)."""
-    own_beam: int = 0
-    """The build beam (``ef_construction``) of its own vector index (0: it has none)."""
+
+    @property
+    def own_vectors(self) -> bool:
+        """A valid vector index of the tenant's rows (the handle then states its namespace as
+        a literal, and examines the candidates its own rows call for)."""
+        return self.own_beam > 0
 
     @classmethod
     def read(cls, conn: Conn, visible: Sequence[str]) -> Indexes:
         """Both, for a handle that sees ``visible``: only a tenant seen alone has either
         (an own index, or postings, rank one namespace's rows, not several's)."""
         if len(visible) != 1:
-            return cls(False, False)
+            return cls(0, False)
         posted = conn.execute(
             "SELECT 1 FROM word_namespaces WHERE namespace = %s", (visible[0],)
         ).fetchone()
-        beam = own_index_beam(conn, own_index_name(visible[0]))
-        return cls(beam > 0, posted is not None, beam)
+        return cls(own_index_beam(conn, own_index_name(visible[0])), posted is not None)
 
 
 @contextmanager

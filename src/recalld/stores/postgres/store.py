@@ -99,8 +99,7 @@ class PostgresStore(Administration, SourceFiles):
                 # tenant wall like any read (an ordinary role saw no listed namespace).
                 self._declare(conn, ix.EF_SEARCH)
                 has = ix.Indexes.read(conn, self._visible)
-                self._own_index, self._word_postings = has.own_vectors, has.word_postings
-                self._own_beam = has.own_beam
+                self._own_beam, self._word_postings = has.own_beam, has.word_postings
                 self._walled = ix.walled(conn)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
@@ -146,6 +145,11 @@ class PostgresStore(Administration, SourceFiles):
         except psycopg.errors.InsufficientPrivilege:
             self._load_types = []  # no TEMP privilege: rows go in one statement each
         conn.commit()
+
+    @property
+    def _own_index(self) -> bool:
+        """Whether the tenant's rows have a vector index of their own (``_own_beam``)."""
+        return self._own_beam > 0
 
     def _ef_search(self, conn: psycopg.Connection[Any]) -> int:
         """:func:`indexes.handle_ef_search` when the connection is made, kept as the

@@ -537,7 +537,7 @@ def test_a_large_tenant_reads_its_word_channels_beside_its_vectors(
     """Past PARALLEL_READS_MIN_ROWS memories seen, a search reads the word channels in a
     statement of their own on a second connection while the query is embedded and the
     vectors are searched; the answers are those of the one statement."""
-    from recalld.stores.postgres import PostgresStore, store as postgres_store
+    from recalld.stores.postgres import PostgresStore, searching as postgres_searching
 
     model = FakeEmbedder()
     settings = Settings(db=pg_database, cache_dir=None, tenant="big")
@@ -546,7 +546,7 @@ def test_a_large_tenant_reads_its_word_channels_beside_its_vectors(
         queries = ["garden topic 3", "note 12", "what about topic 5?"]
         one = [[h.memory.id for h in engine.search(q, limit=5).hits] for q in queries]
         assert not engine.store.parallel_reads()
-    monkeypatch.setattr(postgres_store, "PARALLEL_READS_MIN_ROWS", 50)
+    monkeypatch.setattr(postgres_searching, "PARALLEL_READS_MIN_ROWS", 50)
     statements: list[str] = []
     with recalld.open(settings=settings, embedder=model) as engine:
         assert isinstance(engine.store, PostgresStore) and engine.store.parallel_reads()

@@ -74,7 +74,7 @@ def test_a_searchs_session_neighbours_come_from_its_sessions_in_order_not_from_p
     the join it replaced, planned as nested loops (the planner estimates these CTEs at one
     row), compared every near candidate with every member of the searched sessions."""
     from recalld.stores.postgres.queries import search_rows_sql
-    from recalld.stores.postgres.store import ROWS_DEPTH
+    from recalld.stores.postgres.searching import ROWS_DEPTH
 
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
                       embedder=FakeEmbedder()) as engine:  # fmt: skip

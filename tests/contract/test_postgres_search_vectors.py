@@ -31,7 +31,7 @@ def _requests(engine: recalld.MemoryEngine, semantic: bool) -> list[CandidateReq
 
 
 def test_the_vectors_completion_reads_come_with_the_statement(pg_database: str) -> None:
-    from recalld.stores.postgres.store import ROWS_DEPTH
+    from recalld.stores.postgres.searching import ROWS_DEPTH
 
     assert DEEP > ROWS_DEPTH
     settings = Settings(db=pg_database, cache_dir=None)

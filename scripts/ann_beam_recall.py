@@ -30,7 +30,7 @@ import numpy as np
 from recalld.bench.report import print_json
 from recalld.bench.scale_worker import question_sample
 from recalld.providers.embedders import resolve_embedder
-from recalld.stores.sqlite import vector_file, vector_index
+from recalld.stores.sqlite import ann_beam, vector_file, vector_index
 
 CANDIDATES = 432
 """The default search's candidates (216 kept x ``RESCORE_FACTOR``)."""
@@ -126,7 +126,7 @@ def main() -> None:
     unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
     order = np.argsort(-(queries @ unit.T), axis=1, kind="stable")[:, :CANDIDATES]
     exact = pks[order]
-    growth = max(1.0, len(pks) / vector_index.EXPANSION_REFERENCE_ROWS)
+    growth = max(1.0, len(pks) / ann_beam.EXPANSION_REFERENCE_ROWS)
     report: dict[str, Any] = {"rows": len(pks), "questions": len(questions),
                               "load": os.getloadavg()[0], "variants": {}}  # fmt: skip
     if args.alternate:

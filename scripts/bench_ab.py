@@ -49,7 +49,7 @@ import recalld
 from recalld import heap
 from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
 from recalld.stores.postgres import indexes as postgres_indexes
-from recalld.stores.sqlite import lazy_vectors, vector_index
+from recalld.stores.sqlite import ann_beam, lazy_vectors, vector_index
 
 Switch = Callable[[Any, bool], None]
 """Turns a mechanism on or off for an engine."""
@@ -104,14 +104,12 @@ def _window_share(engine: Any, on: bool) -> None:
     )
 
 
-PER_CANDIDATE = vector_index.EXPANSION_PER_CANDIDATE
+PER_CANDIDATE = ann_beam.EXPANSION_PER_CANDIDATE
 
 
 def _narrow_beam(engine: Any, on: bool) -> None:
     """On: the beam per candidate of a graph built wide; off: the older graph's, wider."""
-    vector_index.EXPANSION_PER_CANDIDATE = (
-        PER_CANDIDATE if on else vector_index.LEGACY_PER_CANDIDATE
-    )
+    ann_beam.EXPANSION_PER_CANDIDATE = PER_CANDIDATE if on else ann_beam.LEGACY_PER_CANDIDATE
 
 
 _HELD: dict[int, Any] = {}
@@ -129,7 +127,7 @@ def _vectors_file(engine: Any, on: bool) -> None:
 
 MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
-    "near-memory": _setting(vector_index, "NEAR_MEMORY_EXPANSION"),
+    "near-memory": _setting(ann_beam, "NEAR_MEMORY_EXPANSION"),
     "vector-completion": _vector_completion,
     "postgres-near-memory": _setting(postgres_indexes, "NEAR_MEMORY_EF_SEARCH"),
     "copy-reads": _copy_reads,

@@ -34,21 +34,21 @@ from recalld.bench.scale_worker import (
 from recalld.config import Settings
 from recalld.retrieval.channels import Need, request as channel_request
 from recalld.retrieval.query import understand
-from recalld.stores.sqlite import SQLiteStore, vector_index
+from recalld.stores.sqlite import SQLiteStore, ann_beam
 
 
 def main() -> None:
     parser = store_bench_options(__doc__.splitlines()[0], rounds=3)
     parser.add_argument("--max-expansion", type=int,
                         help="the ANN search's widest beam (default: the store's own, "
-                        f"{vector_index.MAX_EXPANSION})")  # fmt: skip
+                        f"{ann_beam.MAX_EXPANSION})")  # fmt: skip
     args = parser.parse_args()
     if args.max_expansion:
-        vector_index.MAX_EXPANSION = args.max_expansion
+        ann_beam.MAX_EXPANSION = args.max_expansion
     sample, model, settings = bench_inputs(args)
     report: dict[str, Any] = {
         "store": str(args.store), "questions": len(sample), "rounds": args.rounds,
-        "max_expansion": vector_index.MAX_EXPANSION,
+        "max_expansion": ann_beam.MAX_EXPANSION,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"cpus": os.cpu_count(), "load_before": os.getloadavg()},
     }  # fmt: skip

@@ -405,13 +405,13 @@ def test_a_search_from_a_stored_vector_caps_the_beam(
     """The memories near a memory (the query is its own stored vector) are searched with the
     beam capped at NEAR_MEMORY_EXPANSION, whatever the index's size; a query's beam is
     not; both find the exact nearest here."""
-    from recalld.stores.sqlite import vector_index
+    from recalld.stores.sqlite import ann_beam
 
-    monkeypatch.setattr(vector_index, "NEAR_MEMORY_EXPANSION", 80)
+    monkeypatch.setattr(ann_beam, "NEAR_MEMORY_EXPANSION", 80)
     store, exact = opened(saved), opened(saved, lazy=False)
     exact.search_exactly()
     stored = store.vectors_for(["m17"])["m17"]
-    asked = vector_index.SMALL_PER_CANDIDATE * 2 * (10 + 16)  # a small index: no growth
+    asked = ann_beam.SMALL_PER_CANDIDATE * 2 * (10 + 16)  # a small index: no growth
     assert asked > 80
     for near_memory, beam in ((False, asked), (True, 80)):
         request = CandidateRequest(

@@ -290,14 +290,14 @@ def test_one_walk_of_the_graph_answers_a_query_asked_again_at_the_same_beam(
     """The ANN index keeps its last walk's whole beam: the same query asked again at the same
     beam gets the first ``count`` of it, the answer a fresh walk gives; another beam, or
     any change to the index, walks the graph again."""
-    from recalld.stores.sqlite import vector_index
+    from recalld.stores.sqlite import ann_beam, vector_index
 
     ann = vector_index.AnnIndex(vector_index._new_index(DIM), None, 0, threads=1)
     ann.apply(np.zeros(0, np.int64), np.arange(1, 3001, dtype=np.int64),
               clustered(3000, seed=12), 3000)  # fmt: skip
     query = clustered(1, seed=13)[0]
     counts = (16, 5, 10)  # one beam (the smallest) for all three
-    assert {vector_index.beam_width(c, 3000) for c in counts} == {vector_index.EXPANSION_SEARCH_MIN}
+    assert {ann_beam.beam_width(c, 3000) for c in counts} == {ann_beam.EXPANSION_SEARCH_MIN}
     fresh = {}
     for count in counts:
         ann._last = None
@@ -325,32 +325,32 @@ def test_a_saved_index_keeps_its_build_beam_and_an_older_file_keeps_the_older_ca
     """A saved file names the beam its graph was built with; a file named without one is
     read as built with the older, smaller beam, so its searches keep the wider cap that
     graph needs, until a rebuild saves it under the new name with the new cap."""
-    from recalld.stores.sqlite import vector_index
+    from recalld.stores.sqlite import ann_beam, vector_index
 
     folder = tmp_path / "m.db.ann"
     ann = vector_index.AnnIndex(vector_index._new_index(DIM), folder, 0, threads=1)
     ann.apply(np.zeros(0, np.int64), np.arange(1, 301, dtype=np.int64),
               clustered(300, seed=14), 300)  # fmt: skip
     ann.save()
-    expected = f"300.b{vector_index.EXPANSION_ADD}.usearch"
+    expected = f"300.b{ann_beam.EXPANSION_ADD}.usearch"
     assert sorted(p.name for p in folder.iterdir()) == sorted(["300.copies", expected])
     loaded = vector_index.AnnIndex._load(folder, DIM, 1)
-    assert loaded is not None and loaded.built_with == vector_index.EXPANSION_ADD
-    assert loaded._index.expansion_add == vector_index.EXPANSION_ADD  # for rows added later
+    assert loaded is not None and loaded.built_with == ann_beam.EXPANSION_ADD
+    assert loaded._index.expansion_add == ann_beam.EXPANSION_ADD  # for rows added later
 
     # The same graph under the older name: read as the older build, with the older cap.
     (folder / expected).rename(folder / "300.usearch")
     older = vector_index.AnnIndex._load(folder, DIM, 1)
-    assert older is not None and older.built_with == vector_index.LEGACY_EXPANSION_ADD
-    big = 10 * vector_index.EXPANSION_REFERENCE_ROWS  # as if the index held 1M vectors
-    assert vector_index.MAX_EXPANSION < vector_index.LEGACY_MAX_EXPANSION
-    assert vector_index.beam_width(216, big) == vector_index.MAX_EXPANSION
-    legacy = vector_index.LEGACY_EXPANSION_ADD
+    assert older is not None and older.built_with == ann_beam.LEGACY_EXPANSION_ADD
+    big = 10 * ann_beam.EXPANSION_REFERENCE_ROWS  # as if the index held 1M vectors
+    assert ann_beam.MAX_EXPANSION < ann_beam.LEGACY_MAX_EXPANSION
+    assert ann_beam.beam_width(216, big) == ann_beam.MAX_EXPANSION
+    legacy = ann_beam.LEGACY_EXPANSION_ADD
     # At 100k, below either cap: the older graph walks twice the beam per candidate.
-    reference = vector_index.EXPANSION_REFERENCE_ROWS
-    older_beam = vector_index.beam_width(216, reference, legacy)
-    assert older_beam == 216 * vector_index.LEGACY_PER_CANDIDATE
-    assert vector_index.beam_width(216, reference) == 216 * vector_index.SMALL_PER_CANDIDATE
+    reference = ann_beam.EXPANSION_REFERENCE_ROWS
+    older_beam = ann_beam.beam_width(216, reference, legacy)
+    assert older_beam == 216 * ann_beam.LEGACY_PER_CANDIDATE
+    assert ann_beam.beam_width(216, reference) == 216 * ann_beam.SMALL_PER_CANDIDATE
     beams: list[int] = []
     searching = type(older._index).search
 
@@ -363,19 +363,19 @@ def test_a_saved_index_keeps_its_build_beam_and_an_older_file_keeps_the_older_ca
     query = clustered(1, seed=15)[0]
     older.candidates(query, 216)
     loaded.candidates(query, 216)
-    assert beams == [vector_index.LEGACY_MAX_EXPANSION, vector_index.MAX_EXPANSION]
+    assert beams == [ann_beam.LEGACY_MAX_EXPANSION, ann_beam.MAX_EXPANSION]
     monkeypatch.undo()
 
     # Saving the older graph again keeps its beam in the new name, replacing the old file.
     older.save()
     names = sorted(p.name for p in folder.iterdir())
-    assert names == sorted([f"300.b{vector_index.LEGACY_EXPANSION_ADD}.usearch", "300.copies"])
+    assert names == sorted([f"300.b{ann_beam.LEGACY_EXPANSION_ADD}.usearch", "300.copies"])
 
 
 def test_status_advises_rebuilding_an_index_an_older_recalld_built(tmp_path: Path) -> None:
     """A store whose saved ANN index is named without its build beam (an older build)
     asks, in its stats' advice, for the folder to be deleted; its own build does not."""
-    from recalld.stores.sqlite import vector_index
+    from recalld.stores.sqlite import ann_beam
 
     path = tmp_path / "m.db"
     store = SQLiteStore(path)
@@ -385,7 +385,7 @@ def test_status_advises_rebuilding_an_index_an_older_recalld_built(tmp_path: Pat
     fill(store, 0, clustered(300, seed=16))
     store.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, clustered(1, seed=17)[0])}))
     (saved,) = Path(f"{path}.ann").glob("*.usearch")
-    assert saved.name.endswith(f".b{vector_index.EXPANSION_ADD}.usearch")
+    assert saved.name.endswith(f".b{ann_beam.EXPANSION_ADD}.usearch")
     assert store.stats().advice == ()
     saved.rename(saved.with_name(saved.name.split(".")[0] + ".usearch"))
     (advice,) = store.stats().advice
@@ -401,12 +401,12 @@ def test_a_saved_index_walks_one_and_a_half_slots_per_candidate_at_100k(
     candidate), and 3,072 at 1M;
     an index file as an earlier recalld saved it (the same graph, the same name) opens and
     answers with that beam, the exact nearest among its candidates."""
-    from recalld.stores.sqlite import vector_index
+    from recalld.stores.sqlite import ann_beam, vector_index
 
-    reference = vector_index.EXPANSION_REFERENCE_ROWS
-    assert vector_index.beam_width(432, reference) == 648
+    reference = ann_beam.EXPANSION_REFERENCE_ROWS
+    assert ann_beam.beam_width(432, reference) == 648
     # At 1M: the beam measured to keep 98% of the default top 10s those of exact search.
-    assert vector_index.beam_width(432, 10 * reference) == vector_index.MAX_EXPANSION == 3072
+    assert ann_beam.beam_width(432, 10 * reference) == ann_beam.MAX_EXPANSION == 3072
     folder = tmp_path / "m.db.ann"
     folder.mkdir()
     vectors = clustered(300, seed=16)
@@ -414,7 +414,7 @@ def test_a_saved_index_walks_one_and_a_half_slots_per_candidate_at_100k(
     # One thread: the same graph every run (added on several, the graph varied, and about 1
     # in 50 left a row of the exact top 10 out of a 216-row answer over these near-ties).
     index.add(np.arange(1, 301, dtype=np.int64), vectors, threads=1)
-    index.save(str(folder / f"300.b{vector_index.EXPANSION_ADD}.usearch"))
+    index.save(str(folder / f"300.b{ann_beam.EXPANSION_ADD}.usearch"))
     loaded = vector_index.AnnIndex._load(folder, DIM, 1)
     assert loaded is not None and loaded.covered_seq == 300
     beams: list[int] = []

@@ -19,7 +19,7 @@ neither way pays for the other's cold reads). Mechanisms:
 - ``postgres-near-memory`` (``--store`` a PostgreSQL DSN): the same search on PostgreSQL
   examines fewer HNSW candidates (off: the handle's number);
 - ``copy-reads``: preselection reads the index's copies through usearch's compiled lookup
-  and scores them a block at a time (off: its public ``get``, all rows at once);
+  (off: its public ``get``);
 - ``one-walk``: the same query asked of the ANN index again at the same beam (a time
   window's nearest after the search's own) takes the first walk's answer (off: walks again);
 - ``window-share``: a time window holding a large enough share of the rows is checked on the
@@ -70,7 +70,6 @@ def _vector_completion(engine: Any, on: bool) -> None:
         engine.store.exact_vectors = lambda: True
 
 
-COPY_BLOCK = lazy_vectors.COPY_BLOCK
 _COMPILED_COPIES = vector_index.AnnIndex.copies
 
 
@@ -79,7 +78,6 @@ def _public_copies(self: Any, pks: Any) -> list[Any]:
 
 
 def _copy_reads(engine: Any, on: bool) -> None:
-    lazy_vectors.COPY_BLOCK = COPY_BLOCK if on else OFF
     vector_index.AnnIndex.copies = _COMPILED_COPIES if on else _public_copies  # type: ignore[method-assign]
 
 

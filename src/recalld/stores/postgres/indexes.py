@@ -36,7 +36,7 @@ large index (400 at 100k) only cost time."""
 EF_REFERENCE_ROWS = 25_000
 """Past this many rows in the index searched, the candidates grow in proportion: a tenant's
 own index of 100k rows found 0.89 of the exact top 10 with 100 candidates, 0.955 with 200
-and 0.975 with 400 (4, 6 and 12 ms a statement; docs/benchmarks-scale.md)."""
+and 0.975 with 400 (4, 6 and 12 ms a statement; docs/design/scale-history.md)."""
 EF_SEARCH_MAX = 1000
 """The most HNSW candidates examined. A tenant whose namespaces hold a share s of the
 table's index examines ``1 / s`` times more. Under a filter, the graph search must pass over
@@ -52,7 +52,7 @@ OWN_INDEX_EF_CONSTRUCTION = 200
 """The build beam of a namespace's own vector index (pgvector's default is 64): the graph of
 the 100k tenant in the 1M database then found 0.978 of 60 questions' exact 10 nearest at
 ``hnsw.ef_search`` 100 and 1.0 at 400, against 0.935 and 0.992 built at 64; the build took
-78 s against 28-31 (docs/benchmarks-scale.md)."""
+78 s against 28-31 (docs/design/scale-history.md)."""
 WIDE_BEAM_REFERENCE_ROWS = 40_000
 """:data:`EF_REFERENCE_ROWS` for a tenant's own index built with a beam of at least
 :data:`OWN_INDEX_EF_CONSTRUCTION`: its graph finds the same share of the nearest with fewer

@@ -15,7 +15,8 @@ EXPANSION_ADD = 384
 """Beam width while building: wider builds a better graph, slower. At 1M (the scale corpus,
 questions unlike the stored turns), 384 against 128: the exact 10 nearest of 200 questions
 found 0.9975 of the time at a search beam of 2,048 in 14.7 ms, against 0.9885 at 4,096 in
-20.9 ms; the build took 1,027 s against 248 on 2 cores (docs/benchmarks-scale.md)."""
+20.9 ms; the build took 1,027 s against 248 on 2 cores (docs/design/scale-history.md;
+docs/reports/2026-11-27-524ba49-ann-build-beam-1m.json)."""
 EXPANSION_SEARCH_MIN = 64
 """Smallest beam width while searching."""
 EXPANSION_PER_CANDIDATE = 1.5

@@ -3,7 +3,7 @@ memory-mapped.
 
 Why: a search of a large store re-scores the index's candidates exactly. Reading those
 vectors back from the ``vectors`` table cost about 3.9 ms of a 100k search's 8.8 ms in the
-vector channel (432 blobs of 1.5 KB joined with their rows, docs/benchmarks-scale.md). The
+vector channel (432 blobs of 1.5 KB joined with their rows, docs/design/scale-history.md). The
 same float32 vectors in a file mapped into the process cost a few microseconds a candidate,
 and a new process maps the file instead of reading every vector (which the saved index
 exists to avoid: 7-17 s at 1M). The file holds each row's memory id too: reading the ids of

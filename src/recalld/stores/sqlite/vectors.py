@@ -39,7 +39,7 @@ log = logging.getLogger("recalld")
 ANN_MIN_ROWS = 50_000
 """From this many live vectors an ANN index proposes candidates. Below it exact search is
 cheap (about 15 ms at 50k on 2 cores); above it exact cost grows linearly, and at 100k the
-index answered in 1.8 ms with recall@40 0.984 against exact (docs/benchmarks-scale.md): a
+index answered in 1.8 ms with recall@40 0.984 against exact (docs/design/scale-history.md): a
 100k hybrid search fell from 149 to 73 ms p50 in the same session with it. Was 200k; no
 benchmark store (a few thousand memories) comes near either, so their rankings are the
 same. The index is built once, on the first search past the threshold, and saved."""

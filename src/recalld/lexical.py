@@ -26,6 +26,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 
+from recalld.ascii_words import stems, words
 from recalld.text import has_cjk
 
 FTS5_TOKENIZE = "porter unicode61 remove_diacritics 2"
@@ -60,19 +61,42 @@ def stored(token: str) -> str:
 
 
 def tokenize_many(texts: Sequence[str]) -> list[list[str]]:
-    """Each text's FTS5 tokens in order (as :func:`stored` gives them)."""
-    out: list[list[str]] = []
+    """Each text's FTS5 tokens in order (as :func:`stored` gives them): an ASCII text's from
+    its words, each stemmed by FTS5 once a process (:mod:`recalld.ascii_words`), any
+    other's read back from FTS5 token by token."""
+    out: list[list[str] | None] = [None] * len(texts)
+    for doc, tokens in _ascii_tokens(texts).items():
+        out[doc] = [stored(token) for token in tokens]
+    rest = [doc for doc, tokens in enumerate(out) if tokens is None]
     conn = _connection()
-    for start in range(0, len(texts), BATCH):
-        chunk = texts[start : start + BATCH]
-        tokens: list[dict[int, str]] = [{} for _ in chunk]
+    for start in range(0, len(rest), BATCH):
+        chunk = rest[start : start + BATCH]
+        found: dict[int, dict[int, str]] = {doc: {} for doc in chunk}
         with conn:
-            conn.executemany("INSERT INTO t(rowid, c) VALUES (?, ?)", enumerate(chunk))
+            conn.executemany(
+                "INSERT INTO t(rowid, c) VALUES (?, ?)", ((doc, texts[doc]) for doc in chunk)
+            )
             for doc, offset, term in conn.execute("SELECT doc, offset, term FROM v"):
-                tokens[doc][offset] = term
+                found[doc][offset] = term
             conn.execute("DELETE FROM t")
-        out.extend([stored(found[i]) for i in sorted(found)] for found in tokens)
-    return out
+        for doc, terms in found.items():
+            out[doc] = [stored(terms[i]) for i in sorted(terms)]
+    return [tokens or [] for tokens in out]
+
+
+def _ascii_tokens(texts: Sequence[str]) -> dict[int, list[str]]:
+    """The FTS5 tokens (not yet :func:`stored`) of the ASCII ones of ``texts``, by position
+    (none when FTS5 would not stem their words one by one)."""
+    split = {doc: found for doc, text in enumerate(texts) if (found := words(text)) is not None}
+    if not split:
+        return {}
+    distinct: set[str] = set()
+    for found in split.values():
+        distinct.update(found)
+    known = stems(distinct, FTS5_TOKENIZE)
+    if known is None:
+        return {}
+    return {doc: [known[word] for word in found] for doc, found in split.items()}
 
 
 def tokenize(text: str) -> list[str]:

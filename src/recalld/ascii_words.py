@@ -20,9 +20,7 @@ tokenized so (its word rows), as is every row the SQLite store's word index take
 from __future__ import annotations
 
 import re
-import sqlite3
-import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 WORD = re.compile(r"[a-z0-9]+")
 """A token of lowered ASCII text, as unicode61 splits it."""
@@ -34,7 +32,6 @@ MAX_KEPT_CHARS = 64
 a text of long random words must not fill the memory)."""
 
 _kept: dict[str, str] = {}
-_local = threading.local()
 
 
 def words(text: str) -> list[str] | None:
@@ -45,10 +42,13 @@ def words(text: str) -> list[str] | None:
     return WORD.findall(text.lower())
 
 
-def stems(found: Iterable[str], tokenize: str) -> dict[str, str] | None:
+def stems(
+    found: Iterable[str], row_tokens: Callable[[str], list[tuple[int, str]]]
+) -> dict[str, str] | None:
     """FTS5's token for each of the words ``found`` (a word alone, as it stems within any
-    text), read from those kept and, for the rest, from one FTS5 row of them all; None if
-    FTS5 did not give one token a word (then the caller tokenizes its texts in FTS5)."""
+    text), read from those kept and, for the rest, from one FTS5 row of them all
+    (``row_tokens``: a text's (offset, token) pairs, in order, from FTS5); None if FTS5 did
+    not give one token a word (then the caller tokenizes its texts in FTS5)."""
     out: dict[str, str] = {}
     missing: list[str] = []
     for word in found:
@@ -59,7 +59,7 @@ def stems(found: Iterable[str], tokenize: str) -> dict[str, str] | None:
             out[word] = stem
     if not missing:
         return out
-    made = _stem(missing, tokenize)
+    made = _stem(missing, row_tokens)
     if made is None:
         return None
     if len(_kept) + len(made) > MAX_KEPT:
@@ -71,17 +71,10 @@ def stems(found: Iterable[str], tokenize: str) -> dict[str, str] | None:
     return out
 
 
-def _stem(missing: Sequence[str], tokenize: str) -> list[str] | None:
-    conn: sqlite3.Connection | None = getattr(_local, "conn", None)
-    if conn is None:
-        conn = sqlite3.connect(":memory:")
-        conn.execute(f"CREATE VIRTUAL TABLE w USING fts5(c, tokenize='{tokenize}')")
-        conn.execute("CREATE VIRTUAL TABLE wv USING fts5vocab(w, instance)")
-        _local.conn = conn
-    with conn:
-        conn.execute("INSERT INTO w(rowid, c) VALUES (1, ?)", (" ".join(missing),))
-        tokens = conn.execute("SELECT offset, term FROM wv ORDER BY offset").fetchall()
-        conn.execute("DELETE FROM w")
+def _stem(
+    missing: Sequence[str], row_tokens: Callable[[str], list[tuple[int, str]]]
+) -> list[str] | None:
+    tokens = row_tokens(" ".join(missing))
     if [offset for offset, _ in tokens] != list(range(len(missing))):
         return None
     return [term for _, term in tokens]

@@ -84,6 +84,16 @@ def tokenize_many(texts: Sequence[str]) -> list[list[str]]:
     return [tokens or [] for tokens in out]
 
 
+def _row_tokens(text: str) -> list[tuple[int, str]]:
+    """One text's (offset, token) pairs from FTS5, in order."""
+    conn = _connection()
+    with conn:
+        conn.execute("INSERT INTO t(rowid, c) VALUES (0, ?)", (text,))
+        found = conn.execute("SELECT offset, term FROM v ORDER BY offset").fetchall()
+        conn.execute("DELETE FROM t")
+    return found
+
+
 def _ascii_tokens(texts: Sequence[str]) -> dict[int, list[str]]:
     """The FTS5 tokens (not yet :func:`stored`) of the ASCII ones of ``texts``, by position
     (none when FTS5 would not stem their words one by one)."""
@@ -93,7 +103,7 @@ def _ascii_tokens(texts: Sequence[str]) -> dict[int, list[str]]:
     distinct: set[str] = set()
     for found in split.values():
         distinct.update(found)
-    known = stems(distinct, FTS5_TOKENIZE)
+    known = stems(distinct, _row_tokens)
     if known is None:
         return {}
     return {doc: [known[word] for word in found] for doc, found in split.items()}

@@ -581,10 +581,13 @@ def test_word_postings_answer_the_word_channel_and_follow_every_write(
         word_sql as postgres_word_sql,
     )
 
-    monkeypatch.setattr(postgres_indexes, "WORD_POSTINGS_ADVISED_ROWS", 20)  # status advises it
+    # Loaded past the size before it was set (no write builds them: words_due), so that
+    # status advises the command and the command builds them.
+    monkeypatch.setattr(postgres_indexes, "WORD_POSTINGS_ADVISED_ROWS", 10**6)
     with recalld.open(settings=Settings(db=pg_database, cache_dir=None),
                       embedder=local_embedder) as engine:  # fmt: skip
         queries, _ = load_corpus(engine)
+    monkeypatch.setattr(postgres_indexes, "WORD_POSTINGS_ADVISED_ROWS", 20)  # status advises it
     queries = [*queries, "what's Ana's plan?", "e-mail from Porto"]  # phrases of two tokens
     requests = [channel_request(Need({"bm25": 40}, plan_terms(q), q))
                 for q in queries]  # fmt: skip

@@ -108,10 +108,11 @@ def word_index(obj: Ctx, drop: bool) -> None:
     """Give the tenant (--tenant) word postings: its word searches then score a question's
     words on an index and read only the best memories from the table.
 
-    Worth it from tens of thousands of memories, in a shared database or one of its own
-    (docs/postgres.md); the results stay the same. Writes to the memories table wait while
-    it builds (about half a minute per 100k memories); searches go on. Store handles opened
-    afterwards use it, and every write keeps it current.
+    Worth it from 10,000 memories, in a shared database or one of its own
+    (docs/postgres.md); the results stay the same. The write that takes a tenant past that
+    size builds them itself; this builds them for a tenant already past it. Writes to the
+    memories table wait while it builds (about half a minute per 100k memories); searches
+    go on. Store handles use them within a minute, and every write keeps them current.
     """
     built = _build(obj, "words", drop)
     said = f"built {built.entries or 0:,} word postings"

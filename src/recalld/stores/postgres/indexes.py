@@ -310,13 +310,15 @@ def alone(visible: Sequence[str], what: str) -> str:
 def build_word_postings(conn: Conn, namespace: str, drop: bool = False) -> int:
     """Give ``namespace`` word postings (``drop``: remove them) in ``conn``'s transaction,
     which the word channel then scores on (:func:`.word_sql.top_words_ctes`); returns the
-    postings written. Handles opened afterwards use them; triggers keep them in step with
-    every write. Follow a build with :func:`vacuum_word_postings` (after the commit).
+    postings written. Handles use them from their next count of the tenant's memories
+    (:mod:`.words_due`, which also calls this); triggers keep them in step with every
+    write. Follow a build with :func:`vacuum_word_postings` (after the commit).
 
     Why: without them the word channel reads and scores every row holding a query
     word, tens of thousands for a common word in a tenant of 100k memories. The build
     holds writes to the memories table for its duration (SHARE lock; searches go on),
     so that no row is written between the listing of the tenant and its postings."""
+    lock_word_postings(conn, namespace)
     conn.execute("LOCK TABLE memories IN SHARE MODE")
     conn.execute("DELETE FROM word_postings WHERE namespace = %s", (namespace,))
     conn.execute("DELETE FROM word_namespaces WHERE namespace = %s", (namespace,))
@@ -327,6 +329,16 @@ def build_word_postings(conn: Conn, namespace: str, drop: bool = False) -> int:
         f"INSERT INTO word_postings {postings_sql('memories')} WHERE r.namespace = %s",
         (namespace,),
     ).rowcount
+
+
+def lock_word_postings(conn: Conn, namespace: str) -> None:
+    """Hold, until ``conn``'s transaction ends, the one lock under which ``namespace``'s word
+    postings are built or dropped: two builds (a command's, a write's) take turns instead
+    of writing the same postings at once."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+        ("recalld word postings " + namespace,),
+    )
 
 
 def vacuum_word_postings(dsn: str) -> None:

@@ -68,6 +68,8 @@ class Searching:
     _ef: int
     _visible_count: tuple[int, int, float]
     """(memories seen, in the table, when counted): see :meth:`_rows_counted`."""
+    _unseen_writes: int
+    """Memories this handle wrote since it last counted (:mod:`.words_due`)."""
     _plans: PlanChoice
     _fingerprint: KnownFingerprint
 
@@ -169,7 +171,11 @@ class Searching:
             return visible, table
         with self._read() as conn:
             visible, table = ix.word_rows(conn, self._visible)
+            if not self._word_postings and len(self._visible) == 1:
+                # Built since the handle opened (by another handle's write, or the command).
+                self._word_postings = ix.Indexes.read(conn, self._visible).word_postings
         self._visible_count = (visible, table, time.monotonic())
+        self._unseen_writes = 0
         return visible, table
 
     def search_rows(

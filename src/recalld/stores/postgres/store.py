@@ -37,13 +37,14 @@ from recalld.stores.postgres.probe import check_vectors_once
 from recalld.stores.postgres.schema import migrate, refuse_foreign
 from recalld.stores.postgres.searching import Searching
 from recalld.stores.postgres.sources import SourceFiles
+from recalld.stores.postgres.words_due import WordsWhenDue
 
 POOL_MAX = 8
 """Connections a store handle keeps at most (one per concurrently busy thread)."""
 
 
 @raising_store_errors
-class PostgresStore(Searching, Administration, SourceFiles):
+class PostgresStore(Searching, WordsWhenDue, Administration, SourceFiles):
     """A :class:`~recalld.stores.base.Store` and
     :class:`~recalld.stores.base.SourceIndex` in a PostgreSQL database with pgvector.
 
@@ -81,6 +82,10 @@ class PostgresStore(Searching, Administration, SourceFiles):
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc
         self._load_types: list[int] = []
         self._deferring = False
+        self._words_refused = False
+        """A build of the tenant's word postings was refused (:mod:`.words_due`)."""
+        self._unseen_writes = 0
+        """Memories this handle wrote since it last counted the tenant's."""
         self._ef = ix.EF_SEARCH
         """The HNSW candidates the handle's connections were given (see _ef_search)."""
         self._visible_count = (0, 0, -math.inf)
@@ -150,6 +155,7 @@ class PostgresStore(Searching, Administration, SourceFiles):
     def insert(self, memories: Sequence[Memory], vectors: Vector | None) -> None:
         with self._conn() as conn:
             self._insert_rows(conn, memories, vectors)
+        self._words_when_due(len(memories))
 
     def insert_unique(
         self, memories: Sequence[Memory], vectors: Vector | None, by_content: bool = True
@@ -179,6 +185,7 @@ class PostgresStore(Searching, Administration, SourceFiles):
             keep = [i for i, match in enumerate(found) if match is None]
             rows = None if vectors is None else np.asarray(vectors)[keep]
             self._insert_rows(conn, [memories[i] for i in keep], rows)
+        self._words_when_due(len(keep))
         return {m.id: match for m, match in zip(memories, found, strict=True) if match}
 
     def _insert_rows(
@@ -261,6 +268,7 @@ class PostgresStore(Searching, Administration, SourceFiles):
                     ix.finish_bulk(conn, self._dimension(conn))
             finally:
                 conn.autocommit = False
+        self._words_when_due(0)  # the load's writes, counted at its end
 
     def replace(self, memory: Memory, vector: Vector | None) -> None:
         namespace = self.tenancy.namespace_for(memory.namespace)

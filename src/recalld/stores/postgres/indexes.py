@@ -74,16 +74,17 @@ OWN_INDEX_BUILD_MEMORY = "512MB"
 then fits in memory, which makes the build several times faster."""
 
 WORD_POSTINGS_ADVISED_ROWS = 10_000
-"""``recalld status`` advises a tenant's word postings (``recalld postgres word-index``) from
-this many memories: without them the word channel reads and scores every row holding a
-question's word (as the application's role, every row of the tenant: Row-Level Security
-keeps the table's word index out of reach). A one-tenant store of 10k, as
+"""A tenant's word postings are built by the write that takes it past this many memories
+(:mod:`.words_due`), and ``recalld status`` advises them (``recalld postgres word-index``)
+from it for a tenant that has none: without them the word channel reads and scores every
+row holding a question's word (as the application's role, every row of the tenant:
+Row-Level Security keeps the table's word index out of reach). A one-tenant store of 10k, as
 ``recalld_app`` (``recalld bench scale --sizes 10k --backends postgres --clients 0``, two
 pairs alternated, 2026-11-29, load 1.0-1.9): hybrid p50 / p95 65.2 / 90.9 and 54.7 / 77.1
 ms without them, 34.3 / 45.1 and 39.9 / 55.6 with them (the word statement 47 -> 13 ms of
 execution); 32 clients through ``recalld serve --workers 2`` held 19.9 -> 34.7 searches/s
-within p99 150 ms. At 3k: 40.3 / 53.1 against 38.0 / 50.9 and 38.1 / 49.1, too little to
-advise a build. Their results are the same either way."""
+within p99 150 ms. At 3k: 40.3 / 53.1 against 38.0 / 50.9 and 38.1 / 49.1, too little for
+a build. Their results are the same either way."""
 OWN_INDEX_ADVISED_ROWS = 20_000
 """``recalld status`` advises a tenant's own vector index from this many memories, when the
 table holds at least twice as many (a smaller share makes its vector searches walk past

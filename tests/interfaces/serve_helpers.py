@@ -31,6 +31,32 @@ def wait_until_serving(process: subprocess.Popen[Any], port: int, seconds: float
     assert answers(f"http://127.0.0.1:{port}", process, seconds), "recalld serve did not answer"
 
 
+BANNER = " HTTP API on "
+"""What ``recalld serve`` says once every worker is ready (a worker may answer before)."""
+
+
+@contextmanager
+def reading_lines(stream: Any) -> Iterator[list[str]]:
+    """The lines ``stream`` (a process's pipe) gives, gathered by a thread as they come,
+    for the block; the list is whole once the process has exited and the block ends."""
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(stream), daemon=True)
+    reader.start()
+    try:
+        yield lines
+    finally:
+        reader.join(timeout=10)
+        stream.close()
+
+
+def wait_for_line(lines: list[str], text: str, seconds: float = 60.0) -> None:
+    """Return once a line of ``lines`` holds ``text`` (or ``seconds`` have passed: the test's
+    own assertions then say what is missing)."""
+    deadline = time.monotonic() + seconds
+    while not any(text in line for line in lines) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 @contextmanager
 def uvicorn_thread(app: Any, host: str, port: int, **options: Any) -> Iterator[int]:
     """``app`` under uvicorn on ``host``:``port`` (0: any free port) in a thread of this

@@ -7,8 +7,6 @@ server on 127.0.0.1 with an ephemeral port checks the real HTTP path.
 from __future__ import annotations
 
 import json
-import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -20,7 +18,14 @@ import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from serve_helpers import free_port, uvicorn_thread, wait_until_serving
+from serve_helpers import (
+    BANNER,
+    free_port,
+    reading_lines,
+    uvicorn_thread,
+    wait_for_line,
+    wait_until_serving,
+)
 
 import recalld
 from recalld.config import Settings
@@ -413,24 +418,16 @@ def test_recalld_serve_process_says_what_and_where(
     env = {**cli_env, "RECALLD_DB": str(tmp_path / "served.db"), "RECALLD_EMBEDDER": "fake"}
     process = subprocess.Popen([*recalld_command, "serve", "--host", "0.0.0.0", "--port",
                                 str(port)], env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
-    lines: list[str] = []
-    assert process.stderr is not None
-    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
-    reader.start()
-    try:
-        wait_until_serving(process, port)
-        added = httpx.post(f"http://127.0.0.1:{port}/v1/memories", timeout=10,
-                           json={"content": "served without a key on loopback"})  # fmt: skip
-        assert added.status_code == 201
-        # One worker may answer while the other still starts; the banner comes once all do.
-        deadline = time.monotonic() + 60
-        while not any(" HTTP API on " in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        reader.join(timeout=10)
-        process.stderr.close()
+    with reading_lines(process.stderr) as lines:
+        try:
+            wait_until_serving(process, port)
+            added = httpx.post(f"http://127.0.0.1:{port}/v1/memories", timeout=10,
+                               json={"content": "served without a key on loopback"})  # fmt: skip
+            assert added.status_code == 201
+            wait_for_line(lines, BANNER)  # a worker may answer while another still starts
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
     err = "".join(lines)
     assert "refusing to listen on 0.0.0.0; listening on 127.0.0.1 only" in err
     assert f"HTTP API on http://127.0.0.1:{port}" in err

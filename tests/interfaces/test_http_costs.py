@@ -13,7 +13,14 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner
-from serve_helpers import free_port, uvicorn_thread, wait_until_serving
+from serve_helpers import (
+    BANNER,
+    free_port,
+    reading_lines,
+    uvicorn_thread,
+    wait_for_line,
+    wait_until_serving,
+)
 
 import recalld
 from recalld.config import Settings
@@ -172,18 +179,23 @@ def test_serve_answers_huge_heads_and_keeps_query_strings_out_of_its_log(
     process = subprocess.Popen([*recalld_command, "serve", "--access-log", "--port", str(port)],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)  # fmt: skip
-    try:
-        wait_until_serving(process, port)
-        params = "&".join(f"tag=t{i}" for i in range(40_000))
-        line = _raw(port, f"GET /v1/memories?{params} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
-        assert line.startswith(b"HTTP/1.1 414"), line[:200]
-        header = "X-Big: " + "h" * 100_000
-        head = _raw(port, f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n{header}\r\n\r\n".encode())
-        assert head.startswith(b"HTTP/1.1 431"), head[:200]
-        httpx.get(f"http://127.0.0.1:{port}/v1/memories?project=secret-project&tag=pin9321")
-    finally:
-        process.terminate()
-        out, err = process.communicate(timeout=30)
+    with reading_lines(process.stderr) as lines:
+        try:
+            wait_until_serving(process, port)
+            wait_for_line(lines, BANNER)  # every worker started: the server said so
+            params = "&".join(f"tag=t{i}" for i in range(40_000))
+            line = _raw(port, f"GET /v1/memories?{params} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                        .encode())  # fmt: skip
+            assert line.startswith(b"HTTP/1.1 414"), line[:200]
+            header = "X-Big: " + "h" * 100_000
+            head = _raw(port, f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n{header}\r\n\r\n"
+                        .encode())  # fmt: skip
+            assert head.startswith(b"HTTP/1.1 431"), head[:200]
+            httpx.get(f"http://127.0.0.1:{port}/v1/memories?project=secret-project&tag=pin9321")
+        finally:
+            process.terminate()
+            out, _ = process.communicate(timeout=30)
+    err = "".join(lines)
     assert '"GET /v1/memories?... HTTP/1.1" 200' in out, (out, err)
     assert "pin9321" not in out and "secret-project" not in out
     assert "warning: without API keys every user of this machine can reach" in err, err

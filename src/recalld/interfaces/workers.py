@@ -250,6 +250,8 @@ class _Workers:
                 ready += len(os.read(self._ready_read, self.count))
             exited = self._reap_one()
             if exited is not None:
+                if self.stopping:  # our own stop ended it: not a worker's failure
+                    raise ServeError("stopped before every worker was ready")
                 number, code = exited
                 raise ServeError(
                     f"worker {number} exited (code {code}) before serving; its message is above"

@@ -69,7 +69,7 @@ def test_the_write_past_the_size_builds_the_postings(owned: str) -> None:
         answered = alice.store.candidates(WORDS)["bm25"]
         assert len(answered) == 20
         # The handle opened before learns of them at its next count (every minute).
-        other.store._visible_count = (0, 0, float("-inf"))
+        other.store._rows_counted(fresh=True)
         assert other.store.candidates(WORDS)["bm25"] == answered
         assert other.store._word_postings
         alice.store.build_index("words", drop=True)  # every row scored: the same answer

@@ -163,11 +163,12 @@ class Searching:
         a core for it (a server answering several searches at once has none to spare)."""
         return threads.alone() and self._rows_counted()[0] >= PARALLEL_READS_MIN_ROWS
 
-    def _rows_counted(self) -> tuple[int, int]:
+    def _rows_counted(self, fresh: bool = False) -> tuple[int, int]:
         """The memories (forgotten ones too) of the namespaces the handle sees and of the
-        table, from the word statistics, counted again after :data:`VISIBLE_ROWS_TTL_S`."""
+        table, from the word statistics, counted again after :data:`VISIBLE_ROWS_TTL_S`
+        (``fresh``: now)."""
         visible, table, at = self._visible_count
-        if time.monotonic() - at < VISIBLE_ROWS_TTL_S:
+        if not fresh and time.monotonic() - at < VISIBLE_ROWS_TTL_S:
             return visible, table
         with self._read() as conn:
             visible, table = ix.word_rows(conn, self._visible)

@@ -26,7 +26,6 @@ Other handles learn of them at their next count (:meth:`Searching._rows_counted`
 from __future__ import annotations
 
 import logging
-import math
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -46,11 +45,10 @@ class Handle(Protocol):
     _deferring: bool
     _words_refused: bool
     _unseen_writes: int
-    _visible_count: tuple[int, int, float]
 
     def _conn(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
 
-    def _rows_counted(self) -> tuple[int, int]: ...
+    def _rows_counted(self, fresh: bool = False) -> tuple[int, int]: ...
 
 
 class WordsWhenDue:
@@ -73,8 +71,7 @@ class WordsWhenDue:
         if self._unseen_writes:  # a count from before these writes
             if seen + mine < ix.WORD_POSTINGS_ADVISED_ROWS:
                 return
-            self._visible_count = (0, 0, -math.inf)  # counted again, now
-            seen, _ = self._rows_counted()
+            seen, _ = self._rows_counted(fresh=True)
         if self._word_postings or not seen - mine < ix.WORD_POSTINGS_ADVISED_ROWS <= seen:
             return  # built meanwhile, below the size, or past it before these writes
         namespace = self._visible[0]

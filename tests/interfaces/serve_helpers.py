@@ -25,14 +25,27 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(probe.getsockname()[1])
 
 
-def wait_until_serving(process: subprocess.Popen[Any], port: int, seconds: float = 60.0) -> None:
-    """Return once the server on 127.0.0.1:``port`` answers ``/healthz``; fail the test if
-    its process exits first or it takes longer than ``seconds``."""
-    assert answers(f"http://127.0.0.1:{port}", process, seconds), "recalld serve did not answer"
-
-
 BANNER = " HTTP API on "
 """What ``recalld serve`` says once every worker is ready (a worker may answer before)."""
+
+
+def wait_until_serving(
+    process: subprocess.Popen[Any],
+    port: int,
+    seconds: float = 60.0,
+    said: list[str] | None = None,
+) -> None:
+    """Return once the server on 127.0.0.1:``port`` answers ``/healthz`` and, given the
+    lines its stderr ``said`` (:func:`reading_lines`), once it has said that every worker is
+    ready (:data:`BANNER`); fail the test if its process exits first or it takes longer
+    than ``seconds`` to answer (a banner still missing then shows in the test's own
+    assertions on what it said)."""
+    assert answers(f"http://127.0.0.1:{port}", process, seconds), "recalld serve did not answer"
+    deadline = time.monotonic() + seconds
+    while said is not None and not any(BANNER in line for line in said):
+        if time.monotonic() > deadline or process.poll() is not None:
+            return
+        time.sleep(0.05)
 
 
 @contextmanager
@@ -47,14 +60,6 @@ def reading_lines(stream: Any) -> Iterator[list[str]]:
     finally:
         reader.join(timeout=10)
         stream.close()
-
-
-def wait_for_line(lines: list[str], text: str, seconds: float = 60.0) -> None:
-    """Return once a line of ``lines`` holds ``text`` (or ``seconds`` have passed: the test's
-    own assertions then say what is missing)."""
-    deadline = time.monotonic() + seconds
-    while not any(text in line for line in lines) and time.monotonic() < deadline:
-        time.sleep(0.05)
 
 
 @contextmanager

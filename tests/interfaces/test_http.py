@@ -19,11 +19,9 @@ from click.testing import CliRunner
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 from serve_helpers import (
-    BANNER,
     free_port,
     reading_lines,
     uvicorn_thread,
-    wait_for_line,
     wait_until_serving,
 )
 
@@ -420,11 +418,10 @@ def test_recalld_serve_process_says_what_and_where(
                                 str(port)], env=env, stderr=subprocess.PIPE, text=True)  # fmt: skip
     with reading_lines(process.stderr) as lines:
         try:
-            wait_until_serving(process, port)
+            wait_until_serving(process, port, said=lines)  # every worker, not the first
             added = httpx.post(f"http://127.0.0.1:{port}/v1/memories", timeout=10,
                                json={"content": "served without a key on loopback"})  # fmt: skip
             assert added.status_code == 201
-            wait_for_line(lines, BANNER)  # a worker may answer while another still starts
         finally:
             process.terminate()
             process.wait(timeout=30)

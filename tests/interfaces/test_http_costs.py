@@ -14,11 +14,9 @@ import httpx
 import pytest
 from click.testing import CliRunner
 from serve_helpers import (
-    BANNER,
     free_port,
     reading_lines,
     uvicorn_thread,
-    wait_for_line,
     wait_until_serving,
 )
 
@@ -181,8 +179,7 @@ def test_serve_answers_huge_heads_and_keeps_query_strings_out_of_its_log(
                                text=True)  # fmt: skip
     with reading_lines(process.stderr) as lines:
         try:
-            wait_until_serving(process, port)
-            wait_for_line(lines, BANNER)  # every worker started: the server said so
+            wait_until_serving(process, port, said=lines)  # every worker, not the first
             params = "&".join(f"tag=t{i}" for i in range(40_000))
             line = _raw(port, f"GET /v1/memories?{params} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
                         .encode())  # fmt: skip

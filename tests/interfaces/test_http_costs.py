@@ -177,7 +177,9 @@ def test_serve_answers_huge_heads_and_keeps_query_strings_out_of_its_log(
     process = subprocess.Popen([*recalld_command, "serve", "--access-log", "--port", str(port)],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)  # fmt: skip
-    with reading_lines(process.stderr) as lines:
+    # Each pipe read by one reader only: stderr's lines as they come (the banner, then the
+    # warning), stdout's too; communicate() would read stderr beside the thread.
+    with reading_lines(process.stdout) as out_lines, reading_lines(process.stderr) as lines:
         try:
             wait_until_serving(process, port, said=lines)  # every worker, not the first
             params = "&".join(f"tag=t{i}" for i in range(40_000))
@@ -191,8 +193,8 @@ def test_serve_answers_huge_heads_and_keeps_query_strings_out_of_its_log(
             httpx.get(f"http://127.0.0.1:{port}/v1/memories?project=secret-project&tag=pin9321")
         finally:
             process.terminate()
-            out, _ = process.communicate(timeout=30)
-    err = "".join(lines)
+            process.wait(timeout=30)
+    out, err = "".join(out_lines), "".join(lines)
     assert '"GET /v1/memories?... HTTP/1.1" 200' in out, (out, err)
     assert "pin9321" not in out and "secret-project" not in out
     assert "warning: without API keys every user of this machine can reach" in err, err

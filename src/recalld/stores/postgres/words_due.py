@@ -57,7 +57,7 @@ class WordsWhenDue:
     def _words_when_due(self: Handle, written: int) -> None:
         """After a write of ``written`` memories (0: a bulk load's end): build the tenant's
         word postings if it now holds :data:`ix.WORD_POSTINGS_ADVISED_ROWS` memories."""
-        self._unseen_writes += max(written, 0)
+        self._unseen_writes += written
         if (
             self._word_postings
             or self._words_refused

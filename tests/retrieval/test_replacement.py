@@ -155,3 +155,24 @@ def test_an_indexed_folder_keeps_its_earlier_pages_whole(tmp_path: Path) -> None
     factors = [h.trace.adjustments.get("superseded", 1.0) for h in result.hits if h.trace]
     assert factors and set(factors) == {1.0}
     assert NO_TIME in result.details["stood_aside"]["knowledge_updates"]
+
+
+def alike(cosine: float) -> np.ndarray:
+    """A unit vector whose cosine to ``SAME`` is ``cosine`` rounded to float32, exactly."""
+    return np.array([cosine, np.sqrt(1.0 - cosine**2), 0.0], dtype=np.float32)
+
+
+@pytest.mark.parametrize("above", [0.0, 1e-12])
+def test_a_pair_at_the_least_threshold_is_weighed_and_one_below_it_is_not(above: float) -> None:
+    """Pairs less alike than every threshold are skipped before they are weighed (they
+    could never count): the cut is the thresholds' own, the boundary included."""
+    cosine = float(np.float32(0.4))  # what the product of the two vectors gives
+    old = mem("old", "The standup is at 9:30 in room B", 2)
+    new = mem("new", "The standup moved to 10:00 on Thursday", 1)
+    vectors = {"old": SAME, "new": alike(0.4)}
+    config = BASE.with_changes(kupdate_related_similarity=cosine + above)
+    cosines = {"old": 0.5, "new": 0.5}  # as good an answer to the query: related suffices
+    out = knowledge_updates(ranked(old, new), vectors, config, NOW, True, cosines)
+    factors = {s.memory.id: s.factors.get("superseded", 1.0) for s in out}
+    assert factors["old"] == (BASE.updates.kupdate_factor if above == 0.0 else 1.0)
+    assert factors["new"] == 1.0

@@ -456,24 +456,26 @@ def _restated(
         return set(stale), held
     matrix = np.stack([vectors[s.memory.id] for s in window])
     pairs = matrix @ matrix.T  # every pair's cosine in one product
-    for i, a in enumerate(window):
-        for j in range(i + 1, len(window)):
-            b = window[j]
-            if other_projects(a.memory, b.memory):
-                continue  # facts of two projects
-            cosine = calibration.lift(float(pairs[i, j]))
-            order = in_order(a.memory, b.memory)
-            if isinstance(order, tuple):
-                old, new = order
-                why = _replaced(old, new, cosine, cosines, config)
-                if why is True:
-                    stale[old.id] = new
-                elif why:
-                    held[why] = held.get(why, 0) + 1
-            elif _replaced(a.memory, b.memory, cosine, cosines, config) or _replaced(
-                b.memory, a.memory, cosine, cosines, config
-            ):
-                held[order] = held.get(order, 0) + 1
+    # A pair less alike than every threshold of _replaced is neither replaced nor held back
+    # either way round: only the others are looked at, in the same order (i, then j > i).
+    alike = ~(calibration.lift_all(pairs) < subject_floor(config))  # (NaN stays in)
+    for i, j in np.argwhere(np.triu(alike, 1)).tolist():
+        a, b = window[i], window[j]
+        if other_projects(a.memory, b.memory):
+            continue  # facts of two projects
+        cosine = calibration.lift(float(pairs[i, j]))
+        order = in_order(a.memory, b.memory)
+        if isinstance(order, tuple):
+            old, new = order
+            why = _replaced(old, new, cosine, cosines, config)
+            if why is True:
+                stale[old.id] = new
+            elif why:
+                held[why] = held.get(why, 0) + 1
+        elif _replaced(a.memory, b.memory, cosine, cosines, config) or _replaced(
+            b.memory, a.memory, cosine, cosines, config
+        ):
+            held[order] = held.get(order, 0) + 1
     if config.updates.kupdate_exchange_minutes and stale:
         memories = [s.memory for s in window]
         for kept in confirmed_changes(memories, pairs, calibration, stale, config):
@@ -503,6 +505,17 @@ def _replaced(
     ):
         return False
     return True if gives_new_value(new.content) else VERSION_ONLY
+
+
+def subject_floor(config: RetrievalConfig) -> float:
+    """The least calibrated cosine at which :func:`_replaced` can say anything of a pair:
+    below every one of its similarity thresholds it answers False either way round."""
+    updates = config.updates
+    return min(
+        updates.kupdate_similarity,
+        updates.kupdate_change_similarity,
+        updates.kupdate_related_similarity,
+    )
 
 
 def same_subject(

@@ -117,6 +117,13 @@ class Calibration:
         """A cosine between a query and a memory, on the calibrated scale."""
         return _lift(cosine, self.query_chance)
 
+    def lift_all(self, cosines: np.ndarray) -> np.ndarray:
+        """:meth:`lift` of every cosine of an array, in float64: the very numbers
+        :meth:`lift` gives for each (the same operations on the same doubles)."""
+        if self.chance >= 1.0:
+            return np.zeros(cosines.shape)
+        return (cosines.astype(np.float64) - self.chance) / (1.0 - self.chance)
+
 
 UNCALIBRATED = Calibration(0.0, 0.0)
 """Raw cosines (chance taken as 0): for callers that have no embedder at hand."""

@@ -11,8 +11,8 @@ YOUNG_THRESHOLD = 5000
 generation, from :func:`settle` on; Python's default is 700. A search nets a few thousand
 (its candidates' records, their factor dicts, the trace), so at 700 the collector ran about
 twice a search, walking the search's young objects each time and then, every tenth pass,
-the older ones (0.4-1 ms of collector CPU a search at 10k, its caches cooled besides:
-docs/design/search-cpu-gc.md). At 5,000 it runs about once in 40 searches; garbage cycles
+the older ones: 0.63-0.73 ms of collector CPU a search at 10k
+(docs/design/search-cpu-gc.md). At 5,000 it runs about once in 40 searches; garbage cycles
 wait for it no longer than that, and hold no more than their few thousand objects."""
 
 

@@ -7,6 +7,15 @@ import sys
 import textwrap
 
 
+def in_child(code: str) -> None:
+    """Run ``code`` in a child Python, which must print ``ok``: the collector's settings are
+    the whole process's, which pytest's must not get."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
 def test_settle_freezes_what_is_loaded_and_still_collects_later_garbage() -> None:
     # In a child: the freeze is for the whole process, which pytest's must not get.
     code = textwrap.dedent("""
@@ -29,10 +38,7 @@ def test_settle_freezes_what_is_loaded_and_still_collects_later_garbage() -> Non
         assert gc.collect() >= 2
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    in_child(code)
 
 
 def test_settle_keeps_a_larger_threshold_and_a_collector_turned_off() -> None:
@@ -48,7 +54,4 @@ def test_settle_keeps_a_larger_threshold_and_a_collector_turned_off() -> None:
         assert gc.get_threshold() == (0, 10, 10)
         print("ok")
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ok"
+    in_child(code)

@@ -1,5 +1,7 @@
 """A small tenant's search statements run on generic plans (planned once per prepared
-statement), with the same answers; a larger tenant's keep the server's default."""
+statement), with the same answers; so do a larger tenant's statements whose vector channels
+read its live rows alone, where both plans read them alike; the others keep the server's
+default."""
 
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ def test_a_small_tenants_searches_run_on_generic_plans_with_the_same_answers(
 ) -> None:
     model = FakeEmbedder()
     _fill(pg_database, model)
+    monkeypatch.setattr(plans, "same_vector_reads", lambda *args: False)  # the plain rule off
     monkeypatch.setattr(plans, "GENERIC_PLANS_MAX_ROWS", 0)  # the server's default: reference
     expected, modes, (generic, custom) = _searched(pg_database, "small", model)
     assert modes == {"auto"} and custom > 0
@@ -69,6 +72,78 @@ def test_a_small_tenants_searches_run_on_generic_plans_with_the_same_answers(
     assert tops == expected  # ids and scores
     _, modes, (generic, custom) = _searched(pg_database, "large", model)
     assert modes == {"auto"} and custom > 0
+
+
+def test_a_larger_tenants_plain_searches_run_on_generic_plans_with_the_same_answers(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the small tenant's size: statements whose vector channels read the live rows
+    alone run on generic plans where both plans read them alike, prepared at their first
+    use, with the answers of the server's default; a search filtered to a type goes back to
+    the default (the mode sent in its round trip)."""
+    model = FakeEmbedder()
+    _fill(pg_database, model)
+    monkeypatch.setattr(plans, "GENERIC_PLANS_MAX_ROWS", 0)
+    with monkeypatch.context() as m:
+        m.setattr(plans, "same_vector_reads", lambda *args: False)
+        expected, modes, (generic, custom) = _searched(pg_database, "large", model)
+    assert modes == {"auto"} and custom > 0
+    tops, modes, (generic, custom) = _searched(pg_database, "large", model)
+    # Every prepared search statement planned generically (a connection that ran none,
+    # only later stages' reads, keeps the default).
+    assert "force_generic_plan" in modes and generic > 0 and custom == 0
+    assert tops == expected  # ids and scores
+    from recalld.records import MemoryFilter
+    from recalld.stores.asks import NearestAsk
+    from recalld.stores.base import CandidateRequest, Tenancy
+    from recalld.stores.postgres import PostgresStore
+
+    store = PostgresStore(pg_database, Tenancy("large"))
+    store._pool.wait()  # its first connection made: the searches below run on it
+    asks = {"semantic": NearestAsk(5, model.embed_query("topic 3"))}
+    typed = CandidateRequest(MemoryFilter(types=("fact",)), asks)
+
+    def mode() -> str:
+        assert store._pool.get_stats()["pool_size"] == 1
+        with store._read() as conn:
+            found = conn.execute("SHOW plan_cache_mode").fetchone()
+        assert found is not None
+        return str(found[0])
+
+    try:
+        assert store.search_rows([CandidateRequest(asks=asks)]).channels[0]["semantic"]
+        assert mode() == "force_generic_plan"
+        store.search_rows([typed])
+        assert mode() == "auto"
+    finally:
+        store.close()
+
+
+def test_both_plans_read_the_vector_channel_alike_or_not(pg_database: str) -> None:
+    """The table's HNSW index is read by both plans; a tenant's own (partial) index is read
+    by its own plan, and by the generic one only where the statement names the tenant in
+    its text."""
+    import psycopg
+
+    from recalld.stores.base import Tenancy
+    from recalld.stores.postgres import PostgresStore
+
+    _fill(pg_database, FakeEmbedder())
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        assert plans.same_vector_reads(conn, "large", literal=False)
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_sort = off")  # the index wins wherever it may be used
+        assert plans.same_vector_reads(conn, "large", literal=False)
+    store = PostgresStore(pg_database, Tenancy("large"))
+    try:
+        store.build_index("vectors")
+    finally:
+        store.close()
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        conn.execute("SET enable_seqscan = off")
+        conn.execute("SET enable_sort = off")
+        assert plans.same_vector_reads(conn, "large", literal=True)
+        assert not plans.same_vector_reads(conn, "large", literal=False)
 
 
 def test_no_generic_plans_where_the_generic_plan_would_walk_the_vector_index(
@@ -128,6 +203,7 @@ def test_word_statements_of_a_tenant_with_postings_run_prepared_on_generic_plans
     model = FakeEmbedder()
     _fill(pg_database, model)
     monkeypatch.setattr(plans, "GENERIC_PLANS_MAX_ROWS", 0)
+    monkeypatch.setattr(plans, "same_vector_reads", lambda *args: False)  # vectors: default
     builder = PostgresStore(pg_database, Tenancy("large"))
     builder.build_index("words")
     store = PostgresStore(pg_database, Tenancy("large"))
@@ -172,3 +248,27 @@ def test_word_statements_of_a_tenant_with_postings_run_prepared_on_generic_plans
     finally:
         store.close()
         builder.close()
+
+
+def test_a_statement_is_plain_when_its_vector_channels_read_the_live_rows_alone() -> None:
+    """What the plain rule takes: a statement reading a vector channel whose requests ask
+    the live rows alone (forgotten ones in or out); not a time window, a narrower filter, or
+    a statement of word channels alone (:data:`plans.GENERIC_WORDS` decides those)."""
+    from datetime import UTC, datetime
+
+    from recalld.records import MemoryFilter, TimeRange
+    from recalld.stores.asks import NearestAsk, WordsAsk
+    from recalld.stores.base import CandidateRequest
+    from recalld.stores.postgres.results import plain_vectors
+
+    vector = FakeEmbedder().embed_query("topic 3")
+    near, words = NearestAsk(5, vector), WordsAsk(5, ("topic",))
+    window = TimeRange(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 2, 1, tzinfo=UTC))
+    plain = CandidateRequest(asks={"semantic": near, "bm25": words})
+    assert plain_vectors([plain])
+    assert plain_vectors([CandidateRequest(MemoryFilter(include_forgotten=True), plain.asks)])
+    assert plain_vectors([plain, CandidateRequest(MemoryFilter(tags=("x",)), {"bm25": words})])
+    assert not plain_vectors([CandidateRequest(asks={"bm25": words})])
+    assert not plain_vectors([CandidateRequest(MemoryFilter(tags=("x",)), plain.asks)])
+    assert not plain_vectors([plain, CandidateRequest(asks={"w": NearestAsk(5, vector, window)})])
+    assert not plain_vectors([CandidateRequest(MemoryFilter(time_range=window), plain.asks)])

@@ -1,4 +1,4 @@
-"""Generic plans for a small tenant's search statements.
+"""Generic plans for the search statements whose answers no plan changes.
 
 A search statement's text repeats (29 texts over 100 searches of the tenant of 901 in the
 1M-memory, 1,000-tenant database), so psycopg prepares the common ones; PostgreSQL's default
@@ -13,6 +13,14 @@ from this tenant): asked with ``EXPLAIN (GENERIC_PLAN)``, again every
 :data:`CHECK_TTL_S`. Measured (docs/design/scale-history.md, "the small tenant's round
 trips and plans"): the tenant of 901, 12.5-13.8 -> 10.2-12.8 ms of server CPU a search, the
 same top 10s (ids and scores).
+
+A larger tenant's statements that read the vector channel over its live rows alone (no
+filter narrower than them, no time window: :func:`~.results.plain_vectors`) run on generic
+plans too where the two plans read the vector channel alike (:func:`same_vector_reads`):
+the same HNSW index, or none. Such a statement's answer is then the one its own plan gives,
+and its text repeats (one per number of phrases), so it is planned once a connection, not
+at every search. A statement with a narrower filter keeps the server's default: its own
+plan may read the few rows a window admits where a generic one would walk the index.
 """
 
 from __future__ import annotations
@@ -47,11 +55,52 @@ approximate index answers it), so a handle with word postings runs its word stat
 generic plans, each prepared at its first use. The 100k tenant's 100 word statements
 (1M database, each prepared, custom against generic plans alternated): mean 20.0 -> 16.6
 and 17.5 -> 14.8 ms, the same rows for 100 of 100 (docs/design/postgres-statements.md)."""
+PLAIN_FETCH = 216
+"""The nearest rows a default search's vector channel fetches (its 200 and
+:data:`~.queries.TIE_MARGIN`): the limit :func:`same_vector_reads` plans the channel for."""
 HNSW_INDEXES = (
     "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
     " JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid = c.relam"
     " WHERE t.relname = 'memories' AND a.amname = 'hnsw'"
 )
+
+
+def same_vector_reads(conn: psycopg.Connection[Any], namespace: str, literal: bool) -> bool:
+    """Whether the vector channel of ``namespace`` (its live rows, nearest first) is read
+    alike by the plan the server makes for its own values and by the generic plan: through
+    the same HNSW index, or through none. ``literal``: the handle names the namespace in its
+    statements' text (a tenant with its own index), not as a parameter. False where the
+    server cannot say (a store without vectors' dimension, before PostgreSQL 16, any
+    error)."""
+    named = "'" + namespace.replace("'", "''") + "'"
+    shape = (
+        "SELECT m.id FROM memories m WHERE m.namespace = {} AND m.forgotten_at IS NULL"
+        " AND m.embedding IS NOT NULL ORDER BY m.embedding <=> {} LIMIT {}"
+    )
+    try:
+        with conn.transaction():
+            hnsw = {r[0] for r in conn.execute(HNSW_INDEXES).fetchall()}
+            found = conn.execute(
+                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass"
+                " AND attname = 'embedding'"
+            ).fetchone()
+            if found is None or int(found[0]) <= 0:
+                return False
+            unit = "'[" + ",".join(["1"] + ["0"] * (int(found[0]) - 1)) + "]'::vector"
+            own = shape.format(named, unit, PLAIN_FETCH)
+            generic = shape.format(named if literal else "$1", "$2::vector", "$3")
+            plans = [
+                "\n".join(r[0] for r in conn.execute(sql).fetchall())
+                for sql in (f"EXPLAIN {own}", f"EXPLAIN (GENERIC_PLAN) {generic}")
+            ]
+    except psycopg.Error:
+        return False
+    own_reads, generic_reads = ({n for n in hnsw if _reads(plan, n)} for plan in plans)
+    return own_reads == generic_reads
+
+
+def _reads(plan: str, index: str) -> bool:
+    return f" {index} " in f" {plan} " or f" {index}\n" in plan
 
 
 def generic_scans_exactly(conn: psycopg.Connection[Any]) -> bool:
@@ -63,7 +112,7 @@ def generic_scans_exactly(conn: psycopg.Connection[Any]) -> bool:
             plan = "\n".join(r[0] for r in conn.execute(GENERIC_PROBE).fetchall())
     except psycopg.Error:
         return False
-    return not any(f" {name} " in f" {plan} " or f" {name}\n" in plan for name in hnsw)
+    return not any(_reads(plan, name) for name in hnsw)
 
 
 class PlanChoice:
@@ -72,6 +121,8 @@ class PlanChoice:
 
     def __init__(self) -> None:
         self._generic = False
+        self._plain = False
+        """Statements whose vector channels read the live rows alone run generic too."""
         self._at = -math.inf
         self._told: weakref.WeakKeyDictionary[psycopg.Connection[Any], bool | None] = (
             weakref.WeakKeyDictionary()
@@ -96,16 +147,29 @@ class PlanChoice:
         if time.monotonic() - self._at >= CHECK_TTL_S:
             small = len(visible) == 1 and rows <= GENERIC_PLANS_MAX_ROWS and not own_index
             self._generic = small and generic_scans_exactly(conn)
+            self._plain = (
+                not self._generic
+                and len(visible) == 1
+                and same_vector_reads(conn, visible[0], own_index)
+            )
             self._at = time.monotonic()
 
+    def generic(self, exact: bool, plain: bool) -> bool:
+        """Whether a statement runs on generic plans: every statement of a small tenant's
+        handle, one that is ``exact`` (:data:`GENERIC_WORDS`), one whose vector channels
+        read the live rows alone (``plain``) where both plans read them alike."""
+        return self._generic or exact or (plain and self._plain)
+
     @contextmanager
-    def mode(self, conn: psycopg.Connection[Any], exact: bool) -> Iterator[None]:
-        """A statement sent in the block runs on the handle's plans, or on generic ones
-        when it is ``exact`` (:data:`GENERIC_WORDS`; every statement that reads a vector
-        channel runs in this, so that none runs on a mode left by another); a change of
-        mode goes in the statement's round trip (a pipeline), whose failure closes the
-        connection (its mode and prepared statements unknown: the pool replaces it)."""
-        generic = self._generic or exact
+    def mode(
+        self, conn: psycopg.Connection[Any], exact: bool, plain: bool = False
+    ) -> Iterator[None]:
+        """A statement sent in the block runs on the plans :meth:`generic` says (every
+        statement that reads a vector channel runs in this, so that none runs on a mode
+        left by another); a change of mode goes in the statement's round trip (a
+        pipeline), whose failure closes the connection (its mode and prepared statements
+        unknown: the pool replaces it)."""
+        generic = self.generic(exact, plain)
         if self._told.get(conn) == generic:
             yield
             return

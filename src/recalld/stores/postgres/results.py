@@ -71,6 +71,15 @@ def asked(request: CandidateRequest, answered: Collection[str] = q.READERS) -> l
     return [name for name in request.asks if name in answered]
 
 
+def plain_vectors(requests: Sequence[CandidateRequest]) -> bool:
+    """Whether ``requests`` read a vector channel, and each reads the live rows alone: no
+    filter narrower than them (:func:`live_rows_only`), no time window (:mod:`.plans`)."""
+    nearest = [
+        (r.filters, a) for r in requests for a in r.asks.values() if isinstance(a, NearestAsk)
+    ]
+    return bool(nearest) and all(live_rows_only(f) and a.window is None for f, a in nearest)
+
+
 def words_only(requests: Sequence[CandidateRequest]) -> bool:
     """Whether ``requests`` ask no vector channel (none answered by an approximate index)."""
     return not any(isinstance(ask, NearestAsk) for r in requests for ask in r.asks.values())

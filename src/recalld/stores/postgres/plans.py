@@ -34,6 +34,8 @@ from typing import Any
 
 import psycopg
 
+from recalld.stores.postgres.writes import vector_column
+
 GENERIC_PLANS_MAX_ROWS = 2_000
 """Memories (forgotten ones too) a handle's one namespace holds at most for its searches to
 run on generic plans: measured at 901 (the 1M database's small tenant, whose custom plans
@@ -79,28 +81,19 @@ def same_vector_reads(conn: psycopg.Connection[Any], namespace: str, literal: bo
     )
     try:
         with conn.transaction():
-            hnsw = {r[0] for r in conn.execute(HNSW_INDEXES).fetchall()}
-            found = conn.execute(
-                "SELECT atttypmod FROM pg_attribute WHERE attrelid = 'memories'::regclass"
-                " AND attname = 'embedding'"
-            ).fetchone()
-            if found is None or int(found[0]) <= 0:
+            dimension = vector_column(conn)[0]
+            if dimension is None:
                 return False
-            unit = "'[" + ",".join(["1"] + ["0"] * (int(found[0]) - 1)) + "]'::vector"
-            own = shape.format(named, unit, PLAIN_FETCH)
-            generic = shape.format(named if literal else "$1", "$2::vector", "$3")
-            plans = [
-                "\n".join(r[0] for r in conn.execute(sql).fetchall())
-                for sql in (f"EXPLAIN {own}", f"EXPLAIN (GENERIC_PLAN) {generic}")
-            ]
+            unit = "'[" + ",".join(["1"] + ["0"] * (dimension - 1)) + "]'::vector"
+            own, generic = _hnsw_reads(
+                conn,
+                "EXPLAIN " + shape.format(named, unit, PLAIN_FETCH),
+                "EXPLAIN (GENERIC_PLAN) "
+                + shape.format(named if literal else "$1", "$2::vector", "$3"),
+            )
     except psycopg.Error:
         return False
-    own_reads, generic_reads = ({n for n in hnsw if _reads(plan, n)} for plan in plans)
-    return own_reads == generic_reads
-
-
-def _reads(plan: str, index: str) -> bool:
-    return f" {index} " in f" {plan} " or f" {index}\n" in plan
+    return own == generic
 
 
 def generic_scans_exactly(conn: psycopg.Connection[Any]) -> bool:
@@ -108,11 +101,20 @@ def generic_scans_exactly(conn: psycopg.Connection[Any]) -> bool:
     where the server cannot say: before PostgreSQL 16, or on any error)."""
     try:
         with conn.transaction():
-            hnsw = {r[0] for r in conn.execute(HNSW_INDEXES).fetchall()}
-            plan = "\n".join(r[0] for r in conn.execute(GENERIC_PROBE).fetchall())
+            (reads,) = _hnsw_reads(conn, GENERIC_PROBE)
     except psycopg.Error:
         return False
-    return not any(_reads(plan, name) for name in hnsw)
+    return not reads
+
+
+def _hnsw_reads(conn: psycopg.Connection[Any], *explained: str) -> list[set[str]]:
+    """The HNSW indexes the plan of each ``EXPLAIN`` statement of ``explained`` reads."""
+    hnsw = {r[0] for r in conn.execute(HNSW_INDEXES).fetchall()}
+    found = []
+    for sql in explained:
+        plan = "\n".join(r[0] for r in conn.execute(sql).fetchall())
+        found.append({n for n in hnsw if f" {n} " in f" {plan} " or f" {n}\n" in plan})
+    return found
 
 
 class PlanChoice:
@@ -161,15 +163,12 @@ class PlanChoice:
         return self._generic or exact or (plain and self._plain)
 
     @contextmanager
-    def mode(
-        self, conn: psycopg.Connection[Any], exact: bool, plain: bool = False
-    ) -> Iterator[None]:
-        """A statement sent in the block runs on the plans :meth:`generic` says (every
-        statement that reads a vector channel runs in this, so that none runs on a mode
-        left by another); a change of mode goes in the statement's round trip (a
-        pipeline), whose failure closes the connection (its mode and prepared statements
-        unknown: the pool replaces it)."""
-        generic = self.generic(exact, plain)
+    def mode(self, conn: psycopg.Connection[Any], generic: bool) -> Iterator[None]:
+        """A statement sent in the block runs on generic plans or on the server's default,
+        as :meth:`generic` said for it (every statement that reads a vector channel runs in
+        this, so that none runs on a mode left by another); a change of mode goes in the
+        statement's round trip (a pipeline), whose failure closes the connection (its mode
+        and prepared statements unknown: the pool replaces it)."""
         if self._told.get(conn) == generic:
             yield
             return

@@ -142,8 +142,8 @@ class Searching:
 
         def run() -> list[Any]:
             sql, values = self._candidates_sql(request)
-            plain = res.plain_vectors([request])
-            with self._conn() as conn, self._plans.mode(conn, False, plain):
+            generic = self._plans.generic(False, res.plain_vectors([request]))
+            with self._conn() as conn, self._plans.mode(conn, generic):
                 if request.query_vector is not None:
                     have = self._dimension(conn)
                     if have is not None and have != request.query_vector.shape[-1]:
@@ -209,18 +209,18 @@ class Searching:
             plain = res.plain_vectors(requests)
             with self._read() as conn:
                 self._plans.apply(conn, self._visible, self._visible_count[0], self._own_index)
-                # On a generic plan a statement is planned once per prepared statement: so
-                # prepared at its first use.
-                prepared = self._plans.generic(exact, plain)
+                generic = self._plans.generic(exact, plain)
                 narrowed = False
                 try:
                     with (
-                        self._plans.mode(conn, exact, plain),
+                        self._plans.mode(conn, generic),
                         ix.near_memory(conn, requests, self._ef) as narrowed,
                     ):
                         # Binary: vectors as 1.5 KB of floats, not 4-6 KB of text to
                         # parse (a third of a 100k search's time); the same bits.
-                        cursor = execute_named(conn, sql, values, binary=True, prepare=prepared)
+                        # A generic plan is made once per prepared statement: so prepared
+                        # at its first use.
+                        cursor = execute_named(conn, sql, values, binary=True, prepare=generic)
                     return [bool(b[0]) for b in blocks], cursor.fetchall()
                 except psycopg.Error as exc:
                     if narrowed:  # the pipeline's connection: the pool replaces it

@@ -1,5 +1,5 @@
 """Stage 3 of a search: the candidates every channel proposes, read from the store in one
-call (several at the same time where the store says that pays), with the rows, vectors and
+call (two at the same time where the store says that pays), with the rows, vectors and
 session neighbours the later stages read."""
 
 from __future__ import annotations
@@ -123,8 +123,8 @@ def complete_vectors(store: Store, rows: SearchRows, query: Vector, limit: int) 
 
 
 WORD_THREADS = 4
-"""Threads that read word channels while searches embed their queries (one or two per
-search in flight: its words, its time words; more at once wait for one)."""
+"""Threads that read word channels while searches embed their queries (one per search in
+flight; more searches at once wait for one)."""
 _word_threads = LazyPool(WORD_THREADS, "recalld-words")
 
 
@@ -138,23 +138,16 @@ def read_candidates(
     channels need (None: no channel needs one), ``flags`` are :meth:`Store.search_rows`'s.
 
     Where the store says it pays (:meth:`Store.parallel_reads`), the word channels are read
-    on other threads while this one embeds the query (on one thread) and searches the
+    on a second thread while this one embeds the query (on one thread) and searches the
     vectors: the same candidates, sooner (BM25 over a large store and the query's embedding
-    each take milliseconds, and both leave the interpreter free while they run). The first
-    request's word channels take one thread, the further requests (the query's time words)
-    another: a time word is in many rows, and read after the question's own words it
-    made the search wait for it."""
+    each take milliseconds, and both leave the interpreter free while they run)."""
     if embed is None:
         return store.search_rows(requests, **flags)
     vector_part, words_part = split_channels(requests[0])
-    further = list(requests[1:])
-    if (words_part is None and not further) or not store.parallel_reads():
+    if (words_part is None and len(requests) == 1) or not store.parallel_reads():
         first = requests[0].with_vector(embed())
-        return store.search_rows([first, *further], **flags)
-
-    # An approximate vector channel is completed with the other channels' candidates:
-    # the backend that can reads their vectors with them.
-    completing = not store.exact_vectors()
+        return store.search_rows([first, *requests[1:]], **flags)
+    words_requests = [words_part, *requests[1:]] if words_part else list(requests[1:])
 
     def by_vector_here() -> SearchRows:
         with sharing_cores():
@@ -162,8 +155,8 @@ def read_candidates(
         return store.search_rows([vector_part.with_vector(vector)], **flags)
 
     def by_words_beside() -> SearchRows:
-        assert words_part is not None
-        found = store.search_rows([words_part], **flags, candidate_vectors=completing)
+        completing = words_part is not None and not store.exact_vectors()
+        found = store.search_rows(words_requests, **flags, candidate_vectors=completing)
         if not completing:
             return found
         # Vector completion will want their vectors: read them here, while the other
@@ -178,22 +171,15 @@ def read_candidates(
         )
         return replace(found, vectors={**found.vectors, **store.vectors_for(ids)})
 
-    def further_beside() -> SearchRows:
-        return store.search_rows(further, **flags, candidate_vectors=completing)
-
-    beside = [by_words_beside] if words_part is not None else []
-    beside += [further_beside] if further else []
-    by_vector, parts = _word_threads.run_beside(by_vector_here, beside)
-    first_found = dict(by_vector.channels[0])
-    if words_part is not None:
-        first_found.update(parts[0].channels[0])
-    read = [by_vector, *parts]
+    by_vector, (by_words,) = _word_threads.run_beside(by_vector_here, [by_words_beside])
+    word_channels = list(by_words.channels)
+    first_found = {**by_vector.channels[0], **(word_channels.pop(0) if words_part else {})}
     return SearchRows(
-        (first_found, *(parts[-1].channels if further else ())),
-        {k: v for rows in reversed(read) for k, v in rows.memories.items()},
-        {k: v for rows in reversed(read) for k, v in rows.vectors.items()},
-        {k: v for rows in reversed(read) for k, v in rows.neighbors.items()},
-        frozenset().union(*(rows.neighbors_of for rows in read)),
+        (first_found, *word_channels),
+        {**by_words.memories, **by_vector.memories},
+        {**by_words.vectors, **by_vector.vectors},
+        {**by_words.neighbors, **by_vector.neighbors},
+        by_words.neighbors_of | by_vector.neighbors_of,
     )
 
 

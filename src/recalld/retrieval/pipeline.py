@@ -82,8 +82,7 @@ def search(
        on a strong BM25 signal);
     3. retrieve candidates per channel, all channels in one store call that also returns
        their rows, vectors and session neighbours (and one call per expansion); on a large
-       store the word channels (and the query's time words) are read on other threads
-       meanwhile;
+       SQLite store the word channels are read on a second thread meanwhile;
     4. fuse the channel lists (weighted RRF with top-rank bonus, or linear merge);
     5. rerank the top ``rerank_depth`` (only with a reranker configured), blended with the
        fused position;

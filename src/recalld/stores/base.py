@@ -339,8 +339,8 @@ class Store(Protocol):
         vector channel answered by another call is completed from them)."""
 
     def parallel_reads(self) -> bool:
-        """Whether a search should read its word channels on other threads while it
-        embeds the query and searches the vectors: calls from several threads run at the same
+        """Whether a search should read its word channels on a second thread while it
+        embeds the query and searches the vectors: calls from two threads run at the same
         time, cost no round trip (a backend in this process), and the word index is large
         enough for BM25 to take milliseconds."""
 

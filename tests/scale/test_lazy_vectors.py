@@ -310,6 +310,56 @@ def test_a_window_holding_a_large_share_of_the_rows_is_checked_on_the_index_cand
     exact.close()
 
 
+def test_a_wider_search_of_a_window_reads_only_the_candidates_it_adds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window holding too small a share of the rows for the index's first candidates
+    asks for more; the wider search reads from the table only the candidates the first did
+    not (a year of a 100k store, just under half its rows, asked twice), and answers as
+    exact search does."""
+    from datetime import timedelta
+
+    from recalld.records import TimeRange
+    from recalld.stores.sqlite import lazy_vectors
+
+    path = tmp_path / "dated.db"
+    store = SQLiteStore(path)
+    vectors = clustered(1200, seed=36)
+    store.insert([replace(memory(i), event_time=NOW - timedelta(hours=i)) for i in range(1200)],
+                 vectors)  # fmt: skip
+    store.close()
+    first = opened(path, lazy=False)  # builds and saves the index, as a first process would
+    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, vectors[0])}))
+    first.close()
+    store = SQLiteStore(path)
+    store.vector_reads.mirror = VectorMirror(
+        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=1000, build_threads=1
+    )
+    exact = opened(path, lazy=False)
+    exact.search_exactly()
+    query = clustered(1, seed=37)[0]
+    store.candidates(CandidateRequest(asks={"semantic": NearestAsk(10, query)}))  # index opened
+    read: list[list[int]] = []
+    reading = lazy_vectors._read
+
+    def spying(db: sqlite3.Connection, sql: str, params: list[object], pks: Any) -> list[Any]:
+        if "NOT INDEXED" in sql:  # the filter checked on the index's candidates
+            read.append([int(p) for p in pks])
+        return reading(db, sql, params, pks)
+
+    monkeypatch.setattr(lazy_vectors, "_read", spying)
+    third = TimeRange(NOW - timedelta(hours=359, minutes=30), NOW + timedelta(minutes=1))
+    request = CandidateRequest(asks={"window_semantic": NearestAsk(10, query, window=third)})
+    got = store.candidates(request)["window_semantic"]
+    assert len(read) == 2 and read[0] and read[1]  # a first search, then a wider one
+    assert not set(read[0]) & set(read[1])
+    want = exact.candidates(request)["window_semantic"]
+    assert [c.memory_id for c in got] == [c.memory_id for c in want]
+    assert [c.score for c in got] == pytest.approx([c.score for c in want], abs=1e-6)
+    store.close()
+    exact.close()
+
+
 def test_a_large_filtered_subset_reads_back_only_its_nearest_by_the_index_copies(
     saved: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -381,8 +381,11 @@ class LazyAnn:
         sql = (_ROWS_PASSING if copies is None else _IDS_PASSING).format(where=where)
         want = limit * RESCORE_FACTOR
         fetch = min(want * 2, self.size)
+        verdicts: dict[int, Any] = {}
+        """Each candidate read: its row when it passed the filter, else None (the wider
+        search's candidates are mostly the narrower one's: only the others are read)."""
         for _ in range(2):
-            rows = _read(db, sql, params, self.ann.candidates(query, fetch))
+            rows = _read_once(db, sql, params, self.ann.candidates(query, fetch), verdicts)
             if len(rows) >= want or fetch >= self.size:
                 if copies is None:
                     return self._top(rows, query, limit)
@@ -572,6 +575,24 @@ def _read(db: sqlite3.Connection, sql: str, params: list[object], pks: Pks) -> l
     for start in range(0, len(values), READ_CHUNK):
         chunk = values[start : start + READ_CHUNK]
         out += db.execute(sql.format(", ".join("?" * len(chunk))), [*params, *chunk]).fetchall()
+    return out
+
+
+def _read_once(
+    db: sqlite3.Connection, sql: str, params: list[object], pks: Pks, verdicts: dict[int, Any]
+) -> list[Any]:
+    """:func:`_read`'s rows of ``pks``, in its order, reading only the pks ``verdicts`` does
+    not hold yet (then noted there: the row, or None for a pk the filter turned away)."""
+    keys = [int(p) for p in pks]
+    fresh = [k for k in keys if k not in verdicts]
+    verdicts.update(dict.fromkeys(fresh))
+    verdicts.update((int(row[0]), row) for row in _read(db, sql, params, np.array(fresh)))
+    # _read's order: chunk by chunk in the pks' order, each chunk's rows by pk (SQLite
+    # answers ``pk IN (...)`` in the order of the pk).
+    out: list[Any] = []
+    for start in range(0, len(keys), READ_CHUNK):
+        chunk = sorted(keys[start : start + READ_CHUNK])
+        out += [verdicts[k] for k in chunk if verdicts[k] is not None]
     return out
 
 

@@ -51,6 +51,30 @@ def saved(tmp_path: Path) -> Path:
     return save_index(tmp_path / "m.db")
 
 
+def dated_stores(tmp_path: Path) -> tuple[SQLiteStore, SQLiteStore]:
+    """1,200 memories an hour apart (memory i dated i hours before NOW) with their saved
+    index: a handle on the index that lists windows of up to 1,000 rows, and one searching
+    exactly."""
+    from datetime import timedelta
+
+    path = tmp_path / "dated.db"
+    store = SQLiteStore(path)
+    vectors = clustered(1200, seed=36)
+    store.insert([replace(memory(i), event_time=NOW - timedelta(hours=i)) for i in range(1200)],
+                 vectors)  # fmt: skip
+    store.close()
+    first = opened(path, lazy=False)  # builds and saves the index, as a first process would
+    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, vectors[0])}))
+    first.close()
+    store = SQLiteStore(path)
+    store.vector_reads.mirror = VectorMirror(
+        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=1000, build_threads=1
+    )
+    exact = opened(path, lazy=False)
+    exact.search_exactly()
+    return store, exact
+
+
 def semantic(store: SQLiteStore, query: np.ndarray, **filters: object) -> list[tuple[str, float]]:
     request = CandidateRequest(
         filters=MemoryFilter(**filters), asks={"semantic": NearestAsk(10, query)}
@@ -264,21 +288,7 @@ def test_a_window_holding_a_large_share_of_the_rows_is_checked_on_the_index_cand
 
     from recalld.records import TimeRange
 
-    path = tmp_path / "dated.db"
-    store = SQLiteStore(path)
-    vectors = clustered(1200, seed=36)
-    store.insert([replace(memory(i), event_time=NOW - timedelta(hours=i)) for i in range(1200)],
-                 vectors)  # fmt: skip
-    store.close()
-    first = opened(path, lazy=False)  # builds and saves the index, as a first process would
-    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, vectors[0])}))
-    first.close()
-    store = SQLiteStore(path)
-    store.vector_reads.mirror = VectorMirror(
-        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=1000, build_threads=1
-    )
-    exact = opened(path, lazy=False)
-    exact.search_exactly()
+    store, exact = dated_stores(tmp_path)
     listed: list[str] = []
     nearest = VectorReads.nearest
 
@@ -322,21 +332,7 @@ def test_a_wider_search_of_a_window_reads_only_the_candidates_it_adds(
     from recalld.records import TimeRange
     from recalld.stores.sqlite import lazy_vectors
 
-    path = tmp_path / "dated.db"
-    store = SQLiteStore(path)
-    vectors = clustered(1200, seed=36)
-    store.insert([replace(memory(i), event_time=NOW - timedelta(hours=i)) for i in range(1200)],
-                 vectors)  # fmt: skip
-    store.close()
-    first = opened(path, lazy=False)  # builds and saves the index, as a first process would
-    first.candidates(CandidateRequest(asks={"semantic": NearestAsk(5, vectors[0])}))
-    first.close()
-    store = SQLiteStore(path)
-    store.vector_reads.mirror = VectorMirror(
-        Path(f"{path}.ann"), ann_min_rows=100, subset_exact_rows=1000, build_threads=1
-    )
-    exact = opened(path, lazy=False)
-    exact.search_exactly()
+    store, exact = dated_stores(tmp_path)
     query = clustered(1, seed=37)[0]
     store.candidates(CandidateRequest(asks={"semantic": NearestAsk(10, query)}))  # index opened
     read: list[list[int]] = []

@@ -34,6 +34,7 @@ from typing import Any
 
 import psycopg
 
+from recalld.stores.postgres import word_sql
 from recalld.stores.postgres.writes import vector_column
 
 GENERIC_PLANS_MAX_ROWS = 2_000
@@ -44,13 +45,16 @@ plan could choose otherwise than the tenant's own plan."""
 CHECK_TTL_S = 60.0
 """How long a handle trusts its answer (the statistics, hence the generic plan, change as
 tenants grow)."""
-GENERIC_PROBE = (
-    "EXPLAIN (GENERIC_PLAN) SELECT m.id FROM memories m WHERE m.namespace = $1"
+CHANNEL_SHAPE = (
+    "SELECT m.id FROM memories m WHERE m.namespace = {namespace}"
     " AND m.forgotten_at IS NULL AND m.embedding IS NOT NULL"
-    " ORDER BY m.embedding <=> $2::vector LIMIT 200"
+    " ORDER BY m.embedding <=> {vector} LIMIT {limit}"
 )
-"""The vector channel's shape (one namespace, the live rows, nearest first) as a generic
-plan."""
+"""The vector channel's shape: one namespace, the live rows, nearest first."""
+GENERIC_PROBE = "EXPLAIN (GENERIC_PLAN) " + CHANNEL_SHAPE.format(
+    namespace="$1", vector="$2::vector", limit=200
+)
+"""The vector channel's shape as a generic plan."""
 GENERIC_WORDS = "word channels only"
 """A search statement that asks no vector channel answers the same on any plan (no
 approximate index answers it), so a handle with word postings runs its word statements on
@@ -74,11 +78,7 @@ def same_vector_reads(conn: psycopg.Connection[Any], namespace: str, literal: bo
     statements' text (a tenant with its own index), not as a parameter. False where the
     server cannot say (a vector column of no declared dimension, before PostgreSQL 16, any
     error)."""
-    named = "'" + namespace.replace("'", "''") + "'"
-    shape = (
-        "SELECT m.id FROM memories m WHERE m.namespace = {} AND m.forgotten_at IS NULL"
-        " AND m.embedding IS NOT NULL ORDER BY m.embedding <=> {} LIMIT {}"
-    )
+    named = word_sql.literal(namespace)
     try:
         with conn.transaction():
             dimension = vector_column(conn)[0]
@@ -87,9 +87,11 @@ def same_vector_reads(conn: psycopg.Connection[Any], namespace: str, literal: bo
             unit = "'[" + ",".join(["1"] + ["0"] * (dimension - 1)) + "]'::vector"
             own, generic = _hnsw_reads(
                 conn,
-                "EXPLAIN " + shape.format(named, unit, PLAIN_FETCH),
+                "EXPLAIN " + CHANNEL_SHAPE.format(namespace=named, vector=unit, limit=PLAIN_FETCH),
                 "EXPLAIN (GENERIC_PLAN) "
-                + shape.format(named if literal else "$1", "$2::vector", "$3"),
+                + CHANNEL_SHAPE.format(
+                    namespace=named if literal else "$1", vector="$2::vector", limit="$3"
+                ),
             )
     except psycopg.Error:
         return False

@@ -160,7 +160,7 @@ def test_m013_from_the_previous_version_keeps_roots_and_files(tmp_path: Path) ->
             step(db)
             db.execute("INSERT INTO migrations VALUES (?, ?, ?)", (number, name, time.time()))
         db.execute("INSERT INTO source_roots VALUES ('alice', '/w', '[\"*.md\"]', 0, NULL)")
-        assert migrate(db) == ["m013_collections"]
+        assert migrate(db)[0] == "m013_collections"
         rows = db.execute("SELECT namespace, path, name FROM source_roots").fetchall()
         assert rows == [("alice", "/w", None)]
         db.execute("UPDATE source_roots SET name = 'w'")

@@ -10,6 +10,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 
+from recalld.stores.sqlite import word_counts
 from recalld.text import states_event
 
 APP_ID = "recalld"
@@ -443,6 +444,32 @@ def m013_collections(db: sqlite3.Connection) -> None:
     )
 
 
+def m014_word_counts(db: sqlite3.Connection) -> None:
+    """Each row's token counts (:mod:`.word_counts`), which the store's writes fill; the
+    triggers drop a row's counts when its content changes or it goes, whoever writes. A
+    store that has rows marks them missing: the word index fills them once it serves the
+    store (:func:`.word_counts.fill_missing`)."""
+    run_script(
+        db,
+        """
+        CREATE TABLE IF NOT EXISTS word_counts (
+            pk INTEGER PRIMARY KEY,
+            counts TEXT NOT NULL
+        );
+        CREATE TRIGGER IF NOT EXISTS word_counts_au AFTER UPDATE OF content ON memories
+        BEGIN
+            DELETE FROM word_counts WHERE pk = old.pk;
+        END;
+        CREATE TRIGGER IF NOT EXISTS word_counts_ad AFTER DELETE ON memories
+        BEGIN
+            DELETE FROM word_counts WHERE pk = old.pk;
+        END;
+        """,
+    )
+    if db.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
+        db.execute("INSERT OR IGNORE INTO meta VALUES (?, '0')", (word_counts.MISSING_FLAG,))
+
+
 Migration = tuple[int, str, Callable[[sqlite3.Connection], None]]
 MIGRATIONS: list[Migration] = [
     (1, "m001_initial", m001_initial),
@@ -458,6 +485,7 @@ MIGRATIONS: list[Migration] = [
     (11, "m011_live_time_index", m011_live_time_index),
     (12, "m012_word_change_stamps", m012_word_change_stamps),
     (13, "m013_collections", m013_collections),
+    (14, "m014_word_counts", m014_word_counts),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -159,6 +159,15 @@ def pks_where_sql(where: str, count: int, columns: str = "m.pk, m.id, m.content"
     )
 
 
+def counted_pks_where_sql(where: str, count: int, columns: str) -> str:
+    """:func:`pks_where_sql` with each row's token counts beside it (``w.counts``, NULL
+    where the row has none: :mod:`.word_counts`)."""
+    return (
+        f"SELECT {columns} FROM memories m NOT INDEXED LEFT JOIN word_counts w ON w.pk = m.pk"
+        f" WHERE m.pk IN ({','.join('?' * count)}) AND ({where})"
+    )
+
+
 def capped_count_sql(where: str) -> str:
     """How many rows of ``memories m`` pass ``where``, counted up to a limit (the last
     parameter)."""

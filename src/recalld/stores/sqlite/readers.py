@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from recalld import lexical, threads
 from recalld.records import TimeRange
 from recalld.stores.asks import ChannelCandidate, EntitiesAsk, RecentAsk, TextAsk, WordsAsk, ranked
-from recalld.stores.sqlite import queries as q, word_scores
+from recalld.stores.sqlite import queries as q, word_counts, word_scores
 
 log = logging.getLogger("recalld")
 
@@ -137,36 +137,64 @@ def rescored(
     """A :meth:`WordEngine.top` from an engine that only picks the winners: its best
     ``limit`` + a quarter + :data:`WORDS_MARGIN` rows (then ``BM25_PREFETCH`` times the
     limit, when the filters hid some), joined with ``memories`` and the filters, and scored
-    again with FTS5's exact BM25 (their true lengths, FTS5's own row and token counts); None
-    when ``winners`` cannot answer, or the filters hide more than that."""
+    again with FTS5's exact BM25 (their true lengths, FTS5's own row and token counts:
+    from each row's counts, :mod:`.word_counts`, where it has them and the phrases are
+    single tokens, else from its text); None when ``winners`` cannot answer, or the filters
+    hide more than that."""
     db = scope.db
+    counting = word_counts.countable(phrases)
+    columns = (
+        "m.pk, m.id, w.counts, CASE WHEN w.counts IS NULL THEN m.content END"
+        if counting
+        else "m.pk, m.id, NULL, m.content"
+    )
     for k in (limit + limit // 4 + WORDS_MARGIN, limit * q.BM25_PREFETCH):
         found = winners(scope, phrases, k)
         if found is None:
             return None
         pks = [pk for pk, _ in found.rows]
-        read = db.execute(q.pks_where_sql(scope.where, len(pks)), [*pks, *scope.params])
-        passed = {pk: (memory_id, content) for pk, memory_id, content in read}
+        read = db.execute(
+            q.counted_pks_where_sql(scope.where, len(pks), columns), [*pks, *scope.params]
+        )
+        passed = {pk: (memory_id, counts, text) for pk, memory_id, counts, text in read}
         if scope.pks_of is not None:
-            scope.pks_of.update((memory_id, pk) for pk, (memory_id, _) in passed.items())
+            scope.pks_of.update((memory_id, pk) for pk, (memory_id, _, _) in passed.items())
         kept = [passed[pk] for pk, _ in found.rows if pk in passed]
         if len(kept) >= limit or len(found.rows) < k:
-            exact = _fts5_scores(db, [content for _, content in kept], phrases, found.holding)
+            exact = _fts5_scores(db, kept, phrases, found.holding)
             return sorted(
-                ((memory_id, -score) for (memory_id, _), score in zip(kept, exact, strict=True)),
+                ((memory_id, -score) for (memory_id, _, _), score in zip(kept, exact, strict=True)),
                 key=lambda r: (r[1], r[0]),
             )[:limit]
     return None
 
 
 def _fts5_scores(
-    db: sqlite3.Connection, texts: list[str], phrases: list[list[str]], holding: list[int]
+    db: sqlite3.Connection,
+    kept: list[tuple[str, str | None, str | None]],
+    phrases: list[list[str]],
+    holding: list[int],
 ) -> list[float]:
-    if not texts:
+    """FTS5's BM25 of each (id, counts, text) row: from its counts where it has them, else
+    from its text; the same floats either way."""
+    if not kept:
         return []
     (averages,) = db.execute(q.FTS_AVERAGES_SQL).fetchone()
     rows, total = lexical.varints(averages)[:2]
-    return lexical.bm25_many(texts, phrases, rows, total, holding)
+    counted = [i for i, (_, counts, _) in enumerate(kept) if counts is not None]
+    texts = [i for i, (_, counts, _) in enumerate(kept) if counts is None]
+    out = [0.0] * len(kept)
+    if counted:
+        scores = word_counts.scores(
+            [kept[i][1] or "" for i in counted], phrases, holding, rows, total
+        )
+        for i, score in zip(counted, scores, strict=True):
+            out[i] = score
+    if texts:
+        scores = lexical.bm25_many([kept[i][2] or "" for i in texts], phrases, rows, total, holding)
+        for i, score in zip(texts, scores, strict=True):
+            out[i] = score
+    return out
 
 
 def words(engines: Sequence[WordEngine], ask: WordsAsk, scope: Scope) -> list[ChannelCandidate]:

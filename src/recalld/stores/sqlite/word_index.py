@@ -60,6 +60,7 @@ from typing import Any
 
 from recalld import lexical
 from recalld.private_files import make_private, private_file, private_folder, write_private_text
+from recalld.stores.sqlite import word_counts
 from recalld.stores.sqlite.readers import Scope, Winners, rescored, rows_max
 
 log = logging.getLogger("recalld")
@@ -295,6 +296,8 @@ class WordIndex:
                     covered = self._catch_up(db)
                 if covered is not None:
                     _prune(db, covered.seq)
+            # Rows written before their counts were: scored from their texts until then.
+            word_counts.fill_missing(db, word_counts.FILL_CHUNKS)
 
     def _catch_up(self, db: sqlite3.Connection) -> Covered | None:
         """Replay the log past ``covered`` (the caller holds the folder's lock)."""

@@ -4,7 +4,8 @@ the handle's namespaces (``tenancy``).
 
 A memory is one row of ``memories`` (:mod:`.row_values`), its tags and entities rows of
 ``memory_tags`` and ``memory_entities``, its vector a row of ``vectors`` (float32 bytes);
-the word and trigram indexes follow ``memories`` by the schema's own triggers.
+the word and trigram indexes follow ``memories`` by the schema's own triggers; each row's
+token counts (:mod:`.word_counts`) are written here, with the row.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from recalld.errors import EmbedderMismatchError, NotFoundError
 from recalld.records import Memory
 from recalld.stores.base import Tenancy, Vector
-from recalld.stores.sqlite import queries as q, row_values
+from recalld.stores.sqlite import queries as q, row_values, word_counts
 from recalld.stores.sqlite.row_values import COLUMNS, MARKS
 
 IDS_PER_QUERY = 500
@@ -30,11 +31,14 @@ def insert_rows(
 ) -> None:
     """Add the memories (each in the namespace the tenancy gives it) and their vectors."""
     namespaces = [tenancy.namespace_for(m.namespace) for m in memories]
+    written = []
     for i, (memory, namespace) in enumerate(zip(memories, namespaces, strict=True)):
         row = row_values.row(memory, namespace, _position(db, memory, namespace))
         cursor = db.execute(f"INSERT INTO memories ({COLUMNS}) VALUES ({MARKS})", row)
         vector = None if vectors is None else vectors[i]
-        _write_children(db, cursor.lastrowid or 0, memory, vector)
+        written.append(cursor.lastrowid or 0)
+        _write_children(db, written[-1], memory, vector)
+    word_counts.write(db, written, [m.content for m in memories])
 
 
 def _write_children(db: sqlite3.Connection, pk: int, memory: Memory, vector: Vector | None) -> None:
@@ -74,6 +78,7 @@ def replace(
         raise NotFoundError(f"unknown id: no memory with id {memory.id}")
     row = row_values.row(memory, namespace, _position(db, memory, namespace))
     db.execute(f"UPDATE memories SET {assignments} WHERE pk = ?", (*row[1:], pk))
+    word_counts.write(db, [pk], [memory.content])  # (the update's trigger dropped the old)
     db.execute("DELETE FROM memory_tags WHERE pk = ?", (pk,))
     db.execute("DELETE FROM memory_entities WHERE pk = ?", (pk,))
     if vector is not None:

@@ -158,3 +158,18 @@ def test_a_store_from_before_the_counts_gets_them_once_the_index_serves_it(
     with sqlite3.connect(tmp_path / "fresh.db") as db:
         assert db.execute("SELECT 1 FROM meta WHERE key = ?", flag).fetchone() is None
     fresh.close()
+
+
+def test_a_store_without_the_table_is_searched_from_its_texts(tmp_path: Path) -> None:
+    """A store of an older schema opened read-only (no migration runs) has no word counts:
+    its winners are scored from their texts, the same lists."""
+    path = tmp_path / "s.db"
+    store = SQLiteStore(path)
+    store.insert(corpus(600), None)
+    lists = [bm25(store, terms, 25) for terms in QUERIES]
+    with sqlite3.connect(path) as db:  # the schema as a store of version 13 has it
+        db.executescript(
+            "DROP TRIGGER word_counts_au; DROP TRIGGER word_counts_ad; DROP TABLE word_counts;"
+        )
+    assert [bm25(store, terms, 25) for terms in QUERIES] == lists
+    store.close()

@@ -153,9 +153,7 @@ def rescored(
         if found is None:
             return None
         pks = [pk for pk, _ in found.rows]
-        read = db.execute(
-            q.counted_pks_where_sql(scope.where, len(pks), columns), [*pks, *scope.params]
-        )
+        read = _winners_read(db, scope, pks, columns)
         passed = {pk: (memory_id, counts, text) for pk, memory_id, counts, text in read}
         if scope.pks_of is not None:
             scope.pks_of.update((memory_id, pk) for pk, (memory_id, _, _) in passed.items())
@@ -167,6 +165,21 @@ def rescored(
                 key=lambda r: (r[1], r[0]),
             )[:limit]
     return None
+
+
+def _winners_read(
+    db: sqlite3.Connection, scope: Scope, pks: list[int], columns: str
+) -> sqlite3.Cursor:
+    """The winners passing the filters, with their counts where the store keeps them: a
+    store of an older schema opened read-only (no migration ran) has no ``word_counts``,
+    and its rows are read with their texts alone."""
+    params = [*pks, *scope.params]
+    try:
+        return db.execute(q.counted_pks_where_sql(scope.where, len(pks), columns), params)
+    except sqlite3.OperationalError as exc:
+        if "no such table: word_counts" not in str(exc):
+            raise
+    return db.execute(q.pks_where_sql(scope.where, len(pks), "m.pk, m.id, NULL, m.content"), params)
 
 
 def _fts5_scores(

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.scale.test_word_index import NOW, QUERIES, bm25, corpus, memory
 
 from recalld import lexical
 from recalld.stores.sqlite import SQLiteStore, readers, word_counts, word_index
-from tests.scale.test_word_index import NOW, QUERIES, bm25, corpus, memory
 
 pytest.importorskip("tantivy")
 

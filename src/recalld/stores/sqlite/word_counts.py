@@ -16,12 +16,12 @@ of first use. A query token's count is found by its ``" <token>:"`` (FTS5's toke
 space, colon or bar; a token that did would make the row's counts unwritten).
 
 Kept true by the schema (migration 14): a trigger deletes a row's counts when its content
-changes or it is deleted, in the writing transaction, whoever writes (an older recalld
-too); the store's writes put them back with the new text (:func:`write`). A row without
+changes or it is deleted, in the writing transaction, whoever writes (a plain SQL
+``UPDATE`` too); the store's writes put them back with the new text (:func:`write`). A row without
 counts (written before the table, or by a writer that does not write them) is tokenized
 as before; :func:`fill_missing` writes the missing ones once the word index serves the
 store. The scores are the same floats either way: the same terms summed in the same order
-(:func:`scores`; ``tests/contract/test_word_counts.py``).
+(:func:`scores`; ``tests/scale/test_word_counts.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ log = logging.getLogger("recalld")
 
 FORBIDDEN = (" ", ":", "|")
 """Characters the encoding gives a meaning to: a token holding one is not counted here."""
+DIGEST = "~"
+"""How :func:`recalld.lexical.stored` starts a long token's digest (no FTS5 token starts
+so)."""
 MISSING_FLAG = "word_counts_missing"
 """``meta`` key set by migration 14 on a store that had rows (some rows lack counts): the
 pk up to which :func:`fill_missing` has written them."""
@@ -73,9 +76,14 @@ def write(db: sqlite3.Connection, pks: Sequence[int], texts: Sequence[str]) -> N
 
 def countable(phrases: Sequence[Sequence[str]]) -> bool:
     """Whether the phrases' hits can be read from counts: every phrase one token (a phrase
-    of several needs the tokens' places), none holding a character of :data:`FORBIDDEN`."""
+    of several needs the tokens' places), none holding a character of :data:`FORBIDDEN`,
+    none kept as a digest (a token past :data:`recalld.lexical.MAX_TOKEN_BYTES`: the counts
+    hold its digest, where the texts' tokenizing counts the token itself, as FTS5 does)."""
     return all(
-        len(phrase) == 1 and not any(c in phrase[0] for c in FORBIDDEN) for phrase in phrases
+        len(phrase) == 1
+        and not phrase[0].startswith(DIGEST)
+        and not any(c in phrase[0] for c in FORBIDDEN)
+        for phrase in phrases
     )
 
 

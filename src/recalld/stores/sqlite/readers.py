@@ -143,17 +143,12 @@ def rescored(
     hide more than that."""
     db = scope.db
     counting = word_counts.countable(phrases)
-    columns = (
-        "m.pk, m.id, w.counts, CASE WHEN w.counts IS NULL THEN m.content END"
-        if counting
-        else "m.pk, m.id, NULL, m.content"
-    )
     for k in (limit + limit // 4 + WORDS_MARGIN, limit * q.BM25_PREFETCH):
         found = winners(scope, phrases, k)
         if found is None:
             return None
         pks = [pk for pk, _ in found.rows]
-        read = _winners_read(db, scope, pks, columns)
+        read = _winners_read(db, scope, pks, counting)
         passed = {pk: (memory_id, counts, text) for pk, memory_id, counts, text in read}
         if scope.pks_of is not None:
             scope.pks_of.update((memory_id, pk) for pk, (memory_id, _, _) in passed.items())
@@ -168,17 +163,20 @@ def rescored(
 
 
 def _winners_read(
-    db: sqlite3.Connection, scope: Scope, pks: list[int], columns: str
+    db: sqlite3.Connection, scope: Scope, pks: list[int], counting: bool
 ) -> sqlite3.Cursor:
-    """The winners passing the filters, with their counts where the store keeps them: a
-    store of an older schema opened read-only (no migration ran) has no ``word_counts``,
-    and its rows are read with their texts alone."""
+    """The winners passing the filters as (pk, id, counts, text): with their counts where
+    ``counting`` (the phrases can be scored from counts) and the row has them, else with
+    their texts alone, as in a store of an older schema opened read-only (no migration
+    ran, no ``word_counts``)."""
     params = [*pks, *scope.params]
-    try:
-        return db.execute(q.counted_pks_where_sql(scope.where, len(pks), columns), params)
-    except sqlite3.OperationalError as exc:
-        if "no such table: word_counts" not in str(exc):
-            raise
+    if counting:
+        columns = "m.pk, m.id, w.counts, CASE WHEN w.counts IS NULL THEN m.content END"
+        try:
+            return db.execute(q.counted_pks_where_sql(scope.where, len(pks), columns), params)
+        except sqlite3.OperationalError as exc:
+            if "no such table: word_counts" not in str(exc):
+                raise
     return db.execute(q.pks_where_sql(scope.where, len(pks), "m.pk, m.id, NULL, m.content"), params)
 
 

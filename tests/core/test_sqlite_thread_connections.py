@@ -1,5 +1,6 @@
 """A SQLite store's per-thread connections end with their threads (a server's thread pool
-retires idle threads and starts new ones for every burst of requests)."""
+retires idle threads and starts new ones for every burst of requests), and each reads the
+file through a memory map."""
 
 from __future__ import annotations
 
@@ -64,3 +65,32 @@ def test_an_in_memory_store_outlives_the_thread_that_opened_it() -> None:
     (store,) = held
     assert store.active_keys() == 0  # its one connection is the database: still open
     store.close()
+
+
+def mapped(path: Path) -> bool:
+    """Whether this process maps the store's file itself (its WAL index, ``-shm``, is
+    always mapped: it does not count)."""
+    with open("/proc/self/maps") as maps:
+        return any(line.split(maxsplit=5)[5:] == [str(path)] for line in maps.read().splitlines())
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_every_threads_connection_reads_the_file_through_a_map(tmp_path: Path) -> None:
+    path = tmp_path / "store.db"
+    SQLiteStore(path).close()  # the schema written, and moved from the WAL into the file
+    assert not mapped(path)
+    store = SQLiteStore(path)
+    try:
+        found: list[tuple[int, bool]] = []
+
+        def read() -> None:
+            found.append((store.active_keys(), mapped(path)))
+
+        thread = threading.Thread(target=read)
+        thread.start()
+        thread.join()
+        assert found == [(0, True)]
+        assert store.active_keys() == 0
+    finally:
+        store.close()
+    assert not mapped(path)  # the maps were the store's connections', closed with them

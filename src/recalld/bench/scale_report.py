@@ -93,7 +93,9 @@ def markdown(report: ScaleReport) -> str:
         f"(5th percentile {fidelity['p05_cosine']:.3f}) to the real embedding of their text. "
         f"{report.corpus['questions']} real questions, limit {report.options['limit']}. "
         "Floors: SQLite exact numpy cosine and plain FTS5; PostgreSQL the HNSW index alone "
-        "and the word index alone. PostgreSQL peaks are the client process's (the server's "
+        "and the word index alone. Peaks are resident sizes: they count the pages of mapped "
+        "files a process touched (a SQLite store and its ANN files: the system's page cache, "
+        "shared between processes). PostgreSQL peaks are the client process's (the server's "
         "memory is not counted).",
         f"Embedder: {describe_embedder(report.embedder)}.",
         f"Machine: {report.machine['cpus']} CPUs, {report.machine['platform']}, Python "

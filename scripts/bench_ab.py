@@ -2,13 +2,13 @@
 
     PYTHONPATH=src .venv/bin/python scripts/bench_ab.py --mechanism preselect \\
         --store STORE.db [--questions 200] [--rounds 2] [--data ../shared/benchmarks] \\
-        [--out report.json]
+        [--two-handles] [--out report.json]
 
 The store is one ``recalld bench scale`` built (past 50,000 memories, with its ANN index),
 its SQLite file or its PostgreSQL DSN.
-The same real questions go through one engine with the mechanism on and off, alternating,
-for ``--rounds`` rounds, after an untimed pass that reads the store's pages they touch (so
-neither way pays for the other's cold reads). Mechanisms:
+The same real questions go through one engine with the mechanism on and off, alternating
+question by question, for ``--rounds`` rounds, after an untimed pass that reads the store's
+pages they touch (so neither way pays for the other's cold reads). Mechanisms:
 
 - ``preselect``: a filtered subset searched exactly is first ranked by the ANN index's int8
   copies and only the best few rows are read back (off: every row of the subset is);
@@ -29,8 +29,16 @@ neither way pays for the other's cold reads). Mechanisms:
 - ``narrow-beam``: a graph built with the wide beam is walked with
   ``EXPANSION_PER_CANDIDATE`` per candidate asked for, where the index is small enough for
   the beam to stay under its cap (off: twice that, what the older, narrower graph needs).
+- ``mapped-store``: every SQLite connection reads the store file through a memory map
+  (off: through its own page cache, ``mmap_size`` 0). Fixed when a connection opens, so each
+  way searches through a handle of its own (as ``--two-handles``).
 
-Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the slowest
+With ``--two-handles`` each way searches through a store handle of its own, so that neither
+finds the rows the other read (a handle keeps the rows it read between searches while the
+store is unchanged: with one handle, the second way of each question reads none of them).
+
+Reports p50 / p95 / mean ms of a default hybrid search (limit 10) each way, the process's CPU
+a search, on how many questions the "on" way's median time was the lower, the slowest
 questions (the faster of their rounds, each way) and how many top 10s differ. With
 ``--vector-channel`` it times the vector channel alone instead (the store's 200 nearest
 memories with their exact cosines, the default search's pool, each question embedded once
@@ -45,11 +53,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 import recalld
 from recalld import heap
 from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
 from recalld.stores.postgres import indexes as postgres_indexes
-from recalld.stores.sqlite import ann_beam, lazy_vectors, vector_index
+from recalld.stores.sqlite import ann_beam, lazy_vectors, store as sqlite_store, vector_index
 
 Switch = Callable[[Any, bool], None]
 """Turns a mechanism on or off for an engine."""
@@ -123,6 +133,17 @@ def _vectors_file(engine: Any, on: bool) -> None:
     lazy.copies = _HELD.get(id(lazy)) if on else None
 
 
+MAPPED_BYTES = sqlite_store.MAPPED_BYTES
+
+
+def _mapped_store(engine: Any, on: bool) -> None:
+    """On: the store's map; off: none (for the connections opened from now on)."""
+    sqlite_store.MAPPED_BYTES = MAPPED_BYTES if on else 0
+
+
+PER_HANDLE = {"mapped-store"}
+"""Mechanisms fixed when a handle's connections open: each way needs a handle of its own."""
+
 MECHANISMS: dict[str, Switch] = {
     "preselect": _setting(lazy_vectors, "PRESELECT_FACTOR"),
     "near-memory": _setting(ann_beam, "NEAR_MEMORY_EXPANSION"),
@@ -133,6 +154,7 @@ MECHANISMS: dict[str, Switch] = {
     "window-share": _window_share,
     "narrow-beam": _narrow_beam,
     "vectors-file": _vectors_file,
+    "mapped-store": _mapped_store,
 }
 
 
@@ -165,40 +187,62 @@ def main() -> None:
     parser.add_argument("--mechanism", choices=sorted(MECHANISMS), required=True)
     parser.add_argument("--vector-channel", action="store_true",
                         help="time the vector channel alone, not the whole search")  # fmt: skip
+    parser.add_argument("--two-handles", action="store_true",
+                        help="each way searches through a store handle of its own")  # fmt: skip
     args = parser.parse_args()
     sample, model, settings = bench_inputs(args)
-    engine = recalld.open(settings=settings, embedder=model)
     switch = MECHANISMS[args.mechanism]
     values = {"on": True, "off": False}
-    search = _vector_channel(engine, model, sample) if args.vector_channel else _hybrid(engine)
+    engines: dict[str, Any] = {}
+    for name, on in values.items():
+        if args.two_handles or args.mechanism in PER_HANDLE or not engines:
+            if args.mechanism in PER_HANDLE:
+                switch(None, on)  # the handle's settings, before its first connection opens
+            engine = recalld.open(settings=settings, embedder=model)
+        engines[name] = engine
+    searches = {
+        name: _vector_channel(engine, model, sample) if args.vector_channel else _hybrid(engine)
+        for name, engine in engines.items()
+    }
     for question in sample:
-        search(question)
+        for name, on in values.items():
+            switch(engines[name], on)
+            searches[name](question)
     heap.settle()  # as `recalld serve` does once started
     times: dict[str, list[float]] = {name: [] for name in values}
+    cpu: dict[str, list[float]] = {name: [] for name in values}
     tops: dict[str, dict[str, list[str]]] = {name: {} for name in values}
     load_before = os.getloadavg()
     for round_ in range(args.rounds):
-        order = list(values) if round_ % 2 == 0 else list(reversed(values))
-        for question in sample:
+        for i, question in enumerate(sample):
+            order = list(values) if (round_ + i) % 2 == 0 else list(reversed(values))
             for name in order:
-                switch(engine, values[name])
-                began = time.perf_counter()
-                found = search(question)
+                switch(engines[name], values[name])
+                began, used = time.perf_counter(), time.process_time()
+                found = searches[name](question)
                 times[name].append((time.perf_counter() - began) * 1000)
+                cpu[name].append((time.process_time() - used) * 1000)
                 tops[name][question] = found
-    switch(engine, True)
+    switch(engines["on"], True)
     count = len(sample)
 
     def best(name: str, i: int) -> float:
         return round(min(times[name][i::count]), 1)
 
+    def median(name: str, i: int) -> float:
+        return float(np.median(times[name][i::count]))
+
     slowest = sorted(range(count), key=lambda i: -max(best("on", i), best("off", i)))[:10]
     differ = sum(tops["on"][q] != tops["off"][q] for q in sample)
     report = {"store": str(args.store), "mechanism": args.mechanism, "questions": count,
               "timed": "vector channel, 200 deep" if args.vector_channel else "hybrid search",
-              "rounds": args.rounds, "date": datetime.now(UTC).isoformat(timespec="minutes"),
+              "rounds": args.rounds, "handles": len({id(e) for e in engines.values()}),
+              "date": datetime.now(UTC).isoformat(timespec="minutes"),
               "load_before": load_before, "load_after": os.getloadavg(),
               **{name: latency_ms(found) for name, found in times.items()},
+              "cpu_ms_per_search": {name: round(float(np.mean(used)), 2)
+                                    for name, used in cpu.items()},
+              "on_lower_on": sum(median("on", i) < median("off", i) for i in range(count)),
               "slowest": [{"question": sample[i][:60], "on": best("on", i), "off": best("off", i)}
                           for i in slowest],
               "top10_differs": differ}  # fmt: skip

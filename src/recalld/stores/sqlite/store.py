@@ -68,9 +68,10 @@ MAPPED_BYTES = 1 << 31
 mmap_size``; SQLite caps it at its build's maximum, 2 GB in the builds Python ships).
 A page read then costs a look into memory rather than a call to the system and a copy into
 the connection's own 2 MB cache, which a search's few hundred random rows overflow. On the
-100k scale store (435 MB), three runs of 200 questions each alternated with the cache:
-CPU a search 0.94-0.95x, p95 0.90-0.98x, every top 10 the same; at 10k 0.99x; at 1M (its
-first 2 GB of 4.4 mapped) 1.00x (docs/design/search-cpu-mapped.md). The mapped pages are
+100k scale store (435 MB), four runs of 200 questions each alternated with the cache:
+CPU a search 0.94-0.95x, p95 0.90-0.98x, every top 10 the same; at 10k 0.97-0.99x; at 1M
+(its first 2 GB of 4.4 mapped) 0.99-1.00x (``scripts/bench_ab.py --mechanism
+mapped-store``; docs/design/search-cpu-mapped.md). The mapped pages are
 the system's page cache, shared by every connection and process (a process's resident
 size counts those it touched); writes still go through the journal."""
 

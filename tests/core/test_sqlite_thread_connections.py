@@ -67,30 +67,32 @@ def test_an_in_memory_store_outlives_the_thread_that_opened_it() -> None:
     store.close()
 
 
-def mapped(path: Path) -> bool:
-    """Whether this process maps the store's file itself (its WAL index, ``-shm``, is
-    always mapped: it does not count)."""
+def maps_of(path: Path) -> int:
+    """How many maps of the store's file itself this process holds (its WAL index, ``-shm``,
+    is always mapped: it does not count)."""
     with open("/proc/self/maps") as maps:
-        return any(line.split(maxsplit=5)[5:] == [str(path)] for line in maps.read().splitlines())
+        return sum(line.split(maxsplit=5)[5:] == [str(path)] for line in maps.read().splitlines())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
 def test_every_threads_connection_reads_the_file_through_a_map(tmp_path: Path) -> None:
     path = tmp_path / "store.db"
     SQLiteStore(path).close()  # the schema written, and moved from the WAL into the file
-    assert not mapped(path)
+    assert maps_of(path) == 0
     store = SQLiteStore(path)
     try:
-        found: list[tuple[int, bool]] = []
+        assert store.active_keys() == 0
+        opener = maps_of(path)
+        assert opener == 1  # the opening thread's connection
+        found: list[tuple[int, int]] = []
 
         def read() -> None:
-            found.append((store.active_keys(), mapped(path)))
+            found.append((store.active_keys(), maps_of(path)))
 
         thread = threading.Thread(target=read)
         thread.start()
         thread.join()
-        assert found == [(0, True)]
-        assert store.active_keys() == 0
+        assert found == [(0, opener + 1)]  # the thread's own connection maps it too
     finally:
         store.close()
-    assert not mapped(path)  # the maps were the store's connections', closed with them
+    assert maps_of(path) == 0  # the maps were the store's connections', closed with them

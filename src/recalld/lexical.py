@@ -35,9 +35,11 @@ K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6
 MAX_TOKEN_BYTES = 2000
-"""Longer tokens are stored and queried as a digest (``~`` + sha256 hex, ``~`` being a
-separator for unicode61, so no real token looks like it): a PostgreSQL index entry has a
-size limit, and equality, all the ranking needs, is kept."""
+"""Longer tokens are stored and queried as a digest (:data:`DIGEST_PREFIX` + sha256 hex):
+a PostgreSQL index entry has a size limit, and equality, all the ranking needs, is kept."""
+DIGEST_PREFIX = "~"
+"""How a long token's digest starts (:func:`stored`): a separator for unicode61, so no real
+token starts so."""
 BATCH = 500
 
 _local = threading.local()
@@ -57,7 +59,7 @@ def stored(token: str) -> str:
     """A token as stored and queried: itself, or its digest when it is too long."""
     if len(token) * 4 <= MAX_TOKEN_BYTES or len(token.encode("utf-8")) <= MAX_TOKEN_BYTES:
         return token
-    return "~" + hashlib.sha256(token.encode("utf-8")).hexdigest()
+    return DIGEST_PREFIX + hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def tokenize_many(texts: Sequence[str]) -> list[list[str]]:

@@ -66,7 +66,7 @@ def test_counts_score_as_fts5_tokenizing_the_texts_to_the_bit() -> None:
         assert sum(score > 0 for score in want) >= 50
     assert not word_counts.countable(lexical.phrases(["new york"]))  # a phrase's places
     long = "x" * (lexical.MAX_TOKEN_BYTES + 1)  # kept as its digest, which FTS5 never holds
-    assert lexical.phrases([long])[0][0].startswith(word_counts.DIGEST)
+    assert lexical.phrases([long])[0][0].startswith(lexical.DIGEST_PREFIX)
     assert not word_counts.countable(lexical.phrases([long, "run"]))
 
 

@@ -37,9 +37,6 @@ log = logging.getLogger("recalld")
 
 FORBIDDEN = (" ", ":", "|")
 """Characters the encoding gives a meaning to: a token holding one is not counted here."""
-DIGEST = "~"
-"""How :func:`recalld.lexical.stored` starts a long token's digest (no FTS5 token starts
-so)."""
 MISSING_FLAG = "word_counts_missing"
 """``meta`` key set by migration 14 on a store that had rows (some rows lack counts): the
 pk up to which :func:`fill_missing` has written them."""
@@ -81,7 +78,7 @@ def countable(phrases: Sequence[Sequence[str]]) -> bool:
     hold its digest, where the texts' tokenizing counts the token itself, as FTS5 does)."""
     return all(
         len(phrase) == 1
-        and not phrase[0].startswith(DIGEST)
+        and not phrase[0].startswith(lexical.DIGEST_PREFIX)
         and not any(c in phrase[0] for c in FORBIDDEN)
         for phrase in phrases
     )

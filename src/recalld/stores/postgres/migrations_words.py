@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from recalld.stores.postgres.indexes import index_memory
+from recalld.stores.postgres.migrations import _tenant_wall
 from recalld.stores.postgres.word_sql import LEXEME_BYTES_MAX
 
 LEX_SET_BYTES_MAX = 1_000_000
@@ -63,3 +64,79 @@ def m012_lex_sets(cur: Any) -> None:
     # The new column's statistics (a sample of rows), so that the planner estimates the
     # one pass's rows from the words' frequencies, not from a default.
     cur.execute("ANALYZE memories (lex_set)")
+
+
+def m013_word_texts(cur: Any) -> None:
+    """Each memory's word tokens as one text (``word_texts``), kept for the namespaces whose
+    word postings are ranked by a BM25 index as well (``word_namespaces.ranked``, set by
+    :func:`.ranked.build`): pg_textsearch indexes a column, not an expression, and its
+    tokens must be FTS5's, so the text is the row's ``lex_tokens`` joined by spaces (read
+    with PostgreSQL's ``simple`` configuration, each token as it is).
+
+    Statement-level triggers keep the texts of ranked namespaces in step with ``memories``
+    in the writing transaction, as the postings' do (migration 9): inserted rows add theirs,
+    deleted rows remove theirs, an update that changes a row's tokens replaces its text.
+    The table is behind the tenant wall. Without pg_textsearch nothing is ever ranked and
+    the table stays empty."""
+    cur.execute(
+        "ALTER TABLE word_namespaces ADD COLUMN IF NOT EXISTS ranked boolean NOT NULL DEFAULT false"
+    )
+    cur.execute(
+        "CREATE TABLE IF NOT EXISTS word_texts (namespace text NOT NULL, pk bigint NOT NULL,"
+        " words text NOT NULL, PRIMARY KEY (namespace, pk))"
+    )
+    _tenant_wall(cur, "word_texts", writes=True)
+    remove = (
+        "DELETE FROM word_texts t USING gone WHERE t.namespace = gone.namespace AND t.pk = gone.pk"
+    )
+    bodies = {
+        "insert": f"INSERT INTO word_texts {texts_sql('new_rows')};",
+        "delete": f"WITH gone AS (SELECT namespace, pk FROM old_rows) {remove};",
+        # A row's text replaced in place (one statement cannot delete a key and insert it
+        # again), and removed from its old namespace when it moved.
+        "update": (
+            "WITH changed AS (SELECT n.* FROM new_rows n JOIN old_rows o ON o.pk = n.pk"
+            " WHERE o.lex_tokens IS DISTINCT FROM n.lex_tokens"
+            " OR o.namespace IS DISTINCT FROM n.namespace),"
+            " gone AS (SELECT o.namespace, o.pk FROM old_rows o JOIN changed c ON c.pk = o.pk"
+            " WHERE o.namespace IS DISTINCT FROM c.namespace),"
+            f" dropped AS ({remove})"
+            f" INSERT INTO word_texts {texts_sql('changed')}"
+            " ON CONFLICT (namespace, pk) DO UPDATE SET words = EXCLUDED.words;"
+        ),
+    }
+    tables = {
+        "insert": "NEW TABLE AS new_rows",
+        "delete": "OLD TABLE AS old_rows",
+        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
+    }
+    for event, body in bodies.items():
+        cur.execute(
+            f"""
+            CREATE OR REPLACE FUNCTION recalld_word_texts_{event}() RETURNS trigger
+            LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+            BEGIN
+                -- No namespace is ranked: nothing to do (the common case).
+                IF NOT EXISTS (SELECT 1 FROM word_namespaces WHERE ranked) THEN
+                    RETURN NULL;
+                END IF;
+                {body}
+                RETURN NULL;
+            END $$
+            """
+        )
+        name = f"memories_texts_{event}"
+        cur.execute(f"DROP TRIGGER IF EXISTS {name} ON memories")
+        cur.execute(
+            f"CREATE TRIGGER {name} AFTER {event.upper()} ON memories REFERENCING"
+            f" {tables[event]} FOR EACH STATEMENT EXECUTE FUNCTION recalld_word_texts_{event}()"
+        )
+
+
+def texts_sql(rows: str) -> str:
+    """``SELECT`` the word texts of ``rows`` (memories' rows) of the ranked namespaces."""
+    return (
+        "(namespace, pk, words) SELECT r.namespace, r.pk,"
+        " coalesce(array_to_string(r.lex_tokens, ' '), '') FROM"
+        f" {rows} r JOIN word_namespaces w ON w.namespace = r.namespace AND w.ranked"
+    )

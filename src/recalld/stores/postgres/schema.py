@@ -22,7 +22,7 @@ from recalld.stores.postgres.migrations import (
     m010_collections,
     m011_estimable_wall,
 )
-from recalld.stores.postgres.migrations_words import m012_lex_sets
+from recalld.stores.postgres.migrations_words import m012_lex_sets, m013_word_texts
 
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
@@ -38,6 +38,7 @@ MIGRATIONS: list[Migration] = [
     (10, "m010_collections", m010_collections),
     (11, "m011_estimable_wall", m011_estimable_wall),
     (12, "m012_lex_sets", m012_lex_sets),
+    (13, "m013_word_texts", m013_word_texts),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

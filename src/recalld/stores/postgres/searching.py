@@ -20,6 +20,7 @@ import psycopg
 
 from recalld import threads
 from recalld.errors import EmbedderMismatchError
+from recalld.lexical import phrases
 from recalld.records import Memory
 from recalld.stores.base import (
     CandidateRequest,
@@ -27,9 +28,10 @@ from recalld.stores.base import (
     SearchRows,
     Tenancy,
     Vector,
+    WordsAsk,
     neighbors_in_sessions,
 )
-from recalld.stores.postgres import indexes as ix, queries as q, reads, results as res
+from recalld.stores.postgres import indexes as ix, queries as q, ranked, reads, results as res
 from recalld.stores.postgres.fingerprint import KnownFingerprint
 from recalld.stores.postgres.migrations import WORDS_GONE
 from recalld.stores.postgres.plans import PlanChoice
@@ -64,6 +66,8 @@ class Searching:
     _own_beam: int
     """The build beam of the tenant's own vector index, 0 without one (:class:`ix.Indexes`)."""
     _word_postings: bool
+    _word_ranked: bool
+    """The postings ranked by a BM25 index (:mod:`.ranked`)."""
     _walled: bool
     _ef: int
     _visible_count: tuple[int, int, float]
@@ -119,21 +123,46 @@ class Searching:
     def exact_vectors(self) -> bool:
         return False  # the planner may answer from the HNSW index, whichever the table's size
 
-    def _candidates_sql(self, request: CandidateRequest) -> tuple[str, dict[str, Any]]:
+    def _candidates_sql(
+        self, request: CandidateRequest, conn: psycopg.Connection[Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """The request's statement, to be sent on ``conn``, which first reads a BM25
+        index's word winners when the tenant's postings are ranked (:meth:`_winners`;
+        without ``conn``, the postings' statement)."""
         where, params = q.filter_sql(request.filters, self._visible, self._own_index)
         # Under a filter narrower than the live rows, the postings' rows are read in score
         # order until enough pass, or the few rows the filter's indexed part admits first.
         live = res.live_rows_only(request.filters)
         narrowed = None if live else q.narrowing_sql(request.filters)
+        counted = self._rows_counted()
+        winners = self._winners(request, conn) if live and conn is not None else None
         words = ix.word_engine(
-            self._visible, self._word_postings, narrowed, *self._rows_counted(), self._walled
+            self._visible, self._word_postings, narrowed, *counted, self._walled, winners
         )
         asked = res.asked(request, self.channels)
         sql, more = q.candidates_sql(request, where, asked, q.readers(words))
         values: dict[str, Any] = {**params, **more}
+        if winners is not None:
+            values["lex_w"] = winners
         if request.query_vector is not None:
             values["qv"] = np.asarray(request.query_vector, np.float32)
         return sql, values
+
+    def _winners(
+        self, request: CandidateRequest, conn: psycopg.Connection[Any]
+    ) -> list[int] | None:
+        """The pks of the tenant's BM25 index's best rows for the request's words, when its
+        postings are ranked and every phrase is one token (:mod:`.ranked`); else None."""
+        ask = request.asks.get("bm25")
+        if not (self._word_ranked and self._word_postings and isinstance(ask, WordsAsk)):
+            return None
+        query = phrases(ask.terms)
+        if not ranked.single_tokens(query):
+            return None
+        found = ranked.winners(conn, self._visible[0], query, ask.limit)
+        if found is None:
+            self._word_ranked = False  # dropped: the postings answer until it is back
+        return found
 
     def candidates(self, request: CandidateRequest) -> dict[str, list[ChannelCandidate]]:
         out = res.channels(request)
@@ -141,17 +170,19 @@ class Searching:
             return out  # no statement to send
 
         def run() -> list[Any]:
-            sql, values = self._candidates_sql(request)
             generic = self._plans.generic(False, res.plain_vectors([request]))
-            with self._conn() as conn, self._plans.mode(conn, generic):
-                if request.query_vector is not None:
-                    have = self._dimension(conn)
-                    if have is not None and have != request.query_vector.shape[-1]:
-                        raise EmbedderMismatchError(
-                            f"query vector has {request.query_vector.shape[-1]} dimensions,"
-                            f" the store's vectors have {have}"
-                        )
-                return conn.execute(sql, values).fetchall()
+            self._rows_counted()  # counted again (its own connection) before this one's
+            with self._conn() as conn:
+                sql, values = self._candidates_sql(request, conn)
+                with self._plans.mode(conn, generic):
+                    if request.query_vector is not None:
+                        have = self._dimension(conn)
+                        if have is not None and have != request.query_vector.shape[-1]:
+                            raise EmbedderMismatchError(
+                                f"query vector has {request.query_vector.shape[-1]} dimensions,"
+                                f" the store's vectors have {have}"
+                            )
+                    return conn.execute(sql, values).fetchall()
 
         for channel, rank, memory_id, score in self._postings_guard(run):
             out.setdefault(channel, []).append(ChannelCandidate(memory_id, rank, float(score)))
@@ -173,9 +204,10 @@ class Searching:
             return visible, table
         with self._read() as conn:
             visible, table = ix.word_rows(conn, self._visible)
-            if not self._word_postings and len(self._visible) == 1:
+            if not (self._word_postings and self._word_ranked) and len(self._visible) == 1:
                 # Built since the handle opened (by another handle's write, or the command).
-                self._word_postings = ix.Indexes.read(conn, self._visible).word_postings
+                has = ix.Indexes.read(conn, self._visible)
+                self._word_postings, self._word_ranked = has.word_postings, has.ranked
         self._visible_count = (visible, table, time.monotonic())
         self._unseen_writes = 0
         return visible, table
@@ -195,19 +227,21 @@ class Searching:
         vectors = vectors or candidate_vectors
 
         def run() -> tuple[list[bool], list[Any]]:
-            blocks = [self._candidates_sql(r) for r in requests]
-            sql, values = q.search_rows_sql(
-                [b for b in blocks if b[0]],
-                vectors=vectors,
-                radius=max(neighbor_radius, 0),
-                depth=neighbor_depth,
-                rows_depth=ROWS_DEPTH,
-                complete=candidate_vectors or (bool(requests) and "semantic" in requests[0].asks),
-            )
-            values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
-            exact = self._word_postings and res.words_only(requests)  # plans.GENERIC_WORDS
-            plain = res.plain_vectors(requests)
+            self._rows_counted()  # counted again (its own connection) before this one's
             with self._read() as conn:
+                blocks = [self._candidates_sql(r, conn) for r in requests]
+                sql, values = q.search_rows_sql(
+                    [b for b in blocks if b[0]],
+                    vectors=vectors,
+                    radius=max(neighbor_radius, 0),
+                    depth=neighbor_depth,
+                    rows_depth=ROWS_DEPTH,
+                    complete=candidate_vectors
+                    or (bool(requests) and "semantic" in requests[0].asks),
+                )
+                values.update(namespaces=self._visible, tenant=self.tenancy.tenant)
+                exact = self._word_postings and res.words_only(requests)  # GENERIC_WORDS
+                plain = res.plain_vectors(requests)
                 self._plans.apply(conn, self._visible, self._visible_count[0], self._own_index)
                 generic = self._plans.generic(exact, plain)
                 narrowed = False
@@ -248,5 +282,5 @@ class Searching:
         except psycopg.Error as exc:
             if exc.sqlstate != WORDS_GONE or not self._word_postings:
                 raise
-            self._word_postings = False
+            self._word_postings = self._word_ranked = False
             return run()

@@ -77,6 +77,7 @@ class PostgresStore(Searching, WordsWhenDue, Administration, SourceFiles):
                 self._declare(conn, ix.EF_SEARCH)
                 has = ix.Indexes.read(conn, self._visible)
                 self._own_beam, self._word_postings = has.own_beam, has.word_postings
+                self._word_ranked = has.ranked
                 self._walled = ix.walled(conn)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open the PostgreSQL store {self.path}: {exc}") from exc

@@ -251,7 +251,7 @@ def _phrase_rows(ns: str, i: int, phrase: Sequence[str], params: Params) -> str:
 
 
 def posting_scores(
-    query: Sequence[Sequence[str]], namespace: str, kept: bool = True
+    query: Sequence[Sequence[str]], namespace: str, kept: bool = True, within: bool = False
 ) -> tuple[list[str], Params]:
     """Every row of ``namespace`` holding a phrase of ``query``, with its exact score, from
     the namespace's postings: CTEs ending in ``lex_sum`` (``pk``, the row's length ``dl``,
@@ -268,7 +268,9 @@ def posting_scores(
 
     ``kept``: ``lex_sum`` materialized, computed once however many CTEs read it; otherwise
     each reader computes it (:func:`top_words_ctes`, whose second reader runs only when the
-    best rows do not prove the list)."""
+    best rows do not prove the list). ``within``: only the rows of ``%(lex_w)s`` (pks, a
+    BM25 index's winners: :mod:`.ranked`) are scored; each phrase's count of rows is still
+    over all of its postings, so their scores are the same."""
     hits, params = phrase_hits(query)
     n = len(query)
     ns = literal(namespace)
@@ -288,9 +290,10 @@ def posting_scores(
     # opened; the store then asks again without them.
     counts += f", recalld_words_listed({ns}) AS listed"
     # Each phrase's hits in each row holding it: (row, its length, phrase, hits).
+    rows = " AND p.pk = ANY(%(lex_w)s::bigint[])" if within else ""
     parts = [
         f"SELECT p.pk, p.dl, {i} AS i, p.tf::float8 AS f FROM word_postings p"
-        f" WHERE p.namespace = {ns}" + posted.format(i=i)
+        f" WHERE p.namespace = {ns}" + posted.format(i=i) + rows
         for i in single
     ]
     ctes = [f"lex_n AS MATERIALIZED (SELECT {counts})"]
@@ -337,7 +340,7 @@ def posting_scores(
 
 
 def top_words_ctes(
-    query: Sequence[Sequence[str]], where: str, namespace: str
+    query: Sequence[Sequence[str]], where: str, namespace: str, within: bool = False
 ) -> tuple[list[str], Params]:
     """The word channel over a namespace's postings: :func:`bm25_ctes`'s rows, order and
     scores, without reading the table for every row holding a query word.
@@ -347,14 +350,15 @@ def top_words_ctes(
     :data:`WORD_READ_FACTOR` times the list's length are read from the table (their ids,
     times and the search's filter; not their tokens); the others too only if one of them
     might still enter the list, which the filter dropping rows, or equal scores across the
-    cut (ordered by id, not by row number), can make happen."""
+    cut (ordered by id, not by row number), can make happen. ``within``: only the rows of a
+    BM25 index's winners are scored (:func:`posting_scores`)."""
     # Not kept: the scored rows go straight into the sort for the best, not first into a
     # store of every row (36k rows, 4 MB, of a question of eight common words in the 1M
     # database, written to a temporary file). The 100k tenant's word statements of 100
     # questions: 1.5-1.8 ms less execution on average, 9-23 ms less for the heaviest, for
     # 0.8-1.1 ms more planning (``lex_hit_c``'s reading is planned too; it runs only when
     # the best rows do not prove the list), docs/design/postgres-statements.md.
-    ctes, params = posting_scores(query, namespace, kept=False)
+    ctes, params = posting_scores(query, namespace, kept=False, within=within)
     n, ns = len(query), literal(namespace)
     read = f"(%(bm25_limit)s * {int(WORD_READ_FACTOR)} + {int(WORD_READ_EXTRA)})"
     columns = ", ".join(f"c.f{i}" for i in range(n))
@@ -421,6 +425,19 @@ class Postings:
 
     def ctes(self, query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
         return top_words_ctes(query, where, self.namespace)
+
+
+@dataclass(frozen=True)
+class RankedPostings:
+    """A namespace's word postings, of the rows of ``%(lex_w)s`` alone: a BM25 index's
+    winners (:mod:`.ranked`), scored as :class:`Postings` scores them; for the same
+    handles and filters, and questions whose phrases are single tokens."""
+
+    namespace: str
+    name = "ranked-postings"
+
+    def ctes(self, query: Sequence[Sequence[str]], where: str) -> tuple[list[str], Params]:
+        return top_words_ctes(query, where, self.namespace, within=True)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
     PYTHONPATH=src .venv/bin/python scripts/bench_ab.py --mechanism preselect \\
         --store STORE.db [--questions 200] [--rounds 2] [--data ../shared/benchmarks] \\
-        [--two-handles] [--out report.json]
+        [--two-handles] [--tenant NAME] [--out report.json]
 
 The store is one ``recalld bench scale`` built (past 50,000 memories, with its ANN index),
 its SQLite file or its PostgreSQL DSN.
@@ -29,6 +29,9 @@ pages they touch (so neither way pays for the other's cold reads). Mechanisms:
 - ``narrow-beam``: a graph built with the wide beam is walked with
   ``EXPANSION_PER_CANDIDATE`` per candidate asked for, where the index is small enough for
   the beam to stay under its cap (off: twice that, what the older, narrower graph needs).
+- ``ranked-words`` (``--store`` a PostgreSQL DSN, ``--tenant`` one with word postings):
+  the word channel scores only the winners of the tenant's BM25 index on its postings
+  (off: every posting of the question's words);
 - ``mapped-store``: every SQLite connection reads the store file through a memory map
   (off: through its own page cache, ``mmap_size`` 0). Fixed when a connection opens, so each
   way searches through a handle of its own (as ``--two-handles``).
@@ -57,6 +60,7 @@ import numpy as np
 
 import recalld
 from recalld import heap
+from recalld.config import Settings
 from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
 from recalld.stores.postgres import indexes as postgres_indexes
 from recalld.stores.sqlite import ann_beam, lazy_vectors, store as sqlite_store, vector_index
@@ -133,6 +137,17 @@ def _vectors_file(engine: Any, on: bool) -> None:
     lazy.copies = _HELD.get(id(lazy)) if on else None
 
 
+_RANKED: dict[int, bool] = {}
+
+
+def _ranked_words(engine: Any, on: bool) -> None:
+    """On: the handle's word postings ranked by the tenant's BM25 index, as it opened with
+    them; off: scored whole."""
+    store = engine.store
+    _RANKED.setdefault(id(store), store._word_ranked)
+    store._word_ranked = _RANKED[id(store)] if on else False
+
+
 PER_HANDLE = {"mapped-store"}
 """Mechanisms fixed when a handle's connections open: each way needs a handle of its own."""
 
@@ -147,6 +162,7 @@ MECHANISMS: dict[str, Switch] = {
     "narrow-beam": _narrow_beam,
     "vectors-file": _vectors_file,
     "mapped-store": _setting(sqlite_store, "MAPPED_BYTES", off=0),  # no map
+    "ranked-words": _ranked_words,
 }
 
 
@@ -181,8 +197,11 @@ def main() -> None:
                         help="time the vector channel alone, not the whole search")  # fmt: skip
     parser.add_argument("--two-handles", action="store_true",
                         help="each way searches through a store handle of its own")  # fmt: skip
+    parser.add_argument("--tenant", help="the tenant to search (a PostgreSQL store's)")
     args = parser.parse_args()
     sample, model, settings = bench_inputs(args)
+    if args.tenant:
+        settings = Settings(db=args.store, cache_dir=None, embedder="local", tenant=args.tenant)
     switch = MECHANISMS[args.mechanism]
     values = {"on": True, "off": False}
     engines: dict[str, Any] = {}

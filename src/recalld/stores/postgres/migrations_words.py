@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from recalld.stores.postgres.indexes import index_memory
-from recalld.stores.postgres.migrations import _tenant_wall
+from recalld.stores.postgres.migrations import _tenant_wall, memories_triggers
 from recalld.stores.postgres.word_sql import LEXEME_BYTES_MAX
 
 LEX_SET_BYTES_MAX = 1_000_000
@@ -105,32 +105,9 @@ def m013_word_texts(cur: Any) -> None:
             " ON CONFLICT (namespace, pk) DO UPDATE SET words = EXCLUDED.words;"
         ),
     }
-    tables = {
-        "insert": "NEW TABLE AS new_rows",
-        "delete": "OLD TABLE AS old_rows",
-        "update": "OLD TABLE AS old_rows NEW TABLE AS new_rows",
-    }
-    for event, body in bodies.items():
-        cur.execute(
-            f"""
-            CREATE OR REPLACE FUNCTION recalld_word_texts_{event}() RETURNS trigger
-            LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
-            BEGIN
-                -- No namespace is ranked: nothing to do (the common case).
-                IF NOT EXISTS (SELECT 1 FROM word_namespaces WHERE ranked) THEN
-                    RETURN NULL;
-                END IF;
-                {body}
-                RETURN NULL;
-            END $$
-            """
-        )
-        name = f"memories_texts_{event}"
-        cur.execute(f"DROP TRIGGER IF EXISTS {name} ON memories")
-        cur.execute(
-            f"CREATE TRIGGER {name} AFTER {event.upper()} ON memories REFERENCING"
-            f" {tables[event]} FOR EACH STATEMENT EXECUTE FUNCTION recalld_word_texts_{event}()"
-        )
+    # No namespace is ranked: nothing to do (the common case).
+    needed = "SELECT 1 FROM word_namespaces WHERE ranked"
+    memories_triggers(cur, "texts", "word_texts", needed, bodies)
 
 
 def texts_sql(rows: str) -> str:

@@ -11,11 +11,11 @@ word_index``). The index's own scores are not FTS5's (another idf), so the winne
 for with a margin (:func:`depth`); on the 100k tenant of the scale corpus the lists of 200
 were FTS5's for every question measured (docs/design/postgres-words.md, 2026-11-30).
 
-Where it stands aside (the postings answer, with the same rows and scores): a server
-without pg_textsearch (``recalld postgres start`` loads it where the ``postgres`` extra has
-it, :mod:`recalld.local_textsearch`); a tenant without the index (built with its postings,
-:func:`build`); a search with a filter narrower than the live memories, or a phrase of
-several tokens (``e-mail``).
+Where it stands aside (the postings answer, with the same rows and scores): a tenant of
+fewer than :data:`MIN_ROWS` memories; a server without pg_textsearch (``recalld postgres
+start`` loads it where the ``postgres`` extra has it, :mod:`recalld.local_textsearch`); a
+tenant without the index (built with its postings, :func:`build`); a search with a filter
+narrower than the live memories, or a phrase of several tokens (``e-mail``).
 
 The winners are read by a statement of their own, plain (never prepared: a prepared
 statement on a custom plan ran the index scan 5-10 times slower once another statement had
@@ -45,6 +45,18 @@ MARGIN = 10
 search's filter hides (forgotten and replaced memories stay in the index, as in FTS5's) and
 for rows the index ranks just below the depth where FTS5's scores put them in (the SQLite
 word index's margin, ``stores/sqlite/readers.WORDS_MARGIN``)."""
+
+
+MIN_ROWS = 50_000
+"""A tenant is searched through its index from this many memories (the index is built with
+its postings, from 10,000, and kept from then on). Below, the winners' statement costs more
+than the postings it spares. The two ways alternated question by question, 200 scale
+questions x 2, as ``recalld_app``, p50 / p95 ms, ranked against whole
+(``scripts/bench_ab.py --mechanism ranked-words``): a tenant of 10k 44.5 / 66.6 against
+42.6 / 61.7 (ranked faster on 58 of 200); of 100k 48.5 / 71.8 against 51.4 / 82.1 (124 of
+200); the tenant of 100k in the 1M database 45.2 / 66.6 against 47.5 / 78.1 (135 of 200).
+The point between is where the word statement gets a connection of its own
+(``searching.PARALLEL_READS_MIN_ROWS``); not measured closer."""
 
 
 def depth(limit: int) -> int:

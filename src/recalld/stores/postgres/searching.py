@@ -156,6 +156,8 @@ class Searching:
         ask = request.asks.get("bm25")
         if not (self._word_ranked and self._word_postings and isinstance(ask, WordsAsk)):
             return None
+        if self._rows_counted()[0] < ranked.MIN_ROWS:
+            return None
         query = phrases(ask.terms)
         if not ranked.single_tokens(query):
             return None

@@ -60,8 +60,8 @@ import numpy as np
 
 import recalld
 from recalld import heap
-from recalld.config import Settings
 from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
+from recalld.config import Settings
 from recalld.stores.postgres import indexes as postgres_indexes
 from recalld.stores.sqlite import ann_beam, lazy_vectors, store as sqlite_store, vector_index
 

@@ -61,7 +61,6 @@ import numpy as np
 import recalld
 from recalld import heap
 from recalld.bench.scale_worker import bench_inputs, latency_ms, store_bench_options, write_report
-from recalld.config import Settings
 from recalld.stores.postgres import indexes as postgres_indexes
 from recalld.stores.sqlite import ann_beam, lazy_vectors, store as sqlite_store, vector_index
 
@@ -201,7 +200,7 @@ def main() -> None:
     args = parser.parse_args()
     sample, model, settings = bench_inputs(args)
     if args.tenant:
-        settings = Settings(db=args.store, cache_dir=None, embedder="local", tenant=args.tenant)
+        settings = settings.model_copy(update={"tenant": args.tenant})
     switch = MECHANISMS[args.mechanism]
     values = {"on": True, "off": False}
     engines: dict[str, Any] = {}

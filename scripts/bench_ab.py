@@ -29,7 +29,8 @@ pages they touch (so neither way pays for the other's cold reads). Mechanisms:
 - ``narrow-beam``: a graph built with the wide beam is walked with
   ``EXPANSION_PER_CANDIDATE`` per candidate asked for, where the index is small enough for
   the beam to stay under its cap (off: twice that, what the older, narrower graph needs).
-- ``ranked-words`` (``--store`` a PostgreSQL DSN, ``--tenant`` one with word postings):
+- ``ranked-words`` (``--store`` a PostgreSQL DSN, ``--tenant`` one with word postings
+  ranked by a BM25 index: a server with a trusted pg_textsearch, ``ranked.MIN_VERSION``):
   the word channel scores only the winners of the tenant's BM25 index on its postings
   (off: every posting of the question's words);
 - ``mapped-store``: every SQLite connection reads the store file through a memory map

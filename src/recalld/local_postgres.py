@@ -148,18 +148,16 @@ def _running(folder: Path, textsearch: bool = False) -> Any:
     """The package's handle of the server of ``folder``, started if need be, with the
     application role and its database (``textsearch``: see :func:`start`)."""
     embedded = _embedded()
-    if local_textsearch.forget_ours(folder, unless_present=textsearch):
-        log.info("the server in %s starts without pg_textsearch", folder)
+    if local_textsearch.forget_ours(folder, unless_present=True):
+        log.warning("pg_textsearch is gone: the server in %s starts without it", folder)
     folder.mkdir(exist_ok=True)
     server = _started(embedded, folder)
     admin = str(server.get_uri("postgres"))
     sized = _size_shared_buffers(admin)
-    if textsearch:
-        preload = local_textsearch.configure(admin, local_textsearch.bundled())
-        unload = False
-    else:  # running with the library an earlier recalld gave it (taken out above)
-        preload, unload = False, local_textsearch.loaded_from_ours(admin)
-    if preload or sized or unload:
+    preload = textsearch and local_textsearch.configure(admin, local_textsearch.bundled())
+    if not textsearch:
+        server = _without_textsearch(embedded, folder, server)
+    if preload or sized:
         stop(folder)  # shared_buffers and the preloaded library take effect at a start
         try:
             server = _started(embedded, folder)
@@ -178,6 +176,30 @@ def _running(folder: Path, textsearch: bool = False) -> Any:
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DATABASE}';")
     if "(1 row)" not in exists:
         server.psql(f"CREATE DATABASE {DATABASE} OWNER {APP_ROLE};")
+    return server
+
+
+def _without_textsearch(embedded: Any, folder: Path, server: Any) -> Any:
+    """The server of ``folder`` running without the pg_textsearch an earlier recalld gave
+    it, its BM25 indexes of word texts dropped first in every database (with the library
+    loaded, started so if need be: a table whose index's library is not loaded can be
+    neither read nor dropped; the store's migration 14 then unranks the tenants). Kept as
+    it is where other BM25 indexes need the library, or the library is gone."""
+    admin = str(server.get_uri("postgres"))
+    found = local_textsearch.bm25_indexes(admin)
+    if found and not local_textsearch.loaded_from_ours(admin):
+        if not local_textsearch.configure(admin, local_textsearch.bundled()):
+            log.warning("the BM25 indexes in %s need pg_textsearch, which is gone", folder)
+            return server
+        stop(folder)
+        server = _started(embedded, folder)
+    if not local_textsearch.drop_word_ranks(admin, found):
+        log.warning("the server in %s keeps pg_textsearch for BM25 indexes of its own", folder)
+        return server
+    local_textsearch.forget_ours(folder)
+    if local_textsearch.loaded_from_ours(admin):
+        stop(folder)
+        server = _started(embedded, folder)
     return server
 
 

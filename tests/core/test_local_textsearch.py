@@ -106,7 +106,7 @@ def test_a_server_an_earlier_recalld_gave_the_library_starts_without_it(
             assert ts.preloaded(conn)
             shown = [conn.execute(f"SHOW {name}").fetchone()[0] for name in ts.SETTINGS]  # type: ignore[index]
         assert shown == list(ts.settings(files).values())
-        assert ts.loaded_from_ours(server.admin_dsn)
+        assert ts.loaded_from(server.admin_dsn) == "package"
         server = local_postgres.start(folder)
         with psycopg.connect(server.admin_dsn, autocommit=True) as conn:
             assert not ts.preloaded(conn)

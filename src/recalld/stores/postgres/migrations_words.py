@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from recalld.errors import StoreError
 from recalld.stores.postgres import ranked
@@ -145,7 +146,7 @@ def m014_untrusted_word_ranks(cur: Any) -> None:
     )
     for (name,) in cur.fetchall():
         try:
-            cur.execute(f'DROP INDEX IF EXISTS "{name}"')
+            cur.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
         except psycopg.errors.UndefinedFile as exc:  # opening the index loads its library
             raise StoreError(
                 f"the BM25 index {name} of this database was built with pg_textsearch, which"

@@ -201,7 +201,7 @@ def _without_textsearch(embedded: Any, folder: Path, server: Any) -> Any:
         log.warning("the server in %s keeps pg_textsearch for BM25 indexes of its own", folder)
         return server
     local_textsearch.forget_ours(folder)
-    if local_textsearch.loaded_from(admin) == "package":
+    if loaded or found:  # running with the package's library (started so above for ``found``)
         stop(folder)
         server = _started(embedded, folder)
     return server

